@@ -1,0 +1,33 @@
+#include "core/cost_table.h"
+
+namespace pw {
+
+CostTable make_uniform_cost_table(const Placement& placement, const UniformCosts& c,
+                                  bool with_recompute) {
+  CostTable t;
+  t.num_stages = placement.num_stages();
+  t.duration.assign(static_cast<std::size_t>(t.num_stages) * kNumActionKinds, 0);
+  t.mem_delta.assign(static_cast<std::size_t>(t.num_stages) * kNumActionKinds, 0.0);
+  t.comm.assign(t.num_stages, c.comm);
+  for (int s = 0; s < t.num_stages; ++s) {
+    const double w = placement.activation_weight(s);
+    t.time(s, ActionKind::kF) = c.f;
+    t.time(s, ActionKind::kB) = c.b;
+    t.time(s, ActionKind::kW) = c.w;
+    t.time(s, ActionKind::kBW) = c.b + c.w;
+    t.time(s, ActionKind::kR) = c.r;
+    t.time(s, ActionKind::kOverlapFB) = c.overlap > 0 ? c.overlap : c.f + c.b + c.w;
+    const double keep = with_recompute ? c.recompute_keep : 1.0;
+    t.mem(s, ActionKind::kF) = w * keep;
+    t.mem(s, ActionKind::kR) = with_recompute ? w * (1.0 - keep) : 0.0;
+    t.mem(s, ActionKind::kB) = -w * (1.0 - c.mw_over_mb);
+    t.mem(s, ActionKind::kW) = -w * c.mw_over_mb;
+    t.mem(s, ActionKind::kBW) = -w;
+    // OVERLAP_F_B allocates the forward's activations and frees the backward's; net zero for
+    // equal-weight chunks. Its allocation is modelled at the start, the release at the end.
+    t.mem(s, ActionKind::kOverlapFB) = 0.0;
+  }
+  return t;
+}
+
+}  // namespace pw

@@ -1,0 +1,68 @@
+#include "core/error.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace pw {
+namespace {
+
+std::string join_what(const std::string& file, const std::string& key, const std::string& msg) {
+  std::string out;
+  if (!file.empty()) out += file + ": ";
+  if (!key.empty()) out += key + ": ";
+  return out + msg;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+template <typename Range>
+std::string nearest_in(const std::string& name, const Range& valid) {
+  std::string best;
+  std::size_t best_d = static_cast<std::size_t>(-1);
+  for (const auto& v : valid) {
+    std::size_t d = edit_distance(name, v);
+    if (d < best_d) {
+      best_d = d;
+      best = v;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+ConfigError::ConfigError(std::string file, std::string key, std::string message)
+    : std::runtime_error(join_what(file, key, message)),
+      file_(std::move(file)),
+      key_(std::move(key)),
+      message_(std::move(message)) {}
+
+void assert_fail(const char* expr, const char* file, int line, const std::string& msg) {
+  std::fprintf(stderr, "pipewright: internal invariant failed at %s:%d: %s: %s\n", file, line, expr,
+               msg.c_str());
+  std::abort();
+}
+
+std::string nearest_name(const std::string& name, const std::initializer_list<std::string>& valid) {
+  return nearest_in(name, valid);
+}
+std::string nearest_name(const std::string& name, const std::vector<std::string>& valid) {
+  return nearest_in(name, valid);
+}
+
+}  // namespace pw

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One-command set-up for a fresh Debian 12 machine (run as root, or with sudo available):
+#   scripts/bootstrap.sh run    install missing packages, build (Release), plan the bundled default
+#   scripts/bootstrap.sh test   install missing packages, build (Release), run the test suite
+set -euo pipefail
+mode=${1:-run}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${PW_BUILD_DIR:-$root/build}
+
+packages=(build-essential cmake ninja-build ccache pkg-config libfmt-dev libyaml-cpp-dev
+  nlohmann-json3-dev libeigen3-dev libboost-graph-dev libcli11-dev libtbb-dev libopenmpi-dev
+  openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev)
+if [ "$mode" = test ]; then packages+=(chromium); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=sudo
+  echo "bootstrap: installing ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build" -j"$(nproc)"
+
+case "$mode" in
+  run)
+    "$build/tools/pipewright" plan
+    ;;
+  test)
+    # mpirun refuses root unless told otherwise; CI runs as root.
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    ctest --test-dir "$build" -LE gpu --output-on-failure -j"$(nproc)"
+    ;;
+  *)
+    echo "usage: $0 run|test" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,34 @@
+// The pipewright CLI: a thin main over the libraries.
+#include <cstdio>
+#include <exception>
+
+#include "core/error.h"
+#include "tools/command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "pipewright: plan, simulate and execute data/tensor/pipeline-parallel training schedules"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pipewright 0.1.0");
+  int status = 0;
+  pw::tools::register_simulate(app, &status);
+  pw::tools::register_estimate(app, &status);
+  pw::tools::register_plan(app, &status);
+  pw::tools::register_compare(app, &status);
+  pw::tools::register_validate(app, &status);
+  pw::tools::register_calibrate(app, &status);
+  pw::tools::register_execute(app, &status);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  } catch (const pw::ConfigError& e) {
+    std::fprintf(stderr, "pipewright: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pipewright: internal error: %s\n", e.what());
+    return 1;
+  }
+  return status;
+}
