@@ -2,8 +2,8 @@
 /// Error tiers (see shared/STYLE.md): ConfigError for bad input (caught once in main, exit 2),
 /// PW_ASSERT for broken invariants (always active), InternalError for failures that are not
 /// the user's fault (exit 1).
-#include <stdexcept>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -40,7 +40,7 @@ std::string nearest_name(const std::string& name, const std::vector<std::string>
 }  // namespace pw
 
 /// Invariant check, active in every build type. `msg` is a std::string expression.
-#define PW_ASSERT(cond, msg)                                      \
-  do {                                                            \
+#define PW_ASSERT(cond, msg)                                          \
+  do {                                                                \
     if (!(cond)) ::pw::assert_fail(#cond, __FILE__, __LINE__, (msg)); \
   } while (0)

@@ -1,11 +1,12 @@
 #include "core/file_io.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "core/error.h"
 
@@ -23,7 +24,8 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ConfigError(path, "", std::string("cannot write file: ") + std::strerror(errno));
+    if (!out)
+      throw ConfigError(path, "", std::string("cannot write file: ") + std::strerror(errno));
     out << content;
     out.flush();
     if (!out) {

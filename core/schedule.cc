@@ -9,7 +9,7 @@ namespace pw {
 namespace {
 
 constexpr std::array<std::string_view, kNumActionKinds> kKindNames = {
-    "F",      "B",      "W",           "BW",          "R",       "SEND_F",      "RECV_F", "SEND_B",
+    "F",      "B",           "W",           "BW",      "R",       "SEND_F",      "RECV_F", "SEND_B",
     "RECV_B", "OVERLAP_F_B", "REDUCE_GRAD", "UNSHARD", "RESHARD", "PAIR_REDUCE", "OPT"};
 
 Placement make_placement(PlacementKind kind, int p, int num_stages, int num_layers) {
@@ -46,10 +46,14 @@ bool parse_action_kind(std::string_view name, ActionKind* out) {
 
 std::string_view placement_kind_name(PlacementKind k) {
   switch (k) {
-    case PlacementKind::kLinear: return "linear";
-    case PlacementKind::kLoop: return "loop";
-    case PlacementKind::kV: return "v";
-    case PlacementKind::kExplicit: return "explicit";
+    case PlacementKind::kLinear:
+      return "linear";
+    case PlacementKind::kLoop:
+      return "loop";
+    case PlacementKind::kV:
+      return "v";
+    case PlacementKind::kExplicit:
+      return "explicit";
   }
   return "explicit";
 }

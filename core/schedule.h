@@ -12,21 +12,21 @@ namespace pw {
 /// What an action does. Compute kinds first; communication kinds only appear after lowering
 /// (lower_communication) or when a generator models a collective explicitly.
 enum class ActionKind : std::uint8_t {
-  kF,         ///< forward of (stage, microbatch)
-  kB,         ///< backward for inputs (activation gradient) only
-  kW,         ///< backward for weights only; needs the B of the same (stage, microbatch)
-  kBW,        ///< full backward (B and W fused)
-  kR,         ///< recompute forward before a backward (full recomputation)
-  kSendF,     ///< send stage's forward output to the next stage's device
-  kRecvF,     ///< receive the previous stage's forward output (stage = receiving stage)
-  kSendB,     ///< send stage's input gradient to the previous stage's device
-  kRecvB,     ///< receive the next stage's input gradient (stage = receiving stage)
-  kOverlapFB, ///< DualPipeV: F of (stage, microbatch) overlapped with BW of (stage2, microbatch2)
-  kReduceGrad,///< data-parallel gradient reduction of a stage (microbatch = -1)
-  kUnshard,   ///< ZeRO-3 weight all-gather of a stage (microbatch = -1 or the sweep's first)
-  kReshard,   ///< ZeRO-3 release of gathered weights
-  kPairReduce,///< BitPipe all-reduce of a replicated stage's gradients between paired devices
-  kOptStep,   ///< optimizer step (stage = -1: whole device)
+  kF,           ///< forward of (stage, microbatch)
+  kB,           ///< backward for inputs (activation gradient) only
+  kW,           ///< backward for weights only; needs the B of the same (stage, microbatch)
+  kBW,          ///< full backward (B and W fused)
+  kR,           ///< recompute forward before a backward (full recomputation)
+  kSendF,       ///< send stage's forward output to the next stage's device
+  kRecvF,       ///< receive the previous stage's forward output (stage = receiving stage)
+  kSendB,       ///< send stage's input gradient to the previous stage's device
+  kRecvB,       ///< receive the next stage's input gradient (stage = receiving stage)
+  kOverlapFB,   ///< DualPipeV: F of (stage, microbatch) overlapped with BW of (stage2, microbatch2)
+  kReduceGrad,  ///< data-parallel gradient reduction of a stage (microbatch = -1)
+  kUnshard,     ///< ZeRO-3 weight all-gather of a stage (microbatch = -1 or the sweep's first)
+  kReshard,     ///< ZeRO-3 release of gathered weights
+  kPairReduce,  ///< BitPipe all-reduce of a replicated stage's gradients between paired devices
+  kOptStep,     ///< optimizer step (stage = -1: whole device)
 };
 inline constexpr int kNumActionKinds = 15;
 
@@ -44,10 +44,10 @@ bool parse_action_kind(std::string_view name, ActionKind* out);
 /// One entry of a device's action list. 16 bytes, trivially copyable.
 struct Action {
   ActionKind kind = ActionKind::kF;
-  std::int16_t stage = 0;        ///< global stage index (-1 for device-wide actions)
-  std::int32_t microbatch = 0;   ///< microbatch index (-1 for per-iteration actions)
-  std::int16_t stage2 = -1;      ///< OVERLAP_F_B: the backward's stage
-  std::int32_t microbatch2 = -1; ///< OVERLAP_F_B: the backward's microbatch
+  std::int16_t stage = 0;         ///< global stage index (-1 for device-wide actions)
+  std::int32_t microbatch = 0;    ///< microbatch index (-1 for per-iteration actions)
+  std::int16_t stage2 = -1;       ///< OVERLAP_F_B: the backward's stage
+  std::int32_t microbatch2 = -1;  ///< OVERLAP_F_B: the backward's microbatch
 
   friend bool operator==(const Action&, const Action&) = default;
 };

@@ -29,7 +29,10 @@ struct Bytes {
   friend constexpr Bytes operator*(Bytes a, double k) { return {a.value * k}; }
   friend constexpr Bytes operator*(double k, Bytes a) { return {a.value * k}; }
   friend constexpr Bytes operator/(Bytes a, double k) { return {a.value / k}; }
-  Bytes& operator+=(Bytes b) { value += b.value; return *this; }
+  Bytes& operator+=(Bytes b) {
+    value += b.value;
+    return *this;
+  }
   friend constexpr auto operator<=>(Bytes, Bytes) = default;
 };
 
@@ -39,7 +42,10 @@ struct Flops {
   friend constexpr Flops operator+(Flops a, Flops b) { return {a.value + b.value}; }
   friend constexpr Flops operator*(Flops a, double k) { return {a.value * k}; }
   friend constexpr Flops operator*(double k, Flops a) { return {a.value * k}; }
-  Flops& operator+=(Flops b) { value += b.value; return *this; }
+  Flops& operator+=(Flops b) {
+    value += b.value;
+    return *this;
+  }
   friend constexpr auto operator<=>(Flops, Flops) = default;
 };
 
