@@ -32,6 +32,7 @@ std::vector<std::string> GeneratorRegistry::names() const {
 GeneratorRegistry default_registry() {
   GeneratorRegistry r;
   register_classic_generators(r);
+  register_memory_generators(r);
   return r;
 }
 

@@ -50,6 +50,10 @@ class GeneratorRegistry {
 /// GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, looped breadth-first.
 void register_classic_generators(GeneratorRegistry& registry);
 
+/// Memory-controllable and zero-bubble family: V-Min, V-Half, V-ZB, adaptive offsets, ZB-1p/2p,
+/// ZB-V, BitPipe, DualPipeV, ZeroPP-style interleaving, 1F1B-R.
+void register_memory_generators(GeneratorRegistry& registry);
+
 /// Every generator pipewright ships.
 GeneratorRegistry default_registry();
 

@@ -1,0 +1,1 @@
+namespace pw {}  // placeholder until the report renderer lands

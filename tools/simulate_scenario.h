@@ -1,0 +1,24 @@
+#pragma once
+/// `pipewright simulate SCENARIO.yaml` and `--plan plan.yaml`: the full-iteration discrete-event
+/// simulation of a scenario (implemented with the discrete-event simulator in
+/// tools/cmd_simulate_scenario.cc). cmd_simulate.cc dispatches here when a scenario or plan is
+/// given.
+#include <CLI/CLI.hpp>
+
+namespace pw::tools {
+
+/// Options of the scenario mode, registered on the `simulate` subcommand.
+struct ScenarioSimOptions {
+  std::string scenario;  ///< positional SCENARIO.yaml
+  std::string plan;      ///< --plan
+  std::string trace;     ///< --trace FILE (Perfetto JSON)
+  std::string format = "table";
+  std::string report;  ///< --report FILE (HTML)
+};
+
+/// Adds scenario-mode flags (other than --format, which the caller owns) to `sub`.
+void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts);
+/// Runs the scenario mode; returns the exit status.
+int run_scenario_simulation(const ScenarioSimOptions& opts);
+
+}  // namespace pw::tools
