@@ -1,0 +1,69 @@
+#pragma once
+/// Flows over links with weighted max-min fair sharing. A flow crosses a fixed route of links;
+/// each route entry carries a weight: how many identical copies of the flow cross that link
+/// (1 in a full simulation; more when one representative flow stands for symmetric copies that
+/// share the link). Rates are recomputed only for the flows connected, through shared links, to a
+/// flow that starts or ends. Time is integer picoseconds; bandwidth is bytes per picosecond.
+#include <cstdint>
+#include <vector>
+
+#include "core/units.h"
+#include "sim/event_queue.h"
+
+namespace pw::des {
+
+/// One link of a route and the number of copies of the flow that cross it.
+struct RouteHop {
+  std::int32_t link = 0;
+  float weight = 1.0f;
+};
+
+class FlowNetwork {
+ public:
+  /// Links with their capacities in bytes per second (all positive).
+  void set_links(const std::vector<double>& bytes_per_sec);
+  int num_links() const { return static_cast<int>(capacity_.size()); }
+  /// Forgets every flow (keeps links and capacity).
+  void reset();
+
+  /// Starts a flow of `bytes` over `route` at time `now`; schedules its end as an event of
+  /// `event_type` (target = flow id, gen = the flow's generation) and returns the flow id. An
+  /// empty route or zero bytes ends at `now`. `owner` is returned by owner().
+  std::uint32_t start(EventQueue& q, std::uint8_t event_type, const RouteHop* route, int hops,
+                      double bytes, std::uint32_t owner);
+  /// Handles a popped end event: returns false if it is stale; otherwise retires the flow,
+  /// re-shares its links and returns true.
+  bool finish(EventQueue& q, std::uint8_t event_type, const Event& e);
+  std::uint32_t owner(std::uint32_t flow) const { return flows_[flow].owner; }
+  /// Current rate of a flow in bytes per second (0 once it ended).
+  double rate_bytes_per_sec(std::uint32_t flow) const { return flows_[flow].rate * 1e12; }
+  std::size_t num_flows_started() const { return flows_.size(); }
+
+ private:
+  struct Flow {
+    double remaining = 0;  ///< bytes
+    double rate = 0;       ///< bytes per ps (of one copy)
+    TimePs last = 0;
+    std::int32_t route_begin = 0, route_end = 0;
+    std::uint32_t gen = 0;
+    std::uint32_t owner = 0;
+    bool active = false;
+  };
+  void collect_component(std::uint32_t seed_flow, bool seed_removed);
+  void reshare(EventQueue& q, std::uint8_t event_type);
+  void schedule_end(EventQueue& q, std::uint8_t event_type, std::uint32_t f);
+
+  std::vector<double> capacity_;  ///< bytes per ps
+  std::vector<std::vector<std::uint32_t>> link_flows_;
+  std::vector<Flow> flows_;
+  std::vector<RouteHop> routes_;
+  // Scratch for one re-share (kept to avoid allocation).
+  std::vector<std::uint32_t> comp_flows_, comp_links_;
+  std::vector<std::uint32_t> link_mark_, flow_mark_;
+  std::uint32_t mark_ = 0;
+  std::vector<double> residual_, weight_sum_;
+  std::vector<double> new_rate_;
+  std::vector<std::uint8_t> frozen_;
+};
+
+}  // namespace pw::des

@@ -1,0 +1,47 @@
+#include "sim/schedule_sim.h"
+
+#include <algorithm>
+
+namespace pw::des {
+
+void build_schedule_graph(const DependencyGraph& graph, const CostTable& costs, TaskGraph* out) {
+  const int D = static_cast<int>(graph.device_begin.size()) - 1;
+  out->reset(D);
+  for (std::size_t id = 0; id < graph.size(); ++id) {
+    const Action& a = graph.action[id];
+    const int stage = std::max<int>(a.stage, 0);
+    const int base = stage * kNumActionKinds;
+    int alloc = base + static_cast<int>(a.kind);
+    int release = alloc;
+    if (a.kind == ActionKind::kOverlapFB) {
+      alloc = base + static_cast<int>(ActionKind::kF);
+      release = a.stage2 * kNumActionKinds + static_cast<int>(ActionKind::kBW);
+    }
+    Task t;
+    t.device = graph.device_of[id];
+    t.stream = StreamKind::kCompute;
+    t.is_compute = true;
+    t.duration = costs.duration[base + static_cast<int>(a.kind)];
+    t.mem_at_start = std::max(0.0, costs.mem_delta[alloc]);
+    t.mem_at_end = std::min(0.0, costs.mem_delta[release]);
+    t.label = a;
+    out->add_task(t);
+  }
+  for (std::size_t id = 0; id < graph.size(); ++id) {
+    for (std::int32_t k = graph.dep_begin[id]; k < graph.dep_begin[id + 1]; ++k) {
+      const std::int16_t hop = graph.dep_hop[k];
+      out->add_dep(graph.dep[k], static_cast<std::int32_t>(id), hop >= 0 ? costs.comm[hop] : 0);
+    }
+  }
+  out->finalize();
+}
+
+EngineResult simulate_schedule(const Schedule& schedule, const CostTable& costs) {
+  const DependencyGraph graph = build_dependency_graph(schedule);
+  TaskGraph g;
+  build_schedule_graph(graph, costs, &g);
+  Engine engine;
+  return engine.run(g);
+}
+
+}  // namespace pw::des

@@ -1,0 +1,103 @@
+#pragma once
+/// The discrete-event simulator's input: tasks on per-GPU streams, dependencies (with optional
+/// latency), collectives made of phases of concurrent flows, and memory effects. Everything is
+/// dense ids into flat arrays; it is built once per simulation and never changes while running.
+#include <cstdint>
+#include <vector>
+
+#include "core/schedule.h"
+#include "core/units.h"
+#include "sim/flow_network.h"
+
+namespace pw::des {
+
+/// Streams of one simulated GPU. Compute, TP, DP and host streams run their tasks in the order
+/// they were added; the PP send/receive streams run each transfer as soon as its data is ready.
+enum class StreamKind : std::uint8_t { kCompute, kTp, kPpSend, kPpRecv, kDp, kHost };
+inline constexpr int kNumStreamKinds = 6;
+/// True for the in-order streams.
+constexpr bool stream_is_ordered(StreamKind s) {
+  return s != StreamKind::kPpSend && s != StreamKind::kPpRecv;
+}
+
+/// Memory categories reported per device.
+enum class MemCategory : std::uint8_t { kWeights, kGrads, kOptimizer, kActivations, kBuffers };
+inline constexpr int kNumMemCategories = 5;
+
+/// One task. A compute task lasts `duration` at full speed (longer while SM-using communication
+/// overlaps it on the same GPU); a communication task lasts as long as its collective.
+struct Task {
+  std::int32_t device = 0;
+  StreamKind stream = StreamKind::kCompute;
+  bool is_compute = true;
+  MemCategory mem_category = MemCategory::kActivations;
+  TimePs duration = 0;
+  std::int32_t collective = -1;  ///< communication tasks: the collective they take part in
+  double mem_at_start = 0;       ///< memory change applied when the task starts (bytes or units)
+  double mem_at_end = 0;         ///< memory change applied when the task ends
+  Action label;                  ///< what the task stands for (trace names, grouping)
+};
+
+/// A collective: starts when all its participant tasks are ready, runs its phases one after
+/// another (each: a latency, then its flows concurrently), and ends them all at once.
+struct Collective {
+  std::int32_t phase_begin = 0, phase_end = 0;
+  bool uses_sm = true;  ///< slows overlapping compute on the participants' GPUs
+};
+struct Phase {
+  TimePs latency = 0;
+  std::int32_t flow_begin = 0, flow_end = 0;
+};
+struct FlowSpec {
+  double bytes = 0;
+  std::int32_t hop_begin = 0, hop_end = 0;
+};
+
+class TaskGraph {
+ public:
+  explicit TaskGraph(int num_devices = 0) { reset(num_devices); }
+  void reset(int num_devices);
+  int num_devices() const { return num_devices_; }
+
+  /// Appends a task to its (device, stream); returns its id (dense, in insertion order).
+  std::int32_t add_task(const Task& t);
+  /// `succ` may start only `latency` after `pred` has ended.
+  void add_dep(std::int32_t pred, std::int32_t succ, TimePs latency = 0);
+  /// New collective; phases and flows added next belong to it.
+  std::int32_t add_collective(bool uses_sm);
+  void add_phase(TimePs latency);
+  /// Adds a flow to the last phase of the last collective.
+  void add_flow(double bytes, const std::vector<RouteHop>& hops);
+  void add_flow(double bytes, const RouteHop* hops, int n);
+  /// Memory held by a device before the iteration starts (weights, optimizer state).
+  void add_initial_memory(int device, MemCategory c, double amount);
+
+  /// Builds the successor and stream arrays; call once after the last add.
+  void finalize();
+
+  std::size_t size() const { return tasks_.size(); }
+  const Task& task(std::int32_t id) const { return tasks_[id]; }
+  std::vector<Task>& tasks() { return tasks_; }
+  const std::vector<Task>& tasks() const { return tasks_; }
+
+ private:
+  friend class Engine;
+  int num_devices_ = 0;
+  std::vector<Task> tasks_;
+  std::vector<std::int32_t> edge_pred_, edge_succ_;
+  std::vector<TimePs> edge_latency_;
+  std::vector<Collective> collectives_;
+  std::vector<Phase> phases_;
+  std::vector<FlowSpec> flows_;
+  std::vector<RouteHop> hops_;
+  std::vector<double> initial_memory_;  ///< device * kNumMemCategories + category
+  // Built by finalize():
+  std::vector<std::int32_t> succ_begin_, succ_;
+  std::vector<TimePs> succ_latency_;
+  std::vector<std::int32_t> num_preds_;
+  std::vector<std::int32_t> stream_begin_, stream_tasks_;  ///< per stream id, task ids in order
+  std::vector<std::int32_t> part_begin_, part_;            ///< per collective, participant tasks
+  std::vector<std::int32_t> stream_pos_;                   ///< per task, position in its stream
+};
+
+}  // namespace pw::des
