@@ -1,0 +1,334 @@
+#include "planner/screen.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pw {
+namespace {
+
+double log2_ceil(int n) { return n > 1 ? std::ceil(std::log2(static_cast<double>(n))) : 0.0; }
+
+// Per-layer figures of one configuration (seconds per microbatch, bytes).
+struct LayerCosts {
+  double f = 0, b = 0, w = 0;
+  double act = 0, act_w = 0, act_full = 0;
+  double tp = 0;  // collective time inside f + b
+};
+
+}  // namespace
+
+const char* objective_name(Objective o) {
+  switch (o) {
+    case Objective::kTime: return "time";
+    case Objective::kCost: return "cost";
+    case Objective::kTimeToLoss: return "time-to-loss";
+  }
+  return "time";
+}
+
+bool split_layers(int layers, int stages, int trim, std::vector<int>* out) {
+  out->assign(stages, 0);
+  if (stages <= 0 || layers < stages) return false;
+  if (stages < 3 && trim > 0) return false;
+  const int q = layers / stages;
+  const int ends = trim > 0 ? q - trim : 0;
+  if (trim > 0 && ends < 1) return false;
+  const int first_mid = trim > 0 ? 1 : 0;
+  const int mids = stages - 2 * first_mid;
+  const int rest = layers - 2 * ends;
+  const int mq = rest / mids, mr = rest % mids;
+  if (mq < 1) return false;
+  for (int i = 0; i < mids; ++i) (*out)[first_mid + i] = mq + (i < mr ? 1 : 0);
+  if (trim > 0) (*out)[0] = (*out)[stages - 1] = ends;
+  return true;
+}
+
+CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
+    : problem_(problem), space_(space) {}
+
+double CostModel::layer_activation(const SearchConfig& c) const {
+  const ModelShape& m = problem_.model;
+  const double s = m.seq_length, b = c.micro_batch, h = m.hidden_size, a = m.num_attention_heads;
+  const double t = c.t, sbh = s * b * h;
+  const bool sp = c.sequence_parallel != 0;
+  switch (static_cast<Recompute>(c.recompute)) {
+    case Recompute::kFull: return sp ? 2 * sbh / t : 2 * sbh;
+    case Recompute::kSelective: return sp ? 34 * sbh / t : sbh * (10 + 24 / t);
+    case Recompute::kNone: break;
+  }
+  const double attn = 5 * a * s / (h * t);
+  return sp ? sbh * (34 / t + attn) : sbh * (10 + 24 / t + attn);
+}
+
+double CostModel::activation_unit(const SearchConfig& c) const {
+  return layer_activation(c) * problem_.model.num_layers / c.p;
+}
+
+double CostModel::model_flops(int global_batch) const {
+  const ModelShape& m = problem_.model;
+  const double B = global_batch, s = m.seq_length, L = m.num_layers, h = m.hidden_size,
+               V = m.vocab_size;
+  return 72.0 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+}
+
+namespace {
+
+LayerCosts layer_costs(const PlanProblem& pr, const SearchConfig& c, double act, bool z3_gather,
+                       double dp_bw, double dp_lat) {
+  const ModelShape& m = pr.model;
+  const GpuNodeSpec& g = pr.gpu;
+  const double s = m.seq_length, b = c.micro_batch, h = m.hidden_size;
+  const double ffn = m.ffn_hidden_size > 0 ? m.ffn_hidden_size : 4 * h;
+  const double t = c.t, rate = g.peak_flops * g.gemm_efficiency;
+  const double gemm = 2 * b * s * (4 * h * h + 2 * h * ffn) / t;
+  const double attn = 4 * b * s * s * h / t;
+  const double a = m.num_attention_heads;
+  const double act_none = s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
+  const double ew = 2 * act_none / (g.hbm_bw * g.hbm_efficiency);
+  const double kl = g.kernel_latency;
+  LayerCosts lc;
+  double ar = 0;
+  if (c.t > 1) {
+    const bool intra = c.t <= g.gpus_per_node;
+    const double bus = intra ? g.intra_allreduce_bw : g.inter_bw * g.inter_efficiency;
+    const double lat = intra ? g.intra_latency : g.inter_latency;
+    ar = 2 * (t - 1) / t * (2 * b * s * h) / bus + 2 * log2_ceil(c.t) * lat;
+  }
+  lc.tp = 4 * ar;
+  lc.f = (gemm + attn) / rate + ew + 12 * kl + 2 * ar;
+  lc.b = (gemm + 2 * attn) / rate + 2 * ew + 10 * kl + 2 * ar;
+  lc.w = gemm / rate + 6 * kl;
+  const auto rc = static_cast<Recompute>(c.recompute);
+  if (rc == Recompute::kSelective) lc.b += attn / rate + 0.5 * ew + 4 * kl;
+  if (rc == Recompute::kFull) {
+    lc.b += lc.f;
+    lc.tp += 2 * ar;
+  }
+  if (z3_gather) {
+    // ZeRO-3 without breadth-first sweeps gathers each layer's weights for every pass.
+    const double ag = (c.d - 1.0) / c.d * 2 * layer_params(m) / t / dp_bw + log2_ceil(c.d) * dp_lat;
+    lc.f += ag;
+    lc.b += ag;
+  }
+  lc.act = act;
+  lc.act_w = std::min(act, 32 * s * b * h / t);
+  lc.act_full = act_none;
+  return lc;
+}
+
+}  // namespace
+
+bool CostModel::layer_split(const SearchConfig& c, std::vector<int>* layers) const {
+  const ScheduleOption& so = space_.schedules[c.schedule];
+  return split_layers(problem_.model.num_layers, c.p * so.v, c.end_trim, layers);
+}
+
+bool CostModel::stage_costs(const SearchConfig& c, StageCosts* out) const {
+  const ScheduleOption& so = space_.schedules[c.schedule];
+  if (c.sequence_parallel && c.t == 1) return false;
+  if (c.zero > 0 && c.d == 1) return false;
+  if (c.p == 1 && (so.v != 1 || so.v_shape || so.pipelines != 1 || c.schedule != 0)) return false;
+  if (c.p > 1 && so.takes_v && c.p * so.v > problem_.model.num_layers) return false;
+  if (!layer_split(c, &out->layers)) return false;
+  const int S = static_cast<int>(out->layers.size());
+  out->num_stages = S;
+  out->num_devices = c.p;
+  out->device.resize(S);
+  for (int s = 0; s < S; ++s) {
+    if (so.pipelines > 1) {
+      out->device[s] = -1;
+    } else if (so.v_shape) {
+      out->device[s] = s < c.p ? s : 2 * c.p - 1 - s;
+    } else {
+      out->device[s] = s % c.p;
+    }
+  }
+  fill(c, out);
+  return true;
+}
+
+void CostModel::costs_for_layers(const SearchConfig& c, const std::vector<int>& layers,
+                                 StageCosts* out) const {
+  out->layers = layers;
+  out->num_stages = static_cast<int>(layers.size());
+  out->num_devices = c.p;
+  if (static_cast<int>(out->device.size()) != out->num_stages) out->device.assign(out->num_stages, -1);
+  fill(c, out);
+}
+
+void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
+  const PlanProblem& pr = problem_;
+  const GpuNodeSpec& g = pr.gpu;
+  const ModelShape& m = pr.model;
+  const ScheduleOption& so = space_.schedules[c.schedule];
+  const int S = out->num_stages;
+  const double t = c.t, d = c.d, s = m.seq_length, b = c.micro_batch, h = m.hidden_size,
+               V = m.vocab_size;
+  const bool dp_intra = c.t * c.d <= g.gpus_per_node;
+  const double dp_bw = dp_intra ? g.intra_allreduce_bw : g.inter_bw * g.inter_efficiency;
+  const double dp_lat = dp_intra ? g.intra_latency : g.inter_latency;
+  const bool z3 = c.zero == 3;
+  const LayerCosts lc =
+      layer_costs(pr, c, layer_activation(c), z3 && !so.overlaps_dp, dp_bw, dp_lat);
+  const double rate = g.peak_flops * g.gemm_efficiency;
+  const double logit = 2 * b * s * h * V / t / rate;
+  const double ce = 3 * 4 * s * b * V / t / (g.hbm_bw * g.hbm_efficiency);
+  out->f.resize(S);
+  out->b.resize(S);
+  out->w.resize(S);
+  out->act.resize(S);
+  out->act_w.resize(S);
+  out->static_mem.assign(c.p, 0.0);
+  const double lp = layer_params(m) / t;
+  const double embed = (V + s) * h / t;
+  for (int i = 0; i < S; ++i) {
+    const double n = out->layers[i];
+    const bool last = i == S - 1;
+    out->f[i] = n * lc.f + (last ? logit + ce : 0);
+    out->b[i] = n * lc.b + (last ? logit + ce : 0);
+    out->w[i] = n * lc.w + (last ? logit : 0);
+    out->act[i] = n * lc.act + (last ? 4 * s * b * V / t : 0);
+    out->act_w[i] = n * lc.act_w;
+    const int dev = out->device[i];
+    double params = n * lp + (i == 0 ? embed : 0);
+    // The logits weight is tied to the embedding; a last stage on another device keeps a copy.
+    if (last && (dev < 0 || dev != out->device[0])) params += V * h / t;
+    if (dev >= 0) {
+      out->static_mem[dev] += params;
+    } else {
+      for (double& x : out->static_mem) x += params * so.pipelines / c.p;
+    }
+  }
+  // static_mem holds parameters per device so far; turn it into bytes.
+  double max_params = 0;
+  for (double& P : out->static_mem) {
+    max_params = std::max(max_params, P);
+    double bytes = 0;
+    const bool off = c.offload != 0;
+    switch (c.zero) {
+      case 0: bytes = off ? 4 * P : 16 * P; break;
+      case 1: bytes = off ? 4 * P : 4 * P + 12 * P / d; break;
+      case 2: bytes = off ? 2 * P + 2 * P / d : 2 * P + 14 * P / d; break;
+      default: bytes = (off ? 4 * P / d : 16 * P / d) + 2 * 2 * lp; break;
+    }
+    if (static_cast<Recompute>(c.recompute) == Recompute::kFull) bytes += lc.act_full;
+    P = bytes + g.reserved_bytes;
+  }
+  // Stage-to-stage hop: scatter/gather sends b*s*h/t elements per rank.
+  out->hop = 0;
+  if (c.p > 1) {
+    const bool inter = c.t * c.d >= g.gpus_per_node;
+    const double bw = inter ? g.inter_bw * g.inter_efficiency : g.intra_bw;
+    out->hop = 2 * b * s * h / t / bw + (inter ? g.inter_latency : g.intra_latency);
+  }
+  // Data-parallel gradient traffic (bf16 gradients of the largest device's parameters).
+  double dp = 0;
+  if (c.d > 1) {
+    const double factor = z3 ? (so.overlaps_dp ? 3.0 : 1.0) : 2.0;
+    dp = factor * (d - 1) / d * 2 * max_params / dp_bw + 2 * log2_ceil(c.d) * dp_lat;
+    if (so.overlaps_dp) dp /= std::max(1, so.v);
+  }
+  out->dp = dp;
+  const double shard = c.zero > 0 ? max_params / d : max_params;
+  out->optimizer = c.offload ? shard * 4 / g.pcie_bw + shard / g.cpu_adam_params_per_s
+                             : shard * 32 / (g.hbm_bw * g.hbm_efficiency);
+  const double pass = lc.f + lc.b + lc.w;
+  out->tp_share = pass > 0 ? lc.tp / pass : 0;
+}
+
+namespace {
+
+// Peak activations of device 0 that every schedule of this shape reaches, in microbatches of
+// the device's own stages (closed forms of shared/reference/schedules.md, taken on the low side).
+double device0_units(const ScheduleOption& so, int p, int m) {
+  if (so.memory_aware || so.pipelines > 1) return 1;
+  double u = 1;
+  if (so.name == "gpipe") {
+    u = m;
+  } else if (so.v_shape) {
+    u = std::max(1, (p + 4) / 3 - 1);
+  } else {
+    u = p;
+  }
+  return std::min<double>(u, m);
+}
+
+}  // namespace
+
+ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
+  ScreenResult r;
+  if (!stage_costs(c, sc)) return r;
+  r.valid = true;
+  const ScheduleOption& so = space_.schedules[c.schedule];
+  const int S = sc->num_stages, P = c.p, m = c.microbatches;
+  double pipe = 0;
+  double mem = 0;
+  for (double x : sc->static_mem) mem = std::max(mem, x);
+  if (sc->device[0] < 0) {
+    double work = 0;
+    for (int i = 0; i < S; ++i) work += sc->f[i] + sc->b[i] + sc->w[i];
+    pipe = m * work / P;
+  } else {
+    // Per device: head (earliest start: microbatch 0's forward must reach it), busy time, and
+    // the tail (after its last backward the upstream backward chain must still run).
+    double head[256], tail[256], busy[256], fb[256], act1[256], act_all[256];
+    const int D = std::min(P, 256);
+    for (int d = 0; d < D; ++d) {
+      head[d] = tail[d] = 1e300;
+      busy[d] = fb[d] = act1[d] = act_all[d] = 0;
+    }
+    double pre_f = 0, pre_b = 0;
+    for (int i = 0; i < S; ++i) {
+      const int d = sc->device[i];
+      if (i > 0 && sc->device[i - 1] != d) {
+        pre_f += sc->hop;
+        pre_b += sc->hop;
+      }
+      const double chain_b = so.split_backward ? sc->b[i] : sc->b[i] + sc->w[i];
+      if (d < D) {
+        head[d] = std::min(head[d], pre_f);
+        tail[d] = std::min(tail[d], pre_b);
+        busy[d] += m * (sc->f[i] + sc->b[i] + sc->w[i]);
+        fb[d] += m * (sc->f[i] + chain_b);
+        act1[d] = std::max(act1[d], sc->act[i]);
+        act_all[d] += sc->act[i];
+      }
+      pre_f += sc->f[i];
+      pre_b += chain_b;
+    }
+    for (int d = 0; d < D; ++d) {
+      pipe = std::max(pipe, head[d] + std::max(busy[d], fb[d] + tail[d]));
+      mem = std::max(mem, sc->static_mem[d] + act1[d]);
+    }
+    mem = std::max(mem, sc->static_mem[0] + device0_units(so, P, m) * act_all[0]);
+  }
+  r.time_lb = pipe + sc->dp + sc->optimizer;
+  r.mem_lb = mem;
+  return r;
+}
+
+CostTable to_cost_table(const StageCosts& sc, int num_stages_total, const std::vector<int>& stage_of) {
+  CostTable t;
+  t.num_stages = num_stages_total;
+  t.duration.assign(static_cast<std::size_t>(num_stages_total) * kNumActionKinds, 0);
+  t.mem_delta.assign(static_cast<std::size_t>(num_stages_total) * kNumActionKinds, 0.0);
+  t.comm.assign(num_stages_total, seconds_to_ps(sc.hop));
+  for (int g = 0; g < num_stages_total; ++g) {
+    const int i = stage_of[g];
+    const TimePs f = seconds_to_ps(sc.f[i]), b = seconds_to_ps(sc.b[i]),
+                 w = seconds_to_ps(sc.w[i]);
+    t.time(g, ActionKind::kF) = f;
+    t.time(g, ActionKind::kB) = b;
+    t.time(g, ActionKind::kW) = w;
+    t.time(g, ActionKind::kBW) = b + w;
+    t.time(g, ActionKind::kR) = 0;
+    t.time(g, ActionKind::kOverlapFB) = f + b + w;
+    t.mem(g, ActionKind::kF) = sc.act[i];
+    t.mem(g, ActionKind::kB) = -(sc.act[i] - sc.act_w[i]);
+    t.mem(g, ActionKind::kW) = -sc.act_w[i];
+    t.mem(g, ActionKind::kBW) = -sc.act[i];
+  }
+  return t;
+}
+
+}  // namespace pw

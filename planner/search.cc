@@ -1,0 +1,540 @@
+#include "planner/search.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "core/error.h"
+#include "sim/evaluator.h"
+
+namespace pw {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kBuckets = 16;
+
+double now_seconds() {
+  using C = std::chrono::steady_clock;
+  return std::chrono::duration<double>(C::now().time_since_epoch()).count();
+}
+
+// One (t, p, d, microbatch size, global batch) combination; the screen's unit of parallel work.
+struct Cell {
+  int t, p, d, b, m;
+};
+
+// The inner option lists, as a mixed-radix counter.
+struct Inner {
+  std::size_t sched, rc, sp, zero, off, trim;
+  std::size_t size() const { return sched * rc * sp * zero * off * trim; }
+};
+
+struct Cand {
+  double lb;
+  double mem_lb;
+  std::uint32_t cell;
+  std::uint32_t inner;
+  friend bool operator<(const Cand& a, const Cand& b) {
+    if (a.lb != b.lb) return a.lb < b.lb;
+    if (a.cell != b.cell) return a.cell < b.cell;
+    return a.inner < b.inner;
+  }
+};
+
+struct CellOut {
+  std::vector<Cand> keep;               // best `k` fitting candidates, sorted
+  double cut = kInf;                    // best lower bound dropped for lack of room
+  double min_mem = kInf;                // smallest memory lower bound of a valid configuration
+  std::array<Cand, kBuckets> bucket{};  // best candidate per memory bucket (lb = inf: none)
+  std::uint64_t valid = 0, fit = 0;
+};
+
+SearchConfig make_config(const SearchSpace& s, const Inner& in, const Cell& c, std::uint32_t i) {
+  SearchConfig x;
+  x.t = c.t;
+  x.p = c.p;
+  x.d = c.d;
+  x.micro_batch = c.b;
+  x.microbatches = c.m;
+  x.end_trim = s.end_trim[i % in.trim];
+  i /= in.trim;
+  x.offload = s.offload[i % in.off];
+  i /= in.off;
+  x.zero = s.zero[i % in.zero];
+  i /= in.zero;
+  x.sequence_parallel = s.sequence_parallel[i % in.sp];
+  i /= in.sp;
+  x.recompute = static_cast<std::uint8_t>(s.recompute[i % in.rc]);
+  i /= in.rc;
+  x.schedule = static_cast<std::uint8_t>(i);
+  return x;
+}
+
+void screen_cell(const CostModel& model, const Inner& in, const Cell& cell, std::uint32_t cell_id,
+                 std::size_t k, StageCosts* scratch, CellOut* out) {
+  const PlanProblem& pr = model.problem();
+  const double limit = pr.limit();
+  for (Cand& b : out->bucket) b = Cand{kInf, kInf, cell_id, 0};
+  std::vector<Cand>& heap = out->keep;
+  heap.clear();
+  const std::uint32_t n = static_cast<std::uint32_t>(in.size());
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const SearchConfig c = make_config(model.space(), in, cell, i);
+    const ScreenResult r = model.screen(c, scratch);
+    if (!r.valid) continue;
+    ++out->valid;
+    out->min_mem = std::min(out->min_mem, r.mem_lb);
+    if (r.mem_lb > limit) continue;
+    ++out->fit;
+    const Cand cand{objective_value(pr, c, r.time_lb), r.mem_lb, cell_id, i};
+    const int bk = std::min(kBuckets - 1, static_cast<int>(r.mem_lb / limit * kBuckets));
+    if (cand < out->bucket[bk]) out->bucket[bk] = cand;
+    if (heap.size() < k) {
+      heap.push_back(cand);
+      std::push_heap(heap.begin(), heap.end());
+    } else if (cand < heap.front()) {
+      out->cut = std::min(out->cut, heap.front().lb);
+      std::pop_heap(heap.begin(), heap.end());
+      heap.back() = cand;
+      std::push_heap(heap.begin(), heap.end());
+    } else {
+      out->cut = std::min(out->cut, cand.lb);
+    }
+  }
+  std::sort(heap.begin(), heap.end());
+}
+
+// The pipeline part of a second-tier evaluation (shared by configurations that differ only in
+// ZeRO stage 0-2 and offload).
+struct PipeResult {
+  bool ok = false;
+  std::string why;
+  std::vector<int> layers, device;
+  std::vector<double> peak_act;
+  TimePs makespan = 0, ideal = 0;
+  double bubble_rate = 0;
+};
+
+double memory_units_for_generator(const CostModel& model, const SearchConfig& c,
+                                  const StageCosts& sc) {
+  double max_static = 0;
+  for (double x : sc.static_mem) max_static = std::max(max_static, x);
+  return (model.problem().limit() - max_static) / model.activation_unit(c);
+}
+
+PipeResult run_pipeline(const CostModel& model, const GeneratorRegistry& registry,
+                        const SearchConfig& c, Schedule* sched_out,
+                        std::vector<std::pair<TimePs, TimePs>>* timings) {
+  PipeResult pr;
+  const ScheduleOption& so = model.space().schedules[c.schedule];
+  StageCosts sc;
+  if (!model.stage_costs(c, &sc)) {
+    pr.why = "not a valid configuration";
+    return pr;
+  }
+  GeneratorParams gp;
+  gp.p = c.p;
+  gp.m = c.microbatches;
+  gp.v = so.takes_v ? so.v : 0;
+  gp.num_layers = model.problem().model.num_layers;
+  const int mid = sc.num_stages / 2;
+  gp.costs = UniformCosts{seconds_to_ps(sc.f[mid]), seconds_to_ps(sc.b[mid]),
+                          seconds_to_ps(sc.w[mid]), 0, seconds_to_ps(sc.hop)};
+  gp.costs.mw_over_mb = sc.act[mid] > 0 ? sc.act_w[mid] / sc.act[mid] : 0;
+  if (so.memory_aware) {
+    gp.memory_limit = memory_units_for_generator(model, c, sc);
+    if (gp.memory_limit <= 0) {
+      pr.why = "no memory left for activations";
+      return pr;
+    }
+  }
+  Schedule s;
+  try {
+    s = generate_schedule(registry, so.name, gp);
+  } catch (const std::exception& e) {
+    pr.why = e.what();
+    return pr;
+  }
+  Placement& pl = s.placement;
+  const int per_pipe = pl.stages_per_pipeline();
+  pr.layers.assign(per_pipe, 0);
+  pr.device.assign(per_pipe, -1);
+  const bool single = pl.num_pipelines() == 1 && per_pipe == sc.num_stages;
+  if (single) {
+    std::vector<int> begin(per_pipe + 1, 0);
+    for (int i = 0; i < per_pipe; ++i) begin[i + 1] = begin[i] + sc.layers[i];
+    for (StageInfo& st : pl.stages) {
+      st.layer_begin = begin[st.index];
+      st.layer_end = begin[st.index + 1];
+      pr.device[st.index] = st.device;
+    }
+  }
+  for (const StageInfo& st : pl.stages)
+    if (st.pipeline == 0) pr.layers[st.index] = std::max(1, st.layer_end - st.layer_begin);
+  const CostTable table = config_cost_table(model, c, s);
+  Evaluator ev(s);
+  const EvalResult& r = ev.run(table);
+  pr.ok = true;
+  pr.makespan = r.makespan;
+  pr.ideal = r.ideal;
+  pr.bubble_rate = r.bubble_rate;
+  for (const DeviceStats& ds : r.device) pr.peak_act.push_back(ds.peak_memory);
+  if (timings) {
+    timings->resize(r.start.size());
+    for (std::size_t i = 0; i < r.start.size(); ++i) (*timings)[i] = {r.start[i], r.end[i]};
+  }
+  if (sched_out) *sched_out = std::move(s);
+  return pr;
+}
+
+Evaluated finish(const CostModel& model, const SearchConfig& c, const PipeResult& pipe) {
+  Evaluated e;
+  e.config = c;
+  if (!pipe.ok) {
+    e.why_not = pipe.why;
+    return e;
+  }
+  StageCosts sc;
+  sc.device = pipe.device;
+  model.costs_for_layers(c, pipe.layers, &sc);
+  const double span = ps_to_seconds(pipe.makespan), ideal = ps_to_seconds(pipe.ideal);
+  e.iteration = span + sc.dp + sc.optimizer;
+  double peak = 0;
+  for (int d = 0; d < static_cast<int>(pipe.peak_act.size()); ++d) {
+    const double st = d < static_cast<int>(sc.static_mem.size()) ? sc.static_mem[d] : 0;
+    peak = std::max(peak, st + pipe.peak_act[d]);
+  }
+  e.peak_memory = peak;
+  e.bubble_rate = pipe.bubble_rate;
+  e.breakdown = {ideal * (1 - sc.tp_share), ideal * sc.tp_share, span - ideal, sc.dp,
+                 sc.optimizer};
+  e.objective = objective_value(model.problem(), c, e.iteration);
+  e.feasible = peak <= model.problem().limit();
+  if (!e.feasible)
+    e.why_not = fmt::format("needs {:.1f} GB per GPU, limit {:.1f} GB", peak / 1e9,
+                            model.problem().limit() / 1e9);
+  return e;
+}
+
+using PipeKey = std::array<std::int64_t, 4>;
+
+PipeKey pipe_key(const CostModel& model, const SearchConfig& c) {
+  SearchConfig k = c;
+  if (k.zero < 3) k.zero = 0;
+  k.offload = 0;
+  std::int64_t units = 0;
+  if (model.space().schedules[c.schedule].memory_aware) {
+    StageCosts sc;
+    if (model.stage_costs(c, &sc))
+      units = static_cast<std::int64_t>(std::floor(memory_units_for_generator(model, c, sc) * 64));
+  }
+  std::int64_t a = (std::int64_t{k.t} << 48) | (std::int64_t{k.p} << 32) |
+                   (std::int64_t{k.d} << 16) | k.micro_batch;
+  std::int64_t b = (std::int64_t{k.microbatches} << 32) | (std::int64_t{k.schedule} << 24) |
+                   (std::int64_t{k.recompute} << 16) | (std::int64_t{k.sequence_parallel} << 8) |
+                   k.zero;
+  return {a, b, k.end_trim, units};
+}
+
+std::vector<Evaluated> pareto_front(std::vector<Evaluated> pts) {
+  std::stable_sort(pts.begin(), pts.end(), [](const Evaluated& a, const Evaluated& b) {
+    if (a.peak_memory != b.peak_memory) return a.peak_memory < b.peak_memory;
+    return a.iteration < b.iteration;
+  });
+  std::vector<Evaluated> front;
+  for (const Evaluated& e : pts)
+    if (front.empty() || e.iteration < front.back().iteration) front.push_back(e);
+  return front;
+}
+
+}  // namespace
+
+CostTable config_cost_table(const CostModel& model, const SearchConfig& c, const Schedule& s) {
+  const Placement& pl = s.placement;
+  const int per_pipe = pl.stages_per_pipeline();
+  std::vector<int> stage_of(pl.num_stages());
+  StageCosts sc;
+  std::vector<int> layers(per_pipe, 1);
+  sc.device.assign(per_pipe, -1);
+  for (int g = 0; g < pl.num_stages(); ++g) {
+    const StageInfo& st = pl.stages[g];
+    stage_of[g] = st.index;
+    if (st.pipeline != 0) continue;
+    layers[st.index] = std::max(1, st.layer_end - st.layer_begin);
+    if (pl.num_pipelines() == 1) sc.device[st.index] = st.device;
+  }
+  model.costs_for_layers(c, layers, &sc);
+  return to_cost_table(sc, pl.num_stages(), stage_of);
+}
+
+double objective_value(const PlanProblem& pr, const SearchConfig& c, double iteration) {
+  double v = iteration;
+  if (!pr.target.empty() && pr.objective != Objective::kTime) {
+    const double params = pr.model.num_layers * layer_params(pr.model);
+    const double batch_tokens = static_cast<double>(c.global_batch()) * pr.model.seq_length;
+    const TrainingNeed need = training_need(params, pr.target, batch_tokens);
+    v *= need.feasible ? need.steps : kInf;
+  }
+  if (pr.objective == Objective::kCost) v *= c.gpus();
+  return v;
+}
+
+std::string describe_config(const SearchSpace& space, const SearchConfig& c) {
+  const ScheduleOption& so = space.schedules[c.schedule];
+  std::string s = fmt::format("t{} p{} d{} mb{} B{} {}", c.t, c.p, c.d, c.micro_batch,
+                              c.global_batch(), so.name);
+  if (so.takes_v) s += fmt::format(" v{}", so.v);
+  if (c.recompute) s += fmt::format(" rc={}", recompute_name(static_cast<Recompute>(c.recompute)));
+  if (c.sequence_parallel) s += " sp";
+  if (c.zero) s += fmt::format(" z{}", c.zero);
+  if (c.offload) s += " offload";
+  if (c.end_trim) s += fmt::format(" ends-{}", c.end_trim);
+  return s;
+}
+
+SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& registry,
+                          const std::vector<int>& global_batches, std::vector<std::string>* skipped) {
+  SearchSpace s;
+  const int gpn = pr.gpu.gpus_per_node;
+  for (int n = pr.num_gpus; n >= 1; n /= 2) {
+    s.gpu_counts.push_back(n);
+    if (n % 2 || n <= gpn) break;
+  }
+  s.micro_batches = {1, 2, 4, 8};
+  s.global_batches = global_batches;
+  s.schedules = probe_schedules(registry, {2, 3, 4, 6, 8}, skipped);
+  // The p = 1 configurations use the first schedule: put a plain linear one first.
+  std::stable_partition(s.schedules.begin(), s.schedules.end(), [](const ScheduleOption& o) {
+    return o.v == 1 && !o.v_shape && o.pipelines == 1 && !o.memory_aware && o.name != "gpipe";
+  });
+  return s;
+}
+
+Evaluated evaluate_config(const CostModel& model, const GeneratorRegistry& registry,
+                          const SearchConfig& c, Schedule* schedule_out,
+                          std::vector<std::pair<TimePs, TimePs>>* timings) {
+  Evaluated e = finish(model, c, run_pipeline(model, registry, c, schedule_out, timings));
+  StageCosts sc;
+  e.time_lb = model.screen(c, &sc).time_lb;
+  return e;
+}
+
+namespace {
+
+class Searcher {
+ public:
+  Searcher(const PlanProblem& pr, const SearchSpace& sp, const GeneratorRegistry& reg,
+           const SearchOptions& opt)
+      : model_(pr, sp), registry_(reg), opt_(opt) {
+    const Inner in{sp.schedules.size(), sp.recompute.size(), sp.sequence_parallel.size(),
+                   sp.zero.size(), sp.offload.size(), sp.end_trim.size()};
+    inner_ = in;
+    for (int n : sp.gpu_counts)
+      for (const Tpd& f : factorisations(n, pr.model, sp.max_tensor_parallel))
+        for (int b : sp.micro_batches)
+          for (int B : sp.global_batches)
+            if (B % (b * f.d) == 0) cells_.push_back({f.t, f.p, f.d, b, B / (b * f.d)});
+    result_.stats.space = space_size(sp, pr.model);
+  }
+
+  SearchResult run(tbb::task_arena& arena) {
+    std::size_t k = static_cast<std::size_t>(std::max(64, 4 * opt_.top));
+    if (!opt_.prune) k = inner_.size();
+    double t0 = now_seconds();
+    arena.execute([&] { screen_all(k); });
+    result_.stats.screen_seconds = now_seconds() - t0;
+    t0 = now_seconds();
+    for (;;) {
+      const bool exhausted = evaluate_in_order(arena);
+      if (!exhausted || result_.stats.budget_hit) break;
+      double cut = kInf;
+      for (const CellOut& o : outs_) cut = std::min(cut, o.cut);
+      if (cut >= threshold()) break;  // every dropped candidate is bounded out
+      k *= 4;
+      const double t1 = now_seconds();
+      arena.execute([&] { screen_all(k); });
+      result_.stats.screen_seconds += now_seconds() - t1;
+    }
+    evaluate_pareto(arena);
+    result_.stats.evaluate_seconds = now_seconds() - t0;
+    assemble();
+    return std::move(result_);
+  }
+
+ private:
+  void screen_all(std::size_t k) {
+    outs_.assign(cells_.size(), CellOut{});
+    std::atomic<std::size_t> done{0};
+    std::mutex mu;
+    std::size_t reported = 0;
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, cells_.size(), 1), [&](const auto& r) {
+      StageCosts scratch;
+      for (std::size_t i = r.begin(); i != r.end(); ++i) {
+        screen_cell(model_, inner_, cells_[i], static_cast<std::uint32_t>(i), k, &scratch,
+                    &outs_[i]);
+        const std::size_t n = ++done;
+        if (!opt_.progress) continue;
+        std::lock_guard<std::mutex> lock(mu);
+        if (n * 200 / cells_.size() > reported * 200 / cells_.size() || n == cells_.size()) {
+          reported = n;
+          opt_.progress(0.9 * static_cast<double>(n) / cells_.size());
+        }
+      }
+    });
+    cands_.clear();
+    result_.stats.screened = result_.stats.valid = result_.stats.fit = 0;
+    result_.min_memory_needed = kInf;
+    for (const CellOut& o : outs_) {
+      cands_.insert(cands_.end(), o.keep.begin(), o.keep.end());
+      result_.stats.valid += o.valid;
+      result_.stats.fit += o.fit;
+      result_.min_memory_needed = std::min(result_.min_memory_needed, o.min_mem);
+    }
+    result_.stats.screened = cells_.size() * inner_.size();
+    std::sort(cands_.begin(), cands_.end());
+  }
+
+  SearchConfig config_of(const Cand& c) const {
+    return make_config(model_.space(), inner_, cells_[c.cell], c.inner);
+  }
+
+  double threshold() const {
+    if (!opt_.prune) return kInf;
+    const std::size_t k = static_cast<std::size_t>(std::max(1, opt_.top));
+    if (best_.size() < k) return kInf;
+    return best_[k - 1];
+  }
+
+  // Evaluates candidates best bound first; returns true when the list ran out before the bound
+  // stopped it.
+  bool evaluate_in_order(tbb::task_arena& arena) {
+    std::size_t pos = 0;
+    while (pos < cands_.size()) {
+      if (cands_[pos].lb >= threshold()) return false;
+      std::vector<Cand> batch;
+      const double th = threshold();
+      while (pos < cands_.size() && batch.size() < 64 && cands_[pos].lb < th) {
+        const Cand& c = cands_[pos++];
+        if (seen_.emplace(std::make_pair(c.cell, c.inner), 1).second) batch.push_back(c);
+      }
+      if (result_.stats.evaluated + batch.size() > static_cast<std::size_t>(opt_.max_evaluations)) {
+        result_.stats.budget_hit = true;
+        return false;
+      }
+      evaluate_batch(arena, batch);
+      if (opt_.progress)
+        opt_.progress(0.9 + 0.1 * std::min(1.0, static_cast<double>(pos) / cands_.size()));
+    }
+    return true;
+  }
+
+  void evaluate_batch(tbb::task_arena& arena, const std::vector<Cand>& batch) {
+    std::vector<SearchConfig> cfg(batch.size());
+    std::vector<PipeKey> keys(batch.size());
+    std::vector<PipeKey> todo;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      cfg[i] = config_of(batch[i]);
+      keys[i] = pipe_key(model_, cfg[i]);
+      if (!memo_.count(keys[i]) &&
+          std::find(todo.begin(), todo.end(), keys[i]) == todo.end())
+        todo.push_back(keys[i]);
+    }
+    std::vector<SearchConfig> todo_cfg(todo.size());
+    for (std::size_t j = 0; j < todo.size(); ++j)
+      for (std::size_t i = 0; i < batch.size(); ++i)
+        if (keys[i] == todo[j]) {
+          todo_cfg[j] = cfg[i];
+          break;
+        }
+    std::vector<PipeResult> res(todo.size());
+    arena.execute([&] {
+      tbb::parallel_for(std::size_t{0}, todo.size(), [&](std::size_t j) {
+        res[j] = run_pipeline(model_, registry_, todo_cfg[j], nullptr, nullptr);
+      });
+    });
+    for (std::size_t j = 0; j < todo.size(); ++j) memo_.emplace(todo[j], std::move(res[j]));
+    result_.stats.generated += todo.size();
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      Evaluated e = finish(model_, cfg[i], memo_.at(keys[i]));
+      e.time_lb = batch[i].lb;
+      record(std::move(e));
+    }
+  }
+
+  void record(Evaluated e) {
+    ++result_.stats.evaluated;
+    if (e.feasible) {
+      best_.insert(std::upper_bound(best_.begin(), best_.end(), e.objective), e.objective);
+      if (best_.size() > static_cast<std::size_t>(std::max(1, opt_.top))) best_.pop_back();
+    }
+    evaluated_.push_back(std::move(e));
+  }
+
+  // Scores the best few candidates of each memory bucket so the Pareto front spans memory.
+  void evaluate_pareto(tbb::task_arena& arena) {
+    std::vector<Cand> batch;
+    for (int bk = 0; bk < kBuckets; ++bk) {
+      std::vector<Cand> in_bucket;
+      for (const CellOut& o : outs_)
+        if (o.bucket[bk].lb < kInf) in_bucket.push_back(o.bucket[bk]);
+      std::sort(in_bucket.begin(), in_bucket.end());
+      for (std::size_t i = 0; i < in_bucket.size() && i < 2; ++i)
+        if (seen_.emplace(std::make_pair(in_bucket[i].cell, in_bucket[i].inner), 1).second)
+          batch.push_back(in_bucket[i]);
+    }
+    evaluate_batch(arena, batch);
+  }
+
+  void assemble() {
+    std::vector<Evaluated> ok;
+    for (const Evaluated& e : evaluated_)
+      if (e.feasible) ok.push_back(e);
+    std::stable_sort(ok.begin(), ok.end(), [](const Evaluated& a, const Evaluated& b) {
+      return a.objective < b.objective;
+    });
+    result_.pareto = pareto_front(ok);
+    if (ok.size() > static_cast<std::size_t>(opt_.top)) ok.resize(opt_.top);
+    result_.top = std::move(ok);
+    if (!result_.top.empty()) result_.min_memory_needed = 0;
+  }
+
+  CostModel model_;
+  const GeneratorRegistry& registry_;
+  SearchOptions opt_;
+  Inner inner_{};
+  std::vector<Cell> cells_;
+  std::vector<CellOut> outs_;
+  std::vector<Cand> cands_;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, int> seen_;
+  std::map<PipeKey, PipeResult> memo_;
+  std::vector<double> best_;
+  std::vector<Evaluated> evaluated_;
+  SearchResult result_;
+};
+
+}  // namespace
+
+SearchResult run_search(const PlanProblem& problem, const SearchSpace& space,
+                        const GeneratorRegistry& registry, const SearchOptions& options) {
+  if (space.schedules.empty()) throw ConfigError("", "schedules", "no schedule to search over");
+  if (space.schedules.size() > 255) throw ConfigError("", "schedules", "more than 255 options");
+  const int threads =
+      options.threads > 0 ? options.threads : tbb::this_task_arena::max_concurrency();
+  tbb::task_arena arena(threads);
+  Searcher s(problem, space, registry, options);
+  SearchResult r = s.run(arena);
+  r.stats.threads = threads;
+  return r;
+}
+
+}  // namespace pw

@@ -1,0 +1,103 @@
+#pragma once
+/// The configuration search: a parallel screen (planner/screen.h) over the whole space keeps the
+/// candidates whose lower bounds can still win, then the second tier generates each survivor's
+/// schedule with the registry and scores it with the fixed-cost evaluator (sim/evaluator.h),
+/// best lower bound first, until no remaining lower bound can beat the k-th best score (branch
+/// and bound: the ranking it returns is the one an exhaustive second tier would return).
+/// Deterministic: the same input gives the same result whatever the thread count.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/schedule.h"
+#include "planner/generator.h"
+#include "planner/screen.h"
+
+namespace pw {
+
+/// Knobs of one search.
+struct SearchOptions {
+  int top = 10;                  ///< rows of the ranking
+  int threads = 0;               ///< 0 = all cores
+  int max_evaluations = 20000;   ///< second-tier budget (the result says if it was hit)
+  bool prune = true;             ///< false: evaluate every screened-feasible candidate (tests)
+  /// Called with the fraction done (0..1) at most about 200 times; may be empty.
+  std::function<void(double)> progress;
+};
+
+/// Where an evaluated configuration's iteration time goes (seconds).
+struct TimeBreakdown {
+  double compute = 0;    ///< busiest device's pass time without TP collectives
+  double tp_comm = 0;    ///< tensor-parallel collectives inside the passes
+  double bubble = 0;     ///< pipeline idle time, communication hops included
+  double dp_comm = 0;    ///< exposed data-parallel gradient reduction
+  double optimizer = 0;  ///< optimizer step (and offload traffic)
+};
+
+/// One configuration scored by the second tier.
+struct Evaluated {
+  SearchConfig config;
+  bool feasible = false;
+  std::string why_not;  ///< when infeasible: memory, or the generator's reason
+  double iteration = 0;  ///< seconds
+  double peak_memory = 0;  ///< bytes, busiest GPU
+  double bubble_rate = 0;  ///< zero-bubble convention
+  double objective = 0;    ///< what is minimised (seconds, GPU-seconds, or to the target)
+  double time_lb = 0;      ///< the screen's bound, for the record
+  TimeBreakdown breakdown;
+};
+
+/// Counters of one search.
+struct SearchStats {
+  std::uint64_t space = 0;      ///< configurations enumerated (product of the lists)
+  std::uint64_t screened = 0;   ///< configurations the screen scored
+  std::uint64_t valid = 0;      ///< ... that are well formed
+  std::uint64_t fit = 0;        ///< ... whose memory lower bound fits
+  std::uint64_t evaluated = 0;  ///< second-tier evaluations (schedules generated and simulated)
+  std::uint64_t generated = 0;  ///< distinct schedules generated (memoised pipelines)
+  double screen_seconds = 0;
+  double evaluate_seconds = 0;
+  bool budget_hit = false;      ///< max_evaluations stopped the search before it proved the top
+  int threads = 1;
+};
+
+/// What a search found.
+struct SearchResult {
+  std::vector<Evaluated> top;     ///< best first; empty when nothing fits
+  std::vector<Evaluated> pareto;  ///< evaluated feasible points not beaten in both time and memory
+  SearchStats stats;
+  /// When nothing fits: the smallest per-GPU memory any configuration needs (lower bound, bytes).
+  double min_memory_needed = 0;
+  std::vector<std::string> skipped_generators;  ///< failed the probe
+};
+
+/// Builds the default space for `problem`: every registered schedule (interleaved-style ones
+/// with each v in {2, 3, 4, 6, 8}), microbatch sizes 1..8, the given global batches (or, for
+/// time-to-loss, a grid around the critical batch), and GPU counts n, n/2, ... down to one node.
+SearchSpace default_space(const PlanProblem& problem, const GeneratorRegistry& registry,
+                          const std::vector<int>& global_batches,
+                          std::vector<std::string>* skipped = nullptr);
+
+/// Runs the two-tier search.
+SearchResult run_search(const PlanProblem& problem, const SearchSpace& space,
+                        const GeneratorRegistry& registry, const SearchOptions& options);
+
+/// Second tier alone: generates and evaluates one configuration (also used to score a
+/// published configuration). `schedule_out`, when given, receives the generated schedule with
+/// its layer split applied; `timings` the evaluator's per-action start/end (device-major ids).
+Evaluated evaluate_config(const CostModel& model, const GeneratorRegistry& registry,
+                          const SearchConfig& c, Schedule* schedule_out = nullptr,
+                          std::vector<std::pair<TimePs, TimePs>>* timings = nullptr);
+
+/// The evaluator's cost table of configuration `c` for a generated schedule `s` (layer ranges
+/// from its placement; picoseconds and activation bytes).
+CostTable config_cost_table(const CostModel& model, const SearchConfig& c, const Schedule& s);
+
+/// Objective value of an iteration time for `c` (seconds, GPU-seconds, or to the target).
+double objective_value(const PlanProblem& problem, const SearchConfig& c, double iteration);
+
+/// Short description, e.g. "t8 p8 d16 mb1 B1536 interleaved v3 sel sp z1".
+std::string describe_config(const SearchSpace& space, const SearchConfig& c);
+
+}  // namespace pw

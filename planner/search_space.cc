@@ -1,0 +1,174 @@
+#include "planner/search_space.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace pw {
+namespace {
+
+struct NamedModel {
+  const char* name;
+  int layers, hidden, heads, seq, vocab;
+};
+
+// GPT-3 175B and the Megatron SC21 weak-scaling table (V = 51200, s = 2048); the
+// controllable-memory paper's 98.5B model (78 layers, 80 heads, h = 10240, sequence 1024).
+constexpr NamedModel kModels[] = {
+    {"gpt3-175b", 96, 12288, 96, 2048, 51200},     {"megatron-1.7b", 24, 2304, 24, 2048, 51200},
+    {"megatron-3.6b", 30, 3072, 32, 2048, 51200},  {"megatron-7.5b", 36, 4096, 32, 2048, 51200},
+    {"megatron-18.4b", 40, 6144, 48, 2048, 51200}, {"megatron-39.1b", 48, 8192, 64, 2048, 51200},
+    {"megatron-76.1b", 60, 10240, 80, 2048, 51200},
+    {"megatron-145.6b", 80, 12288, 96, 2048, 51200},
+    {"megatron-310.1b", 96, 16384, 128, 2048, 51200},
+    {"megatron-529.6b", 105, 20480, 128, 2048, 51200},
+    {"megatron-1008b", 128, 25600, 160, 2048, 51200}, {"cm-98.5b", 78, 10240, 80, 1024, 51200},
+};
+
+GpuNodeSpec a100() {
+  GpuNodeSpec g;
+  g.name = "dgx-a100-80gb";
+  return g;  // the defaults are the DGX A100 80GB figures
+}
+
+GpuNodeSpec h100() {
+  GpuNodeSpec g;
+  g.name = "dgx-h100";
+  g.peak_flops = 989e12;
+  g.hbm_bw = 3.35e12;
+  g.intra_bw = 450e9;
+  g.intra_allreduce_bw = 370e9;
+  g.inter_bw = 50e9;
+  g.pcie_bw = 64e9;
+  return g;
+}
+
+GpuNodeSpec h200() {
+  GpuNodeSpec g = h100();
+  g.name = "dgx-h200";
+  g.memory_bytes = 141e9;
+  g.hbm_bw = 4.8e12;
+  return g;
+}
+
+}  // namespace
+
+bool gpu_node_preset(const std::string& name, GpuNodeSpec* out) {
+  if (name == "dgx-a100-80gb" || name == "a100") return *out = a100(), true;
+  if (name == "dgx-h100" || name == "h100") return *out = h100(), true;
+  if (name == "dgx-h200" || name == "h200") return *out = h200(), true;
+  return false;
+}
+
+std::vector<std::string> gpu_node_preset_names() { return {"dgx-a100-80gb", "dgx-h100", "dgx-h200"}; }
+
+bool model_preset(const std::string& name, ModelShape* out) {
+  for (const NamedModel& m : kModels) {
+    if (name != m.name) continue;
+    *out = ModelShape{m.name, m.layers, m.hidden, m.heads, 4 * m.hidden, m.seq, m.vocab};
+    return true;
+  }
+  return false;
+}
+
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> out;
+  for (const NamedModel& m : kModels) out.emplace_back(m.name);
+  return out;
+}
+
+double layer_params(const ModelShape& m) {
+  const double h = m.hidden_size;
+  const double f = m.ffn_hidden_size > 0 ? m.ffn_hidden_size : 4.0 * h;
+  return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
+}
+
+double total_params(const ModelShape& m) {
+  return m.num_layers * layer_params(m) +
+         (static_cast<double>(m.vocab_size) + m.seq_length) * m.hidden_size;
+}
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "none";
+}
+
+std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
+                                            const std::vector<int>& v_values,
+                                            std::vector<std::string>* skipped) {
+  std::vector<ScheduleOption> out;
+  for (const GeneratorInfo& g : registry.all()) {
+    GeneratorParams gp;
+    gp.p = 4;
+    gp.m = 8;
+    gp.num_layers = 48;
+    ScheduleOption o;
+    o.name = g.name;
+    Schedule s;
+    try {
+      s = generate_schedule(registry, g.name, gp);
+    } catch (const std::exception&) {
+      if (skipped) skipped->push_back(g.name);
+      continue;
+    }
+    o.pipelines = std::max(1, s.placement.num_pipelines());
+    o.v = std::max(1, s.placement.num_stages() / (gp.p * o.pipelines));
+    o.v_shape = s.placement.kind == PlacementKind::kV;
+    o.split_backward = s.split_backward();
+    o.overlaps_dp = g.name.find("breadth") != std::string::npos ||
+                    g.name.find("bfs") != std::string::npos;
+    try {
+      GeneratorParams gv = gp;
+      gv.v = 3;
+      Schedule s3 = generate_schedule(registry, g.name, gv);
+      o.takes_v = s3.placement.num_stages() == 3 * gp.p * o.pipelines && o.v != 3;
+    } catch (const std::exception&) {
+      o.takes_v = false;
+    }
+    try {
+      GeneratorParams gm = gp;
+      gm.memory_limit = 2.0;
+      o.memory_aware = !(generate_schedule(registry, g.name, gm) == s);
+    } catch (const std::exception&) {
+      o.memory_aware = true;  // refused a tight limit: it reads the limit
+    }
+    if (!o.takes_v) {
+      out.push_back(o);
+      continue;
+    }
+    for (int v : v_values) {
+      if (v < 2) continue;
+      o.v = v;
+      out.push_back(o);
+    }
+  }
+  return out;
+}
+
+std::vector<Tpd> factorisations(int n, const ModelShape& model, int max_t) {
+  std::vector<Tpd> out;
+  for (int t = 1; t <= std::min(n, max_t); ++t) {
+    if (n % t || model.num_attention_heads % t) continue;
+    for (int p = 1; p <= n / t; ++p) {
+      if ((n / t) % p || p > model.num_layers) continue;
+      out.push_back({t, p, n / t / p});
+    }
+  }
+  return out;
+}
+
+std::uint64_t space_size(const SearchSpace& s, const ModelShape& model) {
+  std::uint64_t per = s.micro_batches.size() * s.global_batches.size() * s.schedules.size() *
+                      s.recompute.size() * s.sequence_parallel.size() * s.zero.size() *
+                      s.offload.size() * s.end_trim.size();
+  std::uint64_t tpd = 0;
+  for (int n : s.gpu_counts) tpd += factorisations(n, model, s.max_tensor_parallel).size();
+  return per * tpd;
+}
+
+}  // namespace pw

@@ -1,0 +1,116 @@
+#pragma once
+/// The planner's search space: hardware and model descriptions as the screen sees them (plain
+/// numbers, SI units), one configuration as a small POD, and the option lists whose product is
+/// the space. The schedules come from the generator registry; each is probed once to learn its
+/// placement shape (chunks per device, V or loop, number of pipelines, split backward).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "planner/generator.h"
+
+namespace pw {
+
+/// One GPU type and its node/network, in SI units (FLOP/s, bytes, bytes/s, seconds).
+struct GpuNodeSpec {
+  std::string name;
+  double peak_flops = 312e12;        ///< dense BF16
+  double gemm_efficiency = 0.73;     ///< large-GEMM achieved / peak
+  double memory_bytes = 80e9;        ///< HBM capacity
+  double hbm_bw = 2.039e12;          ///< datasheet HBM bandwidth
+  double hbm_efficiency = 0.8;       ///< streaming kernels
+  double intra_bw = 300e9;           ///< NVLink/NVSwitch per GPU per direction
+  double intra_allreduce_bw = 230e9; ///< measured 8-GPU all-reduce bus bandwidth
+  double inter_bw = 25e9;            ///< InfiniBand per GPU per direction
+  double inter_efficiency = 0.9;     ///< achieved / datasheet for bulk collectives
+  double pcie_bw = 32e9;             ///< GPU <-> host per direction
+  double intra_latency = 3e-6;       ///< per collective step / hop, seconds
+  double inter_latency = 8e-6;
+  double kernel_latency = 4e-6;      ///< per kernel launch and tail
+  double reserved_bytes = 2e9;       ///< CUDA context, allocator slack, workspaces
+  double cpu_adam_params_per_s = 1.5e9;  ///< optimizer offload: host Adam rate per GPU
+  double dollars_per_gpu_hour = 0;   ///< 0 = report GPU-hours only
+  int gpus_per_node = 8;
+};
+
+/// Shipped GPU/node presets: "dgx-a100-80gb", "dgx-h100", "dgx-h200". Returns false if unknown.
+bool gpu_node_preset(const std::string& name, GpuNodeSpec* out);
+std::vector<std::string> gpu_node_preset_names();
+
+/// Shipped model presets: "gpt3-175b", the Megatron weak-scaling models "megatron-1.7b" ..
+/// "megatron-1008b" (names by parameter count of the SC21 table), and "cm-98.5b" (the
+/// controllable-memory paper's 98.5B model, sequence 1024). Returns false if unknown.
+bool model_preset(const std::string& name, ModelShape* out);
+std::vector<std::string> model_preset_names();
+
+/// Parameters of one transformer layer (QKV, projection, MLP weights and biases, LayerNorms).
+double layer_params(const ModelShape& m);
+/// All parameters: layers + token embedding + position embedding (PTD-P formula's terms).
+double total_params(const ModelShape& m);
+
+enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+const char* recompute_name(Recompute r);
+
+/// One configuration. 16 bytes; the global batch is micro_batch * microbatches * d.
+struct SearchConfig {
+  std::uint16_t t = 1, p = 1, d = 1;
+  std::uint16_t micro_batch = 1;
+  std::uint16_t microbatches = 1;
+  std::uint8_t schedule = 0;  ///< index into SearchSpace::schedules
+  std::uint8_t recompute = 0; ///< Recompute
+  std::uint8_t sequence_parallel = 0;
+  std::uint8_t zero = 0;
+  std::uint8_t offload = 0;
+  std::uint8_t end_trim = 0;  ///< layers taken off the first and last stage (uneven split)
+  int gpus() const { return int{t} * p * d; }
+  int global_batch() const { return int{micro_batch} * microbatches * d; }
+  friend bool operator==(const SearchConfig&, const SearchConfig&) = default;
+};
+
+/// A registered schedule as the search uses it: name, chunks per device (v) and what the probe
+/// learned about its placement.
+struct ScheduleOption {
+  std::string name;
+  int v = 1;                 ///< stages per device per pipeline
+  int pipelines = 1;         ///< model replicas in the pipeline (2 = BitPipe-style, 2x weights)
+  bool v_shape = false;      ///< stage i and 2p-1-i on device i
+  bool split_backward = false;
+  bool takes_v = false;      ///< the generator honours GeneratorParams::v
+  bool memory_aware = false; ///< the generator reads GeneratorParams::memory_limit
+  bool overlaps_dp = false;  ///< breadth-first: gradient reduction overlaps the backward
+};
+
+/// Probes every generator of `registry` on a small instance (p=4, m=8) and returns one option
+/// per (generator, valid v). Interleaved-style generators get every v in `v_values`.
+/// Generators that fail the probe are left out (their names are appended to `skipped`).
+std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
+                                            const std::vector<int>& v_values,
+                                            std::vector<std::string>* skipped = nullptr);
+
+/// The option lists whose product is the search space.
+struct SearchSpace {
+  std::vector<int> gpu_counts;             ///< largest first
+  std::vector<int> micro_batches;          ///< microbatch sizes
+  std::vector<int> global_batches;         ///< sequences per iteration
+  std::vector<ScheduleOption> schedules;
+  std::vector<Recompute> recompute{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  std::vector<int> sequence_parallel{0, 1};
+  std::vector<int> zero{0, 1, 2, 3};
+  std::vector<int> offload{0, 1};
+  std::vector<int> end_trim{0, 1, 2};
+  int max_tensor_parallel = 64;            ///< t limit (heads must divide as well)
+};
+
+/// Every (t, p, d) with t*p*d == n, t dividing the heads and t <= max_t, p <= layers.
+/// Ordered by (t, p) ascending.
+struct Tpd {
+  int t, p, d;
+};
+std::vector<Tpd> factorisations(int n, const ModelShape& model, int max_t);
+
+/// The number of configurations of `space` before validity checks (the product of its lists,
+/// summing over factorisations of each GPU count).
+std::uint64_t space_size(const SearchSpace& space, const ModelShape& model);
+
+}  // namespace pw
