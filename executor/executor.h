@@ -1,0 +1,69 @@
+#pragma once
+/// Runs a plan for real. Every MPI rank calls execute_plan with the same plan; rank r plays
+/// (data replica, pipeline device, tensor rank) = RankLayout::coords(r), tensor rank fastest:
+///   r = (dp_index * pipeline_parallel + pp_index) * tensor_parallel + tp_index.
+/// The plan is validated, lowered into per-rank programs (executor/program.h), executed for the
+/// requested iterations with every action timed, and, when asked, checked against the same model
+/// trained unpipelined on rank 0.
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/trace.h"
+
+namespace pw::exec {
+
+struct ExecuteOptions {
+  std::string backend = "cpu";  ///< cpu (this library); cuda backends live in executor/cuda
+  int iterations = 1;
+  double watchdog_seconds = 60;   ///< <= 0: no limit
+  bool check_gradients = false;   ///< compare iteration 1 with the unpipelined reference
+  bool skip_validation = false;   ///< test-only: run a plan the validator would reject
+  std::string optimizer = "sgd";  ///< sgd | adam
+  double learning_rate = 1e-3;
+  std::uint64_t seed = 1234;
+  std::string source;  ///< plan file name, for messages
+};
+
+/// Rank coordinates (see the file comment).
+struct RankLayout {
+  int dp = 1, pp = 1, tp = 1;
+  int size() const { return dp * pp * tp; }
+  int world_rank(int d, int p, int t) const { return (d * pp + p) * tp + t; }
+  void coords(int rank, int* d, int* p, int* t) const {
+    *t = rank % tp;
+    *p = (rank / tp) % pp;
+    *d = rank / (tp * pp);
+  }
+};
+
+/// Checks that `world_size` ranks can run `plan` (dp x pp x tp of the plan's configuration, pp =
+/// the placement's devices); throws ConfigError naming the counts otherwise.
+RankLayout make_layout(const Plan& plan, int world_size, const std::string& source);
+
+/// What a run produced. Complete on rank 0; other ranks get `ok` and the losses.
+struct ExecuteResult {
+  MeasuredRun run;  ///< per plan action of data replica 0 / tensor rank 0, last iteration
+  Trace trace;      ///< every executed action (implied communication included), last iteration
+  std::vector<double> losses;  ///< loss of each iteration (sum over the global batch, in order)
+  int num_ranks = 0;
+  int num_implied = 0;  ///< actions the executor added to the plan per data/tensor replica
+  bool checked = false;
+  double reference_loss = 0;
+  double loss_rel_error = 0;
+  double max_grad_rel_error = 0;  ///< worst over tensors of max|g - g_ref| / max|g_ref|
+  std::string worst_tensor;
+  std::int64_t tensors_checked = 0;
+  bool gradients_match = false;  ///< max_grad_rel_error <= 1e-9 and the loss matches
+};
+
+/// Runs `plan` on the ranks of `world` (MPI must be initialised; every rank calls this). Setup
+/// errors (bad plan, wrong rank count, invalid model shape) are agreed on by all ranks and thrown
+/// as the same ConfigError everywhere, prefixed with the rank that found it. A hang is reported by
+/// the watchdog, which aborts the job.
+ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& options, MPI_Comm world);
+
+}  // namespace pw::exec

@@ -1,0 +1,488 @@
+#include "executor/model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace pw::exec {
+namespace {
+
+constexpr double kLnEps = 1e-5;
+constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t hash4(std::uint64_t a, std::uint64_t b, std::uint64_t c, std::uint64_t d) {
+  return mix(mix(mix(mix(a) ^ b) ^ c) ^ d);
+}
+
+// Uniform in [-1, 1), exactly representable (53-bit mantissa).
+double uniform(std::uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-52 - 1.0; }
+
+std::uint64_t tensor_code(int layer, int id) {
+  return static_cast<std::uint64_t>(layer + 3) * 64 + static_cast<std::uint64_t>(id);
+}
+
+}  // namespace
+
+void full_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
+  const int h = d.hidden, f = d.ffn;
+  if (layer == kEmbeddingLayer) {
+    *rows = id == 0 ? d.vocab : d.seq;
+    *cols = h;
+    return;
+  }
+  if (layer == kHeadLayer) {
+    *rows = h;
+    *cols = d.vocab;
+    return;
+  }
+  *rows = 1;
+  switch (id) {
+    case kWqkv:
+      *rows = h;
+      *cols = 3 * h;
+      return;
+    case kBqkv:
+      *cols = 3 * h;
+      return;
+    case kWo:
+      *rows = h;
+      *cols = h;
+      return;
+    case kW1:
+      *rows = h;
+      *cols = f;
+      return;
+    case kB1:
+      *cols = f;
+      return;
+    case kW2:
+      *rows = f;
+      *cols = h;
+      return;
+    default:
+      *cols = h;
+      return;
+  }
+}
+
+namespace {
+
+// Local (tp-rank) shape of a tensor.
+void local_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
+  full_shape(d, layer, id, rows, cols);
+  if (layer < 0) return;
+  if (id == kWqkv || id == kBqkv) *cols = 3 * d.local_hidden();
+  if (id == kWo) *rows = d.local_hidden();
+  if (id == kW1 || id == kB1) *cols = d.local_ffn();
+  if (id == kW2) *rows = d.local_ffn();
+}
+
+double init_value(const ModelDims& d, int layer, int id, int gr, int gc) {
+  const double u = uniform(hash4(d.seed, tensor_code(layer, id), static_cast<std::uint64_t>(gr),
+                                 static_cast<std::uint64_t>(gc)));
+  if (layer == kEmbeddingLayer) return id == 0 ? u : 0.1 * u;
+  if (layer == kHeadLayer) return u / std::sqrt(static_cast<double>(d.hidden));
+  switch (id) {
+    case kLn1G:
+    case kLn2G:
+      return 1.0 + 0.1 * u;
+    case kWqkv:
+    case kWo:
+    case kW1:
+      return u / std::sqrt(static_cast<double>(d.hidden));
+    case kW2:
+      return u / std::sqrt(static_cast<double>(d.ffn));
+    default:
+      return 0.02 * u;  // biases and layer-norm shifts
+  }
+}
+
+void layer_norm(const Mat& x, const Mat& gamma, const Mat& beta, Mat& xhat, Eigen::VectorXd& rstd,
+                Mat& out) {
+  const Eigen::Index n = x.rows(), h = x.cols();
+  xhat.resize(n, h);
+  rstd.resize(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const double mean = x.row(i).mean();
+    const double var = (x.row(i).array() - mean).square().mean();
+    rstd(i) = 1.0 / std::sqrt(var + kLnEps);
+    xhat.row(i) = (x.row(i).array() - mean) * rstd(i);
+  }
+  out = (xhat.array().rowwise() * gamma.row(0).array()).rowwise() + beta.row(0).array();
+}
+
+Mat layer_norm_backward(const Mat& d_out, const Mat& xhat, const Eigen::VectorXd& rstd,
+                        const Mat& gamma) {
+  Mat dxhat = d_out.array().rowwise() * gamma.row(0).array();
+  Mat dx(d_out.rows(), d_out.cols());
+  for (Eigen::Index i = 0; i < d_out.rows(); ++i) {
+    const double m1 = dxhat.row(i).mean();
+    const double m2 = (dxhat.row(i).array() * xhat.row(i).array()).mean();
+    dx.row(i) = rstd(i) * (dxhat.row(i).array() - m1 - xhat.row(i).array() * m2);
+  }
+  return dx;
+}
+
+double gelu(double u) { return 0.5 * u * (1.0 + std::tanh(kGeluC * (u + 0.044715 * u * u * u))); }
+
+double gelu_grad(double u) {
+  const double t = std::tanh(kGeluC * (u + 0.044715 * u * u * u));
+  return 0.5 * (1.0 + t) + 0.5 * u * (1.0 - t * t) * kGeluC * (1.0 + 3 * 0.044715 * u * u);
+}
+
+void add_bias(Mat& m, const Mat& bias) { m.rowwise() += bias.row(0); }
+
+}  // namespace
+
+ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config, std::uint64_t seed,
+                          const std::string& source) {
+  auto need_positive = [&](int v, const char* key) {
+    if (v <= 0) throw ConfigError(source, key, fmt::format("expected a positive value, got {}", v));
+  };
+  need_positive(shape.num_layers, "model.num_layers");
+  need_positive(shape.hidden_size, "model.hidden_size");
+  need_positive(shape.num_attention_heads, "model.num_attention_heads");
+  need_positive(shape.seq_length, "model.seq_length");
+  need_positive(shape.vocab_size, "model.vocab_size");
+  need_positive(config.tensor_parallel, "parallel.tensor_model_parallel_size");
+  need_positive(config.micro_batch_size, "parallel.micro_batch_size");
+  ModelDims d;
+  d.num_layers = shape.num_layers;
+  d.hidden = shape.hidden_size;
+  d.heads = shape.num_attention_heads;
+  d.ffn = shape.ffn_hidden_size > 0 ? shape.ffn_hidden_size : 4 * shape.hidden_size;
+  d.seq = shape.seq_length;
+  d.vocab = shape.vocab_size;
+  d.micro_batch = config.micro_batch_size;
+  d.tp = config.tensor_parallel;
+  d.seed = seed;
+  if (d.hidden % d.heads != 0)
+    throw ConfigError(source, "model.num_attention_heads",
+                      fmt::format("expected a divisor of hidden_size {}", d.hidden));
+  if (d.heads % d.tp != 0 || d.ffn % d.tp != 0)
+    throw ConfigError(source, "parallel.tensor_model_parallel_size",
+                      fmt::format("expected a divisor of num_attention_heads {} and "
+                                  "ffn_hidden_size {}",
+                                  d.heads, d.ffn));
+  return d;
+}
+
+std::string tensor_name(int layer, int id) {
+  static constexpr const char* kNames[kNumLayerParams] = {
+      "ln1.gamma", "ln1.beta", "wqkv", "bqkv", "wo", "bo",
+      "ln2.gamma", "ln2.beta", "w1",   "b1",   "w2", "b2"};
+  if (layer == kEmbeddingLayer) return id == 0 ? "embedding.tokens" : "embedding.positions";
+  if (layer == kHeadLayer) return "head.w";
+  return fmt::format("layer{}.{}", layer, kNames[id]);
+}
+
+void global_coords(const ModelDims& d, int layer, int id, int tp_rank, int r, int c, int* gr,
+                   int* gc) {
+  *gr = r;
+  *gc = c;
+  if (layer < 0) return;
+  const int hl = d.local_hidden(), fl = d.local_ffn();
+  switch (id) {
+    case kWqkv:
+    case kBqkv:  // columns are [q | k | v], each split by heads
+      *gc = (c / hl) * d.hidden + tp_rank * hl + c % hl;
+      return;
+    case kWo:
+      *gr = tp_rank * hl + r;
+      return;
+    case kW1:
+    case kB1:
+      *gc = tp_rank * fl + c;
+      return;
+    case kW2:
+      *gr = tp_rank * fl + r;
+      return;
+    default:
+      return;
+  }
+}
+
+std::vector<int> microbatch_tokens(const ModelDims& d, std::int64_t g) {
+  std::vector<int> t(static_cast<std::size_t>(d.tokens()));
+  for (int i = 0; i < d.tokens(); ++i)
+    t[i] = static_cast<int>(hash4(d.seed, 0x70c3, static_cast<std::uint64_t>(g), i) % d.vocab);
+  return t;
+}
+
+std::vector<int> microbatch_targets(const ModelDims& d, std::int64_t g) {
+  std::vector<int> t(static_cast<std::size_t>(d.tokens()));
+  for (int i = 0; i < d.tokens(); ++i)
+    t[i] = static_cast<int>(hash4(d.seed, 0x7a67, static_cast<std::uint64_t>(g), i) % d.vocab);
+  return t;
+}
+
+StageModel::StageModel(const ModelDims& dims, int layer_begin, int layer_end, bool has_embedding,
+                       bool has_head, int tp_rank, int num_microbatches, double loss_scale,
+                       TpComm* tp)
+    : dims_(dims),
+      layer_begin_(layer_begin),
+      layer_end_(layer_end),
+      has_embedding_(has_embedding),
+      has_head_(has_head),
+      tp_rank_(tp_rank),
+      loss_scale_(loss_scale),
+      tp_(tp),
+      state_(static_cast<std::size_t>(num_microbatches)) {
+  init_tensors();
+}
+
+void StageModel::init_tensors() {
+  auto add = [&](int layer, int id) {
+    Tensor t;
+    t.layer = layer;
+    t.id = id;
+    int rows = 0, cols = 0;
+    local_shape(dims_, layer, id, &rows, &cols);
+    t.value.resize(rows, cols);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) {
+        int gr = 0, gc = 0;
+        global_coords(dims_, layer, id, tp_rank_, r, c, &gr, &gc);
+        t.value(r, c) = init_value(dims_, layer, id, gr, gc);
+      }
+    t.grad = Mat::Zero(rows, cols);
+    t.m1 = Mat::Zero(rows, cols);
+    t.m2 = Mat::Zero(rows, cols);
+    tensors_.push_back(std::move(t));
+  };
+  if (has_embedding_) {
+    embedding_tensor_ = static_cast<int>(tensors_.size());
+    add(kEmbeddingLayer, 0);
+    add(kEmbeddingLayer, 1);
+  }
+  first_layer_tensor_ = static_cast<int>(tensors_.size());
+  for (int l = layer_begin_; l < layer_end_; ++l)
+    for (int id = 0; id < kNumLayerParams; ++id) add(l, id);
+  if (has_head_) {
+    head_tensor_ = static_cast<int>(tensors_.size());
+    add(kHeadLayer, 0);
+  }
+}
+
+void StageModel::forward(int mb, const Mat* input, std::int64_t global_mb, bool keep_cache) {
+  MicrobatchState& st = state_[mb];
+  st.global_mb = global_mb;
+  if (has_embedding_) {
+    const std::vector<int> tok = microbatch_tokens(dims_, global_mb);
+    const Mat& table = tensors_[embedding_tensor_].value;
+    const Mat& pos = tensors_[embedding_tensor_ + 1].value;
+    st.input.resize(dims_.tokens(), dims_.hidden);
+    for (int i = 0; i < dims_.tokens(); ++i)
+      st.input.row(i) = table.row(tok[i]) + pos.row(i % dims_.seq);
+  } else {
+    PW_ASSERT(input != nullptr, "a stage without the embedding needs an input");
+    st.input = *input;
+  }
+  run_forward(st);
+  if (!keep_cache) st.layers.clear();
+}
+
+void StageModel::recompute(int mb) { run_forward(state_[mb]); }
+
+void StageModel::run_forward(MicrobatchState& st) {
+  const int nl = layer_end_ - layer_begin_;
+  st.layers.resize(static_cast<std::size_t>(nl));
+  Mat x = st.input;
+  for (int l = 0; l < nl; ++l) {
+    x = layer_forward(l, x, st.layers[l]);
+  }
+  st.output = std::move(x);
+  if (!has_head_) return;
+  const Mat logits = st.output * tensors_[head_tensor_].value;
+  const std::vector<int> target = microbatch_targets(dims_, st.global_mb);
+  st.d_logits.resize(logits.rows(), logits.cols());
+  double loss = 0;
+  for (Eigen::Index i = 0; i < logits.rows(); ++i) {
+    const double mx = logits.row(i).maxCoeff();
+    const Eigen::RowVectorXd e = (logits.row(i).array() - mx).exp();
+    const double sum = e.sum();
+    loss += std::log(sum) + mx - logits(i, target[i]);
+    st.d_logits.row(i) = e / sum;
+    st.d_logits(i, target[i]) -= 1.0;
+  }
+  st.d_logits *= loss_scale_;
+  st.loss = loss * loss_scale_;
+}
+
+Mat StageModel::layer_forward(int l, const Mat& x, LayerCache& c) {
+  c.x = x;
+  layer_norm(x, layer_tensor(l, kLn1G).value, layer_tensor(l, kLn1B).value, c.xhat1, c.rstd1, c.a);
+  c.qkv = c.a * layer_tensor(l, kWqkv).value;
+  add_bias(c.qkv, layer_tensor(l, kBqkv).value);
+  attention_forward(c);
+  Mat y = c.ctx * layer_tensor(l, kWo).value;
+  all_reduce(y);
+  add_bias(y, layer_tensor(l, kBo).value);
+  c.x1 = x + y;
+  layer_norm(c.x1, layer_tensor(l, kLn2G).value, layer_tensor(l, kLn2B).value, c.xhat2, c.rstd2,
+             c.a2);
+  c.u = c.a2 * layer_tensor(l, kW1).value;
+  add_bias(c.u, layer_tensor(l, kB1).value);
+  c.g = c.u.unaryExpr([](double v) { return gelu(v); });
+  Mat z = c.g * layer_tensor(l, kW2).value;
+  all_reduce(z);
+  add_bias(z, layer_tensor(l, kB2).value);
+  return c.x1 + z;
+}
+
+void StageModel::attention_forward(LayerCache& c) const {
+  const int s = dims_.seq, dh = dims_.head_dim(), hl = dims_.local_hidden();
+  const int lh = dims_.local_heads();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  c.probs.resize(static_cast<Eigen::Index>(dims_.micro_batch) * lh * s, s);
+  c.ctx.resize(dims_.tokens(), hl);
+  for (int b = 0; b < dims_.micro_batch; ++b) {
+    for (int hd = 0; hd < lh; ++hd) {
+      const auto q = c.qkv.block(b * s, hd * dh, s, dh);
+      const auto k = c.qkv.block(b * s, hl + hd * dh, s, dh);
+      const auto v = c.qkv.block(b * s, 2 * hl + hd * dh, s, dh);
+      auto p = c.probs.block((b * lh + hd) * s, 0, s, s);
+      p.noalias() = (q * k.transpose()) * scale;
+      for (int i = 0; i < s; ++i) {  // causal softmax over keys 0..i
+        const double mx = p.row(i).head(i + 1).maxCoeff();
+        p.row(i).head(i + 1) = (p.row(i).head(i + 1).array() - mx).exp();
+        p.row(i).head(i + 1) /= p.row(i).head(i + 1).sum();
+        p.row(i).tail(s - i - 1).setZero();
+      }
+      c.ctx.block(b * s, hd * dh, s, dh).noalias() = p * v;
+    }
+  }
+}
+
+Mat StageModel::attention_backward(const LayerCache& c, const Mat& d_ctx) const {
+  const int s = dims_.seq, dh = dims_.head_dim(), hl = dims_.local_hidden();
+  const int lh = dims_.local_heads();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  Mat d_qkv(dims_.tokens(), 3 * hl);
+  for (int b = 0; b < dims_.micro_batch; ++b) {
+    for (int hd = 0; hd < lh; ++hd) {
+      const auto q = c.qkv.block(b * s, hd * dh, s, dh);
+      const auto k = c.qkv.block(b * s, hl + hd * dh, s, dh);
+      const auto v = c.qkv.block(b * s, 2 * hl + hd * dh, s, dh);
+      const auto p = c.probs.block((b * lh + hd) * s, 0, s, s);
+      const auto d_o = d_ctx.block(b * s, hd * dh, s, dh);
+      const Mat d_p = d_o * v.transpose();
+      const Eigen::VectorXd dot = (d_p.array() * p.array()).rowwise().sum();
+      const Mat d_s = (p.array() * (d_p.array().colwise() - dot.array())).matrix() * scale;
+      d_qkv.block(b * s, hd * dh, s, dh).noalias() = d_s * k;
+      d_qkv.block(b * s, hl + hd * dh, s, dh).noalias() = d_s.transpose() * q;
+      d_qkv.block(b * s, 2 * hl + hd * dh, s, dh).noalias() = p.transpose() * d_o;
+    }
+  }
+  return d_qkv;
+}
+
+void StageModel::backward_input(int mb, const Mat* d_output) {
+  MicrobatchState& st = state_[mb];
+  PW_ASSERT(static_cast<int>(st.layers.size()) == layer_end_ - layer_begin_,
+            "B needs the forward's saved activations (missing F or R)");
+  Mat d;
+  if (has_head_) {
+    d = st.d_logits * tensors_[head_tensor_].value.transpose();
+  } else {
+    PW_ASSERT(d_output != nullptr, "a stage without the head needs an output gradient");
+    d = *d_output;
+  }
+  for (int l = layer_end_ - layer_begin_ - 1; l >= 0; --l) d = layer_backward(l, d, st.layers[l]);
+  if (has_embedding_)
+    st.d_embed = std::move(d);
+  else
+    st.d_input = std::move(d);
+}
+
+Mat StageModel::layer_backward(int l, const Mat& dout, LayerCache& c) {
+  c.d_z = dout;
+  const Mat dg = dout * layer_tensor(l, kW2).value.transpose();
+  c.d_u = dg.array() * c.u.unaryExpr([](double v) { return gelu_grad(v); }).array();
+  c.d_a2 = c.d_u * layer_tensor(l, kW1).value.transpose();
+  all_reduce(c.d_a2);
+  c.d_y = dout + layer_norm_backward(c.d_a2, c.xhat2, c.rstd2, layer_tensor(l, kLn2G).value);
+  const Mat d_ctx = c.d_y * layer_tensor(l, kWo).value.transpose();
+  c.d_qkv = attention_backward(c, d_ctx);
+  c.d_a = c.d_qkv * layer_tensor(l, kWqkv).value.transpose();
+  all_reduce(c.d_a);
+  return c.d_y + layer_norm_backward(c.d_a, c.xhat1, c.rstd1, layer_tensor(l, kLn1G).value);
+}
+
+void StageModel::layer_weight_grads(int l, const LayerCache& c) {
+  auto acc = [&](int id, const Mat& in, const Mat& d_out) {
+    layer_tensor(l, id).grad.noalias() += in.transpose() * d_out;
+  };
+  auto acc_bias = [&](int id, const Mat& d_out) {
+    layer_tensor(l, id).grad += d_out.colwise().sum();
+  };
+  acc(kW2, c.g, c.d_z);
+  acc_bias(kB2, c.d_z);
+  acc(kW1, c.a2, c.d_u);
+  acc_bias(kB1, c.d_u);
+  layer_tensor(l, kLn2G).grad += (c.d_a2.array() * c.xhat2.array()).matrix().colwise().sum();
+  acc_bias(kLn2B, c.d_a2);
+  acc(kWo, c.ctx, c.d_y);
+  acc_bias(kBo, c.d_y);
+  acc(kWqkv, c.a, c.d_qkv);
+  acc_bias(kBqkv, c.d_qkv);
+  layer_tensor(l, kLn1G).grad += (c.d_a.array() * c.xhat1.array()).matrix().colwise().sum();
+  acc_bias(kLn1B, c.d_a);
+}
+
+void StageModel::backward_weight(int mb) {
+  MicrobatchState& st = state_[mb];
+  PW_ASSERT(st.layers.size() == static_cast<std::size_t>(layer_end_ - layer_begin_),
+            "W needs the state saved by F and B");
+  for (int l = 0; l < layer_end_ - layer_begin_; ++l) layer_weight_grads(l, st.layers[l]);
+  if (has_head_) tensors_[head_tensor_].grad.noalias() += st.output.transpose() * st.d_logits;
+  if (has_embedding_) {
+    const std::vector<int> tok = microbatch_tokens(dims_, st.global_mb);
+    Mat& table = tensors_[embedding_tensor_].grad;
+    Mat& pos = tensors_[embedding_tensor_ + 1].grad;
+    for (int i = 0; i < dims_.tokens(); ++i) {
+      table.row(tok[i]) += st.d_embed.row(i);
+      pos.row(i % dims_.seq) += st.d_embed.row(i);
+    }
+  }
+  // Keep output and d_input: a stage on the same device may still read them (V placement).
+  st.layers.clear();
+  st.input.resize(0, 0);
+  st.d_logits.resize(0, 0);
+  st.d_embed.resize(0, 0);
+}
+
+void StageModel::zero_grads() {
+  for (Tensor& t : tensors_) t.grad.setZero();
+}
+
+void StageModel::sgd_step(double lr) {
+  for (Tensor& t : tensors_) t.value -= lr * t.grad;
+}
+
+void StageModel::adam_step(double lr, int step) {
+  constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
+  const double c1 = 1.0 - std::pow(kBeta1, step), c2 = 1.0 - std::pow(kBeta2, step);
+  for (Tensor& t : tensors_) {
+    t.m1 = kBeta1 * t.m1 + (1 - kBeta1) * t.grad;
+    t.m2 = kBeta2 * t.m2 + (1 - kBeta2) * t.grad.cwiseProduct(t.grad);
+    t.value.array() -= lr * (t.m1.array() / c1) / ((t.m2.array() / c2).sqrt() + kEps);
+  }
+}
+
+std::int64_t StageModel::num_parameters() const {
+  std::int64_t n = 0;
+  for (const Tensor& t : tensors_) n += t.value.size();
+  return n;
+}
+
+}  // namespace pw::exec

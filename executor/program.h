@@ -1,0 +1,39 @@
+#pragma once
+/// What one rank executes: the plan's action list of its pipeline device, with the
+/// communication a compute-only plan leaves implied made explicit (RECV before a pass whose input
+/// lives on another device, SEND after a pass whose result another device needs), and the
+/// end-of-iteration work the plan does not list (data-parallel REDUCE_GRAD, BitPipe PAIR_REDUCE
+/// between replicated stages, OPT). Pure data, no MPI: shared by every backend and the benchmark.
+#include <cstdint>
+#include <vector>
+
+#include "core/schedule.h"
+
+namespace pw::exec {
+
+/// One executed action. 24 bytes, trivially copyable.
+struct ExecAction {
+  Action action;
+  std::int32_t plan_index = -1;  ///< position in the plan's device list, -1 when implied
+  std::int32_t peer = -1;        ///< pipeline device at the other end of a SEND/RECV, else -1
+};
+
+/// The per-device programs of a schedule.
+struct Program {
+  std::vector<std::vector<ExecAction>> device;  ///< device[d] in execution order
+  /// recompute[stage * m + mb]: the plan recomputes this forward (F may drop its activations).
+  std::vector<std::uint8_t> recompute;
+  int num_microbatches = 0;
+  bool lowered = false;  ///< the plan already had explicit SEND/RECV
+  int num_implied = 0;   ///< actions added by build_program
+};
+
+/// Builds the programs. `data_parallel` > 1 adds a REDUCE_GRAD per stage when the plan has none
+/// for it; OPT is appended when absent. The schedule must already be valid.
+Program build_program(const Schedule& schedule, int data_parallel);
+
+/// Stages (global ids) holding the same layers as `stage` in the other pipelines, in pipeline
+/// order, `stage` included. Size 1 for single-pipeline placements.
+std::vector<int> replica_stages(const Placement& placement, int stage);
+
+}  // namespace pw::exec
