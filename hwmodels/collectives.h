@@ -1,0 +1,96 @@
+#pragma once
+/// Collective communication costs: all-reduce, reduce-scatter, all-gather, all-to-all, broadcast,
+/// reduce and send/recv of S bytes over n ranks with ring, tree, hierarchical (intra-node then
+/// inter-node) and NVLink SHARP algorithms, in alpha-beta form over the bottleneck links of the
+/// group's placement. Sizes follow nccl-tests: S is the all-reduce/broadcast buffer, the total
+/// (gathered) size for all-gather/reduce-scatter, and the per-rank send buffer for all-to-all.
+/// Every algorithm is expressed as steps, and its time is the sum of its step times, so the
+/// discrete-event simulator can decompose a collective into flows and agree with this model.
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+
+namespace pw::hw {
+
+class Topology;
+struct HardwareProfile;
+
+enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kReduce,
+                            kSendRecv };
+enum class CollectiveAlgo { kAuto, kRing, kTree, kHierarchical, kNvls };
+
+const char* collective_kind_name(CollectiveKind k);  ///< "all-reduce", ...
+const char* collective_algo_name(CollectiveAlgo a);  ///< "auto", "ring", "tree", ...
+
+/// nccl-tests bus-bandwidth factor: 2(n-1)/n all-reduce; (n-1)/n all-gather, reduce-scatter,
+/// all-to-all; 1 broadcast, reduce, send/recv.
+double bus_factor(CollectiveKind k, int n);
+/// algbw = S / t in bytes/s (0 if t == 0).
+double algbw(Bytes s, TimePs t);
+/// busbw = algbw * bus_factor.
+double busbw(CollectiveKind k, int n, Bytes s, TimePs t);
+
+/// The network a communication group sees, reduced to what the alpha-beta model needs.
+struct GroupNetwork {
+  int n = 1;               ///< ranks
+  int nodes = 1;           ///< distinct nodes spanned
+  int ranks_per_node = 1;  ///< ranks of the group on each node (groups are assumed uniform)
+  BytesPerSec intra_bw{};  ///< per-rank bottleneck bandwidth between ranks on one node
+  TimePs intra_latency = 0;
+  /// Aggregate scale-out bandwidth of one node for this group: distinct NICs used x effective NIC
+  /// bandwidth, divided by the oversubscription when routes cross the spine layer.
+  BytesPerSec inter_bw{};
+  BytesPerSec single_nic_bw{};  ///< one rank pair across nodes (one NIC, one route)
+  TimePs inter_latency = 0;
+  bool nvls = false;
+  double nvls_efficiency = 0;
+  TimePs step_latency = 0;  ///< software cost per algorithm step
+};
+
+/// Describes the group `gpus` (global GPU indices, in rank order) on `topo`; the NVLS and
+/// step-latency fields come from `profile`.
+GroupNetwork describe_group(const Topology& topo, const HardwareProfile& profile,
+                            const std::vector<int>& gpus);
+
+/// Which links a step loads.
+enum class StepLinks { kIntraNode, kInterNode, kBottleneck };
+/// Who each rank talks to in a step.
+enum class StepPattern {
+  kRing,      ///< rank r sends to r+1 (within the step's sub-group) and receives from r-1
+  kTree,      ///< up or down a (double) binary tree, pipelined
+  kPairwise,  ///< rank r sends to r+k for the step's k (all-to-all rounds)
+  kSwitch,    ///< every rank sends to and receives from the switch (NVLS in-switch reduction)
+  kPoint,     ///< one sender, one receiver
+};
+
+/// One step of a collective algorithm: every participating rank moves `bytes_per_rank` over
+/// `links` following `pattern`, `repeat` times in sequence. Step time =
+/// repeat * (latency_hops * (link latency + step latency) + bytes_per_rank / bandwidth).
+struct CollectiveStep {
+  StepPattern pattern = StepPattern::kRing;
+  StepLinks links = StepLinks::kIntraNode;
+  int group_size = 1;  ///< ranks in each sub-group running this step (k intra-node, nodes inter)
+  int repeat = 1;
+  int latency_hops = 1;
+  Bytes bytes_per_rank{};
+  BytesPerSec bandwidth{};  ///< per-rank bandwidth this step is modelled at
+  TimePs hop_latency = 0;   ///< link latency + software step latency
+  bool overlaps_previous = false;  ///< runs concurrently with the previous step (time = max)
+  TimePs time() const;
+};
+
+/// The steps of `kind` over `net` with `algo` (kAuto = the fastest applicable). Algorithms not
+/// applicable to the kind fall back to ring (NVLS: all-reduce on one node only; hierarchical:
+/// all-reduce, reduce-scatter, all-gather, broadcast across >= 2 nodes with >= 2 ranks per node).
+/// n == 1 or S == 0 gives no steps.
+std::vector<CollectiveStep> collective_steps(CollectiveKind kind, CollectiveAlgo algo, Bytes s,
+                                             const GroupNetwork& net);
+/// Sum of step times (concurrent steps count once).
+TimePs steps_time(const std::vector<CollectiveStep>& steps);
+/// Time of the collective.
+TimePs collective_time(CollectiveKind kind, CollectiveAlgo algo, Bytes s, const GroupNetwork& net);
+/// The algorithm kAuto resolves to for this kind, size and network.
+CollectiveAlgo choose_algorithm(CollectiveKind kind, Bytes s, const GroupNetwork& net);
+
+}  // namespace pw::hw

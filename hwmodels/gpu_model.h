@@ -1,0 +1,84 @@
+#pragma once
+/// GPU compute model: peak FLOP/s per data type, HBM capacity and bandwidth, GEMM efficiency by
+/// shape (fitted formula with wave quantisation over the SMs and a choice of tile sizes, optionally
+/// corrected by a measured table that calibration fills in) and memory-bound kernel time.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+
+namespace pw::hw {
+
+/// Element types with distinct tensor-core peaks.
+enum class DType { kFp32, kTf32, kFp16, kBf16, kFp8 };
+inline constexpr int kNumDTypes = 5;
+
+/// "fp32", "tf32", "fp16", "bf16", "fp8".
+const char* dtype_name(DType d);
+/// Bytes per element (fp32/tf32 4, fp16/bf16 2, fp8 1).
+int dtype_bytes(DType d);
+/// Parses a dtype name; returns false if unknown.
+bool parse_dtype(const std::string& name, DType* out);
+
+/// One output tile shape the GEMM library may pick, with the share of the tensor-core peak a full
+/// wave of such tiles reaches (larger tiles reuse operands better).
+struct GemmTile {
+  int m = 128;
+  int n = 128;
+  double efficiency = 1.0;  ///< in (0, 1], relative to GpuSpec::gemm_max_efficiency
+};
+
+/// One measured GEMM throughput (from calibration).
+struct GemmSample {
+  long long m = 0, n = 0, k = 0;
+  DType dtype = DType::kBf16;
+  double tflops = 0;  ///< achieved TFLOP/s
+};
+
+/// Datasheet and fitted parameters of one GPU (plain data, loaded from a profile).
+struct GpuSpec {
+  std::string name;
+  int sm_count = 108;
+  std::array<double, kNumDTypes> peak_flops{};  ///< dense FLOP/s per DType (0 = unsupported)
+  Bytes hbm_capacity{80e9};
+  BytesPerSec hbm_bandwidth{2.039e12};
+  double hbm_efficiency = 0.8;      ///< achieved / datasheet HBM bandwidth for streaming kernels
+  TimePs kernel_latency = 3'000'000;  ///< fixed launch + tail cost per kernel (ps)
+  double gemm_max_efficiency = 0.8;   ///< best achieved / peak for large, well-shaped GEMMs
+  double gemm_k_half = 256;           ///< K at which the K-loop pipeline reaches half efficiency
+  std::vector<GemmTile> tiles;        ///< candidate tiles; empty = {256x128, 128x128, 128x64, 64x64}
+  std::vector<GemmSample> measured;   ///< optional calibration table
+};
+
+/// GEMM and memory-bound kernel times for one GPU. Immutable after construction; cheap queries.
+class GpuModel {
+ public:
+  explicit GpuModel(GpuSpec spec);
+
+  const GpuSpec& spec() const { return spec_; }
+  FlopsPerSec peak(DType d) const { return {spec_.peak_flops[static_cast<int>(d)]}; }
+
+  /// Achieved / peak throughput of C[m x n] = A[m x k] B[k x n] (`batch` independent GEMMs of
+  /// that shape in one launch); in (0, 1]. Fitted formula, corrected by the measured table when
+  /// it has samples for `d`.
+  double gemm_efficiency(long long m, long long n, long long k, DType d, long long batch = 1) const;
+  /// Time of 2*m*n*k*batch FLOPs at the modelled efficiency, plus the kernel latency. Zero-sized
+  /// GEMMs take 0.
+  TimePs gemm_time(long long m, long long n, long long k, DType d, long long batch = 1) const;
+  /// Time of a memory-bound kernel moving `bytes` (reads + writes) through HBM, plus the kernel
+  /// latency; 0 bytes take 0.
+  TimePs memory_bound_time(Bytes bytes) const;
+  /// The fitted formula alone (no measured correction).
+  double fitted_gemm_efficiency(long long m, long long n, long long k, long long batch = 1) const;
+
+ private:
+  double measured_correction(long long m, long long n, long long k, DType d) const;
+
+  GpuSpec spec_;
+};
+
+/// Default candidate tiles (cuBLAS/CUTLASS-like shapes with their relative efficiencies).
+std::vector<GemmTile> default_gemm_tiles();
+
+}  // namespace pw::hw

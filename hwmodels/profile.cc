@@ -1,0 +1,199 @@
+#include "hwmodels/profile.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "hwmodels/config_map.h"
+
+#ifndef PW_PROFILE_DIR
+#define PW_PROFILE_DIR "hwmodels/profiles"
+#endif
+
+namespace pw::hw {
+namespace {
+
+namespace fs = std::filesystem;
+
+LinkSpec parse_link(const ConfigMap& m) {
+  m.check_keys({"type", "bandwidth_gb_per_s", "bandwidth_gbit_per_s", "latency_us", "efficiency",
+                "source"});
+  LinkSpec l;
+  std::string type = m.text("type");
+  if (!parse_link_type(type, &l.type)) {
+    auto names = link_type_names();
+    std::string all;
+    for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+    m.fail("type", fmt::format("unknown link type '{}'; expected one of {} (did you mean '{}'?)",
+                               type, all, nearest_name(type, names)));
+  }
+  bool gb = m.has("bandwidth_gb_per_s");
+  bool gbit = m.has("bandwidth_gbit_per_s");
+  if (gb == gbit) {
+    m.fail("bandwidth_gb_per_s",
+           gb ? "give bandwidth_gb_per_s or bandwidth_gbit_per_s, not both"
+              : "missing; expected a number > 0 (GB/s per direction) or bandwidth_gbit_per_s");
+  }
+  l.bandwidth = gb ? gigabytes_per_sec(m.positive("bandwidth_gb_per_s"))
+                   : gigabits_per_sec(m.positive("bandwidth_gbit_per_s"));
+  l.latency = seconds_to_ps(m.positive("latency_us", true) * 1e-6);
+  l.efficiency = m.positive("efficiency");
+  if (l.efficiency > 1.0) m.fail("efficiency", "expected a number in (0, 1]");
+  return l;
+}
+
+void parse_gemm(const ConfigMap& m, GpuSpec* g) {
+  m.check_keys({"max_efficiency", "k_half", "tiles", "source"});
+  g->gemm_max_efficiency = m.positive("max_efficiency");
+  if (g->gemm_max_efficiency > 1.0) m.fail("max_efficiency", "expected a number in (0, 1]");
+  g->gemm_k_half = m.positive("k_half", true);
+  YAML::Node tiles = m.raw("tiles");
+  if (!tiles.IsDefined() || tiles.IsNull()) return;
+  if (!tiles.IsSequence()) m.fail("tiles", "expected a list of {m, n, efficiency}");
+  for (std::size_t i = 0; i < tiles.size(); ++i) {
+    ConfigMap t(tiles[i], m.file(), m.key_path(fmt::format("tiles[{}]", i)));
+    t.check_keys({"m", "n", "efficiency"});
+    GemmTile tile{static_cast<int>(t.integer("m")), static_cast<int>(t.integer("n")),
+                  t.positive("efficiency")};
+    if (tile.efficiency > 1.0) t.fail("efficiency", "expected a number in (0, 1]");
+    g->tiles.push_back(tile);
+  }
+}
+
+void parse_measured(const ConfigMap& gpu, GpuSpec* g) {
+  YAML::Node list = gpu.raw("gemm_measured");
+  if (!list.IsDefined() || list.IsNull()) return;
+  if (!list.IsSequence()) gpu.fail("gemm_measured", "expected a list of {m, n, k, dtype, tflops}");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    ConfigMap s(list[i], gpu.file(), gpu.key_path(fmt::format("gemm_measured[{}]", i)));
+    s.check_keys({"m", "n", "k", "dtype", "tflops"});
+    GemmSample sample{s.integer("m"), s.integer("n"), s.integer("k"), DType::kBf16,
+                      s.positive("tflops")};
+    std::string d = s.text("dtype");
+    if (!parse_dtype(d, &sample.dtype)) {
+      s.fail("dtype", "unknown dtype '" + d + "'; expected fp32, tf32, fp16, bf16 or fp8");
+    }
+    g->measured.push_back(sample);
+  }
+}
+
+GpuSpec parse_gpu(const ConfigMap& m) {
+  m.check_keys({"name", "sm_count", "peak_tflops", "hbm_capacity_gb", "hbm_bandwidth_gb_per_s",
+                "hbm_efficiency", "kernel_latency_us", "gemm", "gemm_measured", "source"});
+  GpuSpec g;
+  g.name = m.text("name");
+  g.sm_count = static_cast<int>(m.integer("sm_count"));
+  ConfigMap peaks = m.child("peak_tflops");
+  std::vector<std::string> names;
+  for (int i = 0; i < kNumDTypes; ++i) names.push_back(dtype_name(static_cast<DType>(i)));
+  peaks.check_keys(names);
+  for (int i = 0; i < kNumDTypes; ++i) {
+    g.peak_flops[i] = peaks.positive_or(names[i], 0.0, true) * 1e12;
+  }
+  if (g.peak_flops[static_cast<int>(DType::kBf16)] <= 0) {
+    peaks.fail("bf16", "missing; expected the dense BF16 peak in TFLOP/s (> 0)");
+  }
+  g.hbm_capacity = gigabytes(m.positive("hbm_capacity_gb"));
+  g.hbm_bandwidth = gigabytes_per_sec(m.positive("hbm_bandwidth_gb_per_s"));
+  g.hbm_efficiency = m.positive("hbm_efficiency");
+  if (g.hbm_efficiency > 1.0) m.fail("hbm_efficiency", "expected a number in (0, 1]");
+  g.kernel_latency = seconds_to_ps(m.positive_or("kernel_latency_us", 3.0, true) * 1e-6);
+  parse_gemm(m.child("gemm"), &g);
+  parse_measured(m, &g);
+  return g;
+}
+
+NodeSpec parse_node(const ConfigMap& m) {
+  m.check_keys({"gpus_per_node", "intra", "nvls", "nvls_efficiency", "pcie", "nic",
+                "nics_per_node", "source"});
+  NodeSpec n;
+  n.gpus_per_node = static_cast<int>(m.integer("gpus_per_node"));
+  n.intra = parse_link(m.child("intra"));
+  if (n.intra.type != LinkType::kNvlink && n.intra.type != LinkType::kNvswitch &&
+      n.intra.type != LinkType::kPcie) {
+    m.fail("intra.type", "expected nvlink, nvswitch or pcie inside a node");
+  }
+  n.nvls = m.boolean_or("nvls", false);
+  n.nvls_efficiency = n.nvls ? m.positive("nvls_efficiency") : 0.0;
+  n.pcie = parse_link(m.child("pcie"));
+  n.nic = parse_link(m.child("nic"));
+  n.nics_per_node = static_cast<int>(m.integer("nics_per_node"));
+  return n;
+}
+
+FabricSpec parse_fabric(const ConfigMap& m) {
+  m.check_keys({"kind", "oversubscription", "leaf_ports", "switch_link", "source"});
+  FabricSpec f;
+  std::string kind = m.choice_or("kind", "rail-optimized", {"fat-tree", "rail-optimized"});
+  f.kind = kind == "fat-tree" ? FabricKind::kFatTree : FabricKind::kRailOptimized;
+  f.oversubscription = m.positive_or("oversubscription", 1.0);
+  if (f.oversubscription < 1.0) m.fail("oversubscription", "expected a number >= 1");
+  f.leaf_ports = static_cast<int>(m.integer_or("leaf_ports", 32));
+  f.switch_link = parse_link(m.child("switch_link"));
+  return f;
+}
+
+}  // namespace
+
+HardwareProfile parse_profile(const std::string& text, const std::string& file) {
+  ConfigMap root(parse_yaml(text, file), file, "");
+  root.check_keys({"name", "description", "gpu", "node", "fabric", "collectives", "source"});
+  HardwareProfile p;
+  p.name = root.text("name");
+  p.description = root.text_or("description", "");
+  p.file = file;
+  p.gpu = parse_gpu(root.child("gpu"));
+  p.node = parse_node(root.child("node"));
+  p.fabric = parse_fabric(root.child("fabric"));
+  ConfigMap coll = root.child("collectives", true);
+  coll.check_keys({"step_latency_us", "source"});
+  p.collective_step_latency = seconds_to_ps(coll.positive_or("step_latency_us", 2.0, true) * 1e-6);
+  return p;
+}
+
+HardwareProfile load_profile(const std::string& path) { return parse_profile(read_file(path), path); }
+
+std::string shipped_profile_dir() {
+  if (const char* env = std::getenv("PIPEWRIGHT_PROFILE_DIR")) return env;
+  return PW_PROFILE_DIR;
+}
+
+std::vector<std::string> shipped_profile_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(shipped_profile_dir(), ec)) {
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+HardwareProfile resolve_profile(const std::string& name_or_path, const std::string& base_dir,
+                                const std::string& err_file, const std::string& err_key) {
+  bool is_path = name_or_path.find('/') != std::string::npos ||
+                 fs::path(name_or_path).extension() == ".yaml";
+  if (is_path) {
+    fs::path p(name_or_path);
+    if (p.is_relative() && !base_dir.empty()) p = fs::path(base_dir) / p;
+    if (!fs::exists(p)) {
+      throw ConfigError(err_file, err_key, fmt::format("profile file '{}' not found", p.string()));
+    }
+    return load_profile(p.string());
+  }
+  auto names = shipped_profile_names();
+  if (std::find(names.begin(), names.end(), name_or_path) == names.end()) {
+    std::string all;
+    for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+    throw ConfigError(err_file, err_key,
+                      fmt::format("unknown profile '{}'; expected one of {} or a path to a YAML "
+                                  "file (did you mean '{}'?)",
+                                  name_or_path, all, nearest_name(name_or_path, names)));
+  }
+  return load_profile((fs::path(shipped_profile_dir()) / (name_or_path + ".yaml")).string());
+}
+
+}  // namespace pw::hw

@@ -1,0 +1,38 @@
+#pragma once
+/// Hardware profiles: one YAML file per cluster type (GPU, node, fabric), shipped under
+/// hwmodels/profiles/ or written by calibration. See docs/hwmodels.md for the format.
+#include <string>
+#include <vector>
+
+#include "hwmodels/gpu_model.h"
+#include "hwmodels/link.h"
+
+namespace pw::hw {
+
+/// A loaded, validated hardware profile.
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+  std::string file;  ///< where it was loaded from ("" if built in code)
+  GpuSpec gpu;
+  NodeSpec node;
+  FabricSpec fabric;
+  /// Fixed software cost of one step of a collective algorithm (NCCL kernel/proxy overhead), ps.
+  TimePs collective_step_latency = 2'000'000;
+};
+
+/// Parses profile YAML text; errors name `file` and the key path.
+HardwareProfile parse_profile(const std::string& text, const std::string& file);
+/// Reads and parses a profile file.
+HardwareProfile load_profile(const std::string& path);
+/// Directory of the shipped profiles (env PIPEWRIGHT_PROFILE_DIR overrides the built-in path).
+std::string shipped_profile_dir();
+/// Names of the shipped profiles (file stems), sorted.
+std::vector<std::string> shipped_profile_names();
+/// Loads `name_or_path`: a shipped profile name (e.g. "dgx-a100-80gb"), or a path to a YAML file
+/// (absolute, or relative to `base_dir`). Unknown names throw ConfigError(err_file, err_key, ...)
+/// suggesting the nearest shipped name.
+HardwareProfile resolve_profile(const std::string& name_or_path, const std::string& base_dir,
+                                const std::string& err_file, const std::string& err_key);
+
+}  // namespace pw::hw

@@ -1,0 +1,226 @@
+#include "hwmodels/scenario.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "hwmodels/config_map.h"
+#include "hwmodels/model_presets.h"
+#include "hwmodels/transformer.h"
+
+namespace pw::hw {
+namespace {
+
+const std::vector<std::string> kShapeKeys = {"num_layers",          "hidden_size",
+                                             "num_attention_heads", "ffn_hidden_size",
+                                             "seq_length",          "vocab_size"};
+
+void parse_model(const ConfigMap& m, Scenario* s) {
+  std::vector<std::string> keys = kShapeKeys;
+  keys.push_back("preset");
+  keys.push_back("use_flash_attn");
+  m.check_keys(keys);
+  ModelShape& shape = s->model;
+  if (m.has("preset")) {
+    std::string name = m.text("preset");
+    const ModelPreset* p = find_model_preset(name);
+    if (!p) {
+      m.fail("preset", fmt::format("unknown preset '{}'; did you mean '{}'?", name,
+                                   nearest_name(name, model_preset_names())));
+    }
+    shape = p->shape;
+  } else {
+    shape.name = "custom";
+  }
+  // Explicit keys override a preset; without a preset they are required.
+  auto field = [&](const std::string& key, int* out, bool optional) {
+    if (m.has(key) || (!optional && !m.has("preset"))) {
+      *out = static_cast<int>(m.integer(key, 1));
+    }
+  };
+  field("num_layers", &shape.num_layers, false);
+  field("hidden_size", &shape.hidden_size, false);
+  field("num_attention_heads", &shape.num_attention_heads, false);
+  field("ffn_hidden_size", &shape.ffn_hidden_size, true);
+  field("seq_length", &shape.seq_length, false);
+  field("vocab_size", &shape.vocab_size, false);
+  if (shape.ffn_hidden_size == 0) shape.ffn_hidden_size = 4 * shape.hidden_size;
+  if (shape.hidden_size % shape.num_attention_heads != 0) {
+    m.fail("num_attention_heads",
+           fmt::format("{} does not divide hidden_size {}; expected a divisor of {}",
+                       shape.num_attention_heads, shape.hidden_size, shape.hidden_size));
+  }
+  s->flash_attention = m.boolean_or("use_flash_attn", false);
+}
+
+void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s) {
+  c.check_keys({"profile", "nodes", "gpus_per_node", "fabric", "oversubscription", "leaf_ports"});
+  std::string profile = c.text("profile");
+  s->profile = resolve_profile(profile, base_dir, c.file(), c.key_path("profile"));
+  s->topology = topology_spec(s->profile, static_cast<int>(c.integer("nodes", 1)));
+  TopologySpec& t = s->topology;
+  t.node.gpus_per_node = static_cast<int>(c.integer_or("gpus_per_node", t.node.gpus_per_node, 1));
+  if (c.has("fabric")) {
+    std::string kind = c.choice_or("fabric", "", {"fat-tree", "rail-optimized"});
+    t.fabric.kind = kind == "fat-tree" ? FabricKind::kFatTree : FabricKind::kRailOptimized;
+  }
+  t.fabric.oversubscription = c.positive_or("oversubscription", t.fabric.oversubscription);
+  if (t.fabric.oversubscription < 1.0) c.fail("oversubscription", "expected a number >= 1");
+  t.fabric.leaf_ports = static_cast<int>(c.integer_or("leaf_ports", t.fabric.leaf_ports, 1));
+}
+
+struct ParallelExtras {
+  int dp_given = 0;
+  int layers_per_virtual = 0;
+};
+
+ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
+  p.check_keys({"tensor_model_parallel_size", "pipeline_model_parallel_size",
+                "data_parallel_size", "num_layers_per_virtual_pipeline_stage", "micro_batch_size",
+                "global_batch_size", "sequence_parallel", "recompute_granularity", "zero_stage",
+                "use_distributed_optimizer", "optimizer_offload", "schedule"});
+  ParallelConfig& c = s->parallel;
+  ParallelExtras x;
+  c.tensor_parallel = static_cast<int>(p.integer_or("tensor_model_parallel_size", 1));
+  c.pipeline_parallel = static_cast<int>(p.integer_or("pipeline_model_parallel_size", 1));
+  x.dp_given = static_cast<int>(p.integer_or("data_parallel_size", 0, 1));
+  x.layers_per_virtual =
+      static_cast<int>(p.integer_or("num_layers_per_virtual_pipeline_stage", 0, 1));
+  c.micro_batch_size = static_cast<int>(p.integer("micro_batch_size"));
+  c.global_batch_size = static_cast<int>(p.integer("global_batch_size"));
+  c.sequence_parallel = p.boolean_or("sequence_parallel", false);
+  c.recompute = p.choice_or("recompute_granularity", "none", {"none", "selective", "full"});
+  bool distributed = p.boolean_or("use_distributed_optimizer", false);
+  c.zero_stage = static_cast<int>(p.integer_or("zero_stage", distributed ? 1 : 0, 0));
+  if (c.zero_stage > 3) p.fail("zero_stage", fmt::format("{}; expected 0, 1, 2 or 3", c.zero_stage));
+  c.optimizer_offload = p.boolean_or("optimizer_offload", false);
+  c.schedule = p.text_or("schedule", c.virtual_stages > 1 ? "interleaved" : "1f1b");
+  return x;
+}
+
+}  // namespace
+
+void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool from_cli) {
+  ParallelConfig& c = s->parallel;
+  const ModelShape& m = s->model;
+  auto key = [from_cli](const char* yaml, const char* flag) {
+    return std::string(from_cli ? flag : yaml);
+  };
+  const std::string tp_key = key("parallel.tensor_model_parallel_size", "--tp");
+  const std::string pp_key = key("parallel.pipeline_model_parallel_size", "--pp");
+  const int gpus = s->num_gpus();
+  const int tp_pp = c.tensor_parallel * c.pipeline_parallel;
+  if (gpus % tp_pp != 0) {
+    throw ConfigError(s->file, tp_key,
+                      fmt::format("t*p = {}*{} = {} does not divide the {} GPUs ({} nodes x {}); "
+                                  "expected t*p to divide {}",
+                                  c.tensor_parallel, c.pipeline_parallel, tp_pp, gpus,
+                                  s->topology.nodes, s->topology.node.gpus_per_node, gpus));
+  }
+  c.data_parallel = gpus / tp_pp;
+  if (dp_given > 0 && dp_given != c.data_parallel) {
+    throw ConfigError(s->file, key("parallel.data_parallel_size", "--dp"),
+                      fmt::format("{} does not match GPUs / (t*p) = {} / {}; expected {}",
+                                  dp_given, gpus, tp_pp, c.data_parallel));
+  }
+  if (m.num_attention_heads % c.tensor_parallel != 0) {
+    throw ConfigError(s->file, tp_key,
+                      fmt::format("{} does not divide num_attention_heads {}; expected a divisor",
+                                  c.tensor_parallel, m.num_attention_heads));
+  }
+  if (m.num_layers % c.pipeline_parallel != 0) {
+    throw ConfigError(s->file, pp_key,
+                      fmt::format("{} does not divide num_layers {}; expected a divisor (uneven "
+                                  "splits are chosen by the planner)",
+                                  c.pipeline_parallel, m.num_layers));
+  }
+  const int per_stage = m.num_layers / c.pipeline_parallel;
+  c.virtual_stages = 1;
+  if (layers_per_virtual > 0) {
+    if (per_stage % layers_per_virtual != 0) {
+      throw ConfigError(s->file, "parallel.num_layers_per_virtual_pipeline_stage",
+                        fmt::format("{} does not divide the {} layers per pipeline stage; "
+                                    "expected a divisor of {}",
+                                    layers_per_virtual, per_stage, per_stage));
+    }
+    c.virtual_stages = per_stage / layers_per_virtual;
+  }
+  const long long per_step = 1LL * c.micro_batch_size * c.data_parallel;
+  if (c.global_batch_size % per_step != 0) {
+    throw ConfigError(s->file, key("parallel.global_batch_size", "--micro-batch-size"),
+                      fmt::format("global batch {} is not a multiple of micro_batch_size x "
+                                  "data-parallel size = {} x {}; expected a multiple of {}",
+                                  c.global_batch_size, c.micro_batch_size, c.data_parallel,
+                                  per_step));
+  }
+  if (c.tensor_parallel == 1) c.sequence_parallel = false;
+}
+
+Scenario parse_scenario(const std::string& text, const std::string& file,
+                        const std::string& base_dir) {
+  ConfigMap root(parse_yaml(text, file), file, "");
+  root.check_keys({"name", "description", "model", "cluster", "parallel", "published"});
+  Scenario s;
+  s.file = file;
+  parse_model(root.child("model"), &s);
+  parse_cluster(root.child("cluster"), base_dir, &s);
+  ParallelExtras x = parse_parallel(root.child("parallel"), &s);
+  if (root.has("published")) {
+    ConfigMap pub = root.child("published");
+    pub.check_keys({"tflops_per_gpu", "source"});
+    s.published = PublishedFigures{pub.positive("tflops_per_gpu"), pub.text_or("source", "")};
+  }
+  validate_parallel(&s, x.dp_given, x.layers_per_virtual, false);
+  if (!root.child("parallel").has("schedule")) {
+    s.parallel.schedule = s.parallel.virtual_stages > 1 ? "interleaved" : "1f1b";
+  }
+  return s;
+}
+
+Scenario load_scenario(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return parse_scenario(read_file(path), path, dir);
+}
+
+void apply_overrides(Scenario* s, const ParallelOverrides& o) {
+  ParallelConfig& c = s->parallel;
+  auto positive = [s](const char* flag, int v) {
+    if (v < 1) throw ConfigError(s->file, flag, fmt::format("{}; expected an integer >= 1", v));
+  };
+  const int layers_per_virtual =
+      c.virtual_stages > 1 ? s->model.num_layers / c.pipeline_parallel / c.virtual_stages : 0;
+  if (o.tp) positive("--tp", *o.tp), c.tensor_parallel = *o.tp;
+  if (o.pp) positive("--pp", *o.pp), c.pipeline_parallel = *o.pp;
+  if (o.dp) positive("--dp", *o.dp);
+  if (o.micro_batch_size) {
+    positive("--micro-batch-size", *o.micro_batch_size);
+    c.micro_batch_size = *o.micro_batch_size;
+  }
+  if (o.recompute) {
+    Recompute r;
+    if (!parse_recompute(*o.recompute, &r)) {
+      throw ConfigError(s->file, "--recompute",
+                        fmt::format("'{}'; expected none, selective or full", *o.recompute));
+    }
+    c.recompute = *o.recompute;
+  }
+  if (o.sequence_parallel) c.sequence_parallel = *o.sequence_parallel;
+  if (o.zero_stage) {
+    if (*o.zero_stage < 0 || *o.zero_stage > 3) {
+      throw ConfigError(s->file, "--zero-stage",
+                        fmt::format("{}; expected 0, 1, 2 or 3", *o.zero_stage));
+    }
+    c.zero_stage = *o.zero_stage;
+  }
+  // Keep the interleaving only while it still divides the new per-stage layer count.
+  int lpv = layers_per_virtual;
+  if (lpv > 0 && (s->model.num_layers % c.pipeline_parallel != 0 ||
+                  (s->model.num_layers / c.pipeline_parallel) % lpv != 0)) {
+    lpv = 0;
+  }
+  validate_parallel(s, o.dp.value_or(0), lpv, true);
+}
+
+}  // namespace pw::hw

@@ -1,0 +1,63 @@
+#pragma once
+/// Scenario files (see DESIGN.md "Scenario files"): model, cluster, parallel configuration and
+/// optional published figures, parsed into validated structs. Every key is checked; unknown keys
+/// are errors naming the key and the nearest valid one; bad values name file, key path and what
+/// was expected; the data-parallel size is derived as GPUs / (t * p) and checked.
+#include <optional>
+#include <string>
+
+#include "core/plan.h"
+#include "hwmodels/profile.h"
+#include "hwmodels/topology.h"
+
+namespace pw::hw {
+
+/// Published throughput to compare against (`pipewright validate`).
+struct PublishedFigures {
+  double tflops_per_gpu = 0;
+  std::string source;
+};
+
+/// A loaded, validated scenario.
+struct Scenario {
+  std::string file;  ///< path it was loaded from (used in later error messages)
+  ModelShape model;
+  bool flash_attention = false;  ///< model.use_flash_attn
+  HardwareProfile profile;
+  TopologySpec topology;  ///< profile node/fabric with the cluster's overrides and node count
+  ParallelConfig parallel;  ///< data_parallel and virtual_stages derived
+  std::optional<PublishedFigures> published;
+
+  int num_gpus() const { return topology.nodes * topology.node.gpus_per_node; }
+  /// Microbatches per iteration per pipeline: B / (b * d).
+  long long num_microbatches() const {
+    return parallel.global_batch_size /
+           (static_cast<long long>(parallel.micro_batch_size) * parallel.data_parallel);
+  }
+};
+
+/// Parses scenario YAML `text`; `file` names it in errors and `base_dir` resolves relative
+/// profile paths.
+Scenario parse_scenario(const std::string& text, const std::string& file,
+                        const std::string& base_dir);
+/// Reads and parses a scenario file.
+Scenario load_scenario(const std::string& path);
+
+/// Command-line overrides of the parallel section (unset = keep the file's value).
+struct ParallelOverrides {
+  std::optional<int> tp, pp, dp, micro_batch_size, zero_stage;
+  std::optional<std::string> recompute;
+  std::optional<bool> sequence_parallel;
+};
+
+/// Applies overrides and re-validates; errors name the scenario file and the flag ("--tp").
+/// When t or p changes and --dp is not given, d is re-derived from the GPU count.
+void apply_overrides(Scenario* s, const ParallelOverrides& o);
+
+/// Checks the parallel configuration against the model and the cluster and derives d and v.
+/// `dp_given` = the data-parallel size the user asked for (0 = derive). Errors name `file` and
+/// the key paths under `prefix` (e.g. "parallel.tensor_model_parallel_size"), or the flags in
+/// `flag_names` when validating CLI overrides.
+void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool from_cli);
+
+}  // namespace pw::hw

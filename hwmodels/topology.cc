@@ -1,0 +1,198 @@
+#include "hwmodels/topology.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "hwmodels/profile.h"
+
+namespace pw::hw {
+
+const char* vertex_kind_name(VertexKind k) {
+  switch (k) {
+    case VertexKind::kGpu: return "gpu";
+    case VertexKind::kNvSwitch: return "nvswitch";
+    case VertexKind::kHostSwitch: return "host";
+    case VertexKind::kNic: return "nic";
+    case VertexKind::kLeaf: return "leaf";
+    case VertexKind::kSpine: return "spine";
+  }
+  return "?";
+}
+
+TopologySpec topology_spec(const HardwareProfile& profile, int nodes) {
+  return TopologySpec{nodes, profile.node, profile.fabric};
+}
+
+std::size_t Topology::add_vertex(VertexKind kind, int index, int node) {
+  return boost::add_vertex(VertexInfo{kind, index, node}, graph_);
+}
+
+LinkId Topology::add_link(std::size_t a, std::size_t b, const LinkSpec& spec, LinkRole role) {
+  auto id = static_cast<LinkId>(link_capacity_.size());
+  for (int dir = 0; dir < 2; ++dir) {
+    boost::add_edge(dir == 0 ? a : b, dir == 0 ? b : a, EdgeInfo{id + LinkId(dir)}, graph_);
+    link_capacity_.push_back(spec.effective().value);
+    link_latency_.push_back(spec.latency);
+    link_type_.push_back(spec.type);
+    link_role_.push_back(role);
+  }
+  return id;
+}
+
+int Topology::rail_of_gpu(int gpu) const {
+  int local = gpu % spec_.node.gpus_per_node;
+  int nics = spec_.node.nics_per_node;
+  if (nic_per_gpu_) return local;
+  return static_cast<int>(static_cast<long long>(local) * nics / spec_.node.gpus_per_node) % nics;
+}
+
+int Topology::leaf_of_nic(int node, int rail) const {
+  const FabricSpec& f = spec_.fabric;
+  int nics = spec_.node.nics_per_node;
+  if (f.kind == FabricKind::kFatTree) return node / std::max(1, f.leaf_ports / nics);
+  return (node / f.leaf_ports) * nics + rail;
+}
+
+Topology::Topology(const TopologySpec& spec) : spec_(spec) {
+  const NodeSpec& ns = spec_.node;
+  const FabricSpec& fs = spec_.fabric;
+  PW_ASSERT(spec_.nodes >= 1 && ns.gpus_per_node >= 1 && ns.nics_per_node >= 1,
+            "topology needs nodes, GPUs and NICs");
+  PW_ASSERT(fs.leaf_ports >= 1 && fs.oversubscription >= 1.0, "bad fabric");
+  nic_per_gpu_ = ns.nics_per_node == ns.gpus_per_node;
+  const int g_per = ns.gpus_per_node;
+  const int nics = ns.nics_per_node;
+  const bool switched = ns.intra.type != LinkType::kPcie;
+  if (fs.kind == FabricKind::kFatTree) {
+    int per_leaf = std::max(1, fs.leaf_ports / nics);
+    num_leaves_ = (spec_.nodes + per_leaf - 1) / per_leaf;
+  } else {
+    num_leaves_ = ((spec_.nodes + fs.leaf_ports - 1) / fs.leaf_ports) * nics;
+  }
+  num_spines_ = num_leaves_ > 1
+                    ? std::max(1, static_cast<int>(std::ceil(fs.leaf_ports / fs.oversubscription)))
+                    : 0;
+  gpu_intra_up_.resize(static_cast<std::size_t>(spec_.nodes) * g_per);
+  gpu_host_up_.resize(gpu_intra_up_.size());
+  to_nic_.resize(static_cast<std::size_t>(spec_.nodes) * nics);
+  nic_up_.resize(to_nic_.size());
+
+  std::vector<std::size_t> leaf_v(num_leaves_);
+  for (int l = 0; l < num_leaves_; ++l) leaf_v[l] = add_vertex(VertexKind::kLeaf, l, -1);
+  std::vector<std::size_t> spine_v(num_spines_);
+  for (int s = 0; s < num_spines_; ++s) spine_v[s] = add_vertex(VertexKind::kSpine, s, -1);
+
+  for (int node = 0; node < spec_.nodes; ++node) {
+    std::size_t host = add_vertex(VertexKind::kHostSwitch, node, node);
+    std::size_t nvs = switched ? add_vertex(VertexKind::kNvSwitch, node, node) : host;
+    std::size_t first_gpu = gpu_vertex_.size();
+    for (int i = 0; i < g_per; ++i) {
+      int gpu = node * g_per + i;
+      std::size_t v = add_vertex(VertexKind::kGpu, gpu, node);
+      gpu_vertex_.push_back(v);
+      gpu_host_up_[gpu] = add_link(v, host, ns.pcie, LinkRole::kIntraNode);
+      gpu_intra_up_[gpu] =
+          switched ? add_link(v, nvs, ns.intra, LinkRole::kIntraNode) : gpu_host_up_[gpu];
+    }
+    for (int r = 0; r < nics; ++r) {
+      std::size_t nic = add_vertex(VertexKind::kNic, node * nics + r, node);
+      std::size_t near = nic_per_gpu_ ? gpu_vertex_[first_gpu + r] : host;
+      to_nic_[node * nics + r] = add_link(near, nic, ns.pcie, LinkRole::kGpuToNic);
+      nic_up_[node * nics + r] =
+          add_link(nic, leaf_v[leaf_of_nic(node, r)], ns.nic, LinkRole::kNicToLeaf);
+    }
+  }
+  leaf_spine_.resize(static_cast<std::size_t>(num_leaves_) * num_spines_);
+  for (int l = 0; l < num_leaves_; ++l) {
+    for (int s = 0; s < num_spines_; ++s) {
+      leaf_spine_[l * num_spines_ + s] =
+          add_link(leaf_v[l], spine_v[s], fs.switch_link, LinkRole::kLeafToSpine);
+    }
+  }
+}
+
+void Topology::route(int src, int dst, std::vector<LinkId>* out) const {
+  PW_ASSERT(src >= 0 && src < num_gpus() && dst >= 0 && dst < num_gpus(), "GPU out of range");
+  if (src == dst) return;
+  const int nics = spec_.node.nics_per_node;
+  int a = node_of_gpu(src), b = node_of_gpu(dst);
+  if (a == b) {
+    out->push_back(gpu_intra_up_[src]);
+    out->push_back(gpu_intra_up_[dst] + 1);
+    return;
+  }
+  int ra = rail_of_gpu(src), rb = rail_of_gpu(dst);
+  if (!nic_per_gpu_) out->push_back(gpu_host_up_[src]);
+  out->push_back(to_nic_[a * nics + ra]);
+  out->push_back(nic_up_[a * nics + ra]);
+  int la = leaf_of_nic(a, ra), lb = leaf_of_nic(b, rb);
+  if (la != lb) {
+    int s = static_cast<int>((static_cast<unsigned>(src) * 2654435761u + unsigned(dst)) %
+                             unsigned(num_spines_));
+    out->push_back(leaf_spine_[la * num_spines_ + s]);
+    out->push_back(leaf_spine_[lb * num_spines_ + s] + 1);
+  }
+  out->push_back(nic_up_[b * nics + rb] + 1);
+  out->push_back(to_nic_[b * nics + rb] + 1);
+  if (!nic_per_gpu_) out->push_back(gpu_host_up_[dst] + 1);
+}
+
+std::vector<LinkId> Topology::route(int src, int dst) const {
+  std::vector<LinkId> out;
+  route(src, dst, &out);
+  return out;
+}
+
+PathInfo Topology::path_info(int src, int dst) const {
+  PathInfo p;
+  std::vector<LinkId> links = route(src, dst);
+  p.hops = static_cast<int>(links.size());
+  double bw = links.empty() ? 0.0 : link_capacity_[links[0]];
+  for (LinkId l : links) {
+    bw = std::min(bw, link_capacity_[l]);
+    p.latency += link_latency_[l];
+    p.crosses_spine = p.crosses_spine || link_role_[l] == LinkRole::kLeafToSpine;
+  }
+  p.bottleneck = {bw};
+  return p;
+}
+
+std::string Topology::vertex_name(std::size_t v) const {
+  const VertexInfo& info = graph_[v];
+  if (info.kind == VertexKind::kNic) {
+    int nics = spec_.node.nics_per_node;
+    return fmt::format("nic{}.{}", info.index / nics, info.index % nics);
+  }
+  return fmt::format("{}{}", vertex_kind_name(info.kind), info.index);
+}
+
+std::string Topology::to_graphviz() const {
+  // Written by hand over Boost.Graph's vertex and out-edge ranges (boost::write_graphviz adds
+  // nothing here and trips -Wmaybe-uninitialized in GCC 12).
+  static const char* kShapes[] = {"box", "diamond", "hexagon", "ellipse", "triangle",
+                                  "invtriangle"};
+  std::ostringstream out;
+  out << "digraph cluster {\n";
+  auto [vb, ve] = boost::vertices(graph_);
+  for (auto v = vb; v != ve; ++v) {
+    out << fmt::format("  {} [label=\"{}\", shape={}];\n", *v, vertex_name(*v),
+                       kShapes[static_cast<int>(graph_[*v].kind)]);
+  }
+  for (auto v = vb; v != ve; ++v) {
+    auto [eb, ee] = boost::out_edges(*v, graph_);
+    for (auto e = eb; e != ee; ++e) {
+      LinkId id = graph_[*e].id;
+      out << fmt::format("  {} -> {} [label=\"{} {:.0f} GB/s\"];\n", *v,
+                         boost::target(*e, graph_), link_type_name(link_type_[id]),
+                         link_capacity_[id] / 1e9);
+    }
+  }
+  out << "}\n";
+  return out.str();
+}
+
+}  // namespace pw::hw

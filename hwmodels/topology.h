@@ -1,0 +1,124 @@
+#pragma once
+/// The cluster as a graph (Boost.Graph): GPUs, NVSwitches, host PCIe switches, NICs, leaf and
+/// spine switches, joined by directed links (every physical link is two, one per direction).
+/// Links have dense ids 0..num_links()-1 with a capacity (bytes/s) and a latency, so the
+/// discrete-event simulator can run max-min fair flows over the link ids of a route.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include "core/units.h"
+#include "hwmodels/link.h"
+
+namespace pw::hw {
+
+struct HardwareProfile;
+
+/// Dense link id (index into Topology's link arrays).
+using LinkId = std::uint32_t;
+
+/// Vertex kinds of the cluster graph.
+enum class VertexKind { kGpu, kNvSwitch, kHostSwitch, kNic, kLeaf, kSpine };
+const char* vertex_kind_name(VertexKind k);
+
+/// Where a link sits, for reporting and for collective step classes.
+enum class LinkRole { kIntraNode, kGpuToNic, kNicToLeaf, kLeafToSpine };
+
+/// Compact description of a cluster, expanded into the graph.
+struct TopologySpec {
+  int nodes = 1;
+  NodeSpec node;
+  FabricSpec fabric;
+};
+
+/// Builds a TopologySpec from a profile and a node count (the profile's node and fabric).
+TopologySpec topology_spec(const HardwareProfile& profile, int nodes);
+
+struct VertexInfo {
+  VertexKind kind = VertexKind::kGpu;
+  int index = 0;  ///< index within its kind (global GPU index for GPUs)
+  int node = -1;  ///< node of node-local vertices, -1 for leaf and spine switches
+};
+
+struct EdgeInfo {
+  LinkId id = 0;
+};
+
+using ClusterGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS,
+                                           VertexInfo, EdgeInfo>;
+
+/// Bottleneck and latency of a route.
+struct PathInfo {
+  BytesPerSec bottleneck{};  ///< smallest link capacity on the route (0 for an empty route)
+  TimePs latency = 0;        ///< sum of link latencies
+  int hops = 0;              ///< number of links
+  bool crosses_spine = false;
+};
+
+/// An immutable cluster graph with O(1)-per-hop routing.
+class Topology {
+ public:
+  /// Expands `spec`; requires nodes >= 1, gpus_per_node >= 1, nics_per_node >= 1.
+  explicit Topology(const TopologySpec& spec);
+
+  const TopologySpec& spec() const { return spec_; }
+  const ClusterGraph& graph() const { return graph_; }
+  int num_gpus() const { return static_cast<int>(gpu_vertex_.size()); }
+  int num_nodes() const { return spec_.nodes; }
+  int node_of_gpu(int gpu) const { return gpu / spec_.node.gpus_per_node; }
+  /// Node-local NIC index GPU `gpu` sends through (its rail).
+  int rail_of_gpu(int gpu) const;
+  int num_leaves() const { return num_leaves_; }
+  int num_spines() const { return num_spines_; }
+
+  std::size_t num_links() const { return link_capacity_.size(); }
+  /// Effective capacity (datasheet bandwidth x efficiency) of a link, bytes/s per direction.
+  BytesPerSec link_capacity(LinkId l) const { return {link_capacity_[l]}; }
+  TimePs link_latency(LinkId l) const { return link_latency_[l]; }
+  LinkType link_type(LinkId l) const { return link_type_[l]; }
+  LinkRole link_role(LinkId l) const { return link_role_[l]; }
+  /// Flat arrays for the simulator (indexed by LinkId).
+  const std::vector<double>& link_capacities() const { return link_capacity_; }
+  const std::vector<TimePs>& link_latencies() const { return link_latency_; }
+
+  /// Appends to `out` the links from GPU `src` to GPU `dst` (none when src == dst).
+  /// Deterministic: inter-leaf traffic picks its spine by a hash of (src, dst) (static ECMP).
+  void route(int src, int dst, std::vector<LinkId>* out) const;
+  std::vector<LinkId> route(int src, int dst) const;
+  /// Bottleneck capacity, latency and hop count of route(src, dst).
+  PathInfo path_info(int src, int dst) const;
+  /// Graphviz DOT text of the whole graph (vertices labelled by kind, edges by link type).
+  std::string to_graphviz() const;
+  /// Human-readable name of a vertex ("gpu3", "nvswitch0", "nic1.5", "leaf2", "spine0").
+  std::string vertex_name(std::size_t v) const;
+
+ private:
+  std::size_t add_vertex(VertexKind kind, int index, int node);
+  /// Adds both directions; returns the id of the a->b link (b->a is id + 1).
+  LinkId add_link(std::size_t a, std::size_t b, const LinkSpec& spec, LinkRole role);
+  int leaf_of_nic(int node, int rail) const;
+
+  TopologySpec spec_;
+  ClusterGraph graph_;
+  std::vector<std::size_t> gpu_vertex_;
+  std::vector<double> link_capacity_;
+  std::vector<TimePs> link_latency_;
+  std::vector<LinkType> link_type_;
+  std::vector<LinkRole> link_role_;
+  // Per GPU: up (GPU -> switch) link to the intra-node switch; down = up + 1.
+  std::vector<LinkId> gpu_intra_up_;
+  // Per GPU: GPU -> host switch (PCIe); reverse = +1.
+  std::vector<LinkId> gpu_host_up_;
+  // Per (node, rail): GPU-or-host -> NIC link (direct when one NIC per GPU), NIC -> leaf link.
+  std::vector<LinkId> to_nic_;
+  std::vector<LinkId> nic_up_;
+  // Per (leaf, spine): leaf -> spine link; reverse = +1.
+  std::vector<LinkId> leaf_spine_;
+  bool nic_per_gpu_ = true;
+  int num_leaves_ = 0;
+  int num_spines_ = 0;
+};
+
+}  // namespace pw::hw
