@@ -24,7 +24,8 @@ constexpr bool per_microbatch(ActionKind k) { return k <= ActionKind::kOverlapFB
 
 class Builder {
  public:
-  Builder(const Schedule& s, const std::string& source) : s_(s), pl_(s.placement), src_(source) {}
+  Builder(const Schedule& s, const std::string& source, const ActionLocator* locate)
+      : s_(s), pl_(s.placement), src_(source), locate_(locate) {}
 
   DependencyGraph build() {
     check_placement();
@@ -41,9 +42,12 @@ class Builder {
     throw ConfigError(src_, key, msg);
   }
   std::string where(int id) const {
-    int d = g_.device_of[id];
-    return fmt::format("device {} action #{} ({})", d, id - g_.device_begin[d],
-                       describe_action(g_.action[id]));
+    const int d = g_.device_of[id];
+    const int k = id - g_.device_begin[d];
+    if (locate_ && *locate_)
+      return fmt::format("{} (device {} action #{}: {})", (*locate_)(d, k), d, k,
+                         describe_action(g_.action[id]));
+    return fmt::format("device {} action #{} ({})", d, k, describe_action(g_.action[id]));
   }
 
   void check_placement() {
@@ -336,6 +340,7 @@ class Builder {
   const Schedule& s_;
   const Placement& pl_;
   const std::string& src_;
+  const ActionLocator* locate_;
   DependencyGraph g_;
   std::vector<int> index_;
   bool lowered_ = false;
@@ -352,7 +357,12 @@ std::string describe_action(const Action& a) {
 }
 
 DependencyGraph build_dependency_graph(const Schedule& schedule, const std::string& source) {
-  return Builder(schedule, source).build();
+  return Builder(schedule, source, nullptr).build();
+}
+
+DependencyGraph build_dependency_graph(const Schedule& schedule, const std::string& source,
+                                       const ActionLocator& locate) {
+  return Builder(schedule, source, &locate).build();
 }
 
 }  // namespace pw

@@ -3,6 +3,7 @@
 /// topological order that respects each device's sequence. Built once per schedule (O(actions));
 /// the validator and the evaluators share it, so there is one definition of legality.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ struct DependencyGraph {
 /// the action's position and the broken rule (or, for a deadlock, what each stuck device waits
 /// for). `source` (a file name, may be empty) prefixes messages.
 DependencyGraph build_dependency_graph(const Schedule& schedule, const std::string& source = "");
+
+/// Names an action for error messages by its device and position in that device's list, e.g.
+/// "line 2, cell 5" for a CSV file. Called only while reporting an error.
+using ActionLocator = std::function<std::string(int device, int position)>;
+
+/// As above; every action named in an error message is prefixed by `locate(device, position)`.
+DependencyGraph build_dependency_graph(const Schedule& schedule, const std::string& source,
+                                       const ActionLocator& locate);
 
 /// Human-readable action, e.g. "B stage 2 mb 5".
 std::string describe_action(const Action& a);

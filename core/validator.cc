@@ -9,6 +9,11 @@ void validate_schedule(const Schedule& schedule, const std::string& source) {
   (void)build_dependency_graph(schedule, source);
 }
 
+void validate_schedule(const Schedule& schedule, const std::string& source,
+                       const ActionLocator& locate) {
+  (void)build_dependency_graph(schedule, source, locate);
+}
+
 std::string check_schedule(const Schedule& schedule) {
   try {
     validate_schedule(schedule);

@@ -1,0 +1,278 @@
+#include "core/plan_io.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/validator.h"
+
+namespace pw {
+namespace {
+
+constexpr const char* kPlanFormat = "pipewright-plan";
+constexpr const char* kRunFormat = "pipewright-measured-run";
+constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
+constexpr std::int64_t kTimeMax = std::numeric_limits<std::int64_t>::max();
+
+using R = DocReader;
+
+void check_header(const Doc& d, const R& r, const char* format, int version) {
+  const std::string f = r.as_string(r.at(d, "", "format"), "format");
+  if (f != format) r.fail("format", fmt::format("'{}', got '{}'", format, f));
+  const std::int64_t v = r.as_int(r.at(d, "", "version"), "version", 0, kIntMax);
+  if (v != version)
+    r.fail("version",
+           fmt::format("{} (this pipewright reads version {}), got {}", version, version, v));
+}
+
+int get_int(const Doc& obj, const R& r, const std::string& path, const char* key,
+            std::int64_t lo = 0) {
+  return static_cast<int>(r.as_int(r.at(obj, path, key), R::join(path, key), lo, kIntMax));
+}
+std::string get_str(const Doc& obj, const R& r, const std::string& path, const char* key) {
+  return r.as_string(r.at(obj, path, key), R::join(path, key));
+}
+
+Doc model_to_doc(const ModelShape& m) {
+  return Doc{{"name", m.name},
+             {"num_layers", m.num_layers},
+             {"hidden_size", m.hidden_size},
+             {"num_attention_heads", m.num_attention_heads},
+             {"ffn_hidden_size", m.ffn_hidden_size},
+             {"seq_length", m.seq_length},
+             {"vocab_size", m.vocab_size}};
+}
+
+ModelShape model_from_doc(const Doc& d, const R& r) {
+  const std::string p = "model";
+  r.expect_keys(d, p,
+                {"name", "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
+                 "seq_length", "vocab_size"});
+  ModelShape m;
+  m.name = get_str(d, r, p, "name");
+  m.num_layers = get_int(d, r, p, "num_layers");
+  m.hidden_size = get_int(d, r, p, "hidden_size");
+  m.num_attention_heads = get_int(d, r, p, "num_attention_heads");
+  m.ffn_hidden_size = get_int(d, r, p, "ffn_hidden_size");
+  m.seq_length = get_int(d, r, p, "seq_length");
+  m.vocab_size = get_int(d, r, p, "vocab_size");
+  return m;
+}
+
+Doc config_to_doc(const ParallelConfig& c) {
+  return Doc{{"tensor_parallel", c.tensor_parallel},
+             {"pipeline_parallel", c.pipeline_parallel},
+             {"data_parallel", c.data_parallel},
+             {"virtual_stages", c.virtual_stages},
+             {"micro_batch_size", c.micro_batch_size},
+             {"global_batch_size", c.global_batch_size},
+             {"sequence_parallel", c.sequence_parallel},
+             {"recompute", c.recompute},
+             {"zero_stage", c.zero_stage},
+             {"optimizer_offload", c.optimizer_offload},
+             {"schedule", c.schedule}};
+}
+
+ParallelConfig config_from_doc(const Doc& d, const R& r) {
+  const std::string p = "config";
+  r.expect_keys(d, p,
+                {"tensor_parallel", "pipeline_parallel", "data_parallel", "virtual_stages",
+                 "micro_batch_size", "global_batch_size", "sequence_parallel", "recompute",
+                 "zero_stage", "optimizer_offload", "schedule"});
+  ParallelConfig c;
+  c.tensor_parallel = get_int(d, r, p, "tensor_parallel", 1);
+  c.pipeline_parallel = get_int(d, r, p, "pipeline_parallel", 1);
+  c.data_parallel = get_int(d, r, p, "data_parallel", 1);
+  c.virtual_stages = get_int(d, r, p, "virtual_stages", 1);
+  c.micro_batch_size = get_int(d, r, p, "micro_batch_size", 1);
+  c.global_batch_size = get_int(d, r, p, "global_batch_size", 1);
+  c.sequence_parallel = r.as_bool(r.at(d, p, "sequence_parallel"), "config.sequence_parallel");
+  c.recompute = get_str(d, r, p, "recompute");
+  if (c.recompute != "none" && c.recompute != "selective" && c.recompute != "full")
+    r.fail("config.recompute", fmt::format("none, selective or full, got '{}'", c.recompute));
+  c.zero_stage = get_int(d, r, p, "zero_stage");
+  if (c.zero_stage > 3) r.fail("config.zero_stage", "0..3");
+  c.optimizer_offload = r.as_bool(r.at(d, p, "optimizer_offload"), "config.optimizer_offload");
+  c.schedule = get_str(d, r, p, "schedule");
+  return c;
+}
+
+std::vector<ActionTiming> timings_from_doc(const Doc& d, const R& r, const Schedule& s) {
+  r.expect_array(d, "predicted");
+  std::vector<ActionTiming> out;
+  out.reserve(d.size());
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    const std::string p = R::index("predicted", i);
+    const Doc& e = d[i];
+    if (!e.is_array() || e.size() != 4) r.fail(p, "[device, index, start_ps, end_ps]");
+    ActionTiming t;
+    t.device =
+        static_cast<std::int32_t>(r.as_int(e[0], R::index(p, 0), 0, s.placement.num_devices - 1));
+    const auto n = static_cast<std::int64_t>(s.actions[t.device].size());
+    t.index = static_cast<std::int32_t>(r.as_int(e[1], R::index(p, 1), 0, n - 1));
+    t.start = r.as_int(e[2], R::index(p, 2), 0, kTimeMax);
+    t.end = r.as_int(e[3], R::index(p, 3), t.start, kTimeMax);
+    out.push_back(t);
+  }
+  return out;
+}
+
+Doc provenance_to_doc(const Provenance& p) {
+  return Doc{{"version", p.version},
+             {"profile_source", p.profile_source},
+             {"created", p.created},
+             {"command", p.command}};
+}
+
+Provenance provenance_from_doc(const Doc& d, const R& r) {
+  const std::string p = "provenance";
+  r.expect_keys(d, p, {"version", "profile_source", "created", "command"});
+  return Provenance{get_str(d, r, p, "version"), get_str(d, r, p, "profile_source"),
+                    get_str(d, r, p, "created"), get_str(d, r, p, "command")};
+}
+
+}  // namespace
+
+Doc plan_to_doc(const Plan& plan) {
+  Doc d = Doc::object();
+  d["format"] = kPlanFormat;
+  d["version"] = kPlanFormatVersion;
+  d["model"] = model_to_doc(plan.model);
+  d["cluster"] = plan.cluster;
+  d["config"] = config_to_doc(plan.config);
+  d["rank_to_gpu"] = plan.rank_to_gpu;
+  d["predicted_iteration_ps"] = plan.predicted_iteration;
+  Doc pred = Doc::array();
+  for (const ActionTiming& t : plan.predicted)
+    pred.push_back(Doc::array({t.device, t.index, t.start, t.end}));
+  d["predicted"] = std::move(pred);
+  d["provenance"] = provenance_to_doc(plan.provenance);
+  d["schedule_checksum"] = schedule_checksum(plan.schedule);
+  d["schedule"] = schedule_to_doc(plan.schedule);
+  return d;
+}
+
+Plan plan_from_doc(const Doc& d, const std::string& source) {
+  const R r(source);
+  r.expect_keys(
+      d, "",
+      {"format", "version", "model", "cluster", "config", "rank_to_gpu", "predicted_iteration_ps",
+       "predicted", "provenance", "schedule_checksum", "schedule"});
+  check_header(d, r, kPlanFormat, kPlanFormatVersion);
+  Plan plan;
+  // The checksum is checked before the schedule's legality, so a corrupted plan reads as such.
+  plan.schedule = schedule_from_doc(r.at(d, "", "schedule"), r, "schedule", false);
+  const std::string want = r.as_string(r.at(d, "", "schedule_checksum"), "schedule_checksum");
+  const std::string got = schedule_checksum(plan.schedule);
+  if (want != got)
+    throw ConfigError(source, "schedule_checksum",
+                      fmt::format("the schedule does not match its checksum (file says {}, "
+                                  "schedule hashes to {}): the plan was edited or corrupted",
+                                  want, got));
+  validate_schedule(plan.schedule, source);
+  plan.model = model_from_doc(r.at(d, "", "model"), r);
+  plan.cluster = r.as_string(r.at(d, "", "cluster"), "cluster");
+  plan.config = config_from_doc(r.at(d, "", "config"), r);
+  const Doc& ranks = r.at(d, "", "rank_to_gpu");
+  r.expect_array(ranks, "rank_to_gpu");
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    plan.rank_to_gpu.push_back(
+        static_cast<int>(r.as_int(ranks[i], R::index("rank_to_gpu", i), 0, kIntMax)));
+  plan.predicted_iteration =
+      r.as_int(r.at(d, "", "predicted_iteration_ps"), "predicted_iteration_ps", 0, kTimeMax);
+  plan.predicted = timings_from_doc(r.at(d, "", "predicted"), r, plan.schedule);
+  plan.provenance = provenance_from_doc(r.at(d, "", "provenance"), r);
+  return plan;
+}
+
+std::string plan_to_text(const Plan& plan, DocFormat format) {
+  return dump_document(plan_to_doc(plan), format);
+}
+
+Plan parse_plan(const std::string& text, DocFormat format, const std::string& source) {
+  return plan_from_doc(parse_document(text, format, source), source);
+}
+
+Plan load_plan(const std::string& path) {
+  return parse_plan(read_file(path), doc_format_for_path(path), path);
+}
+
+void save_plan(const std::string& path, const Plan& plan) {
+  write_file_atomic(path, plan_to_text(plan, doc_format_for_path(path)));
+}
+
+// --- measured runs -----------------------------------------------------------------------------
+
+Doc measured_run_to_doc(const MeasuredRun& run) {
+  Doc d = Doc::object();
+  d["format"] = kRunFormat;
+  d["version"] = kMeasuredRunFormatVersion;
+  d["backend"] = run.backend;
+  d["device"] = run.device;
+  d["iterations"] = run.iterations;
+  d["iteration_time_ps"] = run.iteration_time;
+  Doc acts = Doc::array();
+  for (const MeasuredAction& m : run.actions)
+    acts.push_back(
+        Doc::array({m.rank, m.index, std::string(action_kind_name(m.action.kind)), m.action.stage,
+                    m.action.microbatch, m.action.stage2, m.action.microbatch2, m.start, m.end}));
+  d["actions"] = std::move(acts);
+  return d;
+}
+
+MeasuredRun measured_run_from_doc(const Doc& d, const std::string& source) {
+  const R r(source);
+  r.expect_keys(
+      d, "",
+      {"format", "version", "backend", "device", "iterations", "iteration_time_ps", "actions"});
+  check_header(d, r, kRunFormat, kMeasuredRunFormatVersion);
+  MeasuredRun run;
+  run.backend = r.as_string(r.at(d, "", "backend"), "backend");
+  run.device = r.as_string(r.at(d, "", "device"), "device");
+  run.iterations = static_cast<int>(r.as_int(r.at(d, "", "iterations"), "iterations", 1, kIntMax));
+  run.iteration_time = r.as_int(r.at(d, "", "iteration_time_ps"), "iteration_time_ps", 0, kTimeMax);
+  const Doc& acts = r.at(d, "", "actions");
+  r.expect_array(acts, "actions");
+  run.actions.reserve(acts.size());
+  for (std::size_t i = 0; i < acts.size(); ++i) {
+    const std::string p = R::index("actions", i);
+    const Doc& e = acts[i];
+    if (!e.is_array() || e.size() != 9)
+      r.fail(p, "[rank, index, KIND, stage, microbatch, stage2, microbatch2, start_ps, end_ps]");
+    MeasuredAction m;
+    m.rank = static_cast<std::int32_t>(r.as_int(e[0], R::index(p, 0), 0, kIntMax));
+    m.index = static_cast<std::int32_t>(r.as_int(e[1], R::index(p, 1), 0, kIntMax));
+    const std::string kind = r.as_string(e[2], R::index(p, 2));
+    if (!parse_action_kind(kind, &m.action.kind))
+      r.fail(R::index(p, 2), fmt::format("an action kind, got '{}'", kind));
+    m.action.stage = static_cast<std::int16_t>(r.as_int(e[3], R::index(p, 3), -1, 32767));
+    m.action.microbatch = static_cast<std::int32_t>(r.as_int(e[4], R::index(p, 4), -1, kIntMax));
+    m.action.stage2 = static_cast<std::int16_t>(r.as_int(e[5], R::index(p, 5), -1, 32767));
+    m.action.microbatch2 = static_cast<std::int32_t>(r.as_int(e[6], R::index(p, 6), -1, kIntMax));
+    m.start = r.as_int(e[7], R::index(p, 7), std::numeric_limits<std::int64_t>::min(), kTimeMax);
+    m.end = r.as_int(e[8], R::index(p, 8), m.start, kTimeMax);
+    run.actions.push_back(m);
+  }
+  return run;
+}
+
+std::string measured_run_to_text(const MeasuredRun& run, DocFormat format) {
+  return dump_document(measured_run_to_doc(run), format);
+}
+
+MeasuredRun parse_measured_run(const std::string& text, DocFormat format,
+                               const std::string& source) {
+  return measured_run_from_doc(parse_document(text, format, source), source);
+}
+
+MeasuredRun load_measured_run(const std::string& path) {
+  return parse_measured_run(read_file(path), doc_format_for_path(path), path);
+}
+
+void save_measured_run(const std::string& path, const MeasuredRun& run) {
+  write_file_atomic(path, measured_run_to_text(run, doc_format_for_path(path)));
+}
+
+}  // namespace pw

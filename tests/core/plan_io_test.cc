@@ -1,0 +1,98 @@
+#include "core/plan_io.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/lowering.h"
+#include "tests/core/test_schedules.h"
+
+namespace pw {
+namespace {
+
+Plan sample_plan() {
+  Plan p;
+  p.model = ModelShape{"custom", 24, 1600, 32, 6400, 1024, 50257};
+  p.cluster = "dgx-a100-80gb";
+  p.config.pipeline_parallel = 4;
+  p.config.data_parallel = 2;
+  p.config.recompute = "selective";
+  p.config.sequence_parallel = true;
+  p.config.zero_stage = 1;
+  p.schedule = lower_communication(testing::hand_1f1b(4, 4));
+  p.rank_to_gpu = {0, 2, 4, 6};
+  p.predicted = {{0, 0, 0, 1'000'000'000}, {3, 2, 5'000'000'000, 7'123'456'789'012}};
+  p.predicted_iteration = 7'123'456'789'012;
+  p.provenance = Provenance{"0.1.0", "profile.yaml", "", "pipewright simulate --pp 4"};
+  return p;
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_plan(text, DocFormat::kYaml, "plan.yaml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PlanIo, RoundTripIsLosslessInBothSyntaxes) {
+  const Plan p = sample_plan();
+  for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
+    EXPECT_EQ(parse_plan(plan_to_text(p, f), f, "t"), p);
+}
+
+TEST(PlanIo, OutputIsDeterministic) {
+  EXPECT_EQ(plan_to_text(sample_plan(), DocFormat::kYaml),
+            plan_to_text(sample_plan(), DocFormat::kYaml));
+}
+
+TEST(PlanIo, CorruptedScheduleIsRejectedByItsChecksum) {
+  std::string y = plan_to_text(sample_plan(), DocFormat::kYaml);
+  // Swap two forwards of device 0 ([F, 0, 0] and [F, 0, 1] become the other way round).
+  const std::size_t at = y.find("[F, 0, 1]");
+  ASSERT_NE(at, std::string::npos);
+  y.replace(at, 9, "[F, 0, 9]");
+  const std::string e = error_of(y);
+  EXPECT_NE(e.find("plan.yaml: schedule_checksum: the schedule does not match its checksum"),
+            std::string::npos)
+      << e;
+}
+
+TEST(PlanIo, RejectsWrongVersionAndBadTimings) {
+  std::string y = plan_to_text(sample_plan(), DocFormat::kYaml);
+  std::string v = y;
+  v.replace(v.find("version: 1"), 10, "version: 7");
+  EXPECT_NE(error_of(v).find("version: expected 1"), std::string::npos) << error_of(v);
+  std::string t = y;
+  t.replace(t.find("[3, 2, "), 7, "[3, 99, ");
+  EXPECT_NE(error_of(t).find("predicted[1][1]: expected an integer in 0.."), std::string::npos)
+      << error_of(t);
+}
+
+TEST(MeasuredRunIo, RoundTripIsLossless) {
+  MeasuredRun run;
+  run.backend = "cpu";
+  run.device = "2x Xeon, 1 rank per core";
+  run.iterations = 5;
+  run.iteration_time = 123'456'789;
+  run.actions = {{0, 0, {ActionKind::kF, 0, 0}, 0, 10},
+                 {1, 3, {ActionKind::kOverlapFB, 1, 2, 2, 0}, 20, 35}};
+  for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson}) {
+    MeasuredRun back = parse_measured_run(measured_run_to_text(run, f), f, "t");
+    EXPECT_EQ(back.backend, run.backend);
+    EXPECT_EQ(back.device, run.device);
+    EXPECT_EQ(back.iterations, run.iterations);
+    EXPECT_EQ(back.iteration_time, run.iteration_time);
+    ASSERT_EQ(back.actions.size(), run.actions.size());
+    for (std::size_t i = 0; i < run.actions.size(); ++i) {
+      EXPECT_EQ(back.actions[i].rank, run.actions[i].rank);
+      EXPECT_EQ(back.actions[i].index, run.actions[i].index);
+      EXPECT_EQ(back.actions[i].action, run.actions[i].action);
+      EXPECT_EQ(back.actions[i].start, run.actions[i].start);
+      EXPECT_EQ(back.actions[i].end, run.actions[i].end);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pw

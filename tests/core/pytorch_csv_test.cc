@@ -1,0 +1,96 @@
+#include "core/pytorch_csv.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/lowering.h"
+#include "tests/core/test_schedules.h"
+
+namespace pw {
+namespace {
+
+std::string error_of(const std::string& csv) {
+  try {
+    schedule_from_pytorch_csv(csv, "s.csv");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PytorchCsv, ExportsComputeOnlyInTimeSlots) {
+  // 1F1B p=2 m=2, one slot per action: device 1 waits one slot for its first forward.
+  // Slots: d0: F0 F1 . B0 . B1   (B0 needs d1's B0 in slot 2; B1 needs d1's B1 in slot 4)
+  //        d1: .  F0 B0 F1 B1
+  const std::string csv = schedule_to_pytorch_csv(testing::hand_1f1b(2, 2), CsvForm::kComputeOnly);
+  EXPECT_EQ(csv, "0F0,0F1,,0B0,,0B1\n,1F0,1B0,1F1,1B1\n");
+}
+
+TEST(PytorchCsv, SplitBackwardUsesIAndW) {
+  const std::string csv =
+      schedule_to_pytorch_csv(testing::hand_1f1b(1, 1, true), CsvForm::kComputeOnly);
+  EXPECT_EQ(csv, "0F0,0I0,0W0\n");
+}
+
+TEST(PytorchCsv, RoundTripIsLosslessInBothForms) {
+  for (bool split : {false, true}) {
+    Schedule s = testing::hand_1f1b(4, 7, split);
+    CsvImportOptions opt;
+    opt.name = s.name;
+    EXPECT_EQ(
+        schedule_from_pytorch_csv(schedule_to_pytorch_csv(s, CsvForm::kComputeOnly), "t", opt), s);
+    EXPECT_EQ(
+        schedule_from_pytorch_csv(schedule_to_pytorch_csv(s, CsvForm::kComputeComms), "t", opt),
+        lower_communication(s));
+  }
+}
+
+TEST(PytorchCsv, InfersLoopStageMap) {
+  // 4 stages on 2 ranks, stage s on rank s mod 2 (rank 1 holds stages 1 and 3).
+  Schedule s = schedule_from_pytorch_csv("0F0,2F0,2B0,0B0\n1F0,3F0,3B0,1B0\n", "t");
+  EXPECT_EQ(s.placement.kind, PlacementKind::kLoop);
+  EXPECT_EQ(s.placement.stages[3].device, 1);
+  EXPECT_EQ(s.num_microbatches, 1);
+}
+
+TEST(PytorchCsv, VMapPlacesStageTwoPMinusOneOnRankZero) {
+  // p=2, V: stages 0,1 on ranks 0,1 and stages 2,3 on ranks 1,0.
+  Schedule s = schedule_from_pytorch_csv("0F0,3F0,3B0,0B0\n1F0,2F0,2B0,1B0\n", "t");
+  EXPECT_EQ(s.placement.kind, PlacementKind::kV);
+  EXPECT_EQ(s.placement.stages[3].device, 0);
+}
+
+TEST(PytorchCsv, OverlapTokenRoundTrips) {
+  Schedule s = schedule_from_pytorch_csv("0F0,1F0,(0F1;1B0)OVERLAP_F_B,0B0,1F1,1B1,0B1\n", "t");
+  ASSERT_EQ(s.actions[0].size(), 7u);
+  EXPECT_EQ(s.actions[0][2], (Action{ActionKind::kOverlapFB, 0, 1, 1, 0}));
+  EXPECT_EQ(schedule_to_pytorch_csv(s, CsvForm::kComputeComms),
+            "0F0,1F0,(0F1;1B0)OVERLAP_F_B,0B0,1F1,1B1,0B1\n");
+}
+
+TEST(PytorchCsv, UnknownTokenNamesFileLineAndCell) {
+  const std::string e = error_of("0F0,0B0\n1F0,1X0,1B0\n");
+  EXPECT_NE(e.find("s.csv: line 2, cell 2: unknown action '1X0'"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+}
+
+TEST(PytorchCsv, ImpossibleOrderNamesLineAndCell) {
+  // Rank 1 runs its backward before its forward.
+  const std::string e = error_of("0F0,,,0B0\n,1B0,1F0\n");
+  EXPECT_NE(e.find("deadlock"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 2, cell 2"), std::string::npos) << e;
+}
+
+TEST(PytorchCsv, StageOnTwoRanksIsAnError) {
+  const std::string e = error_of("0F0,0B0\n0F1,0B1\n");
+  EXPECT_NE(e.find("line 2, cell 1: stage 0 appears on rank 0 and rank 1"), std::string::npos) << e;
+}
+
+TEST(PytorchCsv, ExportRejectsRecompute) {
+  Schedule s = testing::hand_1f1b(1, 1);
+  s.actions[0].insert(s.actions[0].begin() + 1, Action{ActionKind::kR, 0, 0});
+  EXPECT_THROW(schedule_to_pytorch_csv(s, CsvForm::kComputeOnly), ConfigError);
+}
+
+}  // namespace
+}  // namespace pw
