@@ -1,15 +1,130 @@
-// Placeholder for `pipewright calibrate`; replaced by the issue that implements it.
+// `pipewright calibrate`: measure this machine (or refit a raw file) and write a hardware profile.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <climits>
 #include <cstdio>
 
+#include "calibration/calibrate.h"
+#include "calibration/mpi_bench.h"
+#include "core/error.h"
 #include "tools/command.h"
+#ifdef PW_HAVE_CUDA_CALIBRATION
+#include "calibration/cuda/cuda_bench.h"
+#endif
 
 namespace pw::tools {
+namespace {
+
+struct CalibrateArgs {
+  std::string backend = "auto";
+  bool quick = false;
+  std::string out, raw, from_raw, base, name;
+  std::string mpirun = "mpirun";
+  bool skip_mpi = false;
+  std::string mpi_worker;  // hidden: this process is one rank of the MPI benchmark job
+  std::vector<std::string> argv;
+};
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("pipewright");
+}
+
+/// Progress on a terminal: one line rewritten in place; nothing when stderr is a pipe or file.
+calibration::Progress terminal_progress() {
+  if (isatty(STDERR_FILENO) == 0) return {};
+  return [](const std::string& line) {
+    std::fprintf(stderr, "\r\033[K[calibrate] %s", line.c_str());
+    std::fflush(stderr);
+  };
+}
+
+std::string resolve_backend(const std::string& asked) {
+  if (asked != "auto") return asked;
+#ifdef PW_HAVE_CUDA_CALIBRATION
+  std::string why;
+  if (calibration::cuda::device_count(&why) > 0) return "cuda";
+#endif
+  return "cpu";
+}
+
+void run(const CalibrateArgs& a, int* status) {
+  if (!a.mpi_worker.empty()) {
+    *status = calibration::run_mpi_worker(a.mpi_worker, a.quick);
+    return;
+  }
+  calibration::CalibrateOptions o;
+  o.backend = a.from_raw.empty() ? resolve_backend(a.backend) : a.backend;  // "" = from the file
+  o.quick = a.quick;
+  o.out = a.out;
+  o.raw_out = a.raw;
+  o.from_raw = a.from_raw;
+  o.base = a.base;
+  o.name = a.name;
+  o.skip_mpi = a.skip_mpi;
+  o.mpi.mpirun = a.mpirun;
+  o.mpi.worker = {self_exe(), "calibrate"};
+  if (a.quick) o.mpi.worker.push_back("--quick");
+  o.mpi.worker.push_back("--mpi-worker");
+  for (const auto& s : a.argv) o.command += (o.command.empty() ? "" : " ") + s;
+  o.progress = terminal_progress();
+#ifdef PW_HAVE_CUDA_CALIBRATION
+  o.measure_cuda = [](bool quick, const calibration::Progress& progress,
+                      const std::string& command) {
+    calibration::cuda::CudaBenchOptions co;
+    co.quick = quick;
+    co.progress = progress;
+    return calibration::cuda::run_cuda_benchmarks(co, command);
+  };
+#endif
+  calibration::CalibrateOutcome result;
+  try {
+    result = calibration::calibrate(o);
+  } catch (...) {
+    if (o.progress) std::fprintf(stderr, "\n");
+    throw;
+  }
+  if (o.progress) std::fprintf(stderr, "\r\033[K");
+  std::printf("%s", result.report.c_str());
+  std::printf("wrote %s%s\n", a.out.c_str(),
+              a.raw.empty() ? "" : fmt::format(" and raw data {}", a.raw).c_str());
+  *status = 0;
+}
+
+}  // namespace
 
 void register_calibrate(CLI::App& app, int* status) {
-  auto* sub = app.add_subcommand("calibrate", "(not yet available)");
-  sub->callback([status] {
-    std::fprintf(stderr, "pipewright calibrate: not yet available\n");
-    *status = 1;
+  auto args = std::make_shared<CalibrateArgs>();
+  auto* sub = app.add_subcommand(
+      "calibrate", "Measure this machine (CPU backend or GPUs) and write a hardware profile");
+  sub->add_option("--backend", args->backend,
+                  "cpu (the executor's CPU backend), cuda (this node's GPUs), or auto (cuda when "
+                  "a GPU is present)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  sub->add_flag("--quick", args->quick, "smaller sweep (CPU: seconds; GPU: under 2 minutes)");
+  sub->add_option("--out", args->out, "hardware profile YAML to write");
+  sub->add_option("--raw", args->raw, "also keep the raw measurements as JSON");
+  sub->add_option("--from-raw", args->from_raw,
+                  "fit an existing raw JSON instead of measuring (backend taken from the file)");
+  sub->add_option("--base", args->base,
+                  "cuda: profile (shipped name or YAML) whose node and fabric the calibrated GPU "
+                  "joins; default: the shipped profile of the same GPU");
+  sub->add_option("--name", args->name, "profile name (default calibrated-cpu / calibrated-<gpu>)");
+  sub->add_option("--mpirun", args->mpirun, "mpirun to launch the 2-rank MPI benchmark with");
+  sub->add_flag("--skip-mpi", args->skip_mpi, "cpu: do not measure MPI (the profile needs it)");
+  sub->add_option("--mpi-worker", args->mpi_worker)->group("");  // internal
+  sub->callback([args, status, sub] {
+    args->argv = {"pipewright", "calibrate"};
+    for (const auto* opt : sub->get_options()) {
+      if (opt->count() == 0 || opt->get_name() == "--help") continue;
+      args->argv.push_back(opt->get_name());
+      if (opt->get_expected_min() > 0)
+        for (const auto& r : opt->results()) args->argv.push_back(r);
+    }
+    if (!args->from_raw.empty() && args->backend == "auto") args->backend = "";
+    run(*args, status);
   });
 }
 

@@ -1,0 +1,129 @@
+#include "calibration/calibrate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+
+#include "calibration/profile_writer.h"
+#include "core/error.h"
+#include "core/file_io.h"
+#include "hwmodels/profile.h"
+
+namespace pw::calibration {
+namespace {
+
+RawResults measure(const CalibrateOptions& o) {
+  if (o.backend == "cuda") {
+    if (!o.measure_cuda)
+      throw ConfigError("--backend", "",
+                        "cuda: this pipewright was built without CUDA (nvcc, cuBLAS and NCCL are "
+                        "needed at build time); use --backend cpu");
+    return o.measure_cuda(o.quick, o.progress, o.command);
+  }
+  CpuBenchOptions cpu = o.cpu;
+  cpu.quick = o.quick;
+  cpu.progress = o.progress;
+  RawResults raw = run_cpu_benchmarks(cpu, o.command);
+  if (!o.skip_mpi) {
+    if (o.progress) o.progress("mpi: launching a 2-rank job for ping-pong and collectives");
+    MpiLaunch launch = o.mpi;
+    launch.quick = o.quick;
+    measure_mpi(launch, raw);
+  }
+  return raw;
+}
+
+/// Picks the shipped profile whose GPU has the same designator as the measured device.
+std::string default_base(const std::string& device) {
+  std::string want = gpu_designator(device);
+  if (!want.empty()) {
+    for (const auto& name : hw::shipped_profile_names()) {
+      try {
+        auto p = hw::resolve_profile(name, "", "", "");
+        if (gpu_designator(p.gpu.name) == want) return name;
+      } catch (const ConfigError&) {
+      }
+    }
+  }
+  throw ConfigError("--base", "",
+                    fmt::format("no shipped profile describes a {} GPU; give --base PROFILE (a "
+                                "shipped name or a YAML file) for the node and fabric",
+                                device));
+}
+
+std::string default_name(const RawProvenance& p) {
+  std::string d = gpu_designator(p.device);
+  std::transform(d.begin(), d.end(), d.begin(), [](unsigned char c) { return std::tolower(c); });
+  return p.backend == "cpu" ? "calibrated-cpu" : "calibrated-" + (d.empty() ? "gpu" : d);
+}
+
+double peak_for(const RawProvenance& p, const std::string& dtype) {
+  auto it = p.peak_flops.find(dtype);
+  return it == p.peak_flops.end() ? 0.0 : it->second;
+}
+
+}  // namespace
+
+std::string gpu_designator(const std::string& device) {
+  static const std::regex re("\\b([A-Z]{1,2}[0-9]{2,4})[A-Z]?\\b");
+  std::smatch m;
+  return std::regex_search(device, m, re) ? m[1].str() : "";
+}
+
+CalibrateOutcome calibrate(const CalibrateOptions& o) {
+  if (o.out.empty()) throw ConfigError("--out", "", "missing: the profile YAML to write");
+  if (o.backend != "cpu" && o.backend != "cuda" && !(o.backend.empty() && !o.from_raw.empty()))
+    throw ConfigError("--backend", "", "expected cpu or cuda, got '" + o.backend + "'");
+  std::string source =
+      o.from_raw.empty() ? (o.raw_out.empty() ? "measured" : o.raw_out) : o.from_raw;
+  RawResults raw;
+  if (o.from_raw.empty()) {
+    raw = measure(o);
+    if (!o.raw_out.empty()) write_file_atomic(o.raw_out, raw_to_json(raw));
+  } else {
+    raw = raw_from_json(read_file(o.from_raw), o.from_raw);
+    if (!o.backend.empty() && raw.provenance.backend != o.backend)
+      throw ConfigError(o.from_raw, "provenance.backend",
+                        fmt::format("the raw file was measured with the {} backend, but --backend "
+                                    "{} was asked",
+                                    raw.provenance.backend, o.backend));
+  }
+  ProfileOptions po;
+  po.name = o.name.empty() ? default_name(raw.provenance) : o.name;
+  po.raw_source = source;
+  hw::GpuSpec base_gpu;  // CPU: one unit, one 1x1 tile
+  base_gpu.sm_count = 1;
+  base_gpu.tiles = {{1, 1, 1.0}};
+  if (raw.provenance.backend == "cuda") {
+    std::string base = o.base.empty() ? default_base(raw.provenance.device) : o.base;
+    hw::HardwareProfile bp = hw::resolve_profile(base, "", "--base", "");
+    std::string want = gpu_designator(raw.provenance.device), have = gpu_designator(bp.gpu.name);
+    if (!want.empty() && !have.empty() && want != have)
+      throw ConfigError(source, "provenance.device",
+                        fmt::format("measured on '{}' but the base profile {} describes '{}'",
+                                    raw.provenance.device, bp.file, bp.gpu.name));
+    po.base_text = read_file(bp.file);
+    po.base_file = bp.file;
+    base_gpu = bp.gpu;
+    base_gpu.sm_count = raw.provenance.compute_units;
+  } else {
+    po.memory_bytes_ratio = kCpuMemoryBytesRatio;
+  }
+  CalibrateOutcome out;
+  out.fit = fit_all(
+      raw, base_gpu, [&](const std::string& d) { return peak_for(raw.provenance, d); }, source);
+  out.report = fit_report(out.fit);
+  out.profile_text = profile_yaml(out.fit, po);
+  try {  // the profile must load exactly as a shipped one does
+    hw::parse_profile(out.profile_text, o.out);
+  } catch (const ConfigError& e) {
+    throw InternalError(std::string("calibration produced a profile hwmodels rejects: ") +
+                        e.what());
+  }
+  write_file_atomic(o.out, out.profile_text);
+  return out;
+}
+
+}  // namespace pw::calibration

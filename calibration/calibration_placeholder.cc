@@ -1,2 +1,0 @@
-// placeholder so the library has a translation unit; remove once real sources exist
-namespace pw {}

@@ -1,0 +1,192 @@
+#include "calibration/cpu_bench.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <Eigen/Dense>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+
+#include "calibration/gemm_shapes.h"
+
+namespace pw::calibration {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    auto colon = line.find(':');
+    if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+  }
+  return "unknown CPU";
+}
+
+std::string cpu_clock() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("cpu MHz", 0) == 0) return line.substr(line.find(':') + 2) + " MHz (nominal)";
+  return "";
+}
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Keeps results observable so the compiler cannot drop the measured work.
+volatile double g_sink = 0;
+
+std::vector<GemmSample> bench_gemms(const CpuBenchOptions& o, double budget) {
+  std::vector<int> hiddens = o.hiddens, tokens = o.tokens;
+  if (hiddens.empty())
+    hiddens =
+        o.quick ? std::vector<int>{32, 64, 128, 256} : std::vector<int>{32, 64, 128, 256, 512};
+  if (tokens.empty())
+    tokens = o.quick ? std::vector<int>{16, 64, 128} : std::vector<int>{16, 64, 128, 256, 512};
+  auto shapes = gemm_sweep(hiddens, tokens, o.head_dim, /*backward=*/true);
+  std::vector<GemmSample> out;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const GemmShape& s = shapes[i];
+    if (o.progress)
+      o.progress(fmt::format("gemm {}/{} {} {}x{}x{} batch {}", i + 1, shapes.size(), s.op, s.m,
+                             s.n, s.k, s.batch));
+    std::vector<Eigen::MatrixXd> a(s.batch), b(s.batch), c(s.batch);
+    for (std::int64_t j = 0; j < s.batch; ++j) {
+      a[j] = Eigen::MatrixXd::Random(s.m, s.k);
+      b[j] = Eigen::MatrixXd::Random(s.k, s.n);
+      c[j] = Eigen::MatrixXd::Zero(s.m, s.n);
+    }
+    Timing t = time_calls(
+        [&] {
+          for (std::int64_t j = 0; j < s.batch; ++j) c[j].noalias() = a[j] * b[j];
+          g_sink = g_sink + c[0](0, 0);
+        },
+        budget, o.min_iterations);
+    out.push_back({s.op, "fp64", s.m, s.n, s.k, s.batch, t});
+  }
+  return out;
+}
+
+/// One memory-bound kernel over n doubles; returns bytes moved per call.
+double run_kernel(const std::string& kernel, Eigen::ArrayXd& x, Eigen::ArrayXd& y,
+                  const Eigen::ArrayXd& z, bool measure_only_bytes) {
+  auto n = static_cast<double>(x.size()) * sizeof(double);
+  if (kernel == "copy") {
+    if (!measure_only_bytes) y = x;
+    return 2 * n;
+  }
+  if (kernel == "scale") {
+    if (!measure_only_bytes) y = 1.0001 * x;
+    return 2 * n;
+  }
+  if (kernel == "read") {
+    if (!measure_only_bytes) g_sink = g_sink + x.sum();
+    return n;
+  }
+  if (kernel == "add") {
+    if (!measure_only_bytes) y = x + z;
+    return 3 * n;
+  }
+  // gelu, tanh form (as Megatron and the executor use it)
+  if (!measure_only_bytes)
+    y = 0.5 * x * (1.0 + (0.7978845608028654 * (x + 0.044715 * x.cube())).tanh());
+  return 2 * n;
+}
+
+std::vector<MemorySample> bench_memory(const CpuBenchOptions& o, double budget) {
+  const std::vector<std::string> kernels = {"copy", "scale", "read", "add", "gelu"};
+  std::vector<std::int64_t> counts;  // doubles per array: 4 KiB .. 64 MiB (quick: 16 MiB)
+  for (std::int64_t n = 512; n <= (o.quick ? (2 << 20) : (8 << 20)); n *= 4) counts.push_back(n);
+  std::vector<MemorySample> out;
+  int step = 0, total = static_cast<int>(kernels.size() * counts.size());
+  for (const auto& kernel : kernels) {
+    for (std::int64_t n : counts) {
+      if (o.progress)
+        o.progress(fmt::format("memory {}/{} {} {} KiB", ++step, total, kernel, n * 8 / 1024));
+      Eigen::ArrayXd x = Eigen::ArrayXd::Random(n), y = Eigen::ArrayXd::Zero(n);
+      Eigen::ArrayXd z = Eigen::ArrayXd::Random(n);
+      double bytes = run_kernel(kernel, x, y, z, true);
+      Timing t = time_calls(
+          [&] {
+            run_kernel(kernel, x, y, z, false);
+            g_sink = g_sink + y(0);
+          },
+          budget, o.min_iterations);
+      out.push_back({kernel, "fp64", bytes, t});
+    }
+  }
+  return out;
+}
+
+double bench_call_overhead() {
+  Eigen::MatrixXd a = Eigen::MatrixXd::Random(1, 1), b = a, c = a;
+  Timing t = time_calls(
+      [&] {
+        c.noalias() = a * b;
+        g_sink = g_sink + c(0, 0);
+      },
+      0.005, 100);
+  return t.median_s;
+}
+
+}  // namespace
+
+Timing time_calls(const std::function<void()>& fn, double budget_s, int min_iterations) {
+  fn();  // warm-up: caches, page faults, lazy allocation
+  std::vector<double> samples;
+  auto start = Clock::now();
+  while (samples.size() < 10000) {
+    auto t0 = Clock::now();
+    fn();
+    auto t1 = Clock::now();
+    samples.push_back(std::chrono::duration<double>(t1 - t0).count());
+    if (static_cast<int>(samples.size()) >= min_iterations &&
+        std::chrono::duration<double>(t1 - start).count() >= budget_s)
+      break;
+  }
+  return summarize(std::move(samples));
+}
+
+RawProvenance cpu_provenance(const std::string& command, bool quick) {
+  RawProvenance p;
+  p.backend = "cpu";
+  p.device = cpu_model_name();
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) p.host = host;
+  p.eigen = fmt::format("{}.{}.{}", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
+#ifdef __VERSION__
+  p.compiler = __VERSION__;
+#endif
+  p.clocks = cpu_clock();
+  p.date = utc_now();
+  p.command = command;
+  p.device_count = 1;
+  p.compute_units = 1;  // one thread per executor rank: no wave quantisation
+  p.memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  p.quick = quick;
+  return p;
+}
+
+RawResults run_cpu_benchmarks(const CpuBenchOptions& options, const std::string& command) {
+  double budget =
+      options.seconds_per_point > 0 ? options.seconds_per_point : (options.quick ? 0.02 : 0.1);
+  RawResults raw;
+  raw.provenance = cpu_provenance(command, options.quick);
+  raw.launch_latency_s = bench_call_overhead();
+  raw.gemms = bench_gemms(options, budget);
+  raw.memory = bench_memory(options, budget);
+  return raw;
+}
+
+}  // namespace pw::calibration

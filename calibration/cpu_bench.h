@@ -1,0 +1,41 @@
+#pragma once
+/// CPU microbenchmarks: the executor's CPU backend kernels (Eigen float64 GEMMs of transformer
+/// shapes, element-wise work) and memory bandwidth, single-threaded as each executor rank runs.
+/// Method (as nccl-tests): warm-up, then timed iterations, median/min/max kept.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "calibration/raw_results.h"
+
+namespace pw::calibration {
+
+/// Called with a short line of progress ("gemm 12/40 ..."); may be empty.
+using Progress = std::function<void(const std::string&)>;
+
+struct CpuBenchOptions {
+  bool quick = false;
+  /// Hidden sizes and tokens per microbatch of the GEMM sweep; empty = defaults (quick: h in
+  /// {32, 64, 128, 256}, tokens in {16, 64, 128}; full adds 512 and 256/512 tokens).
+  std::vector<int> hiddens;
+  std::vector<int> tokens;
+  int head_dim = 16;
+  /// Wall-clock budget per measured point; at least `min_iterations` run regardless.
+  double seconds_per_point = 0.0;  ///< 0 = default (quick 0.02 s, full 0.1 s)
+  int min_iterations = 5;
+  Progress progress;
+};
+
+/// Provenance of this host (CPU model, host name, RAM, Eigen and compiler versions, date).
+/// `command` is recorded verbatim.
+RawProvenance cpu_provenance(const std::string& command, bool quick);
+
+/// Runs the GEMM sweep (float64), element-wise kernels and memory bandwidth. MPI is measured
+/// separately (mpi_bench.h) because it needs more than one process.
+RawResults run_cpu_benchmarks(const CpuBenchOptions& options, const std::string& command);
+
+/// Times `fn` as the benchmarks do: one warm-up call, then calls until `budget_s` has passed
+/// and at least `min_iterations` ran (at most 10000).
+Timing time_calls(const std::function<void()>& fn, double budget_s, int min_iterations);
+
+}  // namespace pw::calibration

@@ -1,0 +1,98 @@
+#pragma once
+/// Fitting cost models to raw measurements (Eigen least squares). Every fit minimises relative
+/// residuals (each point weighted by 1/measured time), because sizes span many decades and an
+/// unweighted fit would ignore every small message. Goodness of fit is reported two ways:
+/// R^2 of log(time) (1 = perfect; meaningful across decades) and the worst relative residual
+/// |predicted - measured| / measured with the point where it occurs.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "calibration/raw_results.h"
+#include "hwmodels/gpu_model.h"
+
+namespace pw::calibration {
+
+/// Quality of one fit.
+struct FitQuality {
+  int points = 0;
+  double r2_log = 0;          ///< R^2 of log(predicted) against log(measured)
+  double worst_residual = 0;  ///< max |pred - meas| / meas over the points
+  std::string worst_at;       ///< description of the worst point ("bytes=4096", "m=..,n=..,k=..")
+  double median_residual = 0;
+};
+
+/// t(S) = alpha + S * beta for a transfer or collective of S bytes.
+struct AlphaBetaFit {
+  double alpha_s = 0;          ///< latency, seconds
+  double beta_s_per_byte = 0;  ///< inverse bandwidth
+  FitQuality quality;
+  double bandwidth() const { return beta_s_per_byte > 0 ? 1.0 / beta_s_per_byte : 0.0; }
+  double predict(double bytes) const { return alpha_s + bytes * beta_s_per_byte; }
+};
+
+/// Fits alpha and beta; alpha is clamped at 0 (then beta refitted alone) when noise would make
+/// it negative. Throws ConfigError(source, key, ...) with fewer than 2 distinct sizes.
+AlphaBetaFit fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds,
+                            const std::string& source, const std::string& key);
+
+/// GEMM model for one dtype, in hwmodels' form (hw::GpuModel::gemm_time):
+/// t = kernel_latency + flops / (peak * max_efficiency * best_tile(wave x padding x tile
+/// efficiency) * k / (k + k_half)). The tiles and SM count are given; max_efficiency, k_half and
+/// kernel_latency are fitted (k_half by grid search, the other two by relative least squares).
+struct GemmFit {
+  std::string dtype;
+  double peak_flops = 0;  ///< reference peak (datasheet on a GPU; the fitted asymptote on a CPU)
+  double max_efficiency = 0;  ///< in (0, 1]
+  double k_half = 0;
+  double kernel_latency_s = 0;
+  hw::GpuSpec spec;  ///< the GPU spec these parameters describe (for predictions)
+  FitQuality quality;
+  /// Predicted seconds of `g` under the fitted model (without any measured table).
+  double predict(const GemmSample& g) const;
+};
+
+/// Fits every dtype present in `gemms` (sorted by dtype name). `base` gives the SM count and
+/// candidate tiles; `peak_flops(dtype)` the reference peak (return 0 to use the fitted asymptote
+/// as the peak, with max_efficiency 1: what the CPU does). Throws ConfigError(source, ...) when a
+/// dtype has fewer than 2 shapes or its times do not grow with work.
+std::vector<GemmFit> fit_gemms(const std::vector<GemmSample>& gemms, const hw::GpuSpec& base,
+                               const std::function<double(const std::string&)>& peak_flops,
+                               const std::string& source);
+
+/// Alpha-beta fit of one named series (a memory kernel, a link or a collective).
+struct SeriesFit {
+  std::string name;  ///< "copy", "mpi_p2p", "nccl all_reduce x8", ...
+  std::string kind;  ///< memory | transfer | collective
+  std::string op;    ///< kernel, link or collective op
+  std::string library;
+  int ranks = 0;
+  AlphaBetaFit fit;
+  double bus_factor = 1;        ///< nccl-tests busbw factor (collectives), 1 otherwise
+  double peak_measured_bw = 0;  ///< largest bytes/median time seen (algbw), B/s
+};
+
+/// Everything fitted from one raw file.
+struct FitResult {
+  RawProvenance provenance;
+  double launch_latency_s = 0;
+  std::vector<GemmFit> gemms;
+  RawResults raw;                      ///< the measurements fitted (for tables)
+  std::vector<SeriesFit> memory;       ///< one per memory kernel
+  AlphaBetaFit memory_pooled;          ///< all memory kernels together: the one HBM bandwidth
+  std::vector<SeriesFit> transfers;    ///< one per link
+  std::vector<SeriesFit> collectives;  ///< one per (library, op, ranks)
+  /// Fits whose worst residual exceeds this get their measured table written to the profile.
+  double table_threshold = 0.10;
+};
+
+/// Fits all models; `base` and `peak_flops` as for fit_gemms. Throws ConfigError(source, ...)
+/// when a section has too few points to fit.
+FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
+                  const std::function<double(const std::string&)>& peak_flops,
+                  const std::string& source);
+
+/// Human-readable fit report (one line per fit: parameters, R^2 of log time, worst residual).
+std::string fit_report(const FitResult& fit);
+
+}  // namespace pw::calibration

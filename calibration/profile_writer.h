@@ -1,0 +1,51 @@
+#pragma once
+/// Writes a fitted calibration as a hardware profile YAML in hwmodels' format (what
+/// hw::load_profile reads; see docs/hwmodels.md), with the provenance in `source` fields.
+///
+/// CPU backend: the whole profile comes from measurement. One executor rank is one "GPU" with one
+/// compute unit (no wave quantisation: a single 1x1 tile); the fp64 Eigen GEMM fit gives the peak
+/// (the fitted asymptote, max_efficiency 1) written under every dtype, since the executor's CPU
+/// backend computes in float64 whatever dtype the workload model asks for; MPI ping-pong gives
+/// the intra-node link (latency = one-way alpha / 2: a GPU-switch-GPU route has two hops) and the
+/// all-reduce alpha the collective step latency.
+///
+/// CUDA backend: a base profile (shipped or given) supplies the node and fabric; calibration
+/// replaces the GPU section (peaks from the device, fitted GEMM and HBM efficiency, kernel
+/// latency, measured GEMM table) and, where measured, the intra-node link efficiency and
+/// latency, the PCIe efficiency and the collective step latency.
+#include <string>
+#include <vector>
+
+#include "calibration/fit.h"
+
+namespace pw::calibration {
+
+struct ProfileOptions {
+  std::string name;        ///< profile name written into the file
+  std::string raw_source;  ///< where the raw data came from (file name), for `source` fields
+  /// Base profile YAML text and its file name (required for the CUDA backend, unused for CPU).
+  std::string base_text;
+  std::string base_file;
+  /// Bytes per element the workload model counts for memory-bound kernels, over the bytes per
+  /// element the measured kernels moved (CPU: the model counts 2-byte activations, the CPU
+  /// executor moves 8-byte doubles, so 0.25); the written bandwidth is scaled by it.
+  double memory_bytes_ratio = 1.0;
+  /// hwmodels dtypes that receive the CPU fp64 fit (peak and measured table).
+  std::vector<std::string> cpu_dtypes = {"fp32", "tf32", "fp16", "bf16"};
+};
+
+/// Renders the profile YAML. Deterministic for the same inputs. Throws ConfigError when the
+/// base profile is missing or malformed, or the fit lacks what the backend needs (CPU: an
+/// mpi_p2p series).
+std::string profile_yaml(const FitResult& fit, const ProfileOptions& options);
+
+/// The rows of the measured GEMM table for `fit` (hwmodels gemm_measured: m, n, k, tflops),
+/// with the throughput adjusted so that hw::GpuModel::gemm_time reproduces each measured time
+/// exactly (the table is applied on top of the fitted formula and its kernel latency).
+struct TableRow {
+  long long m, n, k;
+  double tflops;
+};
+std::vector<TableRow> measured_table(const GemmFit& fit, const std::vector<GemmSample>& samples);
+
+}  // namespace pw::calibration
