@@ -1,1 +1,0 @@
-namespace pw {}  // placeholder until the report renderer lands
