@@ -1,16 +1,63 @@
-// Placeholder for `pipewright estimate`; replaced by the issue that implements it.
+// `pipewright estimate SCENARIO.yaml`: memory, FLOPs and collective costs of a configuration.
 #include <cstdio>
+#include <optional>
+#include <string>
 
+#include "core/error.h"
+#include "hwmodels/estimate.h"
+#include "hwmodels/scenario.h"
 #include "tools/command.h"
 
 namespace pw::tools {
+namespace {
+
+struct EstimateOptions {
+  std::string scenario;
+  std::string format = "table";
+  std::optional<int> tp, pp, dp, micro_batch_size, zero_stage;
+  std::optional<std::string> recompute;
+  bool sequence_parallel = false;
+  bool no_sequence_parallel = false;
+};
+
+int run_estimate(const EstimateOptions& opt) {
+  hw::Scenario s = hw::load_scenario(opt.scenario);
+  hw::ParallelOverrides o;
+  o.tp = opt.tp;
+  o.pp = opt.pp;
+  o.dp = opt.dp;
+  o.micro_batch_size = opt.micro_batch_size;
+  o.zero_stage = opt.zero_stage;
+  o.recompute = opt.recompute;
+  if (opt.sequence_parallel) o.sequence_parallel = true;
+  if (opt.no_sequence_parallel) o.sequence_parallel = false;
+  hw::apply_overrides(&s, o);
+  hw::Estimate e = hw::make_estimate(s);
+  std::string text = opt.format == "json" ? hw::estimate_json(e).dump(2) + "\n"
+                                          : hw::estimate_table(e);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+}  // namespace
 
 void register_estimate(CLI::App& app, int* status) {
-  auto* sub = app.add_subcommand("estimate", "(not yet available)");
-  sub->callback([status] {
-    std::fprintf(stderr, "pipewright estimate: not yet available\n");
-    *status = 1;
-  });
+  auto opt = std::make_shared<EstimateOptions>();
+  auto* sub = app.add_subcommand(
+      "estimate", "Parameters, FLOPs, per-GPU memory and collective times of a configuration");
+  sub->add_option("scenario", opt->scenario, "Scenario YAML")->required();
+  sub->add_option("--tp", opt->tp, "Tensor-parallel size (overrides the scenario)");
+  sub->add_option("--pp", opt->pp, "Pipeline-parallel size");
+  sub->add_option("--dp", opt->dp, "Data-parallel size (checked against GPUs / (t*p))");
+  sub->add_option("--micro-batch-size", opt->micro_batch_size, "Microbatch size");
+  sub->add_option("--recompute", opt->recompute, "none | selective | full");
+  sub->add_flag("--sequence-parallel", opt->sequence_parallel, "Turn sequence parallelism on");
+  sub->add_flag("--no-sequence-parallel", opt->no_sequence_parallel,
+                "Turn sequence parallelism off");
+  sub->add_option("--zero-stage", opt->zero_stage, "ZeRO stage 0-3");
+  sub->add_option("--format", opt->format, "table | json")
+      ->check(CLI::IsMember({"table", "json"}));
+  sub->callback([opt, status] { *status = run_estimate(*opt); });
 }
 
 }  // namespace pw::tools

@@ -1,0 +1,242 @@
+#include "hwmodels/estimate.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "hwmodels/rank_layout.h"
+#include "hwmodels/topology.h"
+
+namespace pw::hw {
+namespace {
+
+CollectiveEstimate timed(std::string purpose, CollectiveKind kind, Bytes bytes, long long calls,
+                         const GroupNetwork& net) {
+  CollectiveEstimate c;
+  c.purpose = std::move(purpose);
+  c.kind = kind;
+  c.group_size = net.n;
+  c.group_nodes = net.nodes;
+  c.bytes = bytes;
+  c.calls_per_iteration = calls;
+  c.algo = choose_algorithm(kind, bytes, net);
+  c.time = collective_time(kind, c.algo, bytes, net);
+  c.busbw = busbw(kind, net.n, bytes, c.time);
+  return c;
+}
+
+void add_tp(const std::vector<TpComm>& comms, const char* pass, long long per_iter_scale,
+            const GroupNetwork& net, std::vector<CollectiveEstimate>* out) {
+  for (const TpComm& tc : comms) {
+    out->push_back(timed(fmt::format("TP {} ({})", collective_kind_name(tc.kind), pass), tc.kind,
+                         tc.bytes, tc.count * per_iter_scale, net));
+  }
+}
+
+void add_dp(const Scenario& s, double params, const GroupNetwork& net,
+            std::vector<CollectiveEstimate>* out) {
+  Bytes grads{2.0 * params};  // bf16 gradients / parameters
+  using K = CollectiveKind;
+  switch (s.parallel.zero_stage) {
+    case 0: out->push_back(timed("DP gradient all-reduce", K::kAllReduce, grads, 1, net)); break;
+    case 1:
+    case 2:
+      out->push_back(timed("ZeRO gradient reduce-scatter", K::kReduceScatter, grads, 1, net));
+      out->push_back(timed("ZeRO parameter all-gather", K::kAllGather, grads, 1, net));
+      break;
+    default:
+      out->push_back(timed("ZeRO-3 parameter all-gather (F, B)", K::kAllGather, grads, 2, net));
+      out->push_back(timed("ZeRO-3 gradient reduce-scatter", K::kReduceScatter, grads, 1, net));
+  }
+}
+
+}  // namespace
+
+Estimate make_estimate(const Scenario& s) {
+  const ParallelConfig& par = s.parallel;
+  const ModelShape& m = s.model;
+  Estimate e;
+  e.scenario = s.file;
+  e.profile = s.profile.name;
+  e.model = m.name;
+  e.gpus = s.num_gpus();
+  e.parallel = par;
+  e.microbatches = s.num_microbatches();
+  WorkloadOptions o = workload_options(par, s.flash_attention);
+  e.params = parameter_count(m);
+  e.flops = iteration_flops(m, o, par.global_batch_size);
+  const int p = par.pipeline_parallel, v = std::max(1, par.virtual_stages);
+  e.first = stage_memory(m, par, 0, s.profile.gpu.hbm_capacity, s.flash_attention);
+  e.last = stage_memory(m, par, p - 1, s.profile.gpu.hbm_capacity, s.flash_attention);
+
+  GpuModel gpu(s.profile.gpu);
+  const int chunk = m.num_layers / (p * v);
+  const bool single = p == 1 && v == 1;
+  e.first_costs = stage_costs(m, gpu, o, 0, chunk, true, single);
+  e.last_costs = stage_costs(m, gpu, o, m.num_layers - chunk, m.num_layers, single, true);
+  StageCosts middle = stage_costs(m, gpu, o, 0, chunk, false, false);
+
+  Topology topo(s.topology);
+  RankLayout layout = make_rank_layout(par.tensor_parallel, p, par.data_parallel,
+                                       s.topology.node.gpus_per_node, e.gpus, s.file, "parallel");
+  const long long mv = e.microbatches * v;
+  if (par.tensor_parallel > 1) {
+    GroupNetwork net = describe_group(topo, s.profile, layout.tp_group(0, 0));
+    e.tp_comm_f = tp_comm_time(middle.comm_f, net);
+    e.tp_comm_b = tp_comm_time(middle.comm_b, net) + tp_comm_time(middle.comm_w, net);
+    add_tp(middle.comm_f, "F", mv, net, &e.collectives);
+    add_tp(middle.comm_b, "B", mv, net, &e.collectives);
+    add_tp(middle.comm_w, "W", mv, net, &e.collectives);
+    add_tp(middle.comm_r, "R", mv, net, &e.collectives);
+  }
+  TimePs p2p = 0;
+  if (p > 1) {
+    GroupNetwork net = describe_group(topo, s.profile, {layout.gpu(0, 0, 0), layout.gpu(0, 0, 1)});
+    e.collectives.push_back(timed("PP send/recv (activation or gradient)",
+                                  CollectiveKind::kSendRecv, middle.p2p_bytes, 2 * mv, net));
+    p2p = e.collectives.back().time;
+    GroupNetwork emb =
+        describe_group(topo, s.profile, {layout.gpu(0, 0, 0), layout.gpu(0, 0, p - 1)});
+    e.collectives.push_back(
+        timed("embedding gradient all-reduce (first/last)", CollectiveKind::kAllReduce,
+              Bytes{2.0 * m.vocab_size * m.hidden_size / par.tensor_parallel}, 1, emb));
+  }
+  TimePs dp_time = 0;
+  if (par.data_parallel > 1) {
+    GroupNetwork net = describe_group(topo, s.profile, layout.dp_group(0, 0));
+    std::size_t before = e.collectives.size();
+    add_dp(s, std::max(e.first.params, e.last.params), net, &e.collectives);
+    for (std::size_t i = before; i < e.collectives.size(); ++i) {
+      dp_time += e.collectives[i].time * e.collectives[i].calls_per_iteration;
+    }
+  }
+  auto chunk_time = [&](const StageCosts& c) {
+    return c.f + c.b + c.w + c.r + e.tp_comm_f + e.tp_comm_b + 2 * p2p;
+  };
+  TimePs slowest = std::max(chunk_time(e.first_costs), chunk_time(e.last_costs));
+  e.iteration_time = (mv + p - 1) * slowest + dp_time;
+  e.tflops_per_gpu = e.flops.hardware / (e.gpus * ps_to_seconds(e.iteration_time)) / 1e12;
+  return e;
+}
+
+namespace {
+
+std::string gb(Bytes b) { return fmt::format("{:.2f}", b.value / 1e9); }
+
+void memory_rows(std::string* out, const char* label, const StageMemory& mem) {
+  *out += fmt::format("  {:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", label,
+                      gb(mem.state.weights), gb(mem.state.gradients), gb(mem.state.optimizer),
+                      gb(mem.activations), gb(mem.embedding_extra + mem.logits), gb(mem.total),
+                      gb(mem.capacity), mem.fits ? "fits" : "DOES NOT FIT");
+}
+
+}  // namespace
+
+std::string estimate_table(const Estimate& e) {
+  const ParallelConfig& p = e.parallel;
+  std::string out;
+  out += fmt::format("scenario   {}\nmodel      {}   profile {}   {} GPUs\n", e.scenario, e.model,
+                     e.profile, e.gpus);
+  out += fmt::format(
+      "parallel   t={} p={} d={} v={}  micro-batch {}  global batch {}  microbatches {}\n"
+      "           sequence-parallel {}  recompute {}  ZeRO {}{}\n\n",
+      p.tensor_parallel, p.pipeline_parallel, p.data_parallel, p.virtual_stages,
+      p.micro_batch_size, p.global_batch_size, e.microbatches, p.sequence_parallel ? "on" : "off",
+      p.recompute, p.zero_stage, p.optimizer_offload ? " (optimizer offloaded)" : "");
+  out += fmt::format("parameters            {:.3f} B\n", e.params / 1e9);
+  out += fmt::format("FLOPs per iteration   model {:.4g}   hardware {:.4g}\n\n", e.flops.model,
+                     e.flops.hardware);
+  out += fmt::format("memory per GPU (GB)   {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+                     "weights", "grads", "optimizer", "activation", "emb/logits", "total",
+                     "capacity");
+  memory_rows(&out, fmt::format("first stage ({:.2f} B params)", e.first.params / 1e9).c_str(),
+              e.first);
+  memory_rows(&out, fmt::format("last stage ({:.2f} B params)", e.last.params / 1e9).c_str(),
+              e.last);
+  out += fmt::format("\npass times per microbatch (ms)   F       B       W       R\n");
+  for (auto [label, c] : {std::pair{"first stage chunk", &e.first_costs},
+                          std::pair{"last stage chunk", &e.last_costs}}) {
+    out += fmt::format("  {:<28} {:7.3f} {:7.3f} {:7.3f} {:7.3f}\n", label, ps_to_millis(c->f),
+                       ps_to_millis(c->b), ps_to_millis(c->w), ps_to_millis(c->r));
+  }
+  out += fmt::format("  TP communication per chunk     F {:.3f}  B+W {:.3f}\n\n",
+                     ps_to_millis(e.tp_comm_f), ps_to_millis(e.tp_comm_b));
+  out += fmt::format("collectives{:<34} {:>6} {:>5} {:>12} {:>8} {:>13} {:>10} {:>12}\n", "",
+                     "ranks", "nodes", "size (MB)", "calls", "algorithm", "time (ms)",
+                     "busbw (GB/s)");
+  for (const CollectiveEstimate& c : e.collectives) {
+    out += fmt::format("  {:<43} {:>6} {:>5} {:>12.2f} {:>8} {:>13} {:>10.3f} {:>12.1f}\n",
+                       c.purpose, c.group_size, c.group_nodes, c.bytes.value / 1e6,
+                       c.calls_per_iteration, collective_algo_name(c.algo), ps_to_millis(c.time),
+                       c.busbw / 1e9);
+  }
+  if (e.collectives.empty()) out += "  (none: a single GPU)\n";
+  out += fmt::format(
+      "\nanalytic 1F1B iteration {:.3f} s, {:.1f} TFLOP/s per GPU (hardware FLOPs; the "
+      "simulator refines this)\n",
+      ps_to_seconds(e.iteration_time), e.tflops_per_gpu);
+  return out;
+}
+
+nlohmann::json estimate_json(const Estimate& e) {
+  using nlohmann::json;
+  auto mem = [](const StageMemory& m) {
+    return json{{"params", m.params},
+                {"weights_bytes", m.state.weights.value},
+                {"gradients_bytes", m.state.gradients.value},
+                {"optimizer_bytes", m.state.optimizer.value},
+                {"host_optimizer_bytes", m.state.host_optimizer.value},
+                {"activations_bytes", m.activations.value},
+                {"embedding_extra_bytes", m.embedding_extra.value},
+                {"logits_bytes", m.logits.value},
+                {"total_bytes", m.total.value},
+                {"capacity_bytes", m.capacity.value},
+                {"in_flight_layer_microbatches", m.in_flight},
+                {"fits", m.fits}};
+  };
+  auto costs = [](const StageCosts& c) {
+    return json{{"f_s", ps_to_seconds(c.f)},       {"b_s", ps_to_seconds(c.b)},
+                {"w_s", ps_to_seconds(c.w)},       {"r_s", ps_to_seconds(c.r)},
+                {"m_b_bytes", c.m_b.value},        {"m_w_bytes", c.m_w.value},
+                {"p2p_bytes", c.p2p_bytes.value}};
+  };
+  const ParallelConfig& p = e.parallel;
+  json j{{"scenario", e.scenario},
+         {"model", e.model},
+         {"profile", e.profile},
+         {"gpus", e.gpus},
+         {"parallel",
+          {{"tensor_model_parallel_size", p.tensor_parallel},
+           {"pipeline_model_parallel_size", p.pipeline_parallel},
+           {"data_parallel_size", p.data_parallel},
+           {"virtual_stages", p.virtual_stages},
+           {"micro_batch_size", p.micro_batch_size},
+           {"global_batch_size", p.global_batch_size},
+           {"sequence_parallel", p.sequence_parallel},
+           {"recompute_granularity", p.recompute},
+           {"zero_stage", p.zero_stage},
+           {"optimizer_offload", p.optimizer_offload}}},
+         {"microbatches", e.microbatches},
+         {"parameters", e.params},
+         {"flops_per_iteration", {{"model", e.flops.model}, {"hardware", e.flops.hardware}}},
+         {"memory", {{"first_stage", mem(e.first)}, {"last_stage", mem(e.last)}}},
+         {"pass_times", {{"first_stage", costs(e.first_costs)}, {"last_stage", costs(e.last_costs)}}},
+         {"iteration_time_s", ps_to_seconds(e.iteration_time)},
+         {"tflops_per_gpu", e.tflops_per_gpu}};
+  json colls = json::array();
+  for (const CollectiveEstimate& c : e.collectives) {
+    colls.push_back({{"purpose", c.purpose},
+                     {"kind", collective_kind_name(c.kind)},
+                     {"algorithm", collective_algo_name(c.algo)},
+                     {"ranks", c.group_size},
+                     {"nodes", c.group_nodes},
+                     {"bytes", c.bytes.value},
+                     {"calls_per_iteration", c.calls_per_iteration},
+                     {"time_s", ps_to_seconds(c.time)},
+                     {"busbw_bytes_per_s", c.busbw}});
+  }
+  j["collectives"] = colls;
+  return j;
+}
+
+}  // namespace pw::hw

@@ -1,0 +1,60 @@
+#pragma once
+/// `pipewright estimate`: parameter count, FLOPs per iteration, per-GPU memory of the first and
+/// last stage, whether it fits, pass times, and the time of every collective the configuration
+/// issues. Pure computation over a validated Scenario; instant.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hwmodels/collectives.h"
+#include "hwmodels/memory.h"
+#include "hwmodels/scenario.h"
+#include "hwmodels/transformer.h"
+
+namespace pw::hw {
+
+/// One collective the configuration issues.
+struct CollectiveEstimate {
+  std::string purpose;  ///< e.g. "TP all-reduce (F)"
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  CollectiveAlgo algo = CollectiveAlgo::kRing;
+  int group_size = 1;
+  int group_nodes = 1;
+  Bytes bytes{};                 ///< nccl-tests size of one call
+  long long calls_per_iteration = 0;  ///< per GPU of the group
+  TimePs time = 0;               ///< one call
+  double busbw = 0;              ///< bytes/s, nccl-tests convention
+};
+
+/// Everything `estimate` prints.
+struct Estimate {
+  std::string scenario;
+  std::string profile;
+  std::string model;
+  int gpus = 0;
+  ParallelConfig parallel;
+  long long microbatches = 0;
+  double params = 0;
+  IterationFlops flops;
+  StageMemory first;
+  StageMemory last;
+  StageCosts first_costs;  ///< per microbatch, first stage (one model chunk)
+  StageCosts last_costs;   ///< per microbatch, last stage (one model chunk)
+  TimePs tp_comm_f = 0;    ///< TP collectives of F on a middle stage, per microbatch per chunk
+  TimePs tp_comm_b = 0;
+  std::vector<CollectiveEstimate> collectives;
+  /// Analytic 1F1B iteration time: (m + p - 1) chunk passes of the slowest stage (interleaving
+  /// shrinks the bubble by v), plus exposed DP communication. A quick figure, not the simulator.
+  TimePs iteration_time = 0;
+  double tflops_per_gpu = 0;  ///< hardware FLOPs / (GPUs x iteration time)
+};
+
+/// Computes the estimate of a validated scenario.
+Estimate make_estimate(const Scenario& s);
+/// Plain-text table for a terminal.
+std::string estimate_table(const Estimate& e);
+/// The same as JSON (bytes, seconds and FLOPs in SI units).
+nlohmann::json estimate_json(const Estimate& e);
+
+}  // namespace pw::hw
