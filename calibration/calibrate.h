@@ -49,6 +49,6 @@ CalibrateOutcome calibrate(const CalibrateOptions& options);
 std::string gpu_designator(const std::string& device);
 
 /// Bytes per element the workload model counts over the 8 bytes the CPU executor moves.
-inline constexpr double kCpuMemoryBytesRatio = 1.0;
+inline constexpr double kCpuMemoryBytesRatio = 1.0;  // layer_mix bytes are already model bytes
 
 }  // namespace pw::calibration

@@ -47,13 +47,18 @@ std::string utc_now() {
 // Keeps results observable so the compiler cannot drop the measured work.
 volatile double g_sink = 0;
 
+std::vector<int> sweep_hiddens(const CpuBenchOptions& o) {
+  if (!o.hiddens.empty()) return o.hiddens;
+  return o.quick ? std::vector<int>{32, 64, 128, 256} : std::vector<int>{32, 64, 128, 256, 512};
+}
+
+std::vector<int> sweep_tokens(const CpuBenchOptions& o) {
+  if (!o.tokens.empty()) return o.tokens;
+  return o.quick ? std::vector<int>{16, 64, 128} : std::vector<int>{16, 64, 128, 256, 512};
+}
+
 std::vector<GemmSample> bench_gemms(const CpuBenchOptions& o, double budget) {
-  std::vector<int> hiddens = o.hiddens, tokens = o.tokens;
-  if (hiddens.empty())
-    hiddens =
-        o.quick ? std::vector<int>{32, 64, 128, 256} : std::vector<int>{32, 64, 128, 256, 512};
-  if (tokens.empty())
-    tokens = o.quick ? std::vector<int>{16, 64, 128} : std::vector<int>{16, 64, 128, 256, 512};
+  std::vector<int> hiddens = sweep_hiddens(o), tokens = sweep_tokens(o);
   auto shapes = gemm_sweep(hiddens, tokens, o.head_dim, /*backward=*/true);
   std::vector<GemmSample> out;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
@@ -129,6 +134,72 @@ std::vector<MemorySample> bench_memory(const CpuBenchOptions& o, double budget) 
   return out;
 }
 
+using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+void layer_norm_rows(const RowMat& x, RowMat& y) {
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    double mean = x.row(i).mean();
+    double var = (x.row(i).array() - mean).square().mean();
+    y.row(i) = (x.row(i).array() - mean) / std::sqrt(var + 1e-5);
+  }
+}
+
+/// The element-wise work of one executor layer forward (t = 1): layer norm, causal softmax per
+/// head, residual add, layer norm, GELU over the MLP width, residual add.
+struct LayerMix {
+  int tokens, hidden, heads;
+  RowMat x, y, x1, u, scores;
+  LayerMix(int t, int h, int a)
+      : tokens(t),
+        hidden(h),
+        heads(a),
+        x(RowMat::Random(t, h)),
+        y(t, h),
+        x1(t, h),
+        u(RowMat::Random(t, 4 * h)),
+        scores(RowMat::Random(t, t)) {}
+  void run() {
+    layer_norm_rows(x, y);
+    for (int head = 0; head < heads; ++head) {
+      for (int i = 0; i < tokens; ++i) {  // causal softmax over keys 0..i
+        auto row = scores.row(i).head(i + 1);
+        double mx = row.maxCoeff();
+        row = (row.array() - mx).exp();
+        row /= row.sum();
+      }
+    }
+    x1 = x + y;
+    layer_norm_rows(x1, y);
+    u = 0.5 * u.array() *
+        (1.0 + (0.7978845608028654 * (u.array() + 0.044715 * u.array().cube())).tanh());
+    x1 += y;
+    g_sink = g_sink + u(0, 0) + x1(0, 0) + scores(0, 0);
+  }
+  /// Bytes hwmodels' workload model counts for these ops (16-bit activations, transformer.cc):
+  /// layernorms 2 x 4th, residuals 2 x 7th, gelu 4 t f (f = 4h), softmax + dropout 9 a s^2.
+  double model_bytes() const {
+    double th = double(tokens) * hidden;
+    return 38.0 * th + 9.0 * heads * double(tokens) * tokens;
+  }
+};
+
+std::vector<MemorySample> bench_layer_mix(const CpuBenchOptions& o, double budget,
+                                          const std::vector<int>& hiddens,
+                                          const std::vector<int>& tokens) {
+  std::vector<MemorySample> out;
+  int step = 0, total = static_cast<int>(hiddens.size() * tokens.size());
+  for (int h : hiddens) {
+    for (int t : tokens) {
+      if (o.progress)
+        o.progress(fmt::format("layer element-wise {}/{} h={} tokens={}", ++step, total, h, t));
+      LayerMix mix(t, h, std::max(1, h / o.head_dim));
+      Timing time = time_calls([&] { mix.run(); }, budget, o.min_iterations);
+      out.push_back({"layer_mix", "fp64", mix.model_bytes(), time});
+    }
+  }
+  return out;
+}
+
 double bench_call_overhead() {
   Eigen::MatrixXd a = Eigen::MatrixXd::Random(1, 1), b = a, c = a;
   Timing t = time_calls(
@@ -186,6 +257,8 @@ RawResults run_cpu_benchmarks(const CpuBenchOptions& options, const std::string&
   raw.launch_latency_s = bench_call_overhead();
   raw.gemms = bench_gemms(options, budget);
   raw.memory = bench_memory(options, budget);
+  auto mix = bench_layer_mix(options, budget, sweep_hiddens(options), sweep_tokens(options));
+  raw.memory.insert(raw.memory.end(), mix.begin(), mix.end());
   return raw;
 }
 

@@ -77,9 +77,12 @@ struct FitResult {
   RawProvenance provenance;
   double launch_latency_s = 0;
   std::vector<GemmFit> gemms;
-  RawResults raw;                      ///< the measurements fitted (for tables)
-  std::vector<SeriesFit> memory;       ///< one per memory kernel
-  AlphaBetaFit memory_pooled;          ///< all memory kernels together: the one HBM bandwidth
+  RawResults raw;                 ///< the measurements fitted (for tables)
+  std::vector<SeriesFit> memory;  ///< one per memory kernel
+  /// The one HBM bandwidth hwmodels has: the "layer_mix" kernel (the CPU executor's element-wise
+  /// work of a layer, bytes as the workload model counts them) when measured, else every memory
+  /// kernel pooled.
+  AlphaBetaFit memory_pooled;
   std::vector<SeriesFit> transfers;    ///< one per link
   std::vector<SeriesFit> collectives;  ///< one per (library, op, ranks)
   /// Fits whose worst residual exceeds this get their measured table written to the profile.
