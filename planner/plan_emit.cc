@@ -20,8 +20,8 @@ bool config_from_parallel(const SearchSpace& space, const ParallelConfig& pc, Se
     break;
   }
   if (found < 0) {
-    *why = fmt::format("schedule '{}' with v={} is not among the registered schedules",
-                       pc.schedule, pc.virtual_stages);
+    *why = fmt::format("schedule '{}' with v={} is not among the registered schedules", pc.schedule,
+                       pc.virtual_stages);
     return false;
   }
   SearchConfig c;
@@ -87,17 +87,23 @@ namespace {
 
 std::string csv_cell(const Action& a) {
   switch (a.kind) {
-    case ActionKind::kF: return fmt::format("{}F{}", a.stage, a.microbatch);
-    case ActionKind::kB: return fmt::format("{}I{}", a.stage, a.microbatch);
-    case ActionKind::kW: return fmt::format("{}W{}", a.stage, a.microbatch);
-    case ActionKind::kBW: return fmt::format("{}B{}", a.stage, a.microbatch);
+    case ActionKind::kF:
+      return fmt::format("{}F{}", a.stage, a.microbatch);
+    case ActionKind::kB:
+      return fmt::format("{}I{}", a.stage, a.microbatch);
+    case ActionKind::kW:
+      return fmt::format("{}W{}", a.stage, a.microbatch);
+    case ActionKind::kBW:
+      return fmt::format("{}B{}", a.stage, a.microbatch);
     case ActionKind::kOverlapFB:
       return fmt::format("({}F{};{}B{})OVERLAP_F_B", a.stage, a.microbatch, a.stage2,
                          a.microbatch2);
     case ActionKind::kUnshard:
     case ActionKind::kReshard:
-    case ActionKind::kReduceGrad: return fmt::format("{}{}", a.stage, action_kind_name(a.kind));
-    default: break;
+    case ActionKind::kReduceGrad:
+      return fmt::format("{}{}", a.stage, action_kind_name(a.kind));
+    default:
+      break;
   }
   if (a.microbatch < 0) return fmt::format("{}{}", a.stage, action_kind_name(a.kind));
   return fmt::format("{}{}{}", a.stage, action_kind_name(a.kind), a.microbatch);

@@ -1,9 +1,9 @@
 #include "planner/scaling_laws.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 namespace pw {
 

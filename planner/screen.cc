@@ -13,15 +13,19 @@ struct LayerCosts {
   double f = 0, b = 0, w = 0;
   double act = 0, act_w = 0, act_full = 0;
   double tp = 0;  // collective time inside f + b
+  double r = 0;   // recomputation inside b
 };
 
 }  // namespace
 
 const char* objective_name(Objective o) {
   switch (o) {
-    case Objective::kTime: return "time";
-    case Objective::kCost: return "cost";
-    case Objective::kTimeToLoss: return "time-to-loss";
+    case Objective::kTime:
+      return "time";
+    case Objective::kCost:
+      return "cost";
+    case Objective::kTimeToLoss:
+      return "time-to-loss";
   }
   return "time";
 }
@@ -52,9 +56,12 @@ double CostModel::layer_activation(const SearchConfig& c) const {
   const double t = c.t, sbh = s * b * h;
   const bool sp = c.sequence_parallel != 0;
   switch (static_cast<Recompute>(c.recompute)) {
-    case Recompute::kFull: return sp ? 2 * sbh / t : 2 * sbh;
-    case Recompute::kSelective: return sp ? 34 * sbh / t : sbh * (10 + 24 / t);
-    case Recompute::kNone: break;
+    case Recompute::kFull:
+      return sp ? 2 * sbh / t : 2 * sbh;
+    case Recompute::kSelective:
+      return sp ? 34 * sbh / t : sbh * (10 + 24 / t);
+    case Recompute::kNone:
+      break;
   }
   const double attn = 5 * a * s / (h * t);
   return sp ? sbh * (34 / t + attn) : sbh * (10 + 24 / t + attn);
@@ -84,7 +91,10 @@ LayerCosts layer_costs(const PlanProblem& pr, const SearchConfig& c, double act,
   const double attn = 4 * b * s * s * h / t;
   const double a = m.num_attention_heads;
   const double act_none = s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
-  const double ew = 2 * act_none / (g.hbm_bw * g.hbm_efficiency);
+  // Elementwise kernels stream about twice the stored activations; sequence parallelism shards
+  // the LayerNorm/dropout part of them over the tensor-parallel group.
+  const double act_ew = c.sequence_parallel ? s * b * h * (34 / t + 5 * a * s / (h * t)) : act_none;
+  const double ew = 2 * act_ew / (g.hbm_bw * g.hbm_efficiency);
   const double kl = g.kernel_latency;
   LayerCosts lc;
   double ar = 0;
@@ -101,6 +111,7 @@ LayerCosts layer_costs(const PlanProblem& pr, const SearchConfig& c, double act,
   const auto rc = static_cast<Recompute>(c.recompute);
   if (rc == Recompute::kSelective) lc.b += attn / rate + 0.5 * ew + 4 * kl;
   if (rc == Recompute::kFull) {
+    lc.r = lc.f;
     lc.b += lc.f;
     lc.tp += 2 * ar;
   }
@@ -129,6 +140,8 @@ bool CostModel::stage_costs(const SearchConfig& c, StageCosts* out) const {
   if (c.zero > 0 && c.d == 1) return false;
   if (c.p == 1 && (so.v != 1 || so.v_shape || so.pipelines != 1 || c.schedule != 0)) return false;
   if (c.p > 1 && so.takes_v && c.p * so.v > problem_.model.num_layers) return false;
+  if (so.explicit_recompute && static_cast<Recompute>(c.recompute) != Recompute::kFull)
+    return false;
   if (!layer_split(c, &out->layers)) return false;
   const int S = static_cast<int>(out->layers.size());
   out->num_stages = S;
@@ -152,7 +165,8 @@ void CostModel::costs_for_layers(const SearchConfig& c, const std::vector<int>& 
   out->layers = layers;
   out->num_stages = static_cast<int>(layers.size());
   out->num_devices = c.p;
-  if (static_cast<int>(out->device.size()) != out->num_stages) out->device.assign(out->num_stages, -1);
+  if (static_cast<int>(out->device.size()) != out->num_stages)
+    out->device.assign(out->num_stages, -1);
   fill(c, out);
 }
 
@@ -178,6 +192,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   out->w.resize(S);
   out->act.resize(S);
   out->act_w.resize(S);
+  out->r.resize(S);
+  out->act_r.resize(S);
   out->static_mem.assign(c.p, 0.0);
   const double lp = layer_params(m) / t;
   const double embed = (V + s) * h / t;
@@ -189,6 +205,9 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     out->w[i] = n * lc.w + (last ? logit : 0);
     out->act[i] = n * lc.act + (last ? 4 * s * b * V / t : 0);
     out->act_w[i] = n * lc.act_w;
+    const bool full = static_cast<Recompute>(c.recompute) == Recompute::kFull;
+    out->r[i] = full ? n * lc.r : 0;
+    out->act_r[i] = full ? n * std::max(0.0, lc.act_full - lc.act) : 0;
     const int dev = out->device[i];
     double params = n * lp + (i == 0 ? embed : 0);
     // The logits weight is tied to the embedding; a last stage on another device keeps a copy.
@@ -206,10 +225,18 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     double bytes = 0;
     const bool off = c.offload != 0;
     switch (c.zero) {
-      case 0: bytes = off ? 4 * P : 16 * P; break;
-      case 1: bytes = off ? 4 * P : 4 * P + 12 * P / d; break;
-      case 2: bytes = off ? 2 * P + 2 * P / d : 2 * P + 14 * P / d; break;
-      default: bytes = (off ? 4 * P / d : 16 * P / d) + 2 * 2 * lp; break;
+      case 0:
+        bytes = off ? 4 * P : 16 * P;
+        break;
+      case 1:
+        bytes = off ? 4 * P : 4 * P + 12 * P / d;
+        break;
+      case 2:
+        bytes = off ? 2 * P + 2 * P / d : 2 * P + 14 * P / d;
+        break;
+      default:
+        bytes = (off ? 4 * P / d : 16 * P / d) + 2 * 2 * lp;
+        break;
     }
     if (static_cast<Recompute>(c.recompute) == Recompute::kFull) bytes += lc.act_full;
     P = bytes + g.reserved_bytes;
@@ -241,7 +268,7 @@ namespace {
 // Peak activations of device 0 that every schedule of this shape reaches, in microbatches of
 // the device's own stages (closed forms of shared/reference/schedules.md, taken on the low side).
 double device0_units(const ScheduleOption& so, int p, int m) {
-  if (so.memory_aware || so.pipelines > 1) return 1;
+  if (so.memory_aware || so.pipelines > 1 || so.explicit_recompute) return 1;
   double u = 1;
   if (so.name == "gpipe") {
     u = m;
@@ -307,7 +334,8 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
   return r;
 }
 
-CostTable to_cost_table(const StageCosts& sc, int num_stages_total, const std::vector<int>& stage_of) {
+CostTable to_cost_table(const StageCosts& sc, int num_stages_total,
+                        const std::vector<int>& stage_of, bool explicit_recompute) {
   CostTable t;
   t.num_stages = num_stages_total;
   t.duration.assign(static_cast<std::size_t>(num_stages_total) * kNumActionKinds, 0);
@@ -315,8 +343,7 @@ CostTable to_cost_table(const StageCosts& sc, int num_stages_total, const std::v
   t.comm.assign(num_stages_total, seconds_to_ps(sc.hop));
   for (int g = 0; g < num_stages_total; ++g) {
     const int i = stage_of[g];
-    const TimePs f = seconds_to_ps(sc.f[i]), b = seconds_to_ps(sc.b[i]),
-                 w = seconds_to_ps(sc.w[i]);
+    const TimePs f = seconds_to_ps(sc.f[i]), b = seconds_to_ps(sc.b[i]), w = seconds_to_ps(sc.w[i]);
     t.time(g, ActionKind::kF) = f;
     t.time(g, ActionKind::kB) = b;
     t.time(g, ActionKind::kW) = w;
@@ -327,6 +354,15 @@ CostTable to_cost_table(const StageCosts& sc, int num_stages_total, const std::v
     t.mem(g, ActionKind::kB) = -(sc.act[i] - sc.act_w[i]);
     t.mem(g, ActionKind::kW) = -sc.act_w[i];
     t.mem(g, ActionKind::kBW) = -sc.act[i];
+    if (explicit_recompute) {
+      const TimePs r = seconds_to_ps(sc.r[i]);
+      t.time(g, ActionKind::kR) = r;
+      t.time(g, ActionKind::kB) = b - r;
+      t.time(g, ActionKind::kBW) = b - r + w;
+      t.mem(g, ActionKind::kR) = sc.act_r[i];
+      t.mem(g, ActionKind::kB) = -(sc.act[i] + sc.act_r[i] - sc.act_w[i]);
+      t.mem(g, ActionKind::kBW) = -(sc.act[i] + sc.act_r[i]);
+    }
   }
   return t;
 }

@@ -25,7 +25,7 @@ struct PlanProblem {
   int num_gpus = 8;
   double memory_limit = 0;  ///< bytes per GPU; 0 = the GPU's capacity
   Objective objective = Objective::kTime;
-  TrainingTarget target;    ///< loss or token budget (time-to-loss, and the days/GPU-hours)
+  TrainingTarget target;  ///< loss or token budget (time-to-loss, and the days/GPU-hours)
   double limit() const { return memory_limit > 0 ? memory_limit : gpu.memory_bytes; }
 };
 
@@ -34,16 +34,18 @@ struct PlanProblem {
 struct StageCosts {
   int num_stages = 0;
   int num_devices = 0;
-  std::vector<int> layers;      ///< layers of each stage
-  std::vector<int> device;      ///< device of each stage (-1: unknown placement)
-  std::vector<double> f, b, w;  ///< forward, backward-for-inputs, weight-gradient pass times
-  std::vector<double> act;      ///< activation bytes a forward allocates (held until B)
-  std::vector<double> act_w;    ///< bytes still held after B until W
+  std::vector<int> layers;         ///< layers of each stage
+  std::vector<int> device;         ///< device of each stage (-1: unknown placement)
+  std::vector<double> f, b, w;     ///< forward, backward-for-inputs, weight-gradient pass times
+  std::vector<double> r;           ///< recomputation time included in b (full recomputation)
+  std::vector<double> act_r;       ///< bytes a recompute pass re-materialises (full recomputation)
+  std::vector<double> act;         ///< activation bytes a forward allocates (held until B)
+  std::vector<double> act_w;       ///< bytes still held after B until W
   std::vector<double> static_mem;  ///< per device: weights, grads, optimizer, workspaces
-  double hop = 0;       ///< one point-to-point hop between stages, seconds
-  double dp = 0;        ///< exposed data-parallel gradient reduction per iteration, seconds
-  double optimizer = 0; ///< optimizer step (and offload traffic) per iteration, seconds
-  double tp_share = 0;  ///< share of pass time spent in tensor-parallel collectives
+  double hop = 0;                  ///< one point-to-point hop between stages, seconds
+  double dp = 0;         ///< exposed data-parallel gradient reduction per iteration, seconds
+  double optimizer = 0;  ///< optimizer step (and offload traffic) per iteration, seconds
+  double tp_share = 0;   ///< share of pass time spent in tensor-parallel collectives
 };
 
 /// Lower bounds of one configuration (valid = false when the configuration is not in the space,
@@ -66,7 +68,8 @@ class CostModel {
   bool stage_costs(const SearchConfig& c, StageCosts* out) const;
 
   /// As stage_costs, with the layer split given per stage (a generated placement's layers).
-  void costs_for_layers(const SearchConfig& c, const std::vector<int>& layers, StageCosts* out) const;
+  void costs_for_layers(const SearchConfig& c, const std::vector<int>& layers,
+                        StageCosts* out) const;
 
   /// First tier: lower bounds on iteration time and peak memory of `c`. `scratch` is reused.
   ScreenResult screen(const SearchConfig& c, StageCosts* scratch) const;
@@ -95,6 +98,9 @@ class CostModel {
 bool split_layers(int layers, int stages, int trim, std::vector<int>* out);
 
 /// Converts stage costs into the evaluator's cost table (picoseconds, memory deltas in bytes).
-CostTable to_cost_table(const StageCosts& sc, int num_stages_total, const std::vector<int>& stage_of);
+/// `explicit_recompute`: the schedule has R actions, which then carry the recomputation time and
+/// memory that are otherwise folded into B.
+CostTable to_cost_table(const StageCosts& sc, int num_stages_total,
+                        const std::vector<int>& stage_of, bool explicit_recompute = false);
 
 }  // namespace pw

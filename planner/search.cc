@@ -1,5 +1,10 @@
 #include "planner/search.h"
 
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -8,11 +13,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-
-#include <fmt/format.h>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include "core/error.h"
 #include "sim/evaluator.h"
@@ -81,9 +81,10 @@ SearchConfig make_config(const SearchSpace& s, const Inner& in, const Cell& c, s
 }
 
 void screen_cell(const CostModel& model, const Inner& in, const Cell& cell, std::uint32_t cell_id,
-                 std::size_t k, StageCosts* scratch, CellOut* out) {
+                 std::size_t k, bool prune, StageCosts* scratch, CellOut* out) {
   const PlanProblem& pr = model.problem();
   const double limit = pr.limit();
+  const double cutoff = prune ? limit : kInf;
   for (Cand& b : out->bucket) b = Cand{kInf, kInf, cell_id, 0};
   std::vector<Cand>& heap = out->keep;
   heap.clear();
@@ -94,7 +95,7 @@ void screen_cell(const CostModel& model, const Inner& in, const Cell& cell, std:
     if (!r.valid) continue;
     ++out->valid;
     out->min_mem = std::min(out->min_mem, r.mem_lb);
-    if (r.mem_lb > limit) continue;
+    if (r.mem_lb > cutoff) continue;
     ++out->fit;
     const Cand cand{objective_value(pr, c, r.time_lb), r.mem_lb, cell_id, i};
     const int bk = std::min(kBuckets - 1, static_cast<int>(r.mem_lb / limit * kBuckets));
@@ -216,8 +217,7 @@ Evaluated finish(const CostModel& model, const SearchConfig& c, const PipeResult
   }
   e.peak_memory = peak;
   e.bubble_rate = pipe.bubble_rate;
-  e.breakdown = {ideal * (1 - sc.tp_share), ideal * sc.tp_share, span - ideal, sc.dp,
-                 sc.optimizer};
+  e.breakdown = {ideal * (1 - sc.tp_share), ideal * sc.tp_share, span - ideal, sc.dp, sc.optimizer};
   e.objective = objective_value(model.problem(), c, e.iteration);
   e.feasible = peak <= model.problem().limit();
   if (!e.feasible)
@@ -274,7 +274,8 @@ CostTable config_cost_table(const CostModel& model, const SearchConfig& c, const
     if (pl.num_pipelines() == 1) sc.device[st.index] = st.device;
   }
   model.costs_for_layers(c, layers, &sc);
-  return to_cost_table(sc, pl.num_stages(), stage_of);
+  return to_cost_table(sc, pl.num_stages(), stage_of,
+                       model.space().schedules[c.schedule].explicit_recompute);
 }
 
 double objective_value(const PlanProblem& pr, const SearchConfig& c, double iteration) {
@@ -303,7 +304,8 @@ std::string describe_config(const SearchSpace& space, const SearchConfig& c) {
 }
 
 SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& registry,
-                          const std::vector<int>& global_batches, std::vector<std::string>* skipped) {
+                          const std::vector<int>& global_batches,
+                          std::vector<std::string>* skipped) {
   SearchSpace s;
   const int gpn = pr.gpu.gpus_per_node;
   for (int n = pr.num_gpus; n >= 1; n /= 2) {
@@ -325,7 +327,9 @@ Evaluated evaluate_config(const CostModel& model, const GeneratorRegistry& regis
                           std::vector<std::pair<TimePs, TimePs>>* timings) {
   Evaluated e = finish(model, c, run_pipeline(model, registry, c, schedule_out, timings));
   StageCosts sc;
-  e.time_lb = model.screen(c, &sc).time_lb;
+  const ScreenResult sr = model.screen(c, &sc);
+  e.time_lb = sr.time_lb;
+  e.mem_lb = sr.mem_lb;
   return e;
 }
 
@@ -337,7 +341,7 @@ class Searcher {
            const SearchOptions& opt)
       : model_(pr, sp), registry_(reg), opt_(opt) {
     const Inner in{sp.schedules.size(), sp.recompute.size(), sp.sequence_parallel.size(),
-                   sp.zero.size(), sp.offload.size(), sp.end_trim.size()};
+                   sp.zero.size(),      sp.offload.size(),   sp.end_trim.size()};
     inner_ = in;
     for (int n : sp.gpu_counts)
       for (const Tpd& f : factorisations(n, pr.model, sp.max_tensor_parallel))
@@ -380,8 +384,8 @@ class Searcher {
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, cells_.size(), 1), [&](const auto& r) {
       StageCosts scratch;
       for (std::size_t i = r.begin(); i != r.end(); ++i) {
-        screen_cell(model_, inner_, cells_[i], static_cast<std::uint32_t>(i), k, &scratch,
-                    &outs_[i]);
+        screen_cell(model_, inner_, cells_[i], static_cast<std::uint32_t>(i), k, opt_.prune,
+                    &scratch, &outs_[i]);
         const std::size_t n = ++done;
         if (!opt_.progress) continue;
         std::lock_guard<std::mutex> lock(mu);
@@ -445,8 +449,7 @@ class Searcher {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       cfg[i] = config_of(batch[i]);
       keys[i] = pipe_key(model_, cfg[i]);
-      if (!memo_.count(keys[i]) &&
-          std::find(todo.begin(), todo.end(), keys[i]) == todo.end())
+      if (!memo_.count(keys[i]) && std::find(todo.begin(), todo.end(), keys[i]) == todo.end())
         todo.push_back(keys[i]);
     }
     std::vector<SearchConfig> todo_cfg(todo.size());
@@ -467,6 +470,7 @@ class Searcher {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       Evaluated e = finish(model_, cfg[i], memo_.at(keys[i]));
       e.time_lb = batch[i].lb;
+      e.mem_lb = batch[i].mem_lb;
       record(std::move(e));
     }
   }
@@ -499,13 +503,16 @@ class Searcher {
     std::vector<Evaluated> ok;
     for (const Evaluated& e : evaluated_)
       if (e.feasible) ok.push_back(e);
+    // Ties (configurations that differ only in where memory goes) favour less memory.
     std::stable_sort(ok.begin(), ok.end(), [](const Evaluated& a, const Evaluated& b) {
-      return a.objective < b.objective;
+      if (a.objective != b.objective) return a.objective < b.objective;
+      return a.peak_memory < b.peak_memory;
     });
     result_.pareto = pareto_front(ok);
     if (ok.size() > static_cast<std::size_t>(opt_.top)) ok.resize(opt_.top);
     result_.top = std::move(ok);
     if (!result_.top.empty()) result_.min_memory_needed = 0;
+    if (opt_.keep_all) result_.all = evaluated_;
   }
 
   CostModel model_;
@@ -528,8 +535,9 @@ SearchResult run_search(const PlanProblem& problem, const SearchSpace& space,
                         const GeneratorRegistry& registry, const SearchOptions& options) {
   if (space.schedules.empty()) throw ConfigError("", "schedules", "no schedule to search over");
   if (space.schedules.size() > 255) throw ConfigError("", "schedules", "more than 255 options");
-  const int threads =
-      options.threads > 0 ? options.threads : tbb::this_task_arena::max_concurrency();
+  // More threads than cores only makes TBB warn; the result does not depend on the count.
+  const int cores = tbb::this_task_arena::max_concurrency();
+  const int threads = options.threads > 0 ? std::min(options.threads, cores) : cores;
   tbb::task_arena arena(threads);
   Searcher s(problem, space, registry, options);
   SearchResult r = s.run(arena);

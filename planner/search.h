@@ -18,10 +18,13 @@ namespace pw {
 
 /// Knobs of one search.
 struct SearchOptions {
-  int top = 10;                  ///< rows of the ranking
-  int threads = 0;               ///< 0 = all cores
-  int max_evaluations = 20000;   ///< second-tier budget (the result says if it was hit)
-  bool prune = true;             ///< false: evaluate every screened-feasible candidate (tests)
+  int top = 10;                 ///< rows of the ranking
+  int threads = 0;              ///< 0 = all cores
+  int max_evaluations = 20000;  ///< second-tier budget (the result says if it was hit)
+  /// false: no pruning at all; the second tier scores every well-formed configuration (tests
+  /// compare this exhaustive ranking with the pruned one)
+  bool prune = true;
+  bool keep_all = false;  ///< return every second-tier evaluation in SearchResult::all
   /// Called with the fraction done (0..1) at most about 200 times; may be empty.
   std::function<void(double)> progress;
 };
@@ -39,12 +42,13 @@ struct TimeBreakdown {
 struct Evaluated {
   SearchConfig config;
   bool feasible = false;
-  std::string why_not;  ///< when infeasible: memory, or the generator's reason
-  double iteration = 0;  ///< seconds
+  std::string why_not;     ///< when infeasible: memory, or the generator's reason
+  double iteration = 0;    ///< seconds
   double peak_memory = 0;  ///< bytes, busiest GPU
   double bubble_rate = 0;  ///< zero-bubble convention
   double objective = 0;    ///< what is minimised (seconds, GPU-seconds, or to the target)
   double time_lb = 0;      ///< the screen's bound, for the record
+  double mem_lb = 0;       ///< the screen's memory bound (bytes), for the record
   TimeBreakdown breakdown;
 };
 
@@ -58,7 +62,7 @@ struct SearchStats {
   std::uint64_t generated = 0;  ///< distinct schedules generated (memoised pipelines)
   double screen_seconds = 0;
   double evaluate_seconds = 0;
-  bool budget_hit = false;      ///< max_evaluations stopped the search before it proved the top
+  bool budget_hit = false;  ///< max_evaluations stopped the search before it proved the top
   int threads = 1;
 };
 
@@ -70,6 +74,7 @@ struct SearchResult {
   /// When nothing fits: the smallest per-GPU memory any configuration needs (lower bound, bytes).
   double min_memory_needed = 0;
   std::vector<std::string> skipped_generators;  ///< failed the probe
+  std::vector<Evaluated> all;  ///< every second-tier evaluation (SearchOptions::keep_all)
 };
 
 /// Builds the default space for `problem`: every registered schedule (interleaved-style ones

@@ -1,8 +1,8 @@
 #include "planner/search_scenario.h"
 
-#include <set>
-
 #include <yaml-cpp/yaml.h>
+
+#include <set>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -22,8 +22,8 @@ void check_keys(const YAML::Node& n, const std::string& file, const std::string&
 }
 
 template <typename T>
-T get(const YAML::Node& n, const std::string& key, const std::string& file,
-      const std::string& path, const char* expected) {
+T get(const YAML::Node& n, const std::string& key, const std::string& file, const std::string& path,
+      const char* expected) {
   try {
     return n[key].as<T>();
   } catch (const YAML::Exception&) {
@@ -50,8 +50,8 @@ void parse_model(const YAML::Node& n, const std::string& file, ModelShape* m) {
                             nearest_name(p, model_preset_names()) + "'?)");
   } else {
     m->name = "custom";
-    for (const char* k : {"num_layers", "hidden_size", "num_attention_heads", "seq_length",
-                          "vocab_size"})
+    for (const char* k :
+         {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size"})
       if (!n[k]) throw ConfigError(file, std::string("model.") + k, "missing (or give a preset)");
   }
   if (n["name"]) m->name = get<std::string>(n, "name", file, "model", "a string");

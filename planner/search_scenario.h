@@ -10,9 +10,9 @@
 namespace pw {
 
 struct PlanScenario {
-  std::string file;          ///< "" for the built-in default
+  std::string file;  ///< "" for the built-in default
   ModelShape model;
-  std::string cluster;       ///< profile name
+  std::string cluster;  ///< profile name
   GpuNodeSpec gpu;
   int nodes = 1;
   int num_gpus() const { return nodes * gpu.gpus_per_node; }

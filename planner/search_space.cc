@@ -16,14 +16,18 @@ struct NamedModel {
 // GPT-3 175B and the Megatron SC21 weak-scaling table (V = 51200, s = 2048); the
 // controllable-memory paper's 98.5B model (78 layers, 80 heads, h = 10240, sequence 1024).
 constexpr NamedModel kModels[] = {
-    {"gpt3-175b", 96, 12288, 96, 2048, 51200},     {"megatron-1.7b", 24, 2304, 24, 2048, 51200},
-    {"megatron-3.6b", 30, 3072, 32, 2048, 51200},  {"megatron-7.5b", 36, 4096, 32, 2048, 51200},
-    {"megatron-18.4b", 40, 6144, 48, 2048, 51200}, {"megatron-39.1b", 48, 8192, 64, 2048, 51200},
+    {"gpt3-175b", 96, 12288, 96, 2048, 51200},
+    {"megatron-1.7b", 24, 2304, 24, 2048, 51200},
+    {"megatron-3.6b", 30, 3072, 32, 2048, 51200},
+    {"megatron-7.5b", 36, 4096, 32, 2048, 51200},
+    {"megatron-18.4b", 40, 6144, 48, 2048, 51200},
+    {"megatron-39.1b", 48, 8192, 64, 2048, 51200},
     {"megatron-76.1b", 60, 10240, 80, 2048, 51200},
     {"megatron-145.6b", 80, 12288, 96, 2048, 51200},
     {"megatron-310.1b", 96, 16384, 128, 2048, 51200},
     {"megatron-529.6b", 105, 20480, 128, 2048, 51200},
-    {"megatron-1008b", 128, 25600, 160, 2048, 51200}, {"cm-98.5b", 78, 10240, 80, 1024, 51200},
+    {"megatron-1008b", 128, 25600, 160, 2048, 51200},
+    {"cm-98.5b", 78, 10240, 80, 1024, 51200},
 };
 
 GpuNodeSpec a100() {
@@ -61,7 +65,9 @@ bool gpu_node_preset(const std::string& name, GpuNodeSpec* out) {
   return false;
 }
 
-std::vector<std::string> gpu_node_preset_names() { return {"dgx-a100-80gb", "dgx-h100", "dgx-h200"}; }
+std::vector<std::string> gpu_node_preset_names() {
+  return {"dgx-a100-80gb", "dgx-h100", "dgx-h200"};
+}
 
 bool model_preset(const std::string& name, ModelShape* out) {
   for (const NamedModel& m : kModels) {
@@ -91,9 +97,12 @@ double total_params(const ModelShape& m) {
 
 const char* recompute_name(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "none";
 }
@@ -120,8 +129,10 @@ std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
     o.v = std::max(1, s.placement.num_stages() / (gp.p * o.pipelines));
     o.v_shape = s.placement.kind == PlacementKind::kV;
     o.split_backward = s.split_backward();
-    o.overlaps_dp = g.name.find("breadth") != std::string::npos ||
-                    g.name.find("bfs") != std::string::npos;
+    for (const auto& row : s.actions)
+      for (const Action& a : row) o.explicit_recompute |= a.kind == ActionKind::kR;
+    o.overlaps_dp =
+        g.name.find("breadth") != std::string::npos || g.name.find("bfs") != std::string::npos;
     try {
       GeneratorParams gv = gp;
       gv.v = 3;

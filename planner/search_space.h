@@ -15,22 +15,22 @@ namespace pw {
 /// One GPU type and its node/network, in SI units (FLOP/s, bytes, bytes/s, seconds).
 struct GpuNodeSpec {
   std::string name;
-  double peak_flops = 312e12;        ///< dense BF16
-  double gemm_efficiency = 0.73;     ///< large-GEMM achieved / peak
-  double memory_bytes = 80e9;        ///< HBM capacity
-  double hbm_bw = 2.039e12;          ///< datasheet HBM bandwidth
-  double hbm_efficiency = 0.8;       ///< streaming kernels
-  double intra_bw = 300e9;           ///< NVLink/NVSwitch per GPU per direction
-  double intra_allreduce_bw = 230e9; ///< measured 8-GPU all-reduce bus bandwidth
-  double inter_bw = 25e9;            ///< InfiniBand per GPU per direction
-  double inter_efficiency = 0.9;     ///< achieved / datasheet for bulk collectives
-  double pcie_bw = 32e9;             ///< GPU <-> host per direction
-  double intra_latency = 3e-6;       ///< per collective step / hop, seconds
+  double peak_flops = 312e12;         ///< dense BF16
+  double gemm_efficiency = 0.73;      ///< large-GEMM achieved / peak
+  double memory_bytes = 80e9;         ///< HBM capacity
+  double hbm_bw = 2.039e12;           ///< datasheet HBM bandwidth
+  double hbm_efficiency = 0.8;        ///< streaming kernels
+  double intra_bw = 300e9;            ///< NVLink/NVSwitch per GPU per direction
+  double intra_allreduce_bw = 230e9;  ///< measured 8-GPU all-reduce bus bandwidth
+  double inter_bw = 25e9;             ///< InfiniBand per GPU per direction
+  double inter_efficiency = 0.9;      ///< achieved / datasheet for bulk collectives
+  double pcie_bw = 32e9;              ///< GPU <-> host per direction
+  double intra_latency = 3e-6;        ///< per collective step / hop, seconds
   double inter_latency = 8e-6;
-  double kernel_latency = 4e-6;      ///< per kernel launch and tail
-  double reserved_bytes = 2e9;       ///< CUDA context, allocator slack, workspaces
+  double kernel_latency = 4e-6;          ///< per kernel launch and tail
+  double reserved_bytes = 2e9;           ///< CUDA context, allocator slack, workspaces
   double cpu_adam_params_per_s = 1.5e9;  ///< optimizer offload: host Adam rate per GPU
-  double dollars_per_gpu_hour = 0;   ///< 0 = report GPU-hours only
+  double dollars_per_gpu_hour = 0;       ///< 0 = report GPU-hours only
   int gpus_per_node = 8;
 };
 
@@ -57,8 +57,8 @@ struct SearchConfig {
   std::uint16_t t = 1, p = 1, d = 1;
   std::uint16_t micro_batch = 1;
   std::uint16_t microbatches = 1;
-  std::uint8_t schedule = 0;  ///< index into SearchSpace::schedules
-  std::uint8_t recompute = 0; ///< Recompute
+  std::uint8_t schedule = 0;   ///< index into SearchSpace::schedules
+  std::uint8_t recompute = 0;  ///< Recompute
   std::uint8_t sequence_parallel = 0;
   std::uint8_t zero = 0;
   std::uint8_t offload = 0;
@@ -72,13 +72,14 @@ struct SearchConfig {
 /// learned about its placement.
 struct ScheduleOption {
   std::string name;
-  int v = 1;                 ///< stages per device per pipeline
-  int pipelines = 1;         ///< model replicas in the pipeline (2 = BitPipe-style, 2x weights)
-  bool v_shape = false;      ///< stage i and 2p-1-i on device i
+  int v = 1;             ///< stages per device per pipeline
+  int pipelines = 1;     ///< model replicas in the pipeline (2 = BitPipe-style, 2x weights)
+  bool v_shape = false;  ///< stage i and 2p-1-i on device i
   bool split_backward = false;
-  bool takes_v = false;      ///< the generator honours GeneratorParams::v
-  bool memory_aware = false; ///< the generator reads GeneratorParams::memory_limit
-  bool overlaps_dp = false;  ///< breadth-first: gradient reduction overlaps the backward
+  bool takes_v = false;             ///< the generator honours GeneratorParams::v
+  bool memory_aware = false;        ///< the generator reads GeneratorParams::memory_limit
+  bool overlaps_dp = false;         ///< breadth-first: gradient reduction overlaps the backward
+  bool explicit_recompute = false;  ///< the schedule has R actions (full recomputation only)
 };
 
 /// Probes every generator of `registry` on a small instance (p=4, m=8) and returns one option
@@ -90,16 +91,16 @@ std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
 
 /// The option lists whose product is the search space.
 struct SearchSpace {
-  std::vector<int> gpu_counts;             ///< largest first
-  std::vector<int> micro_batches;          ///< microbatch sizes
-  std::vector<int> global_batches;         ///< sequences per iteration
+  std::vector<int> gpu_counts;      ///< largest first
+  std::vector<int> micro_batches;   ///< microbatch sizes
+  std::vector<int> global_batches;  ///< sequences per iteration
   std::vector<ScheduleOption> schedules;
   std::vector<Recompute> recompute{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   std::vector<int> sequence_parallel{0, 1};
   std::vector<int> zero{0, 1, 2, 3};
   std::vector<int> offload{0, 1};
   std::vector<int> end_trim{0, 1, 2};
-  int max_tensor_parallel = 64;            ///< t limit (heads must divide as well)
+  int max_tensor_parallel = 64;  ///< t limit (heads must divide as well)
 };
 
 /// Every (t, p, d) with t*p*d == n, t dividing the heads and t <= max_t, p <= layers.

@@ -1,16 +1,198 @@
-// Placeholder for `pipewright plan`; replaced by the issue that implements it.
-#include <cstdio>
+// `pipewright plan [SCENARIO.yaml]`: the fastest (or cheapest) way to train a model on a cluster.
+#include <fmt/format.h>
+#include <unistd.h>
 
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/plan_io.h"
+#include "planner/plan_emit.h"
+#include "planner/search.h"
+#include "planner/search_report.h"
+#include "planner/search_scenario.h"
+#include "planner/shortest_time.h"
 #include "tools/command.h"
 
 namespace pw::tools {
+namespace {
+
+constexpr const char* kDefaultScenario = "scenarios/gpt3-175b-1024-a100.yaml";
+
+struct PlanOptions {
+  std::string scenario;
+  std::string objective = "time";
+  double target_loss = 0;
+  double tokens = 0;
+  double memory_limit_gb = 0;
+  int top = 10;
+  std::string emit;
+  std::string export_csv;
+  std::string format = "table";
+  int threads = 0;
+  bool shortest_time = false;
+};
+
+PlanScenario resolve_scenario(const PlanOptions& o) {
+  if (!o.scenario.empty()) return load_plan_scenario(o.scenario);
+  // The bundled default, relative to the working directory or the source tree.
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::vector<std::filesystem::path> dirs{"."};
+  if (!ec) {
+    for (std::filesystem::path d = exe.parent_path(); !d.empty() && d != d.root_path();
+         d = d.parent_path())
+      dirs.push_back(d);
+  }
+  for (const std::filesystem::path& dir : dirs) {
+    const std::filesystem::path p = dir / kDefaultScenario;
+    if (std::filesystem::exists(p)) {
+      try {
+        return load_plan_scenario(p.string());
+      } catch (const ConfigError&) {
+        break;  // a default we cannot read as a plan scenario: use the built-in one
+      }
+    }
+  }
+  return default_plan_scenario();
+}
+
+PlanProblem make_problem(const PlanOptions& o, const PlanScenario& sc) {
+  PlanProblem pr;
+  pr.model = sc.model;
+  pr.gpu = sc.gpu;
+  pr.num_gpus = sc.num_gpus();
+  if (o.objective == "time")
+    pr.objective = Objective::kTime;
+  else if (o.objective == "cost")
+    pr.objective = Objective::kCost;
+  else if (o.objective == "time-to-loss")
+    pr.objective = Objective::kTimeToLoss;
+  else
+    throw ConfigError("", "--objective",
+                      "expected time, cost or time-to-loss (did you mean '" +
+                          nearest_name(o.objective, {"time", "cost", "time-to-loss"}) + "'?)");
+  if (o.target_loss < 0) throw ConfigError("", "--target-loss", "expected a positive loss");
+  if (o.tokens < 0) throw ConfigError("", "--tokens", "expected a positive token count");
+  if (o.target_loss > 0 && o.tokens > 0)
+    throw ConfigError("", "--target-loss/--tokens",
+                      "contradictory constraints: give a target loss or a token budget, not both");
+  if (pr.objective == Objective::kTimeToLoss && o.target_loss <= 0 && o.tokens <= 0)
+    throw ConfigError("", "--objective time-to-loss",
+                      "needs --target-loss or --tokens (what is the target?)");
+  pr.target.loss = o.target_loss;
+  pr.target.tokens = o.tokens;
+  if (o.memory_limit_gb < 0) throw ConfigError("", "--memory-limit", "expected GB > 0");
+  if (o.memory_limit_gb * 1e9 > pr.gpu.memory_bytes)
+    throw ConfigError("", "--memory-limit",
+                      fmt::format("contradictory constraints: {} GB is more than the {} GPU's "
+                                  "{:.0f} GB",
+                                  o.memory_limit_gb, sc.cluster, pr.gpu.memory_bytes / 1e9));
+  pr.memory_limit = o.memory_limit_gb * 1e9;
+  if (o.top < 1) throw ConfigError("", "--top", "expected at least 1");
+  if (o.threads < 0) throw ConfigError("", "--threads", "expected 0 (all cores) or more");
+  return pr;
+}
+
+// Global batches: the scenario's, or for a loss target optimised over batch, a grid of powers
+// of two around the critical batch.
+std::vector<int> global_batches(const PlanProblem& pr, const PlanScenario& sc) {
+  if (pr.objective == Objective::kTime || pr.target.empty()) return {sc.parallel.global_batch_size};
+  const double params = pr.model.num_layers * layer_params(pr.model);
+  const TrainingNeed need = training_need(params, pr.target, 1.0);
+  const double crit_seqs = need.b_crit / pr.model.seq_length;
+  std::vector<int> out;
+  const int center =
+      std::max(0, static_cast<int>(std::lround(std::log2(std::max(1.0, crit_seqs)))));
+  for (int k = std::max(0, center - 4); k <= center + 3 && k < 17; ++k) out.push_back(1 << k);
+  return out;
+}
+
+void progress_bar(double f) {
+  const int w = 40, n = static_cast<int>(f * w);
+  std::fprintf(stderr, "\r[%s%s] %3d%%", std::string(n, '#').c_str(),
+               std::string(w - n, ' ').c_str(), static_cast<int>(f * 100));
+  std::fflush(stderr);
+}
+
+int run_plan(const PlanOptions& o) {
+  if (o.format != "table" && o.format != "json")
+    throw ConfigError("", "--format", "expected table or json");
+  const PlanScenario sc = resolve_scenario(o);
+  const PlanProblem pr = make_problem(o, sc);
+  const GeneratorRegistry registry = default_registry();
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (o.shortest_time) {
+    ShortestTimeOptions so;
+    so.threads = o.threads;
+    const ShortestTimeResult r = shortest_time(pr, registry, so);
+    std::fputs(
+        (o.format == "json" ? shortest_time_json(pr, r) : shortest_time_table(pr, r)).c_str(),
+        stdout);
+    return 0;
+  }
+  std::vector<std::string> skipped;
+  const SearchSpace space = default_space(pr, registry, global_batches(pr, sc), &skipped);
+  SearchOptions opts;
+  opts.top = o.top;
+  opts.threads = o.threads;
+  if (tty) opts.progress = progress_bar;
+  const SearchResult result = run_search(pr, space, registry, opts);
+  if (tty) std::fputs("\r\033[K", stderr);
+  PlanReportInput in{&pr,
+                     &space,
+                     &result,
+                     sc.file.empty() ? "built-in default" : sc.file,
+                     sc.cluster,
+                     std::nullopt,
+                     sc.published_source,
+                     sc.published_tflops};
+  const CostModel model(pr, space);
+  if (sc.has_parallel) {
+    SearchConfig pc;
+    std::string why;
+    if (config_from_parallel(space, sc.parallel, &pc, &why))
+      in.published = evaluate_config(model, registry, pc);
+  }
+  std::fputs((o.format == "json" ? render_json(in) : render_table(in)).c_str(), stdout);
+  if (result.top.empty()) return 0;
+  const SearchConfig& best = result.top[0].config;
+  if (!o.emit.empty() || !o.export_csv.empty()) {
+    Provenance prov;
+    prov.version = "pipewright 0.1.0";
+    prov.profile_source = sc.cluster;
+    prov.command = "pipewright plan" + (o.scenario.empty() ? std::string() : " " + o.scenario);
+    const Plan plan = build_plan(model, registry, best, sc.cluster, prov);
+    if (!o.emit.empty()) save_plan(o.emit, plan);
+    if (!o.export_csv.empty())
+      write_file_atomic(o.export_csv, schedule_to_pytorch_csv(plan.schedule));
+  }
+  return 0;
+}
+
+}  // namespace
 
 void register_plan(CLI::App& app, int* status) {
-  auto* sub = app.add_subcommand("plan", "(not yet available)");
-  sub->callback([status] {
-    std::fprintf(stderr, "pipewright plan: not yet available\n");
-    *status = 1;
-  });
+  auto* o = new PlanOptions;  // lives as long as the app (one process, one parse)
+  auto* sub = app.add_subcommand(
+      "plan", "Search every schedule and 3D-parallel configuration for the fastest plan");
+  sub->add_option("scenario", o->scenario,
+                  "scenario YAML (default: scenarios/gpt3-175b-1024-a100.yaml)");
+  sub->add_option("--objective", o->objective, "time | cost | time-to-loss")->capture_default_str();
+  sub->add_option("--target-loss", o->target_loss, "target loss in nats per token (Kaplan)");
+  sub->add_option("--tokens", o->tokens, "token budget");
+  sub->add_option("--memory-limit", o->memory_limit_gb, "memory per GPU, GB (default: the GPU's)");
+  sub->add_option("--top", o->top, "rows in the ranking")->capture_default_str();
+  sub->add_option("--emit", o->emit, "write the best plan (YAML, or JSON by extension)");
+  sub->add_option("--export-csv", o->export_csv, "write the best schedule as PyTorch CSV");
+  sub->add_option("--format", o->format, "table | json")->capture_default_str();
+  sub->add_option("--threads", o->threads, "worker threads (0 = all cores)");
+  sub->add_flag("--shortest-time", o->shortest_time,
+                "fastest possible time to train with unlimited GPUs of this type");
+  sub->callback([o, status] { *status = run_plan(*o); });
 }
 
 }  // namespace pw::tools

@@ -1,0 +1,75 @@
+// Planner speed: the exhaustive search for GPT-3 175B on 1024 A100 (the whole default space),
+// and the screen alone (configurations per second per core).
+#include <benchmark/benchmark.h>
+
+#include "planner/search.h"
+
+namespace pw {
+namespace {
+
+PlanProblem gpt3() {
+  PlanProblem pr;
+  model_preset("gpt3-175b", &pr.model);
+  gpu_node_preset("dgx-a100-80gb", &pr.gpu);
+  pr.num_gpus = 1024;
+  return pr;
+}
+
+void BM_ExhaustiveSearchGpt3On1024A100(benchmark::State& state) {
+  const PlanProblem pr = gpt3();
+  const GeneratorRegistry reg = default_registry();
+  const SearchSpace space = default_space(pr, reg, {1536});
+  SearchOptions o;
+  o.threads = static_cast<int>(state.range(0));
+  SearchStats st;
+  for (auto _ : state) {
+    const SearchResult r = run_search(pr, space, reg, o);
+    st = r.stats;
+    benchmark::DoNotOptimize(r.top.data());
+  }
+  state.counters["space"] = static_cast<double>(st.space);
+  state.counters["valid"] = static_cast<double>(st.valid);
+  state.counters["simulated"] = static_cast<double>(st.evaluated);
+  state.counters["screen_s"] = st.screen_seconds;
+  state.counters["simulate_s"] = st.evaluate_seconds;
+  state.counters["screen_configs_per_s"] = static_cast<double>(st.screened) / st.screen_seconds;
+}
+BENCHMARK(BM_ExhaustiveSearchGpt3On1024A100)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_ScreenOneCore(benchmark::State& state) {
+  const PlanProblem pr = gpt3();
+  const GeneratorRegistry reg = default_registry();
+  const SearchSpace space = default_space(pr, reg, {1536});
+  const CostModel model(pr, space);
+  std::vector<SearchConfig> configs;
+  for (const Tpd& f : factorisations(1024, pr.model, 64))
+    for (std::size_t s = 0; s < space.schedules.size(); ++s)
+      for (int rc = 0; rc < 3; ++rc)
+        for (int z = 0; z < 4; ++z) {
+          SearchConfig c;
+          c.t = f.t, c.p = f.p, c.d = f.d;
+          c.micro_batch = 1;
+          c.microbatches = static_cast<std::uint16_t>(1536 / f.d);
+          c.schedule = static_cast<std::uint8_t>(s);
+          c.recompute = static_cast<std::uint8_t>(rc);
+          c.zero = static_cast<std::uint8_t>(z);
+          configs.push_back(c);
+        }
+  StageCosts scratch;
+  for (auto _ : state) {
+    double acc = 0;
+    for (const SearchConfig& c : configs) acc += model.screen(c, &scratch).time_lb;
+    benchmark::DoNotOptimize(acc);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * configs.size()));
+}
+BENCHMARK(BM_ScreenOneCore);
+
+}  // namespace
+}  // namespace pw
+
+BENCHMARK_MAIN();
