@@ -161,7 +161,9 @@ Schedule zb_h2(const GeneratorParams& gp) { return zero_bubble_handcrafted("zb-h
 Schedule breadth_first(const GeneratorParams& gp) {
   const int p = gp.p, m = gp.m;
   const int v = chunks_or_default(gp, "breadth-first");
-  Schedule s = empty_schedule("breadth-first", loop_placement(p, v, gp.num_layers), m);
+  // One chunk per device is the linear placement (and reads back as such from PyTorch CSV).
+  Placement pl = v == 1 ? linear_placement(p, gp.num_layers) : loop_placement(p, v, gp.num_layers);
+  Schedule s = empty_schedule("breadth-first", std::move(pl), m);
   for (int d = 0; d < p; ++d) {
     auto& out = s.actions[d];
     for (int c = 0; c < v; ++c)
