@@ -1,0 +1,193 @@
+#include "planner/adaptive.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "planner/building_block.h"
+#include "sim/evaluator.h"
+
+namespace pw {
+namespace {
+
+constexpr int kPeriod = 6;
+
+// Slot occupancy of one device (period 6): bit r set when slot r is taken.
+bool take(unsigned& used, int offset) {
+  const unsigned bit = 1u << (offset % kPeriod);
+  if (used & bit) return false;
+  used |= bit;
+  return true;
+}
+
+struct Params {
+  int split, down_a, up_a, down_b, up_b, turn;
+};
+
+// Fills the chained offsets; returns false when the chained passes collide on some device.
+bool build_offsets(int p, const Params& q, VOffsets& o, std::vector<unsigned>& used) {
+  auto down = [&](int i) { return i < q.split ? q.down_a : q.down_b; };
+  auto up = [&](int i) { return i < q.split ? q.up_a : q.up_b; };
+  o.F.resize(p);
+  o.f.resize(p);
+  o.B.resize(p);
+  o.b.resize(p);
+  used.assign(p, 0u);
+  o.F[0] = 0;
+  for (int i = 0; i + 1 < p; ++i) o.F[i + 1] = o.F[i] + down(i);
+  for (int i = 0; i < p; ++i) take(used[i], o.F[i]);
+  // Turn at the last device: smallest gap that does not collide anywhere on the way back.
+  auto chain_up = [&](std::vector<int>& x, int start_gap_from, int base) {
+    for (int gap = start_gap_from; gap <= start_gap_from + kPeriod; ++gap) {
+      std::vector<unsigned> trial = used;
+      x[p - 1] = base + gap;
+      bool ok = take(trial[p - 1], x[p - 1]);
+      for (int i = p - 2; ok && i >= 0; --i) {
+        x[i] = x[i + 1] + up(i);
+        ok = take(trial[i], x[i]);
+      }
+      if (ok) {
+        used = std::move(trial);
+        return true;
+      }
+    }
+    return false;
+  };
+  if (!chain_up(o.f, 1, o.F[p - 1])) return false;
+  o.B[0] = o.f[0] + q.turn;
+  if (!take(used[0], o.B[0])) return false;
+  for (int i = 0; i + 1 < p; ++i) {
+    o.B[i + 1] = o.B[i] + down(i);
+    if (!take(used[i + 1], o.B[i + 1])) return false;
+  }
+  return chain_up(o.b, 1, o.B[p - 1]);
+}
+
+bool dominated(const std::vector<TradeoffPoint>& pts, double mem, TimePs t) {
+  for (const TradeoffPoint& x : pts)
+    if (x.peak_memory <= mem + 1e-9 && x.makespan <= t) return true;
+  return false;
+}
+
+void insert_point(std::vector<TradeoffPoint>& pts, TradeoffPoint pt) {
+  if (dominated(pts, pt.peak_memory, pt.makespan)) return;
+  std::erase_if(pts, [&](const TradeoffPoint& x) {
+    return x.peak_memory >= pt.peak_memory - 1e-9 && x.makespan >= pt.makespan;
+  });
+  pts.push_back(std::move(pt));
+}
+
+}  // namespace
+
+CostTable v_cost_table(const GeneratorParams& gp) {
+  if (gp.stage_costs) {
+    if (gp.stage_costs->num_stages != 2 * gp.p)
+      throw ConfigError("", "stage_costs",
+                        fmt::format("expected {} stages for a V placement of {} devices, got {}",
+                                    2 * gp.p, gp.p, gp.stage_costs->num_stages));
+    return *gp.stage_costs;
+  }
+  return make_uniform_cost_table(v_placement(gp.p, gp.num_layers), gp.costs);
+}
+
+TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const AdaptiveOptions& opt) {
+  TradeoffCurve curve;
+  if (p < 2 || m < 1) return curve;
+  PW_ASSERT(costs.num_stages == 2 * p, "adaptive_tradeoff needs a cost table of 2p stages");
+  BlockWorkspace ws;
+  VOffsets o;
+  std::vector<unsigned> used;
+  BuildingBlock blk;
+  std::vector<TradeoffPoint> front;
+  for (int split = 1; split <= p; ++split) {
+    for (int da = 1; da <= opt.max_offset; ++da)
+      for (int ua = 1; ua <= opt.max_offset; ++ua)
+        for (int db = 1; db <= opt.max_offset; ++db)
+          for (int ub = 1; ub <= opt.max_offset; ++ub) {
+            // One group (split == p) ignores group B; two identical groups are one group.
+            if (split == p && (db != 1 || ub != 1)) continue;
+            if (split < p && da == db && ua == ub) continue;
+            for (int turn = 1; turn <= opt.turn_range; ++turn) {
+              ++curve.candidates;
+              const Params q{split, da, ua, split == p ? da : db, split == p ? ua : ub, turn};
+              if (!build_offsets(p, q, o, used)) continue;
+              try {
+                blk = v_block(p, o, "v-adaptive");
+              } catch (const ConfigError&) {
+                continue;  // no free slot left for a W
+              }
+              const BlockSqueeze r = squeeze_block(blk, m, costs, ws);
+              if (r.makespan < 0) continue;
+              ++curve.valid;
+              if (dominated(front, r.peak_memory, r.makespan)) continue;
+              TradeoffPoint pt;
+              pt.peak_memory = r.peak_memory;
+              pt.makespan = r.makespan;
+              pt.cost = r.cost;
+              pt.split = split;
+              pt.down_a = q.down_a;
+              pt.up_a = q.up_a;
+              pt.down_b = q.down_b;
+              pt.up_b = q.up_b;
+              pt.turn = turn;
+              pt.offsets = o;
+              insert_point(front, std::move(pt));
+            }
+          }
+  }
+  if (opt.fill_w) {
+    std::vector<TradeoffPoint> refined;
+    for (const TradeoffPoint& pt : front) {
+      Schedule s = block_to_schedule(v_block(p, pt.offsets, "v-adaptive"), m);
+      squeeze_fill_w(s, costs);
+      const EvalResult& r = evaluate(s, costs);
+      double peak = 0;
+      for (const DeviceStats& d : r.device) peak = std::max(peak, d.peak_memory);
+      TradeoffPoint better = pt;
+      if (r.makespan < pt.makespan) {
+        better.makespan = r.makespan;
+        better.cost = r.cost;
+        better.peak_memory = std::min(pt.peak_memory, peak);
+        better.filled = true;
+      }
+      insert_point(refined, better);
+    }
+    front = std::move(refined);
+  }
+  std::sort(front.begin(), front.end(), [](const TradeoffPoint& a, const TradeoffPoint& b) {
+    return a.peak_memory < b.peak_memory;
+  });
+  curve.points = std::move(front);
+  return curve;
+}
+
+const TradeoffPoint& pick_point(const TradeoffCurve& curve, double memory_limit) {
+  PW_ASSERT(!curve.points.empty(), "empty trade-off curve");
+  const TradeoffPoint* best = nullptr;
+  for (const TradeoffPoint& pt : curve.points)
+    if (memory_limit <= 0 || pt.peak_memory <= memory_limit + 1e-9)
+      if (!best || pt.makespan < best->makespan) best = &pt;
+  if (!best)
+    throw ConfigError("", "--memory-limit",
+                      fmt::format("no V-shape schedule fits {} activations per device; the "
+                                  "smallest feasible limit is {}",
+                                  memory_limit, curve.points.front().peak_memory));
+  return *best;
+}
+
+Schedule tradeoff_schedule(int p, int m, const TradeoffPoint& pt, const CostTable& costs,
+                           int num_layers) {
+  Schedule s = block_to_schedule(v_block(p, pt.offsets, "v-adaptive", num_layers), m);
+  if (pt.filled) squeeze_fill_w(s, costs);
+  return s;
+}
+
+Schedule generate_v_adaptive(const GeneratorParams& gp) {
+  if (gp.p < 2) throw ConfigError("", "--pp", "v-adaptive needs at least 2 pipeline devices");
+  const CostTable costs = v_cost_table(gp);
+  const TradeoffCurve curve = adaptive_tradeoff(gp.p, gp.m, costs);
+  return tradeoff_schedule(gp.p, gp.m, pick_point(curve, gp.memory_limit), costs, gp.num_layers);
+}
+
+}  // namespace pw
