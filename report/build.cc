@@ -58,7 +58,17 @@ std::vector<ScheduleReport> build_schedule_reports(const GeneratorRegistry& regi
     ScheduleReport entry;
     try {
       Schedule s = generate_schedule(registry, n, params);
-      const CostTable costs = cost_model(s.placement);
+      CostTable costs = cost_model(s.placement);
+      // Cost-aware generators shape the schedule for the real per-stage costs; the placement
+      // (and so the table) is only known after a first generation.
+      GeneratorParams second = params;
+      second.stage_costs = &costs;
+      try {
+        Schedule tuned = generate_schedule(registry, n, second);
+        if (tuned.placement == s.placement) s = std::move(tuned);
+      } catch (const ConfigError&) {
+        // Keep the first schedule: it is valid, only shaped for the uniform costs.
+      }
       entry = evaluate_for_report(s, costs, info.description);
     } catch (const ConfigError& e) {
       entry.error = e.what();

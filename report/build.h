@@ -28,7 +28,10 @@ ScheduleReport evaluate_for_report(const Schedule& schedule, const CostTable& co
 
 /// Builds one report entry per name, in the order given. Unknown names throw ConfigError (the
 /// registry's message lists the valid ones) before anything is generated; a generator that
-/// rejects `params` (ConfigError) gives an entry carrying its reason instead of aborting.
+/// rejects `params` (ConfigError) gives an entry carrying its reason instead of aborting. Each
+/// schedule is generated twice: once to learn its placement, then with
+/// GeneratorParams::stage_costs = cost_model(placement) so cost-aware generators see the real
+/// costs (the first one is kept if the second fails or changes the placement).
 std::vector<ScheduleReport> build_schedule_reports(const GeneratorRegistry& registry,
                                                    const std::vector<std::string>& names,
                                                    const GeneratorParams& params,

@@ -219,7 +219,7 @@ std::string schedule_card(const ReportInput& in, std::size_t i, const Frame& fra
   spec.schedule = &s.schedule;
   spec.start = &s.result.start;
   spec.end = &s.result.end;
-  spec.own_span = s.iteration();
+  spec.own_span = s.result.makespan;
   spec.frame = frame;
   out += timeline_svg(spec);
   if (!s.result.memory.empty()) {

@@ -221,7 +221,7 @@ double memory_scale(const ReportInput& input) {
 TimePs time_scale(const ReportInput& input) {
   TimePs t = 1;
   for (const ScheduleReport& s : input.schedules)
-    if (s.ok()) t = std::max({t, s.iteration(), s.result.makespan});
+    if (s.ok()) t = std::max(t, s.result.makespan);
   return t;
 }
 

@@ -63,7 +63,7 @@ std::vector<Column> summary_columns(const ReportInput& input);
 
 /// Largest evaluator memory value over every ok schedule's devices (peaks and limit), >= 1e-9.
 double memory_scale(const ReportInput& input);
-/// Largest iteration time over ok schedules (>= 1).
+/// Largest pipeline makespan over ok schedules (>= 1): the shared timeline axis.
 TimePs time_scale(const ReportInput& input);
 
 /// Kind groups compared by compare_run, in display order.

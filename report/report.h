@@ -30,7 +30,9 @@ struct ScheduleReport {
   /// Start/end of every action (DependencyGraph numbering, device-major) and per-device stats;
   /// `result.memory` (the memory timeline) is drawn under the timeline when present.
   EvalResult result;
-  std::optional<TimePs> iteration_time;  ///< defaults to result.makespan
+  /// Whole iteration (pipeline plus exposed data-parallel and optimizer time); defaults to
+  /// result.makespan. Timelines mark result.makespan, the summary shows this.
+  std::optional<TimePs> iteration_time;
   std::optional<double> tokens_per_second;
   std::optional<double> mfu;           ///< model FLOPs utilisation, 0..1
   std::optional<TimePs> exposed_comm;  ///< communication time not hidden behind compute

@@ -90,7 +90,7 @@ Table devices(const ScheduleReport& s, const std::string& unit) {
   Table t;
   t.header = {"device", "busy", "idle", "peak (" + unit + ")"};
   if (!s.peak_memory_bytes.empty()) t.header.push_back("peak memory");
-  const TimePs span = s.iteration();
+  const TimePs span = s.result.makespan;
   for (std::size_t d = 0; d < s.result.device.size(); ++d) {
     const DeviceStats& ds = s.result.device[d];
     std::vector<std::string> row{fmt::format("dev{}", d), format_time_auto(ds.busy),
@@ -164,7 +164,7 @@ std::string render(const ReportInput& in, bool md) {
         continue;
       }
       out += md ? "```text\n" : "";
-      out += text_timeline(s.schedule, s.result.start, s.result.end, s.iteration(), 120);
+      out += text_timeline(s.schedule, s.result.start, s.result.end, s.result.makespan, 120);
       out += md ? "```\n\n" : "\n";
       out += table(devices(s, in.memory_unit));
     }

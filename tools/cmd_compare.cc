@@ -1,16 +1,294 @@
-// Placeholder for `pipewright compare`; replaced by the issue that implements it.
-#include <cstdio>
+// `pipewright compare`: schedules side by side (fixed costs or a scenario) as an HTML report,
+// Markdown, a text table or JSON; and `--plan --measured`: predicted against measured.
+#include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/plan_io.h"
+#include "planner/adaptive.h"
+#include "planner/generator.h"
+#include "planner/search_scenario.h"
+#include "report/build.h"
+#include "report/report.h"
+#include "report/scenario_compare.h"
 #include "tools/command.h"
 
 namespace pw::tools {
+namespace {
+
+constexpr const char* kDefaultSchedules =
+    "1f1b,interleaved,zb-h1,zb-2p,v-min,v-half,v-zb,bitpipe,dualpipev";
+
+struct CompareOptions {
+  std::string scenario;
+  std::string schedules = kDefaultSchedules;
+  int pp = 4;
+  int microbatches = 8;
+  std::string costs;
+  double memory_limit = 0;
+  std::string report;
+  std::string format = "table";
+  std::string plan;
+  std::string measured;
+  bool no_tradeoff = false;
+  CLI::App* app = nullptr;
+};
+
+std::vector<std::string> split_names(const std::string& list) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : list + ",") {
+    if (c != ',') {
+      if (!std::isspace(static_cast<unsigned char>(c))) cur += c;
+      continue;
+    }
+    if (!cur.empty()) out.push_back(cur);
+    cur.clear();
+  }
+  if (out.empty()) throw ConfigError("", "--schedules", "expected a comma-separated list of names");
+  return out;
+}
+
+// "1.5", "1.5ms", "200us", "3ns", "2s", "7ps": milliseconds when no unit is given.
+TimePs parse_duration(const std::string& key, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw ConfigError("", "--costs", fmt::format("{}: expected a duration, got '{}'", key, text));
+  }
+  const std::string unit = text.substr(used);
+  double scale = 1e9;
+  if (unit == "ps")
+    scale = 1;
+  else if (unit == "ns")
+    scale = 1e3;
+  else if (unit == "us")
+    scale = 1e6;
+  else if (unit == "ms" || unit.empty())
+    scale = 1e9;
+  else if (unit == "s")
+    scale = 1e12;
+  else
+    throw ConfigError(
+        "", "--costs",
+        fmt::format("{}: unknown unit '{}' (expected ps, ns, us, ms or s)", key, unit));
+  if (!std::isfinite(v) || v < 0)
+    throw ConfigError("", "--costs",
+                      fmt::format("{}: expected a duration >= 0, got '{}'", key, text));
+  return static_cast<TimePs>(std::llround(v * scale));
+}
+
+// --costs F=..,B=..,W=..,R=..,comm=..,mw=.. (times per 1F1B stage, default unit ms).
+UniformCosts parse_costs(const std::string& text) {
+  const TimePs ms = kPsPerMilli;
+  UniformCosts c{ms, ms, ms, 0, 0};
+  c.mw_over_mb = 1.0;
+  std::string item;
+  for (char ch : text + ",") {
+    if (ch != ',') {
+      if (!std::isspace(static_cast<unsigned char>(ch))) item += ch;
+      continue;
+    }
+    if (item.empty()) continue;
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      throw ConfigError("", "--costs", fmt::format("expected KEY=VALUE, got '{}'", item));
+    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    if (k == "F" || k == "f")
+      c.f = parse_duration(k, v);
+    else if (k == "B" || k == "b")
+      c.b = parse_duration(k, v);
+    else if (k == "W" || k == "w")
+      c.w = parse_duration(k, v);
+    else if (k == "R" || k == "r")
+      c.r = parse_duration(k, v);
+    else if (k == "comm")
+      c.comm = parse_duration(k, v);
+    else if (k == "mw") {
+      try {
+        c.mw_over_mb = std::stod(v);
+      } catch (const std::exception&) {
+        c.mw_over_mb = -1;
+      }
+      if (!(c.mw_over_mb >= 0 && c.mw_over_mb <= 1))
+        throw ConfigError("", "--costs",
+                          fmt::format("mw: expected a share in [0, 1], got '{}'", v));
+    } else {
+      throw ConfigError("", "--costs",
+                        fmt::format("unknown key '{}' (did you mean '{}'?); expected F, B, W, R, "
+                                    "comm, mw",
+                                    k, nearest_name(k, {"F", "B", "W", "R", "comm", "mw"})));
+    }
+    item.clear();
+  }
+  if (c.f <= 0 || c.b <= 0) throw ConfigError("", "--costs", "F and B must be positive");
+  return c;
+}
+
+std::string costs_text(const UniformCosts& c) {
+  auto t = [](TimePs v) { return fmt::format("{:g} ms", ps_to_millis(v)); };
+  std::string s = fmt::format("F={}, B={}, W={}", t(c.f), t(c.b), t(c.w));
+  if (c.r > 0) s += ", R=" + t(c.r);
+  s += ", comm=" + t(c.comm);
+  return s + fmt::format(", M_W/M_B={:g}", c.mw_over_mb);
+}
+
+// The adaptive scheduler's memory/bubble trade-off for the same costs (V placement).
+std::optional<Curve> adaptive_curve(int p, int m, const UniformCosts& uc) {
+  if (p < 2) return std::nullopt;
+  const CostTable t = layer_scaled_cost_table(v_placement(p), uc);
+  TimePs ideal = 0;
+  for (int d = 0; d < p; ++d) {
+    TimePs busy = 0;
+    for (int s : {d, 2 * p - 1 - d})
+      busy +=
+          m * (t.time(s, ActionKind::kF) + t.time(s, ActionKind::kB) + t.time(s, ActionKind::kW));
+    ideal = std::max(ideal, busy);
+  }
+  const TradeoffCurve tc = adaptive_tradeoff(p, m, t);
+  if (tc.points.empty()) return std::nullopt;
+  Curve c;
+  c.title =
+      fmt::format("Adaptive V-shape schedule: activation memory vs bubble (p={}, m={})", p, m);
+  c.x_label = "peak activation memory (M_B)";
+  c.y_label = "bubble rate";
+  c.y_is_fraction = true;
+  for (const TradeoffPoint& pt : tc.points) {
+    const double cost = static_cast<double>(pt.cost);
+    const double bubble = cost > 0 ? (cost - static_cast<double>(ideal)) / cost : 0;
+    c.points.push_back({pt.peak_memory, std::max(0.0, bubble),
+                        fmt::format("{:.1f}%", std::max(0.0, bubble) * 100)});
+  }
+  return c;
+}
+
+ReportInput fixed_cost_input(const CompareOptions& o) {
+  if (o.pp < 1) throw ConfigError("", "--pp", "expected a positive pipeline size");
+  if (o.microbatches < 1) throw ConfigError("", "--microbatches", "expected a positive count");
+  if (o.memory_limit < 0) throw ConfigError("", "--memory-limit", "expected a limit >= 0");
+  const UniformCosts uc = parse_costs(o.costs);
+  GeneratorParams gp;
+  gp.p = o.pp;
+  gp.m = o.microbatches;
+  gp.costs = uc;
+  gp.memory_limit = o.memory_limit;
+  ReportInput in;
+  in.title = fmt::format("pipewright compare: p={}, m={}", o.pp, o.microbatches);
+  in.context = {{"p", std::to_string(o.pp)},
+                {"m", std::to_string(o.microbatches)},
+                {"costs per 1F1B stage", costs_text(uc)},
+                {"memory unit", "M_B = one microbatch's activations of a 1F1B stage"}};
+  if (o.memory_limit > 0)
+    in.context.push_back({"memory limit", fmt::format("{:g} M_B", o.memory_limit)});
+  in.memory_unit = "M_B";
+  in.memory_limit = o.memory_limit;
+  in.schedules = build_schedule_reports(
+      default_registry(), split_names(o.schedules), gp,
+      [&uc](const Placement& pl) { return layer_scaled_cost_table(pl, uc); });
+  if (o.memory_limit > 0) {
+    for (ScheduleReport& s : in.schedules) {
+      if (!s.ok()) continue;
+      double peak = 0;
+      for (const DeviceStats& d : s.result.device) peak = std::max(peak, d.peak_memory);
+      s.fits = peak <= o.memory_limit + 1e-9;
+    }
+  }
+  if (!o.no_tradeoff) {
+    try {
+      if (auto c = adaptive_curve(o.pp, o.microbatches, uc)) in.curves.push_back(*c);
+    } catch (const ConfigError&) {
+      // The curve is an extra: a size the adaptive search rejects leaves it out.
+    }
+  }
+  return in;
+}
+
+ReportInput measured_input(const CompareOptions& o) {
+  if (o.plan.empty() || o.measured.empty())
+    throw ConfigError("", o.plan.empty() ? "--plan" : "--measured",
+                      "--plan and --measured go together");
+  const Plan plan = load_plan(o.plan);
+  const MeasuredRun run = load_measured_run(o.measured);
+  ReportInput in;
+  in.title = "pipewright compare: predicted vs measured";
+  in.context = {{"plan", o.plan},
+                {"measured", o.measured},
+                {"schedule", plan.schedule.name},
+                {"backend", run.backend},
+                {"device", run.device},
+                {"iterations", std::to_string(run.iterations)}};
+  in.measured = compare_run(plan, run, o.measured);
+  return in;
+}
+
+int run_compare(const CompareOptions& o) {
+  static const std::vector<std::string> kFormats = {"table", "markdown", "json", "html"};
+  if (std::find(kFormats.begin(), kFormats.end(), o.format) == kFormats.end())
+    throw ConfigError("", "--format",
+                      fmt::format("unknown format '{}' (did you mean '{}'?); expected table, "
+                                  "markdown, json or html",
+                                  o.format, nearest_name(o.format, kFormats)));
+  ReportInput in;
+  if (!o.plan.empty() || !o.measured.empty()) {
+    if (!o.scenario.empty())
+      throw ConfigError("", "--plan", "give a scenario or --plan/--measured, not both");
+    in = measured_input(o);
+  } else if (!o.scenario.empty()) {
+    for (const char* flag : {"--pp", "--microbatches", "--costs"})
+      if (o.app->count(flag) > 0)
+        throw ConfigError("", flag, "comes from the scenario file; drop it or drop the scenario");
+    if (o.memory_limit < 0) throw ConfigError("", "--memory-limit", "expected GB >= 0");
+    in = compare_on_scenario(load_plan_scenario(o.scenario), split_names(o.schedules),
+                             o.memory_limit * 1e9);
+  } else {
+    in = fixed_cost_input(o);
+  }
+  if (!o.report.empty()) write_file_atomic(o.report, render_html(in));
+  std::fputs(render_report(in, o.format).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
 
 void register_compare(CLI::App& app, int* status) {
-  auto* sub = app.add_subcommand("compare", "(not yet available)");
-  sub->callback([status] {
-    std::fprintf(stderr, "pipewright compare: not yet available\n");
-    *status = 1;
-  });
+  auto* o = new CompareOptions;  // lives as long as the app (one process, one parse)
+  auto* sub = app.add_subcommand(
+      "compare",
+      "Compare schedules side by side (HTML report with timelines, Markdown, table, JSON), or a "
+      "plan's prediction with a measured run");
+  o->app = sub;
+  sub->add_option("scenario", o->scenario,
+                  "scenario YAML: schedules scored with its model, cluster and parallel "
+                  "configuration (without it: --pp, --microbatches, --costs)");
+  sub->add_option("--schedules", o->schedules, "comma-separated generator names")
+      ->default_str(kDefaultSchedules);
+  sub->add_option("--pp", o->pp, "pipeline devices p (no scenario)")->default_str("4");
+  sub->add_option("--microbatches", o->microbatches, "microbatches m (no scenario)")
+      ->default_str("8");
+  sub->add_option("--costs", o->costs,
+                  "per-1F1B-stage costs, e.g. F=1,B=1,W=1,comm=0.1,R=1,mw=1 (times in ms unless "
+                  "suffixed ps/ns/us/ms/s; mw = M_W/M_B, the share B keeps until W)")
+      ->default_str("F=1,B=1,W=1,comm=0,mw=1");
+  sub->add_option("--memory-limit", o->memory_limit,
+                  "activation limit per device in M_B (no scenario; feeds memory-aware "
+                  "generators and the fits column), or GB per GPU with a scenario");
+  sub->add_option("--report", o->report, "write a self-contained HTML report to this file");
+  sub->add_option("--format", o->format, "stdout format: table, markdown, json or html")
+      ->default_str("table");
+  sub->add_option("--plan", o->plan, "plan (YAML/JSON) whose prediction is compared");
+  sub->add_option("--measured", o->measured, "measured run (YAML/JSON) of that plan");
+  sub->add_flag("--no-tradeoff", o->no_tradeoff,
+                "leave out the adaptive scheduler's memory/bubble curve");
+  sub->callback([o, status] { *status = run_compare(*o); });
 }
 
 }  // namespace pw::tools

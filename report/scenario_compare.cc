@@ -1,0 +1,143 @@
+#include "report/scenario_compare.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "planner/plan_emit.h"
+#include "planner/search.h"
+#include "planner/search_report.h"
+#include "report/build.h"
+#include "sim/evaluator.h"
+
+namespace pw {
+namespace {
+
+// Index of the option for `name` in `space`: the scenario's v for interleaved-style generators
+// when registered, else the first option of that name; -1 when the probe left it out.
+int option_index(const SearchSpace& space, const std::string& name, int v) {
+  int first = -1;
+  for (std::size_t i = 0; i < space.schedules.size(); ++i) {
+    const ScheduleOption& o = space.schedules[i];
+    if (o.name != name) continue;
+    if (first < 0) first = static_cast<int>(i);
+    if (!o.takes_v || o.v == v) return static_cast<int>(i);
+  }
+  return first;
+}
+
+// Activation bytes -> GiB in place (the report's memory unit for scenarios).
+void to_gib(EvalResult* r) {
+  for (DeviceStats& d : r->device) d.peak_memory /= kGiB;
+  for (auto& series : r->memory)
+    for (MemoryPoint& p : series) p.value /= kGiB;
+}
+
+ScheduleReport score(const CostModel& model, const GeneratorRegistry& registry,
+                     const PlanProblem& pr, const SearchConfig& c, const std::string& name) {
+  ScheduleReport out;
+  out.name = name;
+  out.description = registry.get(name, "--schedules").description;
+  Schedule s;
+  const Evaluated e = evaluate_config(model, registry, c, &s);
+  if (s.actions.empty()) {
+    out.error = e.why_not.empty() ? "could not be generated" : e.why_not;
+    return out;
+  }
+  const CostTable table = config_cost_table(model, c, s);
+  const std::string description = out.description;
+  out = evaluate_for_report(s, table, description);
+  out.name = name;
+  if (!out.ok()) return out;
+  // Static memory per device, laid out as the planner does for this placement.
+  StageCosts sc;
+  sc.device.assign(s.placement.stages_per_pipeline(), -1);
+  std::vector<int> layers(s.placement.stages_per_pipeline(), 1);
+  for (const StageInfo& st : s.placement.stages) {
+    if (st.pipeline != 0) continue;
+    sc.device[st.index] = st.device;
+    layers[st.index] = std::max(1, st.layer_end - st.layer_begin);
+  }
+  model.costs_for_layers(c, layers, &sc);
+  for (std::size_t d = 0; d < out.result.device.size(); ++d) {
+    const double st = d < sc.static_mem.size() ? sc.static_mem[d] : 0;
+    out.peak_memory_bytes.push_back(st + out.result.device[d].peak_memory);
+  }
+  to_gib(&out.result);
+  out.iteration_time = seconds_to_ps(e.iteration);
+  out.tokens_per_second =
+      static_cast<double>(c.global_batch()) * pr.model.seq_length / std::max(e.iteration, 1e-12);
+  out.mfu = mfu(pr, e);
+  out.exposed_comm = seconds_to_ps(e.breakdown.tp_comm + e.breakdown.dp_comm);
+  out.fits = e.peak_memory <= pr.limit();
+  return out;
+}
+
+}  // namespace
+
+ReportInput compare_on_scenario(const PlanScenario& sc, const std::vector<std::string>& names,
+                                double memory_limit_bytes) {
+  if (!sc.has_parallel)
+    throw ConfigError(sc.file, "parallel",
+                      "compare needs the scenario's parallel configuration (tensor/pipeline "
+                      "sizes, micro and global batch)");
+  const GeneratorRegistry registry = default_registry();
+  for (const std::string& n : names) registry.get(n, "--schedules");
+  PlanProblem pr;
+  pr.model = sc.model;
+  pr.gpu = sc.gpu;
+  pr.num_gpus = sc.num_gpus();
+  pr.memory_limit = memory_limit_bytes;
+  SearchSpace space;
+  space.schedules = probe_schedules(registry, {2, 3, 4, 6, 8});
+  const CostModel model(pr, space);
+
+  ReportInput in;
+  in.title = "pipewright compare: " + (sc.file.empty() ? std::string("scenario") : sc.file);
+  const ParallelConfig& par = sc.parallel;
+  in.context = {
+      {"model", sc.model.name},
+      {"cluster", fmt::format("{} x {} GPUs", sc.cluster, sc.num_gpus())},
+      {"parallel",
+       fmt::format("t{} p{} d{}", par.tensor_parallel, par.pipeline_parallel, par.data_parallel)},
+      {"batch", fmt::format("micro {} global {}", par.micro_batch_size, par.global_batch_size)},
+      {"recompute", par.recompute},
+      {"ZeRO", std::to_string(par.zero_stage)},
+      {"memory limit", fmt::format("{:.1f} GB per GPU", pr.limit() / 1e9)}};
+  in.memory_unit = "GiB act.";
+  for (const std::string& n : names) {
+    const int idx = option_index(space, n, std::max(2, par.virtual_stages));
+    if (idx < 0) {
+      ScheduleReport r;
+      r.name = n;
+      r.description = registry.get(n, "--schedules").description;
+      r.error = "its generator failed the planner's probe (p=4, m=8)";
+      in.schedules.push_back(r);
+      continue;
+    }
+    ParallelConfig pc = par;
+    pc.schedule = n;
+    pc.virtual_stages = space.schedules[idx].v;
+    SearchConfig c;
+    std::string why;
+    if (!config_from_parallel(space, pc, &c, &why)) {
+      ScheduleReport r;
+      r.name = n;
+      r.error = why;
+      in.schedules.push_back(r);
+      continue;
+    }
+    try {
+      in.schedules.push_back(score(model, registry, pr, c, n));
+    } catch (const ConfigError& e) {
+      ScheduleReport r;
+      r.name = n;
+      r.error = e.what();
+      in.schedules.push_back(r);
+    }
+  }
+  return in;
+}
+
+}  // namespace pw
