@@ -24,7 +24,9 @@ struct GemmShape {
   std::int64_t n = 0;
   std::int64_t k = 0;
   std::int64_t batch = 1;
-  friend bool operator==(const GemmShape&, const GemmShape&) = default;
+  friend bool operator==(const GemmShape& a, const GemmShape& b) {  // header is also C++17 (nvcc)
+    return a.op == b.op && a.m == b.m && a.n == b.n && a.k == b.k && a.batch == b.batch;
+  }
 };
 
 /// Forward GEMMs of one layer: qkv (T x 3h/t x h), proj (T x h x h/t), mlp_up (T x f/t x h),
