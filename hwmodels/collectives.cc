@@ -13,24 +13,36 @@ namespace pw::hw {
 
 const char* collective_kind_name(CollectiveKind k) {
   switch (k) {
-    case CollectiveKind::kAllReduce: return "all-reduce";
-    case CollectiveKind::kReduceScatter: return "reduce-scatter";
-    case CollectiveKind::kAllGather: return "all-gather";
-    case CollectiveKind::kAllToAll: return "all-to-all";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kReduce: return "reduce";
-    case CollectiveKind::kSendRecv: return "send-recv";
+    case CollectiveKind::kAllReduce:
+      return "all-reduce";
+    case CollectiveKind::kReduceScatter:
+      return "reduce-scatter";
+    case CollectiveKind::kAllGather:
+      return "all-gather";
+    case CollectiveKind::kAllToAll:
+      return "all-to-all";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kReduce:
+      return "reduce";
+    case CollectiveKind::kSendRecv:
+      return "send-recv";
   }
   return "?";
 }
 
 const char* collective_algo_name(CollectiveAlgo a) {
   switch (a) {
-    case CollectiveAlgo::kAuto: return "auto";
-    case CollectiveAlgo::kRing: return "ring";
-    case CollectiveAlgo::kTree: return "tree";
-    case CollectiveAlgo::kHierarchical: return "hierarchical";
-    case CollectiveAlgo::kNvls: return "nvls";
+    case CollectiveAlgo::kAuto:
+      return "auto";
+    case CollectiveAlgo::kRing:
+      return "ring";
+    case CollectiveAlgo::kTree:
+      return "tree";
+    case CollectiveAlgo::kHierarchical:
+      return "hierarchical";
+    case CollectiveAlgo::kNvls:
+      return "nvls";
   }
   return "?";
 }
@@ -39,11 +51,14 @@ double bus_factor(CollectiveKind k, int n) {
   if (n <= 1) return 1.0;
   double nn = n;
   switch (k) {
-    case CollectiveKind::kAllReduce: return 2.0 * (nn - 1) / nn;
+    case CollectiveKind::kAllReduce:
+      return 2.0 * (nn - 1) / nn;
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kAllToAll: return (nn - 1) / nn;
-    default: return 1.0;
+    case CollectiveKind::kAllToAll:
+      return (nn - 1) / nn;
+    default:
+      return 1.0;
   }
 }
 
@@ -140,7 +155,8 @@ Links flat_links(const GroupNetwork& net) {
   if (net.nodes <= 1) return intra_links(net);
   double bw = net.inter_bw.value;
   if (net.ranks_per_node > 1) bw = std::min(bw, net.intra_bw.value);
-  return {StepLinks::kBottleneck, {bw},
+  return {StepLinks::kBottleneck,
+          {bw},
           std::max(net.intra_latency, net.inter_latency) + net.step_latency};
 }
 
@@ -157,9 +173,11 @@ std::vector<CollectiveStep> ring_steps(K kind, double s, const GroupNetwork& net
       return {step(StepPattern::kRing, l, n, n - 1, 1, s / n),
               step(StepPattern::kRing, l, n, n - 1, 1, s / n)};
     case K::kReduceScatter:
-    case K::kAllGather: return {step(StepPattern::kRing, l, n, n - 1, 1, s / n)};
+    case K::kAllGather:
+      return {step(StepPattern::kRing, l, n, n - 1, 1, s / n)};
     case K::kBroadcast:
-    case K::kReduce: return {step(StepPattern::kRing, l, n, 1, n - 1, s)};
+    case K::kReduce:
+      return {step(StepPattern::kRing, l, n, 1, n - 1, s)};
     case K::kSendRecv: {
       Links p = net.nodes > 1 ? Links{StepLinks::kInterNode, net.single_nic_bw,
                                       net.inter_latency + net.step_latency}
@@ -171,8 +189,8 @@ std::vector<CollectiveStep> ring_steps(K kind, double s, const GroupNetwork& net
       int k = net.ranks_per_node;
       if (k > 1) out.push_back(step(StepPattern::kPairwise, intra_links(net), n, k - 1, 1, s / n));
       if (net.nodes > 1) {
-        Links inter{StepLinks::kInterNode, {net.inter_bw.value / k},
-                    net.inter_latency + net.step_latency};
+        Links inter{
+            StepLinks::kInterNode, {net.inter_bw.value / k}, net.inter_latency + net.step_latency};
         out.push_back(step(StepPattern::kPairwise, inter, n, n - k, 1, s / n, !out.empty()));
       }
       return out;
@@ -199,12 +217,13 @@ std::vector<CollectiveStep> hierarchical_steps(K kind, double s, const GroupNetw
   const int nodes = net.nodes;
   Links intra = intra_links(net);
   // Each of the k ranks of a node drives its share of the node's NICs.
-  Links inter{StepLinks::kInterNode, {net.inter_bw.value / k}, net.inter_latency + net.step_latency};
+  Links inter{
+      StepLinks::kInterNode, {net.inter_bw.value / k}, net.inter_latency + net.step_latency};
   auto intra_ring = [&] { return step(StepPattern::kRing, intra, k, k - 1, 1, s / k); };
   switch (kind) {
     case K::kAllReduce:
-      return {intra_ring(), step(StepPattern::kRing, inter, nodes, 2 * (nodes - 1), 1,
-                                 s / k / nodes),
+      return {intra_ring(),
+              step(StepPattern::kRing, inter, nodes, 2 * (nodes - 1), 1, s / k / nodes),
               intra_ring()};
     case K::kReduceScatter:
       return {intra_ring(), step(StepPattern::kRing, inter, nodes, nodes - 1, 1, s / k / nodes)};
@@ -215,7 +234,8 @@ std::vector<CollectiveStep> hierarchical_steps(K kind, double s, const GroupNetw
       return {step(StepPattern::kRing, {StepLinks::kInterNode, net.inter_bw, inter.hop}, nodes, 1,
                    nodes - 1, s),
               step(StepPattern::kRing, intra, k, 1, k - 1, s)};
-    default: return ring_steps(kind, s, net);
+    default:
+      return ring_steps(kind, s, net);
   }
 }
 
@@ -228,7 +248,8 @@ bool applicable(K kind, CollectiveAlgo algo, const GroupNetwork& net) {
              kind != K::kSendRecv;
     case CollectiveAlgo::kTree:
       return kind == K::kAllReduce || kind == K::kBroadcast || kind == K::kReduce;
-    default: return true;
+    default:
+      return true;
   }
 }
 
@@ -237,13 +258,17 @@ std::vector<CollectiveStep> steps_for(K kind, CollectiveAlgo algo, double s,
   if (!applicable(kind, algo, net)) algo = CollectiveAlgo::kRing;
   switch (algo) {
     case CollectiveAlgo::kNvls: {
-      Links l{StepLinks::kIntraNode, {net.intra_bw.value * net.nvls_efficiency},
+      Links l{StepLinks::kIntraNode,
+              {net.intra_bw.value * net.nvls_efficiency},
               net.intra_latency + net.step_latency};
       return {step(StepPattern::kSwitch, l, net.n, 1, 2, s)};
     }
-    case CollectiveAlgo::kTree: return tree_steps(kind, s, net);
-    case CollectiveAlgo::kHierarchical: return hierarchical_steps(kind, s, net);
-    default: return ring_steps(kind, s, net);
+    case CollectiveAlgo::kTree:
+      return tree_steps(kind, s, net);
+    case CollectiveAlgo::kHierarchical:
+      return hierarchical_steps(kind, s, net);
+    default:
+      return ring_steps(kind, s, net);
   }
 }
 
@@ -252,8 +277,8 @@ std::vector<CollectiveStep> steps_for(K kind, CollectiveAlgo algo, double s,
 CollectiveAlgo choose_algorithm(CollectiveKind kind, Bytes s, const GroupNetwork& net) {
   CollectiveAlgo best = CollectiveAlgo::kRing;
   TimePs best_t = steps_time(steps_for(kind, best, s.value, net));
-  for (CollectiveAlgo a : {CollectiveAlgo::kTree, CollectiveAlgo::kHierarchical,
-                           CollectiveAlgo::kNvls}) {
+  for (CollectiveAlgo a :
+       {CollectiveAlgo::kTree, CollectiveAlgo::kHierarchical, CollectiveAlgo::kNvls}) {
     if (!applicable(kind, a, net)) continue;
     TimePs t = steps_time(steps_for(kind, a, s.value, net));
     if (t < best_t) {

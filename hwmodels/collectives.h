@@ -16,8 +16,15 @@ namespace pw::hw {
 class Topology;
 struct HardwareProfile;
 
-enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kReduce,
-                            kSendRecv };
+enum class CollectiveKind {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kAllToAll,
+  kBroadcast,
+  kReduce,
+  kSendRecv
+};
 enum class CollectiveAlgo { kAuto, kRing, kTree, kHierarchical, kNvls };
 
 const char* collective_kind_name(CollectiveKind k);  ///< "all-reduce", ...
@@ -74,8 +81,8 @@ struct CollectiveStep {
   int repeat = 1;
   int latency_hops = 1;
   Bytes bytes_per_rank{};
-  BytesPerSec bandwidth{};  ///< per-rank bandwidth this step is modelled at
-  TimePs hop_latency = 0;   ///< link latency + software step latency
+  BytesPerSec bandwidth{};         ///< per-rank bandwidth this step is modelled at
+  TimePs hop_latency = 0;          ///< link latency + software step latency
   bool overlaps_previous = false;  ///< runs concurrently with the previous step (time = max)
   TimePs time() const;
 };

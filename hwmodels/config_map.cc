@@ -1,8 +1,8 @@
 #include "hwmodels/config_map.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "core/error.h"
 
@@ -134,8 +134,8 @@ YAML::Node parse_yaml(const std::string& text, const std::string& file) {
   try {
     return YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw ConfigError(file, "", fmt::format("YAML syntax error at line {}: {}", e.mark.line + 1,
-                                            e.msg));
+    throw ConfigError(file, "",
+                      fmt::format("YAML syntax error at line {}: {}", e.mark.line + 1, e.msg));
   }
 }
 

@@ -1,8 +1,8 @@
 #include "hwmodels/estimate.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "hwmodels/rank_layout.h"
 #include "hwmodels/topology.h"
@@ -38,7 +38,9 @@ void add_dp(const Scenario& s, double params, const GroupNetwork& net,
   Bytes grads{2.0 * params};  // bf16 gradients / parameters
   using K = CollectiveKind;
   switch (s.parallel.zero_stage) {
-    case 0: out->push_back(timed("DP gradient all-reduce", K::kAllReduce, grads, 1, net)); break;
+    case 0:
+      out->push_back(timed("DP gradient all-reduce", K::kAllReduce, grads, 1, net));
+      break;
     case 1:
     case 2:
       out->push_back(timed("ZeRO gradient reduce-scatter", K::kReduceScatter, grads, 1, net));
@@ -140,15 +142,15 @@ std::string estimate_table(const Estimate& e) {
   out += fmt::format(
       "parallel   t={} p={} d={} v={}  micro-batch {}  global batch {}  microbatches {}\n"
       "           sequence-parallel {}  recompute {}  ZeRO {}{}\n\n",
-      p.tensor_parallel, p.pipeline_parallel, p.data_parallel, p.virtual_stages,
-      p.micro_batch_size, p.global_batch_size, e.microbatches, p.sequence_parallel ? "on" : "off",
-      p.recompute, p.zero_stage, p.optimizer_offload ? " (optimizer offloaded)" : "");
+      p.tensor_parallel, p.pipeline_parallel, p.data_parallel, p.virtual_stages, p.micro_batch_size,
+      p.global_batch_size, e.microbatches, p.sequence_parallel ? "on" : "off", p.recompute,
+      p.zero_stage, p.optimizer_offload ? " (optimizer offloaded)" : "");
   out += fmt::format("parameters            {:.3f} B\n", e.params / 1e9);
   out += fmt::format("FLOPs per iteration   model {:.4g}   hardware {:.4g}\n\n", e.flops.model,
                      e.flops.hardware);
-  out += fmt::format("memory per GPU (GB)   {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
-                     "weights", "grads", "optimizer", "activation", "emb/logits", "total",
-                     "capacity");
+  out +=
+      fmt::format("memory per GPU (GB)   {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+                  "weights", "grads", "optimizer", "activation", "emb/logits", "total", "capacity");
   memory_rows(&out, fmt::format("first stage ({:.2f} B params)", e.first.params / 1e9).c_str(),
               e.first);
   memory_rows(&out, fmt::format("last stage ({:.2f} B params)", e.last.params / 1e9).c_str(),
@@ -161,14 +163,14 @@ std::string estimate_table(const Estimate& e) {
   }
   out += fmt::format("  TP communication per chunk     F {:.3f}  B+W {:.3f}\n\n",
                      ps_to_millis(e.tp_comm_f), ps_to_millis(e.tp_comm_b));
-  out += fmt::format("collectives{:<34} {:>6} {:>5} {:>12} {:>8} {:>13} {:>10} {:>12}\n", "",
-                     "ranks", "nodes", "size (MB)", "calls", "algorithm", "time (ms)",
-                     "busbw (GB/s)");
+  out +=
+      fmt::format("collectives{:<34} {:>6} {:>5} {:>12} {:>8} {:>13} {:>10} {:>12}\n", "", "ranks",
+                  "nodes", "size (MB)", "calls", "algorithm", "time (ms)", "busbw (GB/s)");
   for (const CollectiveEstimate& c : e.collectives) {
-    out += fmt::format("  {:<43} {:>6} {:>5} {:>12.2f} {:>8} {:>13} {:>10.3f} {:>12.1f}\n",
-                       c.purpose, c.group_size, c.group_nodes, c.bytes.value / 1e6,
-                       c.calls_per_iteration, collective_algo_name(c.algo), ps_to_millis(c.time),
-                       c.busbw / 1e9);
+    out +=
+        fmt::format("  {:<43} {:>6} {:>5} {:>12.2f} {:>8} {:>13} {:>10.3f} {:>12.1f}\n", c.purpose,
+                    c.group_size, c.group_nodes, c.bytes.value / 1e6, c.calls_per_iteration,
+                    collective_algo_name(c.algo), ps_to_millis(c.time), c.busbw / 1e9);
   }
   if (e.collectives.empty()) out += "  (none: a single GPU)\n";
   out += fmt::format(
@@ -195,34 +197,35 @@ nlohmann::json estimate_json(const Estimate& e) {
                 {"fits", m.fits}};
   };
   auto costs = [](const StageCosts& c) {
-    return json{{"f_s", ps_to_seconds(c.f)},       {"b_s", ps_to_seconds(c.b)},
-                {"w_s", ps_to_seconds(c.w)},       {"r_s", ps_to_seconds(c.r)},
-                {"m_b_bytes", c.m_b.value},        {"m_w_bytes", c.m_w.value},
+    return json{{"f_s", ps_to_seconds(c.f)},     {"b_s", ps_to_seconds(c.b)},
+                {"w_s", ps_to_seconds(c.w)},     {"r_s", ps_to_seconds(c.r)},
+                {"m_b_bytes", c.m_b.value},      {"m_w_bytes", c.m_w.value},
                 {"p2p_bytes", c.p2p_bytes.value}};
   };
   const ParallelConfig& p = e.parallel;
-  json j{{"scenario", e.scenario},
-         {"model", e.model},
-         {"profile", e.profile},
-         {"gpus", e.gpus},
-         {"parallel",
-          {{"tensor_model_parallel_size", p.tensor_parallel},
-           {"pipeline_model_parallel_size", p.pipeline_parallel},
-           {"data_parallel_size", p.data_parallel},
-           {"virtual_stages", p.virtual_stages},
-           {"micro_batch_size", p.micro_batch_size},
-           {"global_batch_size", p.global_batch_size},
-           {"sequence_parallel", p.sequence_parallel},
-           {"recompute_granularity", p.recompute},
-           {"zero_stage", p.zero_stage},
-           {"optimizer_offload", p.optimizer_offload}}},
-         {"microbatches", e.microbatches},
-         {"parameters", e.params},
-         {"flops_per_iteration", {{"model", e.flops.model}, {"hardware", e.flops.hardware}}},
-         {"memory", {{"first_stage", mem(e.first)}, {"last_stage", mem(e.last)}}},
-         {"pass_times", {{"first_stage", costs(e.first_costs)}, {"last_stage", costs(e.last_costs)}}},
-         {"iteration_time_s", ps_to_seconds(e.iteration_time)},
-         {"tflops_per_gpu", e.tflops_per_gpu}};
+  json j{
+      {"scenario", e.scenario},
+      {"model", e.model},
+      {"profile", e.profile},
+      {"gpus", e.gpus},
+      {"parallel",
+       {{"tensor_model_parallel_size", p.tensor_parallel},
+        {"pipeline_model_parallel_size", p.pipeline_parallel},
+        {"data_parallel_size", p.data_parallel},
+        {"virtual_stages", p.virtual_stages},
+        {"micro_batch_size", p.micro_batch_size},
+        {"global_batch_size", p.global_batch_size},
+        {"sequence_parallel", p.sequence_parallel},
+        {"recompute_granularity", p.recompute},
+        {"zero_stage", p.zero_stage},
+        {"optimizer_offload", p.optimizer_offload}}},
+      {"microbatches", e.microbatches},
+      {"parameters", e.params},
+      {"flops_per_iteration", {{"model", e.flops.model}, {"hardware", e.flops.hardware}}},
+      {"memory", {{"first_stage", mem(e.first)}, {"last_stage", mem(e.last)}}},
+      {"pass_times", {{"first_stage", costs(e.first_costs)}, {"last_stage", costs(e.last_costs)}}},
+      {"iteration_time_s", ps_to_seconds(e.iteration_time)},
+      {"tflops_per_gpu", e.tflops_per_gpu}};
   json colls = json::array();
   for (const CollectiveEstimate& c : e.collectives) {
     colls.push_back({{"purpose", c.purpose},

@@ -2,10 +2,9 @@
 /// `pipewright estimate`: parameter count, FLOPs per iteration, per-GPU memory of the first and
 /// last stage, whether it fits, pass times, and the time of every collective the configuration
 /// issues. Pure computation over a validated Scenario; instant.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "hwmodels/collectives.h"
 #include "hwmodels/memory.h"
@@ -21,10 +20,10 @@ struct CollectiveEstimate {
   CollectiveAlgo algo = CollectiveAlgo::kRing;
   int group_size = 1;
   int group_nodes = 1;
-  Bytes bytes{};                 ///< nccl-tests size of one call
+  Bytes bytes{};                      ///< nccl-tests size of one call
   long long calls_per_iteration = 0;  ///< per GPU of the group
-  TimePs time = 0;               ///< one call
-  double busbw = 0;              ///< bytes/s, nccl-tests convention
+  TimePs time = 0;                    ///< one call
+  double busbw = 0;                   ///< bytes/s, nccl-tests convention
 };
 
 /// Everything `estimate` prints.

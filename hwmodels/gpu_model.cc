@@ -9,11 +9,16 @@ namespace pw::hw {
 
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::kFp32: return "fp32";
-    case DType::kTf32: return "tf32";
-    case DType::kFp16: return "fp16";
-    case DType::kBf16: return "bf16";
-    case DType::kFp8: return "fp8";
+    case DType::kFp32:
+      return "fp32";
+    case DType::kTf32:
+      return "tf32";
+    case DType::kFp16:
+      return "fp16";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kFp8:
+      return "fp8";
   }
   return "?";
 }
@@ -21,10 +26,13 @@ const char* dtype_name(DType d) {
 int dtype_bytes(DType d) {
   switch (d) {
     case DType::kFp32:
-    case DType::kTf32: return 4;
+    case DType::kTf32:
+      return 4;
     case DType::kFp16:
-    case DType::kBf16: return 2;
-    case DType::kFp8: return 1;
+    case DType::kBf16:
+      return 2;
+    case DType::kFp8:
+      return 1;
   }
   return 2;
 }
@@ -59,9 +67,9 @@ double GpuModel::fitted_gemm_efficiency(long long m, long long n, long long k,
     long long waves = (tiles + spec_.sm_count - 1) / spec_.sm_count;
     double wave_eff = static_cast<double>(tiles) / static_cast<double>(waves * spec_.sm_count);
     // Padding: a tile computes its full t.m x t.n even at the matrix edge.
-    double pad_eff = static_cast<double>(m * n * batch) /
-                     static_cast<double>(((m + t.m - 1) / t.m) * t.m *
-                                         (((n + t.n - 1) / t.n) * t.n) * batch);
+    double pad_eff =
+        static_cast<double>(m * n * batch) /
+        static_cast<double>(((m + t.m - 1) / t.m) * t.m * (((n + t.n - 1) / t.n) * t.n) * batch);
     best = std::max(best, t.efficiency * wave_eff * pad_eff);
   }
   double k_eff = static_cast<double>(k) / (static_cast<double>(k) + spec_.gemm_k_half);

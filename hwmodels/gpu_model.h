@@ -43,12 +43,12 @@ struct GpuSpec {
   std::array<double, kNumDTypes> peak_flops{};  ///< dense FLOP/s per DType (0 = unsupported)
   Bytes hbm_capacity{80e9};
   BytesPerSec hbm_bandwidth{2.039e12};
-  double hbm_efficiency = 0.8;      ///< achieved / datasheet HBM bandwidth for streaming kernels
+  double hbm_efficiency = 0.8;        ///< achieved / datasheet HBM bandwidth for streaming kernels
   TimePs kernel_latency = 3'000'000;  ///< fixed launch + tail cost per kernel (ps)
   double gemm_max_efficiency = 0.8;   ///< best achieved / peak for large, well-shaped GEMMs
   double gemm_k_half = 256;           ///< K at which the K-loop pipeline reaches half efficiency
-  std::vector<GemmTile> tiles;        ///< candidate tiles; empty = {256x128, 128x128, 128x64, 64x64}
-  std::vector<GemmSample> measured;   ///< optional calibration table
+  std::vector<GemmTile> tiles;       ///< candidate tiles; empty = {256x128, 128x128, 128x64, 64x64}
+  std::vector<GemmSample> measured;  ///< optional calibration table
 };
 
 /// GEMM and memory-bound kernel times for one GPU. Immutable after construction; cheap queries.

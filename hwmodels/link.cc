@@ -2,8 +2,8 @@
 
 namespace pw::hw {
 namespace {
-constexpr const char* kLinkNames[] = {"nvlink", "nvswitch", "pcie", "infiniband", "roce",
-                                      "ethernet"};
+constexpr const char* kLinkNames[] = {"nvlink",     "nvswitch", "pcie",
+                                      "infiniband", "roce",     "ethernet"};
 }  // namespace
 
 const char* link_type_name(LinkType t) { return kLinkNames[static_cast<int>(t)]; }

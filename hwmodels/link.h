@@ -50,10 +50,11 @@ struct NodeSpec {
   /// GPU <-> GPU inside the node: kNvswitch (all GPUs through a switch), kNvlink (same, folded
   /// into one switch vertex) or kPcie (through the host PCIe switch). Bandwidth is per GPU.
   LinkSpec intra;
-  bool nvls = false;            ///< NVLink SHARP (in-switch reduction) available
-  double nvls_efficiency = 0.0;  ///< achieved / intra bandwidth of an NVLS all-reduce (algbw)
-  LinkSpec pcie;                 ///< GPU <-> NIC / host
-  LinkSpec nic;                  ///< NIC <-> leaf, per NIC
+  bool nvls = false;  ///< NVLink SHARP (in-switch reduction) available
+  /// NVLS all-reduce algbw / effective intra bandwidth (in-switch reduction throughput).
+  double nvls_efficiency = 0.0;
+  LinkSpec pcie;  ///< GPU <-> NIC / host
+  LinkSpec nic;   ///< NIC <-> leaf, per NIC
   int nics_per_node = 8;
 };
 

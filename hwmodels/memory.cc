@@ -21,8 +21,7 @@ ModelStateBytes model_state_bytes(double params, int zero_stage, int dp, bool of
   return s;
 }
 
-double held_layer_microbatches(int num_layers, int stage, int pp, int vp,
-                               long long microbatches) {
+double held_layer_microbatches(int num_layers, int stage, int pp, int vp, long long microbatches) {
   const double chunk_layers = double(num_layers) / double(pp * vp);
   long long chunks = vp == 1 ? pp - stage
                              : static_cast<long long>(pp - stage - 1) * 2 +
@@ -31,16 +30,15 @@ double held_layer_microbatches(int num_layers, int stage, int pp, int vp,
   return double(chunks) * chunk_layers;
 }
 
-StageMemory stage_memory(const ModelShape& m, const ParallelConfig& par, int stage,
-                         Bytes capacity, bool flash_attention) {
+StageMemory stage_memory(const ModelShape& m, const ParallelConfig& par, int stage, Bytes capacity,
+                         bool flash_attention) {
   const int p = par.pipeline_parallel;
   const int v = std::max(1, par.virtual_stages);
   PW_ASSERT(stage >= 0 && stage < p, "stage out of range");
   WorkloadOptions o = workload_options(par, flash_attention);
   const bool first = stage == 0, last = stage == p - 1;
-  const long long micro =
-      std::max<long long>(1, par.global_batch_size /
-                                 std::max(1LL, 1LL * par.micro_batch_size * par.data_parallel));
+  const long long micro = std::max<long long>(
+      1, par.global_batch_size / std::max(1LL, 1LL * par.micro_batch_size * par.data_parallel));
   StageMemory out;
   const int layers = m.num_layers / p;  // per device, all its chunks
   out.params = stage_parameter_count(m, par.tensor_parallel, layers, first, last, p);
@@ -54,8 +52,8 @@ StageMemory stage_memory(const ModelShape& m, const ParallelConfig& par, int sta
   const double microbatches_held = chunk_layers > 0 ? out.in_flight / chunk_layers / v : 0;
   if (first) out.embedding_extra = {sbh * sp_div * std::max(1.0, microbatches_held)};
   if (last) {
-    const double logits = double(m.seq_length) * par.micro_batch_size * m.vocab_size /
-                          par.tensor_parallel;
+    const double logits =
+        double(m.seq_length) * par.micro_batch_size * m.vocab_size / par.tensor_parallel;
     out.logits = {4.0 * logits + 2.0 * sbh * sp_div};
   }
   out.total = out.state.total() + out.activations + out.embedding_extra + out.logits;

@@ -43,7 +43,7 @@ struct StageMemory {
 
 /// Memory of pipeline stage `stage` (uniform split of the layers over p * v chunks) under the
 /// configuration `par` (t, p, d, v, microbatch, global batch, SP, recompute, ZeRO, offload).
-StageMemory stage_memory(const ModelShape& m, const ParallelConfig& par, int stage,
-                         Bytes capacity, bool flash_attention = false);
+StageMemory stage_memory(const ModelShape& m, const ParallelConfig& par, int stage, Bytes capacity,
+                         bool flash_attention = false);
 
 }  // namespace pw::hw

@@ -1,10 +1,10 @@
 #include "hwmodels/profile.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -20,8 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 LinkSpec parse_link(const ConfigMap& m) {
-  m.check_keys({"type", "bandwidth_gb_per_s", "bandwidth_gbit_per_s", "latency_us", "efficiency",
-                "source"});
+  m.check_keys(
+      {"type", "bandwidth_gb_per_s", "bandwidth_gbit_per_s", "latency_us", "efficiency", "source"});
   LinkSpec l;
   std::string type = m.text("type");
   if (!parse_link_type(type, &l.type)) {
@@ -108,8 +108,8 @@ GpuSpec parse_gpu(const ConfigMap& m) {
 }
 
 NodeSpec parse_node(const ConfigMap& m) {
-  m.check_keys({"gpus_per_node", "intra", "nvls", "nvls_efficiency", "pcie", "nic",
-                "nics_per_node", "source"});
+  m.check_keys({"gpus_per_node", "intra", "nvls", "nvls_efficiency", "pcie", "nic", "nics_per_node",
+                "source"});
   NodeSpec n;
   n.gpus_per_node = static_cast<int>(m.integer("gpus_per_node"));
   n.intra = parse_link(m.child("intra"));
@@ -155,7 +155,9 @@ HardwareProfile parse_profile(const std::string& text, const std::string& file) 
   return p;
 }
 
-HardwareProfile load_profile(const std::string& path) { return parse_profile(read_file(path), path); }
+HardwareProfile load_profile(const std::string& path) {
+  return parse_profile(read_file(path), path);
+}
 
 std::string shipped_profile_dir() {
   if (const char* env = std::getenv("PIPEWRIGHT_PROFILE_DIR")) return env;
@@ -174,8 +176,8 @@ std::vector<std::string> shipped_profile_names() {
 
 HardwareProfile resolve_profile(const std::string& name_or_path, const std::string& base_dir,
                                 const std::string& err_file, const std::string& err_key) {
-  bool is_path = name_or_path.find('/') != std::string::npos ||
-                 fs::path(name_or_path).extension() == ".yaml";
+  bool is_path =
+      name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".yaml";
   if (is_path) {
     fs::path p(name_or_path);
     if (p.is_relative() && !base_dir.empty()) p = fs::path(base_dir) / p;

@@ -37,8 +37,8 @@ bool RankLayout::tp_groups_within_nodes() const {
 RankLayout make_rank_layout(int tp, int pp, int dp, int gpus_per_node, int total_gpus,
                             const std::string& file, const std::string& key) {
   if (tp < 1 || pp < 1 || dp < 1) {
-    throw ConfigError(file, key, fmt::format("parallel sizes t={} p={} d={}; expected each >= 1",
-                                             tp, pp, dp));
+    throw ConfigError(file, key,
+                      fmt::format("parallel sizes t={} p={} d={}; expected each >= 1", tp, pp, dp));
   }
   if (tp * pp * dp != total_gpus) {
     throw ConfigError(file, key,

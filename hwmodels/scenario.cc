@@ -1,8 +1,8 @@
 #include "hwmodels/scenario.h"
 
-#include <filesystem>
-
 #include <fmt/format.h>
+
+#include <filesystem>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -77,9 +77,9 @@ struct ParallelExtras {
 };
 
 ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
-  p.check_keys({"tensor_model_parallel_size", "pipeline_model_parallel_size",
-                "data_parallel_size", "num_layers_per_virtual_pipeline_stage", "micro_batch_size",
-                "global_batch_size", "sequence_parallel", "recompute_granularity", "zero_stage",
+  p.check_keys({"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+                "num_layers_per_virtual_pipeline_stage", "micro_batch_size", "global_batch_size",
+                "sequence_parallel", "recompute_granularity", "zero_stage",
                 "use_distributed_optimizer", "optimizer_offload", "schedule"});
   ParallelConfig& c = s->parallel;
   ParallelExtras x;
@@ -94,10 +94,50 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
   c.recompute = p.choice_or("recompute_granularity", "none", {"none", "selective", "full"});
   bool distributed = p.boolean_or("use_distributed_optimizer", false);
   c.zero_stage = static_cast<int>(p.integer_or("zero_stage", distributed ? 1 : 0, 0));
-  if (c.zero_stage > 3) p.fail("zero_stage", fmt::format("{}; expected 0, 1, 2 or 3", c.zero_stage));
+  if (c.zero_stage > 3)
+    p.fail("zero_stage", fmt::format("{}; expected 0, 1, 2 or 3", c.zero_stage));
   c.optimizer_offload = p.boolean_or("optimizer_offload", false);
   c.schedule = p.text_or("schedule", c.virtual_stages > 1 ? "interleaved" : "1f1b");
   return x;
+}
+
+// Writes the overridden values (range-checked, errors naming the flag) without validating the
+// combination.
+void set_override_values(Scenario* s, const ParallelOverrides& o) {
+  ParallelConfig& c = s->parallel;
+  auto positive = [s](const char* flag, int v) {
+    if (v < 1) throw ConfigError(s->file, flag, fmt::format("{}; expected an integer >= 1", v));
+    return v;
+  };
+  if (o.tp) c.tensor_parallel = positive("--tp", *o.tp);
+  if (o.pp) c.pipeline_parallel = positive("--pp", *o.pp);
+  if (o.dp) positive("--dp", *o.dp);
+  if (o.micro_batch_size) c.micro_batch_size = positive("--micro-batch-size", *o.micro_batch_size);
+  if (o.recompute) {
+    Recompute r;
+    if (!parse_recompute(*o.recompute, &r)) {
+      throw ConfigError(s->file, "--recompute",
+                        fmt::format("'{}'; expected none, selective or full", *o.recompute));
+    }
+    c.recompute = *o.recompute;
+  }
+  if (o.sequence_parallel) c.sequence_parallel = *o.sequence_parallel;
+  if (o.zero_stage) {
+    if (*o.zero_stage < 0 || *o.zero_stage > 3) {
+      throw ConfigError(s->file, "--zero-stage",
+                        fmt::format("{}; expected 0, 1, 2 or 3", *o.zero_stage));
+    }
+    c.zero_stage = *o.zero_stage;
+  }
+}
+
+// Keeps the interleaving (layers per virtual stage) only while it still divides the per-stage
+// layer count and there is more than one chunk.
+int keep_interleaving(const Scenario& s, int lpv) {
+  const int p = s.parallel.pipeline_parallel;
+  if (lpv <= 0 || s.model.num_layers % p != 0) return 0;
+  const int per_stage = s.model.num_layers / p;
+  return per_stage % lpv == 0 && per_stage / lpv > 1 ? lpv : 0;
 }
 
 }  // namespace
@@ -122,8 +162,8 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
   c.data_parallel = gpus / tp_pp;
   if (dp_given > 0 && dp_given != c.data_parallel) {
     throw ConfigError(s->file, key("parallel.data_parallel_size", "--dp"),
-                      fmt::format("{} does not match GPUs / (t*p) = {} / {}; expected {}",
-                                  dp_given, gpus, tp_pp, c.data_parallel));
+                      fmt::format("{} does not match GPUs / (t*p) = {} / {}; expected {}", dp_given,
+                                  gpus, tp_pp, c.data_parallel));
   }
   if (m.num_attention_heads % c.tensor_parallel != 0) {
     throw ConfigError(s->file, tp_key,
@@ -149,17 +189,17 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
   }
   const long long per_step = 1LL * c.micro_batch_size * c.data_parallel;
   if (c.global_batch_size % per_step != 0) {
-    throw ConfigError(s->file, key("parallel.global_batch_size", "--micro-batch-size"),
-                      fmt::format("global batch {} is not a multiple of micro_batch_size x "
-                                  "data-parallel size = {} x {}; expected a multiple of {}",
-                                  c.global_batch_size, c.micro_batch_size, c.data_parallel,
-                                  per_step));
+    throw ConfigError(
+        s->file, key("parallel.global_batch_size", "--micro-batch-size"),
+        fmt::format("global batch {} is not a multiple of micro_batch_size x "
+                    "data-parallel size = {} x {}; expected a multiple of {}",
+                    c.global_batch_size, c.micro_batch_size, c.data_parallel, per_step));
   }
   if (c.tensor_parallel == 1) c.sequence_parallel = false;
 }
 
 Scenario parse_scenario(const std::string& text, const std::string& file,
-                        const std::string& base_dir) {
+                        const std::string& base_dir, const ParallelOverrides& overrides) {
   ConfigMap root(parse_yaml(text, file), file, "");
   root.check_keys({"name", "description", "model", "cluster", "parallel", "published"});
   Scenario s;
@@ -172,55 +212,30 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     pub.check_keys({"tflops_per_gpu", "source"});
     s.published = PublishedFigures{pub.positive("tflops_per_gpu"), pub.text_or("source", "")};
   }
-  validate_parallel(&s, x.dp_given, x.layers_per_virtual, false);
+  int lpv = x.layers_per_virtual;
+  if (overrides.any()) {
+    set_override_values(&s, overrides);
+    lpv = keep_interleaving(s, lpv);
+    validate_parallel(&s, overrides.dp.value_or(x.dp_given), lpv, true);
+  } else {
+    validate_parallel(&s, x.dp_given, lpv, false);
+  }
   if (!root.child("parallel").has("schedule")) {
     s.parallel.schedule = s.parallel.virtual_stages > 1 ? "interleaved" : "1f1b";
   }
   return s;
 }
 
-Scenario load_scenario(const std::string& path) {
+Scenario load_scenario(const std::string& path, const ParallelOverrides& overrides) {
   std::string dir = std::filesystem::path(path).parent_path().string();
-  return parse_scenario(read_file(path), path, dir);
+  return parse_scenario(read_file(path), path, dir, overrides);
 }
 
 void apply_overrides(Scenario* s, const ParallelOverrides& o) {
-  ParallelConfig& c = s->parallel;
-  auto positive = [s](const char* flag, int v) {
-    if (v < 1) throw ConfigError(s->file, flag, fmt::format("{}; expected an integer >= 1", v));
-  };
-  const int layers_per_virtual =
-      c.virtual_stages > 1 ? s->model.num_layers / c.pipeline_parallel / c.virtual_stages : 0;
-  if (o.tp) positive("--tp", *o.tp), c.tensor_parallel = *o.tp;
-  if (o.pp) positive("--pp", *o.pp), c.pipeline_parallel = *o.pp;
-  if (o.dp) positive("--dp", *o.dp);
-  if (o.micro_batch_size) {
-    positive("--micro-batch-size", *o.micro_batch_size);
-    c.micro_batch_size = *o.micro_batch_size;
-  }
-  if (o.recompute) {
-    Recompute r;
-    if (!parse_recompute(*o.recompute, &r)) {
-      throw ConfigError(s->file, "--recompute",
-                        fmt::format("'{}'; expected none, selective or full", *o.recompute));
-    }
-    c.recompute = *o.recompute;
-  }
-  if (o.sequence_parallel) c.sequence_parallel = *o.sequence_parallel;
-  if (o.zero_stage) {
-    if (*o.zero_stage < 0 || *o.zero_stage > 3) {
-      throw ConfigError(s->file, "--zero-stage",
-                        fmt::format("{}; expected 0, 1, 2 or 3", *o.zero_stage));
-    }
-    c.zero_stage = *o.zero_stage;
-  }
-  // Keep the interleaving only while it still divides the new per-stage layer count.
-  int lpv = layers_per_virtual;
-  if (lpv > 0 && (s->model.num_layers % c.pipeline_parallel != 0 ||
-                  (s->model.num_layers / c.pipeline_parallel) % lpv != 0)) {
-    lpv = 0;
-  }
-  validate_parallel(s, o.dp.value_or(0), lpv, true);
+  const ParallelConfig& c = s->parallel;
+  int lpv = c.virtual_stages > 1 ? s->model.num_layers / c.pipeline_parallel / c.virtual_stages : 0;
+  set_override_values(s, o);
+  validate_parallel(s, o.dp.value_or(0), keep_interleaving(*s, lpv), true);
 }
 
 }  // namespace pw::hw

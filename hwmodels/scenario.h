@@ -24,7 +24,7 @@ struct Scenario {
   ModelShape model;
   bool flash_attention = false;  ///< model.use_flash_attn
   HardwareProfile profile;
-  TopologySpec topology;  ///< profile node/fabric with the cluster's overrides and node count
+  TopologySpec topology;    ///< profile node/fabric with the cluster's overrides and node count
   ParallelConfig parallel;  ///< data_parallel and virtual_stages derived
   std::optional<PublishedFigures> published;
 
@@ -36,28 +36,32 @@ struct Scenario {
   }
 };
 
-/// Parses scenario YAML `text`; `file` names it in errors and `base_dir` resolves relative
-/// profile paths.
-Scenario parse_scenario(const std::string& text, const std::string& file,
-                        const std::string& base_dir);
-/// Reads and parses a scenario file.
-Scenario load_scenario(const std::string& path);
-
 /// Command-line overrides of the parallel section (unset = keep the file's value).
 struct ParallelOverrides {
   std::optional<int> tp, pp, dp, micro_batch_size, zero_stage;
   std::optional<std::string> recompute;
   std::optional<bool> sequence_parallel;
+  bool any() const {
+    return tp || pp || dp || micro_batch_size || zero_stage || recompute || sequence_parallel;
+  }
 };
+
+/// Parses scenario YAML `text`; `file` names it in errors and `base_dir` resolves relative
+/// profile paths. `overrides` replace file values before the configuration is validated (errors
+/// about the parallel sizes then name the flags, e.g. "--tp").
+Scenario parse_scenario(const std::string& text, const std::string& file,
+                        const std::string& base_dir, const ParallelOverrides& overrides = {});
+/// Reads and parses a scenario file.
+Scenario load_scenario(const std::string& path, const ParallelOverrides& overrides = {});
 
 /// Applies overrides and re-validates; errors name the scenario file and the flag ("--tp").
 /// When t or p changes and --dp is not given, d is re-derived from the GPU count.
 void apply_overrides(Scenario* s, const ParallelOverrides& o);
 
 /// Checks the parallel configuration against the model and the cluster and derives d and v.
-/// `dp_given` = the data-parallel size the user asked for (0 = derive). Errors name `file` and
-/// the key paths under `prefix` (e.g. "parallel.tensor_model_parallel_size"), or the flags in
-/// `flag_names` when validating CLI overrides.
+/// `dp_given` = the data-parallel size the user asked for (0 = derive); `layers_per_virtual` = 0
+/// for no interleaving. Errors name s->file and the YAML key path, or the command-line flag
+/// when `from_cli`.
 void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool from_cli);
 
 }  // namespace pw::hw

@@ -1,10 +1,10 @@
 #include "hwmodels/topology.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 #include "hwmodels/profile.h"
@@ -13,12 +13,18 @@ namespace pw::hw {
 
 const char* vertex_kind_name(VertexKind k) {
   switch (k) {
-    case VertexKind::kGpu: return "gpu";
-    case VertexKind::kNvSwitch: return "nvswitch";
-    case VertexKind::kHostSwitch: return "host";
-    case VertexKind::kNic: return "nic";
-    case VertexKind::kLeaf: return "leaf";
-    case VertexKind::kSpine: return "spine";
+    case VertexKind::kGpu:
+      return "gpu";
+    case VertexKind::kNvSwitch:
+      return "nvswitch";
+    case VertexKind::kHostSwitch:
+      return "host";
+    case VertexKind::kNic:
+      return "nic";
+    case VertexKind::kLeaf:
+      return "leaf";
+    case VertexKind::kSpine:
+      return "spine";
   }
   return "?";
 }
@@ -173,8 +179,8 @@ std::string Topology::vertex_name(std::size_t v) const {
 std::string Topology::to_graphviz() const {
   // Written by hand over Boost.Graph's vertex and out-edge ranges (boost::write_graphviz adds
   // nothing here and trips -Wmaybe-uninitialized in GCC 12).
-  static const char* kShapes[] = {"box", "diamond", "hexagon", "ellipse", "triangle",
-                                  "invtriangle"};
+  static const char* kShapes[] = {"box",     "diamond",  "hexagon",
+                                  "ellipse", "triangle", "invtriangle"};
   std::ostringstream out;
   out << "digraph cluster {\n";
   auto [vb, ve] = boost::vertices(graph_);
@@ -186,9 +192,8 @@ std::string Topology::to_graphviz() const {
     auto [eb, ee] = boost::out_edges(*v, graph_);
     for (auto e = eb; e != ee; ++e) {
       LinkId id = graph_[*e].id;
-      out << fmt::format("  {} -> {} [label=\"{} {:.0f} GB/s\"];\n", *v,
-                         boost::target(*e, graph_), link_type_name(link_type_[id]),
-                         link_capacity_[id] / 1e9);
+      out << fmt::format("  {} -> {} [label=\"{} {:.0f} GB/s\"];\n", *v, boost::target(*e, graph_),
+                         link_type_name(link_type_[id]), link_capacity_[id] / 1e9);
     }
   }
   out << "}\n";

@@ -3,11 +3,10 @@
 /// spine switches, joined by directed links (every physical link is two, one per direction).
 /// Links have dense ids 0..num_links()-1 with a capacity (bytes/s) and a latency, so the
 /// discrete-event simulator can run max-min fair flows over the link ids of a route.
+#include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <boost/graph/adjacency_list.hpp>
 
 #include "core/units.h"
 #include "hwmodels/link.h"
@@ -46,8 +45,8 @@ struct EdgeInfo {
   LinkId id = 0;
 };
 
-using ClusterGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS,
-                                           VertexInfo, EdgeInfo>;
+using ClusterGraph =
+    boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexInfo, EdgeInfo>;
 
 /// Bottleneck and latency of a route.
 struct PathInfo {

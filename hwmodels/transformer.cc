@@ -7,18 +7,25 @@
 namespace pw::hw {
 
 bool parse_recompute(const std::string& s, Recompute* out) {
-  if (s == "none") *out = Recompute::kNone;
-  else if (s == "selective") *out = Recompute::kSelective;
-  else if (s == "full") *out = Recompute::kFull;
-  else return false;
+  if (s == "none")
+    *out = Recompute::kNone;
+  else if (s == "selective")
+    *out = Recompute::kSelective;
+  else if (s == "full")
+    *out = Recompute::kFull;
+  else
+    return false;
   return true;
 }
 
 const char* recompute_name(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "?";
 }
@@ -45,8 +52,16 @@ struct Dims {
 };
 
 Dims dims(const ModelShape& m, const WorkloadOptions& o) {
-  Dims d{m.seq_length, o.micro_batch, m.hidden_size, m.num_attention_heads, ffn_size(m),
-         m.vocab_size, o.tp, 0, o.sequence_parallel && o.tp > 1, 1.0};
+  Dims d{m.seq_length,
+         o.micro_batch,
+         m.hidden_size,
+         m.num_attention_heads,
+         ffn_size(m),
+         m.vocab_size,
+         o.tp,
+         0,
+         o.sequence_parallel && o.tp > 1,
+         1.0};
   d.tokens = d.s * d.b;
   d.sp_div = d.sp ? 1.0 / static_cast<double>(d.t) : 1.0;
   return d;
@@ -144,9 +159,12 @@ std::vector<LayerOp> layer_ops(const ModelShape& m, const WorkloadOptions& o, Pa
   Dims d = dims(m, o);
   bool flash = o.flash_attention;
   switch (pass) {
-    case Pass::kForward: return forward_ops(d, flash, false);
-    case Pass::kBackwardInput: return backward_input_ops(forward_ops(d, flash, false), flash);
-    case Pass::kBackwardWeight: return backward_weight_ops(forward_ops(d, flash, false));
+    case Pass::kForward:
+      return forward_ops(d, flash, false);
+    case Pass::kBackwardInput:
+      return backward_input_ops(forward_ops(d, flash, false), flash);
+    case Pass::kBackwardWeight:
+      return backward_weight_ops(forward_ops(d, flash, false));
     case Pass::kRecompute:
       if (o.recompute == Recompute::kFull) return forward_ops(d, flash, false);
       if (o.recompute == Recompute::kSelective && !flash) return forward_ops(d, flash, true);
@@ -160,8 +178,8 @@ std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o
   if (o.tp <= 1) return out;
   Dims d = dims(m, o);
   const double size = kAct * double(d.tokens * d.h);
-  bool fwd_like = pass == Pass::kForward ||
-                  (pass == Pass::kRecompute && o.recompute == Recompute::kFull);
+  bool fwd_like =
+      pass == Pass::kForward || (pass == Pass::kRecompute && o.recompute == Recompute::kFull);
   if (fwd_like) {
     if (d.sp) {
       add_comm(&out, CollectiveKind::kAllGather, size, 2, "sp all-gather before qkv/mlp_up");
@@ -188,10 +206,14 @@ std::vector<LayerOp> embedding_ops(const ModelShape& m, const WorkloadOptions& o
   const double th = double(d.tokens * d.h);
   switch (pass) {
     case Pass::kForward:
-      return {mem("embedding_lookup", 3 * kAct * th), mem("embedding_dropout", (2 * kAct + 1) * th)};
-    case Pass::kBackwardInput: return {mem("embedding_dropout", 1.5 * (2 * kAct + 1) * th)};
-    case Pass::kBackwardWeight: return {mem("embedding_grad", 3 * kAct * th)};
-    default: return {};
+      return {mem("embedding_lookup", 3 * kAct * th),
+              mem("embedding_dropout", (2 * kAct + 1) * th)};
+    case Pass::kBackwardInput:
+      return {mem("embedding_dropout", 1.5 * (2 * kAct + 1) * th)};
+    case Pass::kBackwardWeight:
+      return {mem("embedding_grad", 3 * kAct * th)};
+    default:
+      return {};
   }
 }
 
@@ -208,8 +230,10 @@ std::vector<LayerOp> head_ops(const ModelShape& m, const WorkloadOptions& o, Pas
     case Pass::kBackwardInput:
       return {mem("cross_entropy", (4.0 + kAct) * logits), gemm("logits", d.tokens, d.h, d.v / d.t),
               mem("final_layernorm", 1.5 * 2 * kAct * th * d.sp_div)};
-    case Pass::kBackwardWeight: return {gemm("logits", d.h, d.v / d.t, d.tokens)};
-    default: return {};
+    case Pass::kBackwardWeight:
+      return {gemm("logits", d.h, d.v / d.t, d.tokens)};
+    default:
+      return {};
   }
 }
 
@@ -247,7 +271,8 @@ Flops total_flops(const std::vector<LayerOp>& ops) {
 TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtype) {
   TimePs t = 0;
   for (const LayerOp& op : ops) {
-    t += op.gemm ? gpu.gemm_time(op.m, op.n, op.k, dtype, op.batch) : gpu.memory_bound_time(op.bytes);
+    t += op.gemm ? gpu.gemm_time(op.m, op.n, op.k, dtype, op.batch)
+                 : gpu.memory_bound_time(op.bytes);
   }
   return t;
 }
@@ -259,7 +284,7 @@ Bytes layer_activation_bytes(const ModelShape& m, const WorkloadOptions& o) {
   if (o.recompute == Recompute::kFull) return {2.0 * sbh * d.sp_div};
   // MLP tensors scale with ffn/(4h) (19sbh of the 34sbh are MLP at f = 4h: 2 + 8 + 8 + 1).
   const double mlp_scale = double(d.f) / (4.0 * double(d.h));
-  double replicated = 10.0;  // LN inputs 4, LN outputs 4, two dropout masks 2
+  double replicated = 10.0;                  // LN inputs 4, LN outputs 4, two dropout masks 2
   double parallel = 8.0 + 16.0 * mlp_scale;  // Q, K, V, proj input; MLP up output, GeLU output
   double per_sbh = d.sp ? (replicated + parallel) / t : replicated + parallel / t;
   double bytes = per_sbh * sbh;
@@ -327,7 +352,7 @@ StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadO
   if (is_last) {
     const double logits = double(d.tokens) * double(d.v) / double(d.t);
     c.m_b += Bytes{2.0 * sbh * d.sp_div + 4.0 * logits};  // final LN input, fp32 logits
-    c.m_w += Bytes{2.0 * sbh + 2.0 * logits};              // logits-GEMM input and output grad
+    c.m_w += Bytes{2.0 * sbh + 2.0 * logits};             // logits-GEMM input and output grad
   }
   c.p2p_bytes = {2.0 * sbh * d.sp_div};
   return c;

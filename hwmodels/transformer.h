@@ -88,9 +88,9 @@ struct StageCosts {
   Flops f_flops{}, b_flops{}, w_flops{}, r_flops{};
   std::vector<TpComm> comm_f, comm_b, comm_w, comm_r;
   Bytes comm_bytes_f{}, comm_bytes_b{};  ///< sum of TP collective sizes in F and B
-  Bytes m_b{};  ///< activations held from F until B
-  Bytes m_w{};  ///< activations held from B until W
-  Bytes m_r{};  ///< extra activations the recompute pass re-creates (released by B)
+  Bytes m_b{};                           ///< activations held from F until B
+  Bytes m_w{};                           ///< activations held from B until W
+  Bytes m_r{};        ///< extra activations the recompute pass re-creates (released by B)
   Bytes p2p_bytes{};  ///< activation sent to the next stage per microbatch (b*s*h*2 / t with SP)
 };
 
@@ -114,7 +114,8 @@ struct IterationFlops {
   double model = 0;
   double hardware = 0;
 };
-IterationFlops iteration_flops(const ModelShape& m, const WorkloadOptions& o, long long global_batch);
+IterationFlops iteration_flops(const ModelShape& m, const WorkloadOptions& o,
+                               long long global_batch);
 
 /// ffn_hidden_size, defaulting to 4 * hidden_size when 0.
 inline int ffn_size(const ModelShape& m) {

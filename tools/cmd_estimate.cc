@@ -21,7 +21,6 @@ struct EstimateOptions {
 };
 
 int run_estimate(const EstimateOptions& opt) {
-  hw::Scenario s = hw::load_scenario(opt.scenario);
   hw::ParallelOverrides o;
   o.tp = opt.tp;
   o.pp = opt.pp;
@@ -31,10 +30,10 @@ int run_estimate(const EstimateOptions& opt) {
   o.recompute = opt.recompute;
   if (opt.sequence_parallel) o.sequence_parallel = true;
   if (opt.no_sequence_parallel) o.sequence_parallel = false;
-  hw::apply_overrides(&s, o);
+  hw::Scenario s = hw::load_scenario(opt.scenario, o);
   hw::Estimate e = hw::make_estimate(s);
-  std::string text = opt.format == "json" ? hw::estimate_json(e).dump(2) + "\n"
-                                          : hw::estimate_table(e);
+  std::string text =
+      opt.format == "json" ? hw::estimate_json(e).dump(2) + "\n" : hw::estimate_table(e);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }
@@ -55,8 +54,7 @@ void register_estimate(CLI::App& app, int* status) {
   sub->add_flag("--no-sequence-parallel", opt->no_sequence_parallel,
                 "Turn sequence parallelism off");
   sub->add_option("--zero-stage", opt->zero_stage, "ZeRO stage 0-3");
-  sub->add_option("--format", opt->format, "table | json")
-      ->check(CLI::IsMember({"table", "json"}));
+  sub->add_option("--format", opt->format, "table | json")->check(CLI::IsMember({"table", "json"}));
   sub->callback([opt, status] { *status = run_estimate(*opt); });
 }
 

@@ -1,7 +1,8 @@
 // GPU model: GEMM efficiency with wave quantisation, measured-table correction, memory-bound time.
+#include "hwmodels/gpu_model.h"
+
 #include <gtest/gtest.h>
 
-#include "hwmodels/gpu_model.h"
 #include "hwmodels/profile.h"
 
 namespace pw::hw {
@@ -41,7 +42,8 @@ TEST(GemmEfficiency, WaveQuantisationPenalisesOneTileOverAFullWave) {
 TEST(GemmEfficiency, MeasuredTableIsExactAtSamplesAndInterpolatesBetween) {
   GpuSpec spec;
   spec.peak_flops[static_cast<int>(DType::kBf16)] = 312e12;
-  spec.measured = {{4096, 4096, 4096, DType::kBf16, 250.0}, {1024, 1024, 1024, DType::kBf16, 100.0}};
+  spec.measured = {{4096, 4096, 4096, DType::kBf16, 250.0},
+                   {1024, 1024, 1024, DType::kBf16, 100.0}};
   GpuModel g(spec);
   EXPECT_NEAR(g.gemm_efficiency(4096, 4096, 4096, DType::kBf16), 250.0 / 312.0, 1e-12);
   EXPECT_NEAR(g.gemm_efficiency(1024, 1024, 1024, DType::kBf16), 100.0 / 312.0, 1e-12);

@@ -1,13 +1,14 @@
 // Workload model: parameter counts, FLOPs, activation memory (Korthikanti), ZeRO, stage costs.
 // Expected values come from the formulas and tables of shared/reference/models-and-hardware.md,
 // written out here independently of the code under test.
+#include "hwmodels/transformer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "hwmodels/memory.h"
 #include "hwmodels/model_presets.h"
-#include "hwmodels/transformer.h"
 
 namespace pw::hw {
 namespace {

@@ -1,0 +1,126 @@
+// Collective cost model: nccl-tests conventions, published bus bandwidths, hierarchical limits.
+#include "hwmodels/collectives.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "hwmodels/profile.h"
+#include "hwmodels/topology.h"
+
+namespace pw::hw {
+namespace {
+
+HardwareProfile profile(const std::string& name) {
+  return load_profile(std::string(PW_SOURCE_DIR) + "/hwmodels/profiles/" + name + ".yaml");
+}
+
+std::vector<int> first_gpus(int n) {
+  std::vector<int> g(n);
+  std::iota(g.begin(), g.end(), 0);
+  return g;
+}
+
+double busbw_gbs(const HardwareProfile& p, int nodes, int n, CollectiveAlgo algo,
+                 CollectiveKind kind = CollectiveKind::kAllReduce, double bytes = 1e9) {
+  Topology t(topology_spec(p, nodes));
+  GroupNetwork net = describe_group(t, p, first_gpus(n));
+  return busbw(kind, n, Bytes{bytes}, collective_time(kind, algo, Bytes{bytes}, net)) / 1e9;
+}
+
+TEST(BusBandwidth, FactorsFollowNcclTests) {
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kAllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kAllGather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kReduceScatter, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kAllToAll, 2), 0.5);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kBroadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kSendRecv, 2), 1.0);
+  EXPECT_DOUBLE_EQ(algbw(Bytes{1e9}, seconds_to_ps(0.01)), 1e11);
+}
+
+TEST(AllReduce, A100EightGpuBusBandwidthNearPublished) {
+  // Reference: 8-GPU A100 all-reduce busbw ~230 GB/s at large messages.
+  EXPECT_NEAR(busbw_gbs(profile("dgx-a100-80gb"), 1, 8, CollectiveAlgo::kAuto), 230, 23);
+}
+
+TEST(AllReduce, H100EightGpuRingAndNvlsNearPublished) {
+  HardwareProfile h100 = profile("dgx-h100");
+  // Reference: ~370 GB/s ring, ~480 GB/s NVLink SHARP.
+  EXPECT_NEAR(busbw_gbs(h100, 1, 8, CollectiveAlgo::kRing), 370, 37);
+  EXPECT_NEAR(busbw_gbs(h100, 1, 8, CollectiveAlgo::kNvls), 480, 48);
+  EXPECT_NEAR(busbw_gbs(h100, 1, 8, CollectiveAlgo::kAuto), 480, 48);
+  EXPECT_NEAR(busbw_gbs(profile("h200"), 1, 8, CollectiveAlgo::kAuto), 480, 48);
+}
+
+TEST(AllReduce, HierarchicalAcrossNodesIsLimitedByNics) {
+  HardwareProfile a100 = profile("dgx-a100-80gb");
+  Topology t(topology_spec(a100, 2));
+  GroupNetwork net = describe_group(t, a100, first_gpus(16));
+  EXPECT_EQ(net.nodes, 2);
+  EXPECT_EQ(net.ranks_per_node, 8);
+  const double nic_node = 8 * 25e9 * 0.9;  // 8 HDR NICs per node at 0.9
+  EXPECT_NEAR(net.inter_bw.value, nic_node, 1.0);
+  Bytes s{1e9};
+  auto steps = collective_steps(CollectiveKind::kAllReduce, CollectiveAlgo::kHierarchical, s, net);
+  ASSERT_EQ(steps.size(), 3u);  // intra reduce-scatter, inter all-reduce, intra all-gather
+  EXPECT_EQ(steps[1].links, StepLinks::kInterNode);
+  EXPECT_GT(steps[1].time(), steps[0].time());
+  EXPECT_GT(steps[1].time(), steps[2].time());
+  double bus = busbw(CollectiveKind::kAllReduce, 16, s, steps_time(steps));
+  EXPECT_LT(bus, nic_node);
+  // Flat ring across 2 nodes: NCCL's busbw approaches the node's NIC bandwidth.
+  EXPECT_NEAR(busbw_gbs(a100, 2, 16, CollectiveAlgo::kRing), nic_node / 1e9, 0.1 * nic_node / 1e9);
+  // Four nodes of a PCIe cluster with one 100 GbE NIC each: bounded by 12.5 GB/s x 0.85.
+  EXPECT_LT(busbw_gbs(profile("commodity-pcie-100gbe"), 4, 32, CollectiveAlgo::kAuto), 10.7);
+}
+
+TEST(CollectiveSteps, RingAllReduceIsReduceScatterThenAllGather) {
+  HardwareProfile a100 = profile("dgx-a100-80gb");
+  Topology t(topology_spec(a100, 1));
+  GroupNetwork net = describe_group(t, a100, first_gpus(8));
+  Bytes s{8e6};
+  auto steps = collective_steps(CollectiveKind::kAllReduce, CollectiveAlgo::kRing, s, net);
+  ASSERT_EQ(steps.size(), 2u);
+  for (const CollectiveStep& st : steps) {
+    EXPECT_EQ(st.repeat, 7);
+    EXPECT_DOUBLE_EQ(st.bytes_per_rank.value, 1e6);
+    EXPECT_EQ(st.pattern, StepPattern::kRing);
+    EXPECT_EQ(st.links, StepLinks::kIntraNode);
+  }
+  EXPECT_EQ(steps_time(steps),
+            collective_time(CollectiveKind::kAllReduce, CollectiveAlgo::kRing, s, net));
+  // Alpha-beta: 14 steps x (hop latency + 1 MB / 240 GB/s).
+  double per = ps_to_seconds(net.intra_latency + net.step_latency) + 1e6 / (300e9 * 0.8);
+  EXPECT_NEAR(ps_to_seconds(steps_time(steps)), 14 * per, 1e-9);
+}
+
+TEST(CollectiveSteps, SmallMessagesPreferTreeLatency) {
+  HardwareProfile a100 = profile("dgx-a100-80gb");
+  Topology t(topology_spec(a100, 4));
+  GroupNetwork net = describe_group(t, a100, first_gpus(32));
+  EXPECT_EQ(choose_algorithm(CollectiveKind::kAllReduce, Bytes{1024}, net), CollectiveAlgo::kTree);
+  EXPECT_TRUE(
+      collective_steps(CollectiveKind::kAllReduce, CollectiveAlgo::kRing, Bytes{0}, net).empty());
+}
+
+TEST(CollectiveSteps, AllToAllSplitsIntraAndInterNodeRounds) {
+  HardwareProfile h100 = profile("dgx-h100");
+  Topology t(topology_spec(h100, 2));
+  GroupNetwork net = describe_group(t, h100, first_gpus(16));
+  auto steps = collective_steps(CollectiveKind::kAllToAll, CollectiveAlgo::kAuto, Bytes{16e6}, net);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].repeat, 7);
+  EXPECT_EQ(steps[1].repeat, 8);
+  EXPECT_TRUE(steps[1].overlaps_previous);
+}
+
+TEST(SendRecv, AcrossNodesUsesOneNic) {
+  HardwareProfile a100 = profile("dgx-a100-80gb");
+  Topology t(topology_spec(a100, 2));
+  GroupNetwork net = describe_group(t, a100, {0, 8});
+  TimePs tt = collective_time(CollectiveKind::kSendRecv, CollectiveAlgo::kAuto, Bytes{1e8}, net);
+  EXPECT_NEAR(algbw(Bytes{1e8}, tt) / 1e9, 22.5, 0.5);
+}
+
+}  // namespace
+}  // namespace pw::hw

@@ -1,0 +1,214 @@
+// Scenario and profile loading: validation messages name file, key path and expectation.
+#include "hwmodels/scenario.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "hwmodels/estimate.h"
+#include "hwmodels/profile.h"
+
+namespace pw::hw {
+namespace {
+
+const char* kBase = R"(model: {preset: gpt3-175b}
+cluster: {profile: dgx-a100-80gb, nodes: 128}
+parallel:
+  tensor_model_parallel_size: 8
+  pipeline_model_parallel_size: 8
+  num_layers_per_virtual_pipeline_stage: 4
+  micro_batch_size: 1
+  global_batch_size: 1536
+  sequence_parallel: true
+  recompute_granularity: selective
+  zero_stage: 1
+  schedule: interleaved
+)";
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_scenario(text, "s.yaml", "");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  auto pos = text.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return text.replace(pos, from.size(), to);
+}
+
+TEST(Scenario, LoadsAndDerivesDataParallelAndInterleaving) {
+  Scenario s = load_scenario(std::string(PW_SOURCE_DIR) + "/tests/hwmodels/data/gpt3-175b.yaml");
+  EXPECT_EQ(s.model.num_layers, 96);
+  EXPECT_EQ(s.model.hidden_size, 12288);
+  EXPECT_EQ(s.num_gpus(), 1024);
+  EXPECT_EQ(s.parallel.data_parallel, 16);
+  EXPECT_EQ(s.parallel.virtual_stages, 3);  // 12 layers per stage / 4
+  EXPECT_EQ(s.num_microbatches(), 96);
+  EXPECT_EQ(s.parallel.recompute, "selective");
+  ASSERT_TRUE(s.published.has_value());
+  EXPECT_DOUBLE_EQ(s.published->tflops_per_gpu, 138);
+  EXPECT_EQ(s.profile.name, "dgx-a100-80gb");
+}
+
+TEST(Scenario, UnknownKeySuggestsNearest) {
+  std::string msg =
+      error_of(replace(kBase, "tensor_model_parallel_size", "tensor_model_paralel_size"));
+  EXPECT_EQ(msg.rfind("s.yaml: parallel.tensor_model_paralel_size: unknown key; did you mean "
+                      "'tensor_model_parallel_size'?",
+                      0),
+            0u)
+      << msg;
+}
+
+TEST(Scenario, MissingFieldNamesKeyAndExpectation) {
+  std::string text = replace(kBase, "model: {preset: gpt3-175b}",
+                             "model: {num_layers: 4, num_attention_heads: 8, seq_length: 128, "
+                             "vocab_size: 1000}");
+  EXPECT_EQ(error_of(text), "s.yaml: model.hidden_size: missing; expected an integer >= 1");
+  EXPECT_EQ(error_of(replace(kBase, "  micro_batch_size: 1\n", "")),
+            "s.yaml: parallel.micro_batch_size: missing; expected an integer >= 1");
+}
+
+TEST(Scenario, NegativeFieldNamesKeyAndExpectation) {
+  EXPECT_EQ(error_of(replace(kBase, "micro_batch_size: 1", "micro_batch_size: -2")),
+            "s.yaml: parallel.micro_batch_size: -2 is out of range; expected an integer >= 1");
+  EXPECT_EQ(error_of(replace(kBase, "nodes: 128", "nodes: 0")),
+            "s.yaml: cluster.nodes: 0 is out of range; expected an integer >= 1");
+}
+
+TEST(Scenario, GpuCountMismatchIsAnError) {
+  EXPECT_EQ(error_of(replace(kBase, "nodes: 128", "nodes: 3")),
+            "s.yaml: parallel.tensor_model_parallel_size: t*p = 8*8 = 64 does not divide the 24 "
+            "GPUs (3 nodes x 8); expected t*p to divide 24");
+  std::string text =
+      replace(kBase, "  micro_batch_size: 1\n", "  micro_batch_size: 1\n  data_parallel_size: 4\n");
+  EXPECT_EQ(error_of(text),
+            "s.yaml: parallel.data_parallel_size: 4 does not match GPUs / (t*p) = 1024 / 64; "
+            "expected 16");
+}
+
+TEST(Scenario, BadEnumsAndPresetsSuggestNearest) {
+  EXPECT_EQ(error_of(replace(kBase, "recompute_granularity: selective",
+                             "recompute_granularity: selectiv")),
+            "s.yaml: parallel.recompute_granularity: unknown value 'selectiv'; expected one of "
+            "none, selective, full (did you mean 'selective'?)");
+  EXPECT_EQ(error_of(replace(kBase, "gpt3-175b", "gpt3-175")),
+            "s.yaml: model.preset: unknown preset 'gpt3-175'; did you mean 'gpt3-175b'?");
+  std::string msg = error_of(replace(kBase, "dgx-a100-80gb", "dgx-a100-80g"));
+  EXPECT_NE(msg.find("s.yaml: cluster.profile: unknown profile 'dgx-a100-80g'"), std::string::npos);
+  EXPECT_NE(msg.find("did you mean 'dgx-a100-80gb'?"), std::string::npos);
+}
+
+TEST(Scenario, OverridesRevalidateAndNameTheFlag) {
+  Scenario s = parse_scenario(kBase, "s.yaml", "");
+  ParallelOverrides o;
+  o.tp = 4;
+  apply_overrides(&s, o);
+  EXPECT_EQ(s.parallel.data_parallel, 32);
+  o.tp = 5;
+  try {
+    apply_overrides(&s, o);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "--tp");
+  }
+  ParallelOverrides bad;
+  bad.recompute = "ful";
+  try {
+    apply_overrides(&s, bad);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "s.yaml: --recompute: 'ful'; expected none, selective or full");
+  }
+}
+
+std::string profile_text() {
+  return read_file(std::string(PW_SOURCE_DIR) + "/hwmodels/profiles/dgx-a100-80gb.yaml");
+}
+
+std::string profile_error(const std::string& text) {
+  try {
+    parse_profile(text, "p.yaml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Profile, AllShippedProfilesLoad) {
+  auto names = shipped_profile_names();
+  ASSERT_EQ(names.size(), 4u);
+  for (const auto& n : names) {
+    HardwareProfile p = resolve_profile(n, "", "", "");
+    EXPECT_EQ(p.name, n);
+    EXPECT_GT(p.gpu.peak_flops[static_cast<int>(DType::kBf16)], 0);
+  }
+}
+
+TEST(Profile, UnknownLinkTypeIsAnError) {
+  std::string text = replace(profile_text(), "type: infiniband", "type: infiniban");
+  EXPECT_EQ(profile_error(text),
+            "p.yaml: node.nic.type: unknown link type 'infiniban'; expected one of nvlink, "
+            "nvswitch, pcie, infiniband, roce, ethernet (did you mean 'infiniband'?)");
+}
+
+TEST(Profile, NegativeOrMissingValueIsAnError) {
+  std::string text = replace(profile_text(), "bandwidth_gb_per_s: 300", "bandwidth_gb_per_s: -300");
+  EXPECT_EQ(profile_error(text),
+            "p.yaml: node.intra.bandwidth_gb_per_s: -300 is out of range; expected a number > 0");
+  text = replace(profile_text(), "  sm_count: 108", "  #");
+  EXPECT_EQ(profile_error(text), "p.yaml: gpu.sm_count: missing; expected an integer >= 1");
+}
+
+TEST(Estimate, ReportsMemoryFlopsAndCollectives) {
+  Scenario s = parse_scenario(kBase, "s.yaml", "");
+  Estimate e = make_estimate(s);
+  EXPECT_NEAR(e.params / 1e9, 174.6, 0.1);
+  EXPECT_TRUE(e.first.fits);
+  // ZeRO-1 over d = 16: 2P weights, 2P grads, 12P/16 optimizer on the first stage.
+  EXPECT_DOUBLE_EQ(e.first.state.optimizer.value, 12.0 * e.first.params / 16);
+  bool saw_tp = false, saw_pp = false, saw_dp = false;
+  for (const auto& c : e.collectives) {
+    saw_tp = saw_tp || c.purpose.rfind("TP", 0) == 0;
+    saw_pp = saw_pp || c.kind == CollectiveKind::kSendRecv;
+    saw_dp = saw_dp || c.purpose.rfind("ZeRO gradient reduce-scatter", 0) == 0;
+  }
+  EXPECT_TRUE(saw_tp && saw_pp && saw_dp);
+  nlohmann::json j = estimate_json(e);
+  EXPECT_EQ(j["parallel"]["data_parallel_size"], 16);
+  EXPECT_TRUE(j["memory"]["last_stage"]["fits"].get<bool>());
+  EXPECT_NE(estimate_table(e).find("first stage"), std::string::npos);
+}
+
+// The CLI exits 2 with a one-line message on bad input (skipped if the binary is not built).
+TEST(EstimateCommand, BadInputExitsTwoWithOneLine) {
+  std::string exe = std::string(PW_BINARY_DIR) + "/tools/pipewright";
+  if (!std::filesystem::exists(exe)) GTEST_SKIP() << "pipewright not built";
+  auto dir = std::filesystem::temp_directory_path() / "pw_hw_estimate_test";
+  std::filesystem::create_directories(dir);
+  std::string scen = (dir / "bad.yaml").string();
+  std::ofstream(scen) << replace(kBase, "nodes: 128", "nodes: 3");
+  std::string err = (dir / "err.txt").string();
+  int rc = std::system((exe + " estimate " + scen + " > /dev/null 2> " + err).c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  std::string text = read_file(err);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_NE(text.find("parallel.tensor_model_parallel_size"), std::string::npos) << text;
+  rc =
+      std::system((exe + " estimate " + scen + " --tp 8 --pp 1 --format json > /dev/null").c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 0);
+}
+
+}  // namespace
+}  // namespace pw::hw
