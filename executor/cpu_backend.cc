@@ -67,6 +67,7 @@ CpuBackend::CpuBackend(const Plan& plan, const Program& program, const ModelDims
   send_buf_.resize(slots);
   recv_buf_.resize(slots);
   send_req_.assign(slots, MPI_REQUEST_NULL);
+  pairs_.resize(static_cast<std::size_t>(S));
 }
 
 CpuBackend::~CpuBackend() {
@@ -79,6 +80,7 @@ void CpuBackend::start_iteration() {
 }
 
 void CpuBackend::finish_iteration() {
+  complete_pairs();
   watchdog_.wait_all(static_cast<int>(send_req_.size()), send_req_.data(),
                      "completion of its sends");
 }
@@ -178,6 +180,7 @@ void CpuBackend::all_reduce(std::vector<double>& buf, MPI_Comm comm, const char*
 }
 
 void CpuBackend::reduce_grad(const ExecAction& a) {
+  complete_pair(a.action.stage);
   if (layout_.dp == 1) return;
   StageModel* m = model(a.action.stage);
   pack_grads(*m, flat_);
@@ -208,41 +211,57 @@ void CpuBackend::unshard(const ExecAction& a) {
 }
 
 void CpuBackend::pair_reduce(const ExecAction& a) {
+  // Posted here, completed lazily (complete_pairs): the devices of a pair reach their
+  // PAIR_REDUCE actions in different orders, and buffered sends keep that deadlock-free.
   const int st = a.action.stage;
   const std::vector<int> group = replica_stages(pl_, st);
   if (group.size() < 2) return;
-  pack_grads(*model(st), flat_);
-  std::vector<std::vector<double>> parts(group.size());
-  std::vector<MPI_Request> reqs;
-  reqs.reserve(group.size() * 2);
+  PendingPair& pp = pairs_[st];
+  pack_grads(*model(st), pp.mine);
+  pp.parts.assign(group.size(), {});
+  pp.reqs.clear();
+  pp.reqs.reserve(group.size() * 2);
   const int tag = pl_.stages[st].index;
   for (std::size_t k = 0; k < group.size(); ++k) {
     const int other = group[k];
     if (other == st) continue;
     if (local(other)) {
-      pack_grads(*model(other), parts[k]);
+      pack_grads(*model(other), pp.parts[k]);
       continue;
     }
     const int peer = peer_rank(pl_.stages[other].device);
-    parts[k].resize(flat_.size());
-    reqs.emplace_back();
-    MPI_Irecv(parts[k].data(), static_cast<int>(parts[k].size()), MPI_DOUBLE, peer, tag, pair_comm_,
-              &reqs.back());
-    reqs.emplace_back();
-    MPI_Isend(flat_.data(), static_cast<int>(flat_.size()), MPI_DOUBLE, peer, tag, pair_comm_,
-              &reqs.back());
+    pp.parts[k].resize(pp.mine.size());
+    pp.reqs.emplace_back();
+    MPI_Irecv(pp.parts[k].data(), static_cast<int>(pp.parts[k].size()), MPI_DOUBLE, peer, tag,
+              pair_comm_, &pp.reqs.back());
+    pp.reqs.emplace_back();
+    MPI_Isend(pp.mine.data(), static_cast<int>(pp.mine.size()), MPI_DOUBLE, peer, tag, pair_comm_,
+              &pp.reqs.back());
   }
-  watchdog_.wait_all(static_cast<int>(reqs.size()), reqs.data(), "BitPipe pair exchange");
-  // Sum in pipeline order so every replica ends with the bit-identical total.
   for (std::size_t k = 0; k < group.size(); ++k)
-    if (group[k] == st) parts[k] = flat_;
-  std::vector<double> sum(parts[0]);
-  for (std::size_t k = 1; k < parts.size(); ++k)
-    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += parts[k][i];
+    if (group[k] == st) pp.own = static_cast<int>(k);
+  pp.pending = true;
+}
+
+void CpuBackend::complete_pair(int st) {
+  PendingPair& pp = pairs_[st];
+  if (!pp.pending) return;
+  pp.pending = false;
+  watchdog_.wait_all(static_cast<int>(pp.reqs.size()), pp.reqs.data(), "BitPipe pair exchange");
+  pp.parts[pp.own] = pp.mine;
+  // Sum in pipeline order so every replica ends with the bit-identical total.
+  std::vector<double> sum(pp.parts[0]);
+  for (std::size_t k = 1; k < pp.parts.size(); ++k)
+    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += pp.parts[k][i];
   unpack_grads(sum, *model(st));
 }
 
+void CpuBackend::complete_pairs() {
+  for (int st = 0; st < pl_.num_stages(); ++st) complete_pair(st);
+}
+
 void CpuBackend::opt_step(const ExecAction&) {
+  complete_pairs();
   ++opt_steps_;
   for (auto& m : models_) {
     if (options_.optimizer == "adam")

@@ -69,6 +69,16 @@ class CpuBackend {
   void irecv(int stage, int mb, int dir, int from_stage, const char* what);
   /// In-place sum over `comm` via reduce + broadcast, watched.
   void all_reduce(std::vector<double>& buf, MPI_Comm comm, const char* what);
+  void complete_pair(int stage);
+  void complete_pairs();
+
+  struct PendingPair {
+    bool pending = false;
+    int own = 0;                             ///< this stage's position in its replica group
+    std::vector<double> mine;                ///< gradients as posted
+    std::vector<std::vector<double>> parts;  ///< by pipeline
+    std::vector<MPI_Request> reqs;
+  };
 
   const Placement& pl_;
   const Program& program_;
@@ -86,6 +96,7 @@ class CpuBackend {
   std::vector<Mat> send_buf_, recv_buf_;  ///< by slot()
   std::vector<MPI_Request> send_req_;     ///< by slot()
   std::vector<double> flat_, flat2_;
+  std::vector<PendingPair> pairs_;  ///< by global stage id
 };
 
 }  // namespace pw::exec

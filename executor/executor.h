@@ -9,10 +9,14 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/plan.h"
 #include "core/trace.h"
+#include "executor/model.h"
+#include "executor/program.h"
+#include "executor/watchdog.h"
 
 namespace pw::exec {
 
@@ -44,11 +48,16 @@ struct RankLayout {
 /// the placement's devices); throws ConfigError naming the counts otherwise.
 RankLayout make_layout(const Plan& plan, int world_size, const std::string& source);
 
+/// Collective over `world`: when any rank passes a non-empty `error`, every rank throws the same
+/// ConfigError("rank R: " + the lowest failing rank R's message); otherwise returns.
+void agree_on_error(MPI_Comm world, const std::string& error);
+
 /// What a run produced. Complete on rank 0; other ranks get `ok` and the losses.
 struct ExecuteResult {
   MeasuredRun run;  ///< per plan action of data replica 0 / tensor rank 0, last iteration
   Trace trace;      ///< every executed action (implied communication included), last iteration
   std::vector<double> losses;  ///< loss of each iteration (sum over the global batch, in order)
+  std::vector<TimePs> iteration_times;  ///< slowest rank's span of each iteration
   int num_ranks = 0;
   int num_implied = 0;  ///< actions the executor added to the plan per data/tensor replica
   bool checked = false;
@@ -59,6 +68,22 @@ struct ExecuteResult {
   std::int64_t tensors_checked = 0;
   bool gradients_match = false;  ///< max_grad_rel_error <= 1e-9 and the loss matches
 };
+
+// Building blocks shared with the CUDA backend.
+
+/// Appends one device's actions to res.run (plan actions only) and res.trace (all), from
+/// `rel_ns` = [start0, end0, start1, end1, ...] in nanoseconds since the iteration start.
+void append_device_timings(const std::vector<ExecAction>& list, int device, int world_rank,
+                           const std::int64_t* rel_ns, ExecuteResult& res);
+
+/// Collective: rank 0 trains the unpipelined reference (fp64) and broadcasts its gradients;
+/// every rank compares its `local` (stage id, model holding the gradients) with its slice; rank 0
+/// fills res.checked..gradients_match (needs res.losses.front()). `tolerance` bounds the relative
+/// gradient error (1e-9 for the fp64 CPU backend; above that it also bounds the loss error).
+void check_against_reference(const Plan& plan, const ModelDims& dims, const RankLayout& layout,
+                             const std::vector<std::pair<int, const StageModel*>>& local,
+                             double tolerance, int rank, MPI_Comm world, Watchdog& wd,
+                             ExecuteResult& res);
 
 /// Runs `plan` on the ranks of `world` (MPI must be initialised; every rank calls this). Setup
 /// errors (bad plan, wrong rank count, invalid model shape) are agreed on by all ranks and thrown

@@ -1,5 +1,10 @@
 #include "executor/program.h"
 
+#include <fmt/format.h>
+
+#include <map>
+#include <tuple>
+
 namespace pw::exec {
 namespace {
 
@@ -159,6 +164,46 @@ std::vector<int> replica_stages(const Placement& placement, int stage) {
       if (placement.stages[s].pipeline == p && placement.stages[s].index == me.index)
         out.push_back(s);
   return out;
+}
+
+std::string check_transfer_order(const Program& program, const Placement& pl) {
+  using Key = std::tuple<int, int, int>;  // receiving stage, microbatch, direction
+  std::map<std::pair<int, int>, std::vector<Key>> sent, received;
+  for (int d = 0; d < static_cast<int>(program.device.size()); ++d)
+    for (const ExecAction& e : program.device[d]) {
+      const Action& a = e.action;
+      switch (a.kind) {
+        case ActionKind::kSendF:
+          sent[{d, e.peer}].emplace_back(pl.next_stage(a.stage), a.microbatch, 0);
+          break;
+        case ActionKind::kSendB:
+          sent[{d, e.peer}].emplace_back(pl.prev_stage(a.stage), a.microbatch, 1);
+          break;
+        case ActionKind::kRecvF:
+          received[{e.peer, d}].emplace_back(a.stage, a.microbatch, 0);
+          break;
+        case ActionKind::kRecvB:
+          received[{e.peer, d}].emplace_back(a.stage, a.microbatch, 1);
+          break;
+        default:
+          break;
+      }
+    }
+  for (const auto& [edge, keys] : sent) {
+    const std::vector<Key>& got = received[edge];
+    for (std::size_t i = 0; i < std::max(keys.size(), got.size()); ++i) {
+      if (i < keys.size() && i < got.size() && keys[i] == got[i]) continue;
+      auto name = [](const std::vector<Key>& v, std::size_t k) {
+        if (k >= v.size()) return std::string("nothing");
+        return fmt::format("{} stage {} mb {}",
+                           std::get<2>(v[k]) ? "gradient for" : "activation for", std::get<0>(v[k]),
+                           std::get<1>(v[k]));
+      };
+      return fmt::format("device {} -> {}: transfer #{} is sent as {} but received as {}",
+                         edge.first, edge.second, i, name(keys, i), name(got, i));
+    }
+  }
+  return "";
 }
 
 Program build_program(const Schedule& schedule, int data_parallel) {

@@ -5,6 +5,7 @@
 /// end-of-iteration work the plan does not list (data-parallel REDUCE_GRAD, BitPipe PAIR_REDUCE
 /// between replicated stages, OPT). Pure data, no MPI: shared by every backend and the benchmark.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/schedule.h"
@@ -31,6 +32,11 @@ struct Program {
 /// Builds the programs. `data_parallel` > 1 adds a REDUCE_GRAD per stage when the plan has none
 /// for it; OPT is appended when absent. The schedule must already be valid.
 Program build_program(const Schedule& schedule, int data_parallel);
+
+/// Transfers matched in order (NCCL point-to-point has no tags): for every directed device pair,
+/// the sender's SEND sequence must name the same (receiving stage, microbatch, direction) as the
+/// receiver's RECV sequence. Returns "" when it holds, else which pair differs and where.
+std::string check_transfer_order(const Program& program, const Placement& placement);
 
 /// Stages (global ids) holding the same layers as `stage` in the other pipelines, in pipeline
 /// order, `stage` included. Size 1 for single-pipeline placements.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +56,7 @@ void Watchdog::answer_requests(double waited_s) {
   while (flag) {
     int dummy = 0;
     MPI_Recv(&dummy, 1, MPI_INT, st.MPI_SOURCE, kTagAsk, comm_, MPI_STATUS_IGNORE);
+    lowest_asker_ = std::min(lowest_asker_, st.MPI_SOURCE);
     const std::string line = status_line(waited_s);
     MPI_Send(line.data(), static_cast<int>(line.size()), MPI_CHAR, st.MPI_SOURCE, kTagAnswer,
              comm_);
@@ -77,6 +79,13 @@ void Watchdog::wait(MPI_Request* req, const char* what, int peer, bool limited) 
     }
     back_off(spins);
   }
+}
+
+void Watchdog::poll(const char* what, int peer, double waited_s) {
+  what_ = what;
+  peer_ = peer;
+  answer_requests(waited_s);
+  if (seconds_ > 0 && waited_s > seconds_) fire(waited_s);
 }
 
 void Watchdog::wait_all(int n, MPI_Request* reqs, const char* what) {
@@ -111,6 +120,13 @@ void Watchdog::fire(double waited_s) {
     MPI_Recv(line.data(), count, MPI_CHAR, st.MPI_SOURCE, kTagAnswer, comm_, MPI_STATUS_IGNORE);
     if (lines[st.MPI_SOURCE].empty()) ++answered;
     lines[st.MPI_SOURCE] = std::move(line);
+  }
+  // Ranks that fired together: the lowest one prints, the others keep answering until it aborts
+  // the job (and print themselves only if that never happens).
+  const std::int64_t defer_end = now_ns() + 5'000'000'000LL;
+  while (lowest_asker_ < rank_ && now_ns() < defer_end) {
+    answer_requests(waited_s);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   std::string report = fmt::format(
       "pipewright execute: watchdog: rank {} made no progress for {:.1f} s (limit {:.1f} s); "

@@ -31,6 +31,9 @@ class Watchdog {
   void wait(MPI_Request* req, const char* what, int peer, bool limited = true);
   /// Waits for all `n` requests (e.g. outstanding sends), same reporting.
   void wait_all(int n, MPI_Request* reqs, const char* what);
+  /// For waits that are not MPI requests (CUDA events): call repeatedly while waiting `waited_s`
+  /// seconds; answers other ranks' report requests and fires when the limit is exceeded.
+  void poll(const char* what, int peer, double waited_s);
   double seconds() const { return seconds_; }
 
  private:
@@ -45,6 +48,7 @@ class Watchdog {
   Action action_{};
   const char* what_ = "";
   int peer_ = -1;
+  int lowest_asker_ = 1 << 30;  ///< lowest rank that asked us for a report
 };
 
 }  // namespace pw::exec

@@ -1,16 +1,139 @@
-// Placeholder for `pipewright execute`; replaced by the issue that implements it.
-#include <cstdio>
+// `pipewright execute PLAN`: run a plan for real under mpirun (one process per rank).
+#include <fmt/format.h>
+#include <mpi.h>
 
+#include <cstdio>
+#include <memory>
+
+#include "core/error.h"
+#include "core/plan_io.h"
+#include "executor/executor.h"
 #include "tools/command.h"
+#ifdef PW_HAVE_CUDA_EXECUTOR
+#include "executor/cuda/cuda_executor.h"
+#endif
 
 namespace pw::tools {
+namespace {
+
+struct ExecuteArgs {
+  std::string plan;
+  std::string measured;
+  std::string trace;
+  std::string format = "table";
+  bool check_gradients = false;
+  exec::ExecuteOptions opt;
+};
+
+void print_summary(const Plan& plan, const ExecuteArgs& a, const exec::ExecuteResult& r) {
+  const auto& pl = plan.schedule.placement;
+  if (a.format == "json") {
+    std::string losses, times;
+    for (std::size_t i = 0; i < r.losses.size(); ++i) {
+      losses += fmt::format("{}{:.17g}", i ? ", " : "", r.losses[i]);
+      times += fmt::format("{}{}", i ? ", " : "", r.iteration_times[i]);
+    }
+    std::printf(
+        "{\"backend\": \"%s\", \"ranks\": %d, \"losses\": [%s], \"iteration_times_ps\": "
+        "[%s], \"checked\": %s, \"reference_loss\": %.17g, \"max_grad_rel_error\": %.3g, "
+        "\"gradients_match\": %s}\n",
+        a.opt.backend.c_str(), r.num_ranks, losses.c_str(), times.c_str(),
+        r.checked ? "true" : "false", r.reference_loss, r.max_grad_rel_error,
+        r.gradients_match ? "true" : "false");
+    return;
+  }
+  std::printf("pipewright execute: %s: schedule %s, %d stages on %d devices, %d microbatches\n",
+              a.plan.c_str(), plan.schedule.name.c_str(), pl.num_stages(), pl.num_devices,
+              plan.schedule.num_microbatches);
+  std::printf(
+      "backend %s, %d ranks (data %d x pipeline %d x tensor %d), %d implied actions "
+      "per replica\n",
+      a.opt.backend.c_str(), r.num_ranks, plan.config.data_parallel, pl.num_devices,
+      plan.config.tensor_parallel, r.num_implied);
+  std::printf("%-10s %-22s %s\n", "iteration", "loss", "time (ms)");
+  for (std::size_t i = 0; i < r.losses.size(); ++i)
+    std::printf("%-10zu %-22.17g %.3f\n", i + 1, r.losses[i],
+                static_cast<double>(r.iteration_times[i]) * 1e-9);
+  if (r.checked)
+    std::printf(
+        "gradient check vs unpipelined reference: loss %.17g (%s), max relative gradient "
+        "error %.3g over %lld tensors (worst %s): %s\n",
+        r.reference_loss, r.losses.front() == r.reference_loss ? "identical" : "differs",
+        r.max_grad_rel_error, static_cast<long long>(r.tensors_checked), r.worst_tensor.c_str(),
+        r.gradients_match ? "PASS" : "FAIL");
+}
+
+exec::ExecuteResult run_backend(const Plan& plan, const exec::ExecuteOptions& opt) {
+  if (opt.backend == "cpu") return exec::execute_plan(plan, opt, MPI_COMM_WORLD);
+#ifdef PW_HAVE_CUDA_EXECUTOR
+  return exec::cuda::execute_plan_cuda(plan, opt, MPI_COMM_WORLD);
+#else
+  exec::agree_on_error(MPI_COMM_WORLD,
+                       fmt::format("--backend {}: this pipewright was built without CUDA (no nvcc "
+                                   "or NCCL at configure time)",
+                                   opt.backend));
+  return {};
+#endif
+}
+
+int run_execute(ExecuteArgs& a) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) MPI_Init(nullptr, nullptr);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int status = 0;
+  try {
+    Plan plan;
+    std::string error;
+    try {
+      plan = load_plan(a.plan);
+    } catch (const ConfigError& e) {
+      error = e.what();
+    }
+    exec::agree_on_error(MPI_COMM_WORLD, error);
+    a.opt.source = a.plan;
+    a.opt.check_gradients = a.check_gradients;
+    const exec::ExecuteResult r = run_backend(plan, a.opt);
+    if (rank == 0) {
+      if (!a.measured.empty()) save_measured_run(a.measured, r.run);
+      print_summary(plan, a, r);
+      if (r.checked && !r.gradients_match) status = 1;
+    }
+  } catch (const ConfigError& e) {
+    if (rank == 0) std::fprintf(stderr, "pipewright: error: %s\n", e.what());
+    status = 2;
+  }
+  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return status;
+}
+
+}  // namespace
 
 void register_execute(CLI::App& app, int* status) {
-  auto* sub = app.add_subcommand("execute", "(not yet available)");
-  sub->callback([status] {
-    std::fprintf(stderr, "pipewright execute: not yet available\n");
-    *status = 1;
-  });
+  auto args = std::make_shared<ExecuteArgs>();
+  auto* sub = app.add_subcommand(
+      "execute",
+      "run a plan for real: one MPI rank per GPU/process (mpirun -np N pipewright execute ...)");
+  sub->add_option("plan", args->plan, "plan file (YAML, or JSON by extension)")->required();
+  sub->add_option("--backend", args->opt.backend, "cpu (Eigen float64), cuda, cuda-single")
+      ->check(CLI::IsMember({"cpu", "cuda", "cuda-single"}));
+  sub->add_option("--measured", args->measured, "write the measured run (JSON or YAML)");
+  sub->add_option("--trace", args->trace, "write the measured Perfetto trace (JSON)");
+  sub->add_option("--iterations", args->opt.iterations, "training iterations (default 1)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--watchdog-seconds", args->opt.watchdog_seconds,
+                  "abort with a report when a rank waits longer (default 60; 0 = never)");
+  sub->add_flag("--check-gradients", args->check_gradients,
+                "compare iteration 1 with the unpipelined model on rank 0 (exit 1 on mismatch)");
+  sub->add_option("--optimizer", args->opt.optimizer, "sgd (default) or adam")
+      ->check(CLI::IsMember({"sgd", "adam"}));
+  sub->add_option("--lr", args->opt.learning_rate, "learning rate (default 1e-3)");
+  sub->add_option("--seed", args->opt.seed, "weight and data seed (default 1234)");
+  sub->add_option("--format", args->format, "table (default) or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  sub->callback([args, status] { *status = run_execute(*args); });
 }
 
 }  // namespace pw::tools

@@ -26,8 +26,8 @@ struct Job {
 Job run_mpi(int ranks, const std::string& args) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  const std::string cmd = std::string(PW_MPIRUN) + " --oversubscribe -np " +
-                          std::to_string(ranks) + " " + PW_RANK_HELPER + " " + args + " 2>&1";
+  const std::string cmd = std::string(PW_MPIRUN) + " --oversubscribe -np " + std::to_string(ranks) +
+                          " " + PW_RANK_HELPER + " " + args + " 2>&1";
   Job job;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return job;
@@ -156,8 +156,7 @@ TEST_P(EveryGenerator, MatchesUnpipelinedTrainingWithDataParallelism) {
   EXPECT_NE(job.output.find("RESULT match=1"), std::string::npos) << job.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, EveryGenerator,
-                         ::testing::ValuesIn(default_registry().names()),
+INSTANTIATE_TEST_SUITE_P(Registry, EveryGenerator, ::testing::ValuesIn(default_registry().names()),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/lowering.h"
+#include "core/plan_io.h"
 #include "executor/executor.h"
 #include "planner/generator.h"
 
@@ -20,6 +21,7 @@ struct Args {
   int p = 4, m = 8, dp = 1, tp = 1, layers = 8;
   bool lower = false;
   std::string corrupt = "none";  // none | drop | swap | drop-send
+  std::string save_plan;         // write the plan (YAML/JSON) instead of running it
   pw::exec::ExecuteOptions opt;
 };
 
@@ -89,6 +91,10 @@ pw::Plan make_plan(const Args& a) {
   plan.config.data_parallel = a.dp;
   plan.config.micro_batch_size = 2;
   plan.config.schedule = a.schedule;
+  plan.config.global_batch_size = a.m * a.dp * plan.config.micro_batch_size;
+  plan.cluster = "cpu";
+  plan.provenance.version = "0.1.0";
+  plan.provenance.command = "executor_rank_helper";
   return plan;
 }
 
@@ -102,6 +108,11 @@ int main(int argc, char** argv) {
   try {
     const Args a = parse(argc, argv);
     const pw::Plan plan = make_plan(a);
+    if (!a.save_plan.empty()) {
+      if (rank == 0) pw::save_plan(a.save_plan, plan);
+      MPI_Finalize();
+      return 0;
+    }
     const pw::exec::ExecuteResult r = pw::exec::execute_plan(plan, a.opt, MPI_COMM_WORLD);
     if (rank == 0) {
       std::printf(
