@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "planner/building_block.h"
+#include "planner/zb_auto.h"
 #include "sim/evaluator.h"
 
 namespace pw {
@@ -64,18 +67,75 @@ bool build_offsets(int p, const Params& q, VOffsets& o, std::vector<unsigned>& u
   return chain_up(o.b, 1, o.B[p - 1]);
 }
 
+// First free slot at or after `from` on a device whose taken slots are `used` (period 6).
+int first_free(unsigned& used, int from) {
+  for (int t = from;; ++t)
+    if (take(used, t)) return t;
+}
+
+// Writes the six passes of every device into `blk` (placement and period already set); W and w
+// go into the first free slot after B and b. The period has exactly six slots, so they always fit.
+void fill_block(int p, const VOffsets& o, std::vector<unsigned> used, BuildingBlock& blk) {
+  for (int i = 0; i < p; ++i) {
+    const int c0 = i, c1 = 2 * p - 1 - i;
+    BlockPass* x = blk.passes[i].data();
+    x[0] = {ActionKind::kF, c0, o.F[i], 1};
+    x[1] = {ActionKind::kF, c1, o.f[i], 1};
+    x[2] = {ActionKind::kB, c1, o.B[i], 1};
+    x[3] = {ActionKind::kB, c0, o.b[i], 1};
+    x[4] = {ActionKind::kW, c1, first_free(used[i], o.B[i] + 1), 1};
+    x[5] = {ActionKind::kW, c0, first_free(used[i], o.b[i] + 1), 1};
+  }
+}
+
+std::uint64_t offsets_hash(const VOffsets& o) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const std::vector<int>* v : {&o.F, &o.f, &o.B, &o.b})
+    for (int x : *v) h = (h ^ static_cast<std::uint64_t>(x + 1)) * 1099511628211ull;
+  return h;
+}
+
 bool dominated(const std::vector<TradeoffPoint>& pts, double mem, TimePs t) {
   for (const TradeoffPoint& x : pts)
-    if (x.peak_memory <= mem + 1e-9 && x.makespan <= t) return true;
+    if (x.peak_memory <= mem + 1e-9 && x.cost <= t) return true;
   return false;
 }
 
 void insert_point(std::vector<TradeoffPoint>& pts, TradeoffPoint pt) {
-  if (dominated(pts, pt.peak_memory, pt.makespan)) return;
+  if (dominated(pts, pt.peak_memory, pt.cost)) return;
   std::erase_if(pts, [&](const TradeoffPoint& x) {
-    return x.peak_memory >= pt.peak_memory - 1e-9 && x.makespan >= pt.makespan;
+    return x.peak_memory >= pt.peak_memory - 1e-9 && x.cost >= pt.cost;
   });
   pts.push_back(std::move(pt));
+}
+
+// The zero-bubble greedy scheduler on the V placement at every memory level (one chunk
+// activation apart) from the block front's smallest peak up to 1F1B's budget.
+void add_greedy_points(int p, int m, const CostTable& costs, std::vector<TradeoffPoint>& front) {
+  if (front.empty()) return;
+  const Placement pl = v_placement(p);
+  const double chunk = std::max(costs.mem(0, ActionKind::kF), 1e-12);
+  const double top = p * (costs.mem(0, ActionKind::kF) + costs.mem(2 * p - 1, ActionKind::kF));
+  double lowest = front.front().peak_memory;
+  for (const TradeoffPoint& pt : front) lowest = std::min(lowest, pt.peak_memory);
+  for (double limit = lowest; limit <= top + 1e-9; limit += chunk) {
+    for (WPolicy w : {WPolicy::kFillAny, WPolicy::kFillKnownGaps, WPolicy::kLookahead}) {
+      GreedyVariant v;
+      v.w_policy = w;
+      Schedule s = zb_greedy(pl, m, costs, limit, v, "v-adaptive");
+      if (s.actions.empty()) continue;
+      const EvalResult& r = evaluate(s, costs);
+      TradeoffPoint pt;
+      for (const DeviceStats& d : r.device)
+        pt.peak_memory = std::max(pt.peak_memory, d.peak_memory);
+      pt.makespan = r.makespan;
+      pt.cost = r.cost;
+      pt.greedy = true;
+      pt.greedy_limit = limit;
+      pt.greedy_variant = v;
+      insert_point(front, std::move(pt));
+    }
+  }
 }
 
 }  // namespace
@@ -99,7 +159,12 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
   VOffsets o;
   std::vector<unsigned> used;
   BuildingBlock blk;
+  blk.name = "v-adaptive";
+  blk.placement = v_placement(p);
+  blk.period = kPeriod;
+  blk.passes.assign(p, std::vector<BlockPass>(6));
   std::vector<TradeoffPoint> front;
+  std::unordered_set<std::uint64_t> seen;
   for (int split = 1; split <= p; ++split) {
     for (int da = 1; da <= opt.max_offset; ++da)
       for (int ua = 1; ua <= opt.max_offset; ++ua)
@@ -112,15 +177,13 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
               ++curve.candidates;
               const Params q{split, da, ua, split == p ? da : db, split == p ? ua : ub, turn};
               if (!build_offsets(p, q, o, used)) continue;
-              try {
-                blk = v_block(p, o, "v-adaptive");
-              } catch (const ConfigError&) {
-                continue;  // no free slot left for a W
-              }
+              // Different group parameters can give the same block; squeeze it once.
+              if (!seen.insert(offsets_hash(o)).second) continue;
+              fill_block(p, o, used, blk);
               const BlockSqueeze r = squeeze_block(blk, m, costs, ws);
               if (r.makespan < 0) continue;
               ++curve.valid;
-              if (dominated(front, r.peak_memory, r.makespan)) continue;
+              if (dominated(front, r.peak_memory, r.cost)) continue;
               TradeoffPoint pt;
               pt.peak_memory = r.peak_memory;
               pt.makespan = r.makespan;
@@ -140,12 +203,11 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
     std::vector<TradeoffPoint> refined;
     for (const TradeoffPoint& pt : front) {
       Schedule s = block_to_schedule(v_block(p, pt.offsets, "v-adaptive"), m);
-      squeeze_fill_w(s, costs);
-      const EvalResult& r = evaluate(s, costs);
-      double peak = 0;
-      for (const DeviceStats& d : r.device) peak = std::max(peak, d.peak_memory);
+      BlockSqueeze r;
+      squeeze_fill_w(s, costs, &r);
+      const double peak = r.peak_memory;
       TradeoffPoint better = pt;
-      if (r.makespan < pt.makespan) {
+      if (r.cost < pt.cost) {
         better.makespan = r.makespan;
         better.cost = r.cost;
         better.peak_memory = std::min(pt.peak_memory, peak);
@@ -155,6 +217,7 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
     }
     front = std::move(refined);
   }
+  if (opt.greedy_points) add_greedy_points(p, m, costs, front);
   std::sort(front.begin(), front.end(), [](const TradeoffPoint& a, const TradeoffPoint& b) {
     return a.peak_memory < b.peak_memory;
   });
@@ -167,7 +230,7 @@ const TradeoffPoint& pick_point(const TradeoffCurve& curve, double memory_limit)
   const TradeoffPoint* best = nullptr;
   for (const TradeoffPoint& pt : curve.points)
     if (memory_limit <= 0 || pt.peak_memory <= memory_limit + 1e-9)
-      if (!best || pt.makespan < best->makespan) best = &pt;
+      if (!best || pt.cost < best->cost) best = &pt;
   if (!best)
     throw ConfigError("", "--memory-limit",
                       fmt::format("no V-shape schedule fits {} activations per device; the "
@@ -178,6 +241,12 @@ const TradeoffPoint& pick_point(const TradeoffCurve& curve, double memory_limit)
 
 Schedule tradeoff_schedule(int p, int m, const TradeoffPoint& pt, const CostTable& costs,
                            int num_layers) {
+  if (pt.greedy) {
+    Schedule s = zb_greedy(v_placement(p, num_layers), m, costs, pt.greedy_limit, pt.greedy_variant,
+                           "v-adaptive");
+    PW_ASSERT(!s.actions.empty(), "greedy trade-off point no longer reproduces");
+    return s;
+  }
   Schedule s = block_to_schedule(v_block(p, pt.offsets, "v-adaptive", num_layers), m);
   if (pt.filled) squeeze_fill_w(s, costs);
   return s;

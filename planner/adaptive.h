@@ -10,37 +10,46 @@
 /// slots. The turn at the last device (F -> f and B -> b) takes the smallest collision-free gap;
 /// the turn at device 0 (f -> B) is searched over every collision-free gap in 1..turn_range. W and
 /// w go greedily into the first free slot after B and b. Each candidate is squeezed under the real
-/// costs; the Pareto front (peak memory, makespan) is kept and its points are re-squeezed with W
-/// gap filling (squeeze_fill_w), keeping the better of the two timelines.
+/// costs; the Pareto front (peak memory, cost) is kept and its points are re-squeezed with W
+/// gap filling (squeeze_fill_w), keeping the better of the two timelines. Optionally the
+/// zero-bubble greedy scheduler (planner/zb_auto.h) on the same V placement adds a point at every
+/// memory level one chunk apart up to 1F1B's budget; it reaches zero bubble at 1F1B memory,
+/// which the uniform-offset blocks do not. Time is the zero-bubble papers' cost: the largest
+/// device span (last end - first start of that device).
 #include <string>
 #include <vector>
 
 #include "core/cost_table.h"
 #include "planner/generator.h"
 #include "planner/v_schedules.h"
+#include "planner/zb_auto.h"
 
 namespace pw {
 
 struct AdaptiveOptions {
-  int max_offset = 3;   ///< largest per-hop offset tried (slots)
-  int turn_range = 12;  ///< largest f -> B turn gap tried at device 0 (slots)
-  bool fill_w = true;   ///< re-squeeze the front's points with W gap filling
+  int max_offset = 3;         ///< largest per-hop offset tried (slots)
+  int turn_range = 6;         ///< largest f -> B turn gap tried at device 0 (slots)
+  bool fill_w = true;         ///< re-squeeze the front's points with W gap filling
+  bool greedy_points = true;  ///< add the greedy V scheduler's points (see above)
 };
 
 /// One point of the trade-off curve.
 struct TradeoffPoint {
   double peak_memory = 0;  ///< largest device peak, cost table's memory units (1.0 = 1F1B stage)
-  TimePs makespan = 0;     ///< last end - first start, picoseconds (or slots with unit costs)
-  TimePs cost = 0;         ///< largest device span (zero-bubble convention)
+  TimePs makespan = 0;     ///< last end - first start over all devices (ps, or slots)
+  TimePs cost = 0;         ///< largest device span (zero-bubble convention): the curve's time
   bool filled = false;     ///< the makespan needs squeeze_fill_w's order
   int split = 0;           ///< group boundary device k
   int down_a = 1, up_a = 1, down_b = 1, up_b = 1;  ///< offsets of group A (< k) and B (>= k)
   int turn = 1;                                    ///< f -> B gap at device 0
   VOffsets offsets;                                ///< the block's chained start slots
+  bool greedy = false;           ///< produced by the greedy scheduler, not by a block
+  double greedy_limit = 0;       ///< the greedy run's memory limit
+  GreedyVariant greedy_variant;  ///< and its variant
 };
 
 /// Result of the search: the Pareto front sorted by increasing memory (strictly decreasing
-/// makespan), and how many candidates were examined / were collision-free.
+/// cost), and how many candidates were examined / were collision-free.
 struct TradeoffCurve {
   std::vector<TradeoffPoint> points;
   int candidates = 0;
@@ -52,7 +61,7 @@ struct TradeoffCurve {
 TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs,
                                 const AdaptiveOptions& options = {});
 
-/// The point with the shortest makespan whose peak fits `memory_limit` (<= 0: no limit). Throws
+/// The point with the smallest cost whose peak fits `memory_limit` (<= 0: no limit). Throws
 /// ConfigError("", "--memory-limit", ...) stating the smallest feasible limit when none fits.
 const TradeoffPoint& pick_point(const TradeoffCurve& curve, double memory_limit);
 

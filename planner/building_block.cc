@@ -279,7 +279,7 @@ std::string format_block(const BuildingBlock& block) {
   return out;
 }
 
-TimePs squeeze_fill_w(Schedule& schedule, const CostTable& costs) {
+TimePs squeeze_fill_w(Schedule& schedule, const CostTable& costs, BlockSqueeze* stats) {
   const DependencyGraph g = build_dependency_graph(schedule);
   const int D = schedule.placement.num_devices;
   const std::size_t n = g.size();
@@ -296,10 +296,15 @@ TimePs squeeze_fill_w(Schedule& schedule, const CostTable& costs) {
   std::vector<std::int32_t> w_of(n, -1);
   for (std::size_t id = 0; id < n; ++id)
     if (g.action[id].kind == ActionKind::kW) w_of[g.dep[g.dep_begin[id]]] = static_cast<int>(id);
+  std::vector<TimePs> first(D, kNever);
+  std::vector<double> mem(D, 0.0), peak(D, 0.0);
   auto run = [&](int d, std::int32_t id, TimePs t) {
     const Action& a = g.action[id];
     end[id] = t + costs.time(std::max<int>(a.stage, 0), a.kind);
     clock[d] = end[id];
+    first[d] = std::min(first[d], t);
+    mem[d] += costs.mem(std::max<int>(a.stage, 0), a.kind);
+    peak[d] = std::max(peak[d], mem[d]);
     done[id] = 1;
     order[d].push_back(a);
     if (w_of[id] >= 0) pending[d].push_back(w_of[id]);
@@ -341,8 +346,19 @@ TimePs squeeze_fill_w(Schedule& schedule, const CostTable& costs) {
     --remaining;
   }
   schedule.actions = std::move(order);
-  TimePs last = 0;
-  for (TimePs c : clock) last = std::max(last, c);
+  TimePs last = 0, first_all = kNever, cost = 0;
+  for (int d = 0; d < D; ++d) {
+    last = std::max(last, clock[d]);
+    if (first[d] == kNever) continue;
+    first_all = std::min(first_all, first[d]);
+    cost = std::max(cost, clock[d] - first[d]);
+  }
+  if (stats) {
+    stats->makespan = first_all == kNever ? 0 : last - first_all;
+    stats->cost = cost;
+    stats->peak = peak;
+    stats->peak_memory = *std::max_element(peak.begin(), peak.end());
+  }
   return last;
 }
 
@@ -417,7 +433,16 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
   int max_q = 0;
   for (int k = 0; k < P; ++k) max_q = std::max(max_q, ws.q[k]);
   constexpr TimePs kNever = std::numeric_limits<TimePs>::max();
-  ws.end.assign(static_cast<std::size_t>(P) * m, 0);
+  // Row P of `end` stays zero: missing dependencies point at it, so the hot loop has no branch.
+  const std::size_t M = static_cast<std::size_t>(m);
+  ws.end.assign((static_cast<std::size_t>(P) + 1) * M, 0);
+  ws.dep_base.resize(static_cast<std::size_t>(P) * 3);
+  ws.hop_cost.resize(static_cast<std::size_t>(P) * 3);
+  for (int k = 0; k < P * 3; ++k) {
+    const int dk = ws.dep1[k];
+    ws.dep_base[k] = (dk < 0 ? static_cast<std::size_t>(P) : static_cast<std::size_t>(dk)) * M;
+    ws.hop_cost[k] = ws.hop1[k] >= 0 ? costs.comm[ws.hop1[k]] : 0;
+  }
   ws.clock.assign(D, 0);
   ws.first.assign(D, kNever);
   ws.mem.assign(D, 0.0);
@@ -425,33 +450,67 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
   const TimePs* dur = costs.duration.data();
   const double* md = costs.mem_delta.data();
   TimePs last = 0;
+  TimePs* end = ws.end.data();
+  TimePs prev_shift = -1;
+  int steady_rounds = 0;
+  TimePs* clock = ws.clock.data();
+  TimePs* first_start = ws.first.data();
+  double* mem = ws.mem.data();
+  double* peak = out.peak.data();
+  const int* q = ws.q.data();
+  const int* devp = dev.data();
+  const int* cidx = ws.cost_index.data();
+  const std::size_t* dep_base = ws.dep_base.data();
+  const TimePs* hop_cost = ws.hop_cost.data();
   for (int round = 0; round < max_q + m; ++round) {
     for (const int k : ws.pass_order) {
-      const int j = round - ws.q[k];
+      const int j = round - q[k];
       if (j < 0 || j >= m) continue;
-      const int d = dev[k];
-      TimePs t = ws.clock[d];
-      for (int i = 0; i < 3; ++i) {
-        const int dk = ws.dep1[k * 3 + i];
-        if (dk < 0) continue;
-        const int h = ws.hop1[k * 3 + i];
-        t = std::max(t,
-                     ws.end[static_cast<std::size_t>(dk) * m + j] + (h >= 0 ? costs.comm[h] : 0));
-      }
-      const TimePs e = t + dur[ws.cost_index[k]];
-      ws.end[static_cast<std::size_t>(k) * m + j] = e;
-      ws.clock[d] = e;
-      ws.first[d] = std::min(ws.first[d], t);
-      last = std::max(last, e);
-      const double delta = md[ws.cost_index[k]];
-      if (delta > 0) {
-        ws.mem[d] += delta;
-        out.peak[d] = std::max(out.peak[d], ws.mem[d]);
-      } else {
-        ws.mem[d] += delta;
-      }
+      const int d = devp[k];
+      const std::size_t* base = dep_base + k * 3;
+      const TimePs* hc = hop_cost + k * 3;
+      TimePs t = clock[d];
+      t = std::max(t, end[base[0] + j] + hc[0]);
+      t = std::max(t, end[base[1] + j] + hc[1]);
+      t = std::max(t, end[base[2] + j] + hc[2]);
+      const int ci = cidx[k];
+      const TimePs e = t + dur[ci];
+      end[static_cast<std::size_t>(k) * M + j] = e;
+      clock[d] = e;
+      first_start[d] = std::min(first_start[d], t);
+      const double delta = md[ci];
+      mem[d] += delta;
+      peak[d] = std::max(peak[d], mem[d]);
     }
+    // Steady state: once every pass of this round ends a fixed time after its copy one round
+    // earlier (twice in a row), later rounds repeat it until the cool-down; jump ahead.
+    if (round < max_q + 1 || round + 2 >= m) continue;
+    TimePs shift = -1;
+    bool same = true;
+    for (int k = 0; k < P && same; ++k) {
+      const std::size_t row = static_cast<std::size_t>(k) * M;
+      const int j = round - ws.q[k];
+      const TimePs dlt = end[row + j] - end[row + j - 1];
+      if (shift < 0) shift = dlt;
+      same = dlt == shift;
+    }
+    steady_rounds = same && shift == prev_shift ? steady_rounds + 1 : 0;
+    prev_shift = same ? shift : -1;
+    if (steady_rounds < max_q + 1) continue;
+    const int K = (m - 2) - round;  // rounds skipped; round m-2 is then the last one computed
+    if (K <= 0) continue;
+    const TimePs add = shift * K;
+    for (int k = 0; k < P; ++k) {
+      const std::size_t row = static_cast<std::size_t>(k) * M;
+      const int hi = round - ws.q[k];
+      for (int j = std::max(0, hi - max_q - 1); j <= hi; ++j) end[row + j + K] = end[row + j] + add;
+    }
+    for (int d = 0; d < D; ++d) ws.clock[d] += add;
+    round += K;
+    steady_rounds = 0;
+    prev_shift = -1;
   }
+  for (int d = 0; d < D; ++d) last = std::max(last, ws.clock[d]);
   TimePs first = kNever;
   for (int d = 0; d < D; ++d) {
     if (ws.first[d] == kNever) continue;

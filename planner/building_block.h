@@ -82,14 +82,6 @@ struct BlockScheduleOptions {
 Schedule block_to_schedule(const BuildingBlock& block, int m,
                            const BlockScheduleOptions& options = {});
 
-/// Squeeze with gap filling: list scheduling of `schedule` under `costs` that keeps each
-/// device's order of non-W passes and starts each as early as dependencies allow, except that a
-/// device that would sit idle (its next pass is not ready) runs the oldest weight pass W whose B
-/// is already done instead. A W moved earlier only frees memory earlier, so no device's peak
-/// rises. Rewrites the action lists to the executed order (the Evaluator then reproduces the
-/// same timeline). Returns the makespan. Deterministic: ties go to the lowest device.
-TimePs squeeze_fill_w(Schedule& schedule, const CostTable& costs);
-
 /// Result of squeeze_block.
 struct BlockSqueeze {
   TimePs makespan = 0;       ///< last end - first start over all devices
@@ -102,7 +94,8 @@ struct BlockSqueeze {
 struct BlockWorkspace {
   std::vector<int> pass_order, dep0, dep1, hop0, hop1, device, cost_index, q, kind_mem_up,
       kind_mem_down;
-  std::vector<TimePs> end, clock, first;
+  std::vector<TimePs> end, clock, first, hop_cost;
+  std::vector<std::size_t> dep_base;
   std::vector<double> mem;
 };
 
@@ -113,6 +106,15 @@ struct BlockWorkspace {
 /// they depend on end (in slots); returns makespan -1 otherwise.
 BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& costs,
                            BlockWorkspace& ws);
+
+/// Squeeze with gap filling: list scheduling of `schedule` under `costs` that keeps each
+/// device's order of non-W passes and starts each as early as dependencies allow, except that a
+/// device that would sit idle (its next pass is not ready) runs the oldest weight pass W whose B
+/// is already done instead. A W moved earlier only frees memory earlier, so no device's peak
+/// rises. Rewrites the action lists to the executed order (the Evaluator then reproduces the
+/// same timeline). Returns the makespan. Deterministic: ties go to the lowest device.
+/// `stats` (optional) receives the timeline's figures, as squeeze_block reports them.
+TimePs squeeze_fill_w(Schedule& schedule, const CostTable& costs, BlockSqueeze* stats = nullptr);
 
 /// Places the W passes of a block greedily: each W of `stage` goes into the first free slot
 /// (modulo the period) at or after the end of that stage's B, in stage order of `w_order`.
