@@ -45,7 +45,7 @@ const EngineResult& Engine::run(const TaskGraph& g, const EngineOptions& opt) {
     dr.first_compute_start = kNever;
     dr.peak_total = mem_total_[d];
     for (int c = 0; c < kNumMemCategories; ++c)
-      dr.peak_by_category[c] = mem_[d * kNumMemCategories + c];
+      dr.peak_by_category[c] = dr.max_by_category[c] = mem_[d * kNumMemCategories + c];
     if (opt.memory_timeline) r_.memory[d].push_back({0, mem_total_[d]});
   }
   for (std::size_t t = 0; t < n; ++t) try_start(static_cast<std::int32_t>(t));
@@ -100,6 +100,7 @@ void Engine::start_task(std::int32_t t) {
   started_[t] = 1;
   r_.start[t] = q_.now();
   if (task.mem_at_start != 0) apply_memory(task.device, task.mem_category, task.mem_at_start);
+  if (task.buf_at_start != 0) apply_memory(task.device, MemCategory::kBuffers, task.buf_at_start);
   if (task.is_compute) {
     DeviceRun& dr = r_.device[task.device];
     dr.first_compute_start = std::min(dr.first_compute_start, q_.now());
@@ -168,6 +169,7 @@ void Engine::end_task(std::int32_t t) {
     running_compute_[task.device] = -1;
   }
   if (task.mem_at_end != 0) apply_memory(task.device, task.mem_category, task.mem_at_end);
+  if (task.buf_at_end != 0) apply_memory(task.device, MemCategory::kBuffers, task.buf_at_end);
   const int sid = task.device * kNumStreamKinds + static_cast<int>(task.stream);
   if (stream_is_ordered(task.stream)) {
     ++head_[sid];
@@ -212,6 +214,9 @@ void Engine::apply_memory(int device, MemCategory c, double delta) {
   mem_[device * kNumMemCategories + static_cast<int>(c)] += delta;
   mem_total_[device] += delta;
   DeviceRun& dr = r_.device[device];
+  const double now_c = mem_[device * kNumMemCategories + static_cast<int>(c)];
+  if (now_c > dr.max_by_category[static_cast<int>(c)])
+    dr.max_by_category[static_cast<int>(c)] = now_c;
   if (mem_total_[device] > dr.peak_total) {
     dr.peak_total = mem_total_[device];
     for (int k = 0; k < kNumMemCategories; ++k)

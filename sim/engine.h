@@ -31,6 +31,7 @@ struct DeviceRun {
   TimePs busy = 0;                                  ///< time the compute stream was occupied
   double peak_total = 0;                            ///< peak of the sum over categories
   double peak_by_category[kNumMemCategories] = {};  ///< categories at the moment of peak_total
+  double max_by_category[kNumMemCategories] = {};   ///< each category's own maximum
 };
 
 struct EngineResult {

@@ -52,6 +52,14 @@ void TaskGraph::add_flow(double bytes, const std::vector<RouteHop>& hops) {
   add_flow(bytes, hops.data(), static_cast<int>(hops.size()));
 }
 
+void TaskGraph::replace_flow(std::int32_t flow, double bytes, const std::vector<RouteHop>& hops) {
+  FlowSpec& f = flows_[flow];
+  f.bytes = bytes;
+  f.hop_begin = static_cast<std::int32_t>(hops_.size());
+  hops_.insert(hops_.end(), hops.begin(), hops.end());
+  f.hop_end = static_cast<std::int32_t>(hops_.size());
+}
+
 void TaskGraph::add_initial_memory(int device, MemCategory c, double amount) {
   initial_memory_[static_cast<std::size_t>(device) * kNumMemCategories + static_cast<int>(c)] +=
       amount;

@@ -35,6 +35,8 @@ struct Task {
   std::int32_t collective = -1;  ///< communication tasks: the collective they take part in
   double mem_at_start = 0;       ///< memory change applied when the task starts (bytes or units)
   double mem_at_end = 0;         ///< memory change applied when the task ends
+  double buf_at_start = 0;       ///< working-buffer change at start (category kBuffers)
+  double buf_at_end = 0;         ///< working-buffer change at end (category kBuffers)
   Action label;                  ///< what the task stands for (trace names, grouping)
 };
 
@@ -69,6 +71,10 @@ class TaskGraph {
   /// Adds a flow to the last phase of the last collective.
   void add_flow(double bytes, const std::vector<RouteHop>& hops);
   void add_flow(double bytes, const RouteHop* hops, int n);
+  /// Replaces the bytes and route of flow `flow` (ids count add_flow calls from 0); for builders
+  /// that resolve routes after the graph's structure is known. Call before finalize().
+  void replace_flow(std::int32_t flow, double bytes, const std::vector<RouteHop>& hops);
+  std::size_t num_flows() const { return flows_.size(); }
   /// Memory held by a device before the iteration starts (weights, optimizer state).
   void add_initial_memory(int device, MemCategory c, double amount);
 

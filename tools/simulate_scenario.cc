@@ -1,9 +1,162 @@
-// Scenario mode of `pipewright simulate` (placeholder until the discrete-event simulator lands).
+// Scenario mode of `pipewright simulate`: load a scenario, generate its schedule, simulate one
+// iteration with the discrete-event engine, print a table or JSON, optionally write a trace.
 #include "tools/simulate_scenario.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/trace.h"
+#include "hwmodels/scenario.h"
+#include "hwmodels/transformer.h"
+#include "planner/generator.h"
+#include "sim/iteration.h"
 
 namespace pw::tools {
+namespace {
+
+double gb(double bytes) { return bytes / 1e9; }
+
+nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) {
+  nlohmann::ordered_json j;
+  j["scenario"] = s.file;
+  j["gpus"] = s.num_gpus();
+  j["tensor_parallel"] = s.parallel.tensor_parallel;
+  j["pipeline_parallel"] = s.parallel.pipeline_parallel;
+  j["data_parallel"] = s.parallel.data_parallel;
+  j["virtual_stages"] = s.parallel.virtual_stages;
+  j["micro_batch_size"] = s.parallel.micro_batch_size;
+  j["global_batch_size"] = s.parallel.global_batch_size;
+  j["schedule"] = s.parallel.schedule;
+  j["iteration_ms"] = ps_to_millis(r.iteration);
+  j["tokens_per_sec"] = r.tokens_per_sec;
+  j["tflops_per_gpu"] = r.tflops_per_gpu;
+  j["model_tflops_per_gpu"] = r.model_tflops_per_gpu;
+  j["mfu"] = r.mfu;
+  j["hfu"] = r.hfu;
+  j["bubble_rate"] = r.bubble_rate;
+  j["bubble_fraction"] = r.bubble_fraction;
+  nlohmann::ordered_json ex;
+  for (int k = 0; k < kNumCommKinds; ++k)
+    ex[comm_kind_name(static_cast<CommKind>(k))] = ps_to_millis(r.exposed[k]);
+  j["exposed_comm_ms"] = ex;
+  nlohmann::ordered_json mem = nlohmann::ordered_json::array();
+  for (const DeviceMemory& m : r.memory) {
+    mem.push_back({{"gpu", m.gpu},
+                   {"pipeline_rank", m.pipeline_rank},
+                   {"weights_gb", gb(m.weights)},
+                   {"grads_gb", gb(m.grads)},
+                   {"optimizer_gb", gb(m.optimizer)},
+                   {"activations_gb", gb(m.activations)},
+                   {"buffers_gb", gb(m.buffers)},
+                   {"peak_gb", gb(m.peak)},
+                   {"capacity_gb", gb(m.capacity)},
+                   {"fits", m.fits}});
+  }
+  j["memory"] = mem;
+  j["fits"] = r.fits;
+  j["over_capacity_gb"] = gb(r.worst_overflow);
+  if (s.parallel.optimizer_offload) j["offload_gpu_share"] = r.offload_gpu_share;
+  j["simulated_gpus"] = r.simulated_gpus;
+  j["events"] = r.events;
+  if (s.published) {
+    j["published_tflops_per_gpu"] = s.published->tflops_per_gpu;
+    j["error_pct"] =
+        100.0 * (r.tflops_per_gpu - s.published->tflops_per_gpu) / s.published->tflops_per_gpu;
+  }
+  return j;
+}
+
+std::string to_table(const hw::Scenario& s, const IterationResult& r) {
+  std::string o;
+  auto line = [&](const std::string& k, const std::string& v) {
+    o += fmt::format("{:<28}{}\n", k, v);
+  };
+  const ParallelConfig& p = s.parallel;
+  line("scenario", s.file);
+  line("configuration",
+       fmt::format("{} GPUs: t={} p={} d={} v={} b={} B={} schedule={} recompute={}{}{}",
+                   s.num_gpus(), p.tensor_parallel, p.pipeline_parallel, p.data_parallel,
+                   p.virtual_stages, p.micro_batch_size, p.global_batch_size, p.schedule,
+                   p.recompute, p.sequence_parallel ? " sp" : "",
+                   p.zero_stage > 0 ? fmt::format(" zero={}", p.zero_stage) : ""));
+  line("iteration time", fmt::format("{:.1f} ms", ps_to_millis(r.iteration)));
+  line("tokens/s", fmt::format("{:.0f}", r.tokens_per_sec));
+  line("TFLOP/s per GPU",
+       fmt::format("{:.1f} hardware, {:.1f} model", r.tflops_per_gpu, r.model_tflops_per_gpu));
+  line("HFU / MFU", fmt::format("{:.1f}% / {:.1f}%", 100 * r.hfu, 100 * r.mfu));
+  line("bubble", fmt::format("{:.1f}% of the span ({:.1f}% of busy time)", 100 * r.bubble_rate,
+                             100 * r.bubble_fraction));
+  std::string ex;
+  for (int k = 0; k < kNumCommKinds; ++k)
+    ex += fmt::format("{}{} {:.2f} ms", k ? ", " : "", comm_kind_name(static_cast<CommKind>(k)),
+                      ps_to_millis(r.exposed[k]));
+  line("exposed communication", ex);
+  if (s.parallel.optimizer_offload)
+    line("offload GPU share",
+         fmt::format("{:.0f}% of the optimizer update", 100 * r.offload_gpu_share));
+  if (s.published) {
+    line("published", fmt::format("{:.1f} TFLOP/s per GPU ({}): error {:+.1f}%",
+                                  s.published->tflops_per_gpu, s.published->source,
+                                  100.0 * (r.tflops_per_gpu - s.published->tflops_per_gpu) /
+                                      s.published->tflops_per_gpu));
+  }
+  o += fmt::format("\nmemory per GPU (GB)   {:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}\n", "weights",
+                   "grads", "optim", "activ", "buffers", "peak", "fits");
+  for (const DeviceMemory& m : r.memory) {
+    o += fmt::format("  GPU {:<5} pp {:<5}  {:8.2f}{:8.2f}{:8.2f}{:8.2f}{:8.2f}{:8.2f}{:>8}\n",
+                     m.gpu, m.pipeline_rank, gb(m.weights), gb(m.grads), gb(m.optimizer),
+                     gb(m.activations), gb(m.buffers), gb(m.peak), m.fits ? "yes" : "NO");
+  }
+  if (r.fits) {
+    o +=
+        fmt::format("fits in {:.0f} GB per GPU\n", gb(r.memory.empty() ? 0 : r.memory[0].capacity));
+  } else {
+    o += fmt::format("DOES NOT FIT: the worst GPU needs {:.2f} GB more than its {:.0f} GB\n",
+                     gb(r.worst_overflow), gb(r.memory[0].capacity));
+  }
+  return o;
+}
+
+}  // namespace
+
+IterationInput scenario_iteration_input(const hw::Scenario& s) {
+  const GeneratorRegistry reg = default_registry();
+  if (reg.find(s.parallel.schedule) == nullptr) {
+    std::vector<std::string> names = reg.names();
+    throw ConfigError(s.file, "parallel.schedule",
+                      fmt::format("unknown schedule '{}' (did you mean '{}'?); expected one of: {}",
+                                  s.parallel.schedule, nearest_name(s.parallel.schedule, names),
+                                  fmt::join(names, ", ")));
+  }
+  GeneratorParams gp;
+  gp.p = s.parallel.pipeline_parallel;
+  gp.m = static_cast<int>(s.num_microbatches());
+  gp.v = s.parallel.virtual_stages > 1 ? s.parallel.virtual_stages : 0;
+  gp.num_layers = s.model.num_layers;
+  // Cost-aware generators see the middle stage's pass times.
+  const hw::GpuModel gpu(s.profile.gpu);
+  const hw::WorkloadOptions wo = hw::workload_options(s.parallel, s.flash_attention);
+  const int per_stage = s.model.num_layers / (gp.p * std::max(1, s.parallel.virtual_stages));
+  const hw::StageCosts c =
+      hw::stage_costs(s.model, gpu, wo, 0, std::max(1, per_stage), false, false);
+  gp.costs = UniformCosts{std::max<TimePs>(c.f, 1), std::max<TimePs>(c.b, 1),
+                          std::max<TimePs>(c.w, 1), c.r, 0};
+  IterationInput in;
+  in.model = s.model;
+  in.parallel = s.parallel;
+  in.profile = s.profile;
+  in.topology = s.topology;
+  try {
+    in.schedule = generate_schedule(reg, s.parallel.schedule, gp);
+  } catch (const ConfigError& e) {
+    throw ConfigError(s.file, "parallel.schedule", e.message());
+  }
+  return in;
+}
 
 void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts) {
   sub->add_option("scenario", opts->scenario, "Scenario YAML (model, cluster, parallel config)");
@@ -12,9 +165,21 @@ void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts) {
   sub->add_option("--report", opts->report, "Write a self-contained HTML report");
 }
 
-int run_scenario_simulation(const ScenarioSimOptions&) {
-  std::fprintf(stderr, "pipewright simulate: scenario mode not yet available\n");
-  return 1;
+int run_scenario_simulation(const ScenarioSimOptions& opts) {
+  if (!opts.plan.empty())
+    throw ConfigError("", "--plan", "re-simulating a plan is not supported yet; pass a scenario");
+  if (opts.scenario.empty()) throw ConfigError("", "SCENARIO", "expected a scenario YAML file");
+  if (opts.format != "table" && opts.format != "json")
+    throw ConfigError("", "--format", fmt::format("'{}'; expected table or json", opts.format));
+  const hw::Scenario s = hw::load_scenario(opts.scenario);
+  IterationOptions io;
+  io.trace = !opts.trace.empty();
+  io.flash_attention = s.flash_attention;
+  const IterationResult r = simulate_iteration(scenario_iteration_input(s), io);
+  if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(r.trace));
+  const std::string text = opts.format == "json" ? to_json(s, r).dump(2) + "\n" : to_table(s, r);
+  std::fputs(text.c_str(), stdout);
+  return 0;
 }
 
 }  // namespace pw::tools

@@ -1,9 +1,12 @@
 #pragma once
 /// `pipewright simulate SCENARIO.yaml` and `--plan plan.yaml`: the full-iteration discrete-event
 /// simulation of a scenario (implemented with the discrete-event simulator in
-/// tools/cmd_simulate_scenario.cc). cmd_simulate.cc dispatches here when a scenario or plan is
+/// tools/simulate_scenario.cc). cmd_simulate.cc dispatches here when a scenario or plan is
 /// given.
 #include <CLI/CLI.hpp>
+
+#include "hwmodels/scenario.h"
+#include "sim/iteration.h"
 
 namespace pw::tools {
 
@@ -18,6 +21,10 @@ struct ScenarioSimOptions {
 
 /// Adds scenario-mode flags (other than --format, which the caller owns) to `sub`.
 void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts);
+/// Generates the scenario's schedule (its `parallel.schedule`, m = B/(b d) microbatches, v chunks)
+/// and assembles the simulator's input. Unknown schedules and generator refusals throw
+/// ConfigError naming the scenario file and `parallel.schedule`.
+IterationInput scenario_iteration_input(const hw::Scenario& s);
 /// Runs the scenario mode; returns the exit status.
 int run_scenario_simulation(const ScenarioSimOptions& opts);
 

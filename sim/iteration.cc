@@ -1,0 +1,248 @@
+#include "sim/iteration.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "hwmodels/transformer.h"
+#include "sim/engine.h"
+#include "sim/iteration_builder.h"
+
+namespace pw {
+namespace {
+
+using detail::BuiltIteration;
+using detail::kComputeTag;
+
+struct Interval {
+  TimePs begin, end;
+};
+
+// Measure of the union of `a` minus the union of `cover` (both sorted by begin on return).
+TimePs uncovered(std::vector<Interval>& a, std::vector<Interval>& cover) {
+  auto by_begin = [](const Interval& x, const Interval& y) {
+    return x.begin < y.begin || (x.begin == y.begin && x.end < y.end);
+  };
+  std::sort(a.begin(), a.end(), by_begin);
+  std::sort(cover.begin(), cover.end(), by_begin);
+  // Merge the cover into disjoint intervals.
+  std::vector<Interval> merged;
+  for (const Interval& c : cover) {
+    if (!merged.empty() && c.begin <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, c.end);
+    } else {
+      merged.push_back(c);
+    }
+  }
+  TimePs total = 0, reach = std::numeric_limits<TimePs>::min();
+  std::size_t k = 0;
+  for (const Interval& x : a) {
+    TimePs b = std::max(x.begin, reach);
+    if (b >= x.end) continue;
+    reach = x.end;
+    while (k < merged.size() && merged[k].end <= b) ++k;
+    for (std::size_t j = k; j < merged.size() && merged[j].begin < x.end && b < x.end; ++j) {
+      if (merged[j].begin > b) total += merged[j].begin - b;
+      b = std::max(b, merged[j].end);
+    }
+    if (b < x.end) total += x.end - b;
+  }
+  return total;
+}
+
+const char* stream_name(des::StreamKind s) {
+  switch (s) {
+    case des::StreamKind::kCompute:
+      return "compute";
+    case des::StreamKind::kTp:
+      return "tp";
+    case des::StreamKind::kPpSend:
+      return "pp send";
+    case des::StreamKind::kPpRecv:
+      return "pp recv";
+    case des::StreamKind::kDp:
+      return "dp";
+    case des::StreamKind::kHost:
+      return "host (offload)";
+  }
+  return "?";
+}
+
+void fill_trace(const BuiltIteration& b, const des::EngineResult& er, Trace* tr) {
+  const des::TaskGraph& g = b.graph;
+  const int R = static_cast<int>(b.ranks.size());
+  tr->process_names.clear();
+  tr->thread_names.assign(R, {});
+  for (const detail::SimRank& r : b.ranks)
+    tr->process_names.push_back(
+        fmt::format("GPU {} (pp {}, tp {}, dp {})", r.gpu, r.pr, r.tr, r.dr));
+  // Tasks per (device, stream), in start order; lanes keep slices on one thread disjoint.
+  std::vector<std::vector<std::int32_t>> per(static_cast<std::size_t>(R) * des::kNumStreamKinds);
+  for (std::size_t t = 0; t < g.size(); ++t) {
+    const des::Task& task = g.task(static_cast<std::int32_t>(t));
+    if (er.end[t] <= er.start[t]) continue;
+    per[static_cast<std::size_t>(task.device) * des::kNumStreamKinds +
+        static_cast<int>(task.stream)]
+        .push_back(static_cast<std::int32_t>(t));
+  }
+  std::vector<std::int32_t> tid_of(g.size(), 0);
+  std::vector<std::int32_t> slice_of(g.size(), -1);
+  for (int d = 0; d < R; ++d) {
+    for (int s = 0; s < des::kNumStreamKinds; ++s) {
+      auto& list = per[static_cast<std::size_t>(d) * des::kNumStreamKinds + s];
+      std::stable_sort(list.begin(), list.end(),
+                       [&](std::int32_t x, std::int32_t y) { return er.start[x] < er.start[y]; });
+      std::vector<TimePs> lane_end;
+      const int first_tid = static_cast<int>(tr->thread_names[d].size());
+      for (std::int32_t t : list) {
+        std::size_t lane = 0;
+        while (lane < lane_end.size() && lane_end[lane] > er.start[t]) ++lane;
+        if (lane == lane_end.size()) lane_end.push_back(0);
+        lane_end[lane] = er.end[t];
+        tid_of[t] = first_tid + static_cast<int>(lane);
+      }
+      for (std::size_t l = 0; l < lane_end.size(); ++l) {
+        const char* name = stream_name(static_cast<des::StreamKind>(s));
+        tr->thread_names[d].push_back(l == 0 ? std::string(name)
+                                             : fmt::format("{} #{}", name, l + 1));
+      }
+    }
+  }
+  static const char* kCat[] = {"tp", "pp", "dp", "offload"};
+  tr->slices.clear();
+  for (std::size_t t = 0; t < g.size(); ++t) {
+    if (er.end[t] <= er.start[t]) continue;
+    const des::Task& task = g.task(static_cast<std::int32_t>(t));
+    TraceSlice sl;
+    sl.pid = task.device;
+    sl.tid = tid_of[t];
+    const Action& a = task.label;
+    sl.name = a.microbatch >= 0 ? fmt::format("{}{}", action_kind_name(a.kind), a.microbatch)
+                                : std::string(action_kind_name(a.kind));
+    sl.category = b.comm_kind[t] == kComputeTag ? "compute" : kCat[b.comm_kind[t]];
+    sl.start = er.start[t];
+    sl.duration = er.end[t] - er.start[t];
+    sl.stage = a.stage;
+    sl.microbatch = a.microbatch;
+    slice_of[t] = static_cast<std::int32_t>(tr->slices.size());
+    tr->slices.push_back(std::move(sl));
+  }
+  std::int32_t next_flow = 0;
+  for (std::size_t t = 0; t < g.size(); ++t) {
+    const std::int32_t to = b.flow_to[t];
+    if (to < 0 || slice_of[t] < 0 || slice_of[to] < 0) continue;
+    TraceSlice& in = tr->slices[slice_of[to]];
+    if (in.flow_in >= 0) continue;
+    tr->slices[slice_of[t]].flow_out = next_flow;
+    in.flow_in = next_flow++;
+  }
+  tr->counters.clear();
+  for (int d = 0; d < R && d < static_cast<int>(er.memory.size()); ++d) {
+    const auto& m = er.memory[d];
+    for (std::size_t k = 0; k < m.size(); ++k) {
+      if (k + 1 < m.size() && m[k + 1].time == m[k].time) continue;  // keep the last per time
+      tr->counters.push_back({d, "memory (GB)", m[k].time, m[k].total / 1e9});
+    }
+  }
+}
+
+}  // namespace
+
+const char* comm_kind_name(CommKind k) {
+  switch (k) {
+    case CommKind::kTp:
+      return "tp";
+    case CommKind::kPp:
+      return "pp";
+    case CommKind::kDp:
+      return "dp";
+    case CommKind::kOffload:
+      return "offload";
+  }
+  return "?";
+}
+
+IterationResult simulate_iteration(const IterationInput& in, const IterationOptions& opt) {
+  detail::IterationBuilder builder(in, opt);
+  BuiltIteration b = builder.build();
+  des::Engine engine(b.link_capacity);
+  des::EngineOptions eo;
+  eo.comm_compute_slowdown = opt.free_communication ? 0.0 : opt.comm_compute_slowdown;
+  eo.memory_timeline = opt.trace;
+  const des::EngineResult& er = engine.run(b.graph, eo);
+  PW_ASSERT(er.completed, "the iteration's task graph did not run to completion");
+
+  IterationResult res;
+  res.iteration = er.makespan;
+  res.simulated_gpus = static_cast<int>(b.ranks.size());
+  res.events = er.events;
+  res.tasks = b.graph.size();
+  res.offload_gpu_share = b.offload_gpu_share;
+  const ParallelConfig& par = in.parallel;
+  const double n =
+      static_cast<double>(par.tensor_parallel) * par.pipeline_parallel * par.data_parallel;
+  const double secs = ps_to_seconds(res.iteration);
+  const hw::IterationFlops fl = hw::iteration_flops(
+      in.model, hw::workload_options(par, opt.flash_attention), par.global_batch_size);
+  const double peak = in.profile.gpu.peak_flops[static_cast<int>(hw::DType::kBf16)];
+  if (secs > 0) {
+    res.tokens_per_sec = static_cast<double>(par.global_batch_size) * in.model.seq_length / secs;
+    res.tflops_per_gpu = fl.hardware / n / secs / 1e12;
+    res.model_tflops_per_gpu = fl.model / n / secs / 1e12;
+    res.hfu = peak > 0 ? res.tflops_per_gpu * 1e12 / peak : 0;
+    res.mfu = peak > 0 ? res.model_tflops_per_gpu * 1e12 / peak : 0;
+  }
+  // Bubbles over the compute streams (evaluator conventions), exposed communication per kind.
+  TimePs span = 0, busy = 0;
+  const int R = res.simulated_gpus;
+  std::vector<std::vector<Interval>> compute(R);
+  std::vector<std::vector<Interval>> comm(static_cast<std::size_t>(R) * kNumCommKinds);
+  std::vector<TimePs> last_compute(R, 0);
+  for (std::size_t t = 0; t < b.graph.size(); ++t) {
+    const des::Task& task = b.graph.task(static_cast<std::int32_t>(t));
+    if (er.end[t] <= er.start[t]) continue;
+    if (b.comm_kind[t] == kComputeTag) {
+      compute[task.device].push_back({er.start[t], er.end[t]});
+      last_compute[task.device] = std::max(last_compute[task.device], er.end[t]);
+    } else {
+      comm[static_cast<std::size_t>(task.device) * kNumCommKinds + b.comm_kind[t]].push_back(
+          {er.start[t], er.end[t]});
+    }
+  }
+  for (int d = 0; d < R; ++d) {
+    span = std::max(span, last_compute[d] - er.device[d].first_compute_start);
+    busy = std::max(busy, er.device[d].busy);
+    for (int k = 0; k < kNumCommKinds; ++k)
+      res.exposed[k] +=
+          uncovered(comm[static_cast<std::size_t>(d) * kNumCommKinds + k], compute[d]);
+  }
+  for (TimePs& e : res.exposed) e /= std::max(R, 1);
+  res.bubble_rate = span > 0 ? static_cast<double>(span - busy) / static_cast<double>(span) : 0;
+  res.bubble_fraction = busy > 0 ? static_cast<double>(span - busy) / static_cast<double>(busy) : 0;
+  const double capacity = in.profile.gpu.hbm_capacity.value;
+  for (int d = 0; d < R; ++d) {
+    const des::DeviceRun& dr = er.device[d];
+    DeviceMemory m;
+    m.gpu = b.ranks[d].gpu;
+    m.pipeline_rank = b.ranks[d].pr;
+    m.weights = dr.peak_by_category[0];
+    m.grads = dr.peak_by_category[1];
+    m.optimizer = dr.peak_by_category[2];
+    m.activations = dr.peak_by_category[3];
+    m.buffers = dr.peak_by_category[4];
+    m.peak = dr.peak_total;
+    m.activation_peak = dr.max_by_category[3];
+    m.capacity = capacity;
+    m.fits = m.peak <= capacity;
+    res.fits = res.fits && m.fits;
+    res.worst_overflow = std::max(res.worst_overflow, m.peak - capacity);
+    res.memory.push_back(m);
+  }
+  res.worst_overflow = std::max(0.0, res.worst_overflow);
+  if (opt.trace) fill_trace(b, er, &res.trace);
+  return res;
+}
+
+}  // namespace pw

@@ -1,0 +1,99 @@
+#pragma once
+/// One training iteration of a data x tensor x pipeline parallel configuration, simulated by the
+/// discrete-event engine: the schedule's passes with costs from the workload model, the TP
+/// collectives inside each pass, PP transfers (with Megatron's scatter/gather), the bucketed DP
+/// gradient reduction overlapped with the backward, ZeRO-1/2/3 reduce-scatter and all-gather,
+/// optional optimizer-state offload and the optimizer step. See docs/simulator.md.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/schedule.h"
+#include "core/trace.h"
+#include "core/units.h"
+#include "hwmodels/collectives.h"
+#include "hwmodels/profile.h"
+#include "hwmodels/topology.h"
+#include "sim/task_graph.h"
+
+namespace pw {
+
+/// How an iteration is simulated (defaults follow Megatron-LM's).
+struct IterationOptions {
+  /// true: one representative GPU per pipeline rank (tensor rank 0, data rank 0), with each of
+  /// its flows weighted by the symmetric copies that share a link; false: every GPU. Both give
+  /// the same times when the tensor- and data-parallel translations are symmetries of the
+  /// cluster (tests/sim/iteration_test.cc runs both).
+  bool representative = true;
+  /// Overlap the DP gradient reduction with the backward (Megatron --overlap-grad-reduce).
+  bool overlap_grad_reduce = true;
+  /// Gradient bucket size in bytes (Megatron: 40M parameters of bf16 grads).
+  double bucket_bytes = 80e6;
+  /// Bytes per gradient element reduced across data-parallel ranks (bf16).
+  double grad_bytes_per_param = 2;
+  /// Megatron's scatter/gather of PP messages across the TP ranks.
+  bool scatter_gather = true;
+  /// Share by which compute slows while NCCL kernels run on the same GPU.
+  double comm_compute_slowdown = 0.05;
+  /// Every communication takes no time (for the two-engine equivalence check).
+  bool free_communication = false;
+  hw::CollectiveAlgo algorithm = hw::CollectiveAlgo::kAuto;
+  bool flash_attention = false;
+  /// Optimizer offload (Deep Optimizer States): CPU Adam throughput in parameters per second per
+  /// GPU's share of host cores, and the GPU share of the update (< 0: chosen by the cost model).
+  double cpu_adam_params_per_sec = 1.0e9;
+  double offload_gpu_share = -1;
+  bool trace = false;  ///< fill IterationResult::trace
+};
+
+/// Exposed (not overlapped with compute) communication, per kind.
+enum class CommKind : std::uint8_t { kTp, kPp, kDp, kOffload };
+inline constexpr int kNumCommKinds = 4;
+const char* comm_kind_name(CommKind k);  ///< "tp", "pp", "dp", "offload"
+
+/// Peak memory of one simulated GPU, by category, at the moment of its total peak (bytes).
+struct DeviceMemory {
+  int gpu = 0;
+  int pipeline_rank = 0;
+  double weights = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;
+  double peak = 0;
+  double activation_peak = 0;  ///< highest activation value over the iteration
+  double capacity = 0;
+  bool fits = true;
+};
+
+struct IterationResult {
+  TimePs iteration = 0;  ///< first compute start to the last optimizer step's end
+  double tokens_per_sec = 0;
+  double tflops_per_gpu = 0;           ///< hardware FLOPs (recomputation counted, as Megatron)
+  double model_tflops_per_gpu = 0;     ///< model FLOPs only
+  double mfu = 0, hfu = 0;             ///< over the GPU's dense bf16 peak
+  double bubble_rate = 0;              ///< (span - busy) / span of the busiest compute stream
+  double bubble_fraction = 0;          ///< (span - busy) / busy
+  TimePs exposed[kNumCommKinds] = {};  ///< mean over simulated GPUs
+  std::vector<DeviceMemory> memory;    ///< one per simulated GPU
+  bool fits = true;
+  double worst_overflow = 0;  ///< bytes over capacity on the worst GPU (0 if it fits)
+  int simulated_gpus = 0;
+  std::uint64_t events = 0;
+  std::size_t tasks = 0;
+  double offload_gpu_share = 1;  ///< share of the optimizer update run on the GPU
+  Trace trace;
+};
+
+/// Inputs of one iteration; the schedule has one device per pipeline rank (placement layer
+/// ranges over model.num_layers).
+struct IterationInput {
+  ModelShape model;
+  ParallelConfig parallel;
+  hw::HardwareProfile profile;
+  hw::TopologySpec topology;
+  Schedule schedule;
+};
+
+/// Simulates one iteration. Bad configurations are rejected earlier by the scenario loader;
+/// here only invariants are asserted.
+IterationResult simulate_iteration(const IterationInput& in, const IterationOptions& opt = {});
+
+}  // namespace pw

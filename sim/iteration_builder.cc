@@ -1,0 +1,194 @@
+#include "sim/iteration_builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "hwmodels/memory.h"
+
+namespace pw::detail {
+namespace {
+
+using des::MemCategory;
+using des::StreamKind;
+
+Action label(ActionKind k, int stage, int mb) {
+  return Action{k, static_cast<std::int16_t>(stage), mb};
+}
+
+double sum_bytes(const std::vector<hw::TpComm>& v) {
+  double s = 0;
+  for (const hw::TpComm& c : v) s += c.bytes.value * c.count;
+  return s;
+}
+
+}  // namespace
+
+IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOptions& opt)
+    : in_(in),
+      opt_(opt),
+      topo_(in.topology),
+      gpu_(in.profile.gpu),
+      dep_(build_dependency_graph(in.schedule)) {
+  const ParallelConfig& par = in.parallel;
+  layout_ = hw::RankLayout{par.tensor_parallel, par.pipeline_parallel, par.data_parallel,
+                           in.topology.node.gpus_per_node};
+  PW_ASSERT(layout_.num_ranks() <= topo_.num_gpus(), "more ranks than GPUs");
+  PW_ASSERT(in.schedule.placement.num_devices == par.pipeline_parallel,
+            "schedule devices differ from the pipeline size");
+  wo_ = hw::workload_options(par, opt.flash_attention);
+  const Placement& pl = in.schedule.placement;
+  const int S = pl.num_stages();
+  const int per_pipe = pl.stages_per_pipeline();
+  for (int s = 0; s < S; ++s) {
+    const StageInfo& st = pl.stages[s];
+    const bool first = st.index == 0, last = st.index == per_pipe - 1;
+    costs_.push_back(
+        hw::stage_costs(in.model, gpu_, wo_, st.layer_begin, st.layer_end, first, last));
+    stage_params_.push_back(hw::stage_parameter_count(in.model, par.tensor_parallel,
+                                                      st.layer_end - st.layer_begin, first, last,
+                                                      par.pipeline_parallel));
+  }
+  for (const Action& a : dep_.action) has_recompute_actions_ |= a.kind == ActionKind::kR;
+  num_actions_ = dep_.size();
+}
+
+int IterationBuilder::sim_of(int tr, int dr, int pr) const {
+  return sim_of_gpu_[layout_.gpu(tr, dr, pr)];
+}
+
+bool IterationBuilder::is_member_simulated(int member) const {
+  return !opt_.representative || member == 0;
+}
+
+std::int32_t IterationBuilder::add_compute(int sim, TimePs dur, double mem_start, double mem_end,
+                                           const Action& lab, MemCategory cat) {
+  des::Task t;
+  t.device = sim;
+  t.stream = StreamKind::kCompute;
+  t.is_compute = true;
+  t.duration = dur;
+  t.mem_at_start = mem_start;
+  t.mem_at_end = mem_end;
+  t.mem_category = cat;
+  t.label = lab;
+  out_.comm_kind.push_back(kComputeTag);
+  out_.flow_to.push_back(-1);
+  return out_.graph.add_task(t);
+}
+
+std::int32_t IterationBuilder::add_comm(int sim, StreamKind stream, std::int32_t coll,
+                                        CommKind kind, const Action& lab) {
+  des::Task t;
+  t.device = sim;
+  t.stream = stream;
+  t.is_compute = false;
+  t.collective = coll;
+  t.label = lab;
+  out_.comm_kind.push_back(static_cast<std::uint8_t>(kind));
+  out_.flow_to.push_back(-1);
+  return out_.graph.add_task(t);
+}
+
+void IterationBuilder::add_flow(int src, int dst, double bytes) {
+  if (opt_.free_communication || src == dst) return;
+  auto [it, fresh] = pair_id_.emplace(std::pair{src, dst}, static_cast<int>(pairs_.size()));
+  if (fresh) pairs_.push_back({src, dst});
+  flow_pair_.push_back(it->second);
+  flow_bytes_.push_back(bytes);
+  out_.graph.add_flow(bytes, nullptr, 0);
+}
+
+void IterationBuilder::add_point_phase(int src, int dst, double bytes) {
+  if (opt_.free_communication) return;
+  const hw::PathInfo pi = topo_.path_info(src, dst);
+  out_.graph.add_phase(pi.latency + in_.profile.collective_step_latency);
+  add_flow(src, dst, bytes);
+}
+
+// Each algorithm step becomes a phase: its latency, then one flow per simulated member to the
+// partner its pattern names. Flow bytes are scaled so that an uncontended flow takes exactly the
+// step time of the analytic model (bytes_per_rank / step bandwidth); contention then slows it.
+void IterationBuilder::add_collective_phases(hw::CollectiveKind kind, double bytes, int count,
+                                             const std::vector<int>& group, int only_member) {
+  if (opt_.free_communication || group.size() < 2 || bytes <= 0) return;
+  const hw::GroupNetwork net = hw::describe_group(topo_, in_.profile, group);
+  const std::vector<hw::CollectiveStep> steps =
+      hw::collective_steps(kind, opt_.algorithm, Bytes{bytes}, net);
+  const int n = static_cast<int>(group.size());
+  std::vector<int> node(n), local(n);
+  std::map<int, std::vector<int>> by_node;
+  for (int i = 0; i < n; ++i) {
+    node[i] = topo_.node_of_gpu(group[i]);
+    local[i] = static_cast<int>(by_node[node[i]].size());
+    by_node[node[i]].push_back(i);
+  }
+  std::vector<int> node_order;
+  for (const auto& [nd, list] : by_node) node_order.push_back(nd);
+  auto partner = [&](int i, hw::StepLinks links) {
+    if (links == hw::StepLinks::kIntraNode) {
+      const auto& list = by_node[node[i]];
+      return list[(local[i] + 1) % list.size()];
+    }
+    if (links == hw::StepLinks::kInterNode) {
+      const auto pos =
+          std::find(node_order.begin(), node_order.end(), node[i]) - node_order.begin();
+      const auto& next = by_node[node_order[(pos + 1) % node_order.size()]];
+      return next[std::min<int>(local[i], static_cast<int>(next.size()) - 1)];
+    }
+    return (i + 1) % n;
+  };
+  for (const hw::CollectiveStep& st : steps) {
+    const TimePs lat = static_cast<TimePs>(st.repeat) * st.latency_hops * st.hop_latency * count;
+    if (!st.overlaps_previous) out_.graph.add_phase(lat);
+    const double per_rank = st.bytes_per_rank.value * st.repeat * count;
+    for (int i = 0; i < n; ++i) {
+      if (only_member >= 0 ? i != only_member : !is_member_simulated(i)) continue;
+      if (st.pattern == hw::StepPattern::kPoint && i != 0) continue;
+      const int j = partner(i, st.links);
+      if (j == i) continue;
+      // Scaled at resolve time by route bottleneck / step bandwidth (see resolve_routes).
+      add_flow(group[i], group[j], per_rank / st.bandwidth.value);
+      flow_bytes_.back() = -flow_bytes_.back();  // negative: seconds at step bandwidth
+    }
+  }
+}
+
+std::int32_t IterationBuilder::keyed_collective(const std::vector<int>& key, bool* fresh) {
+  auto it = coll_by_key_.find(key);
+  *fresh = it == coll_by_key_.end();
+  if (!*fresh) return it->second;
+  const std::int32_t c = out_.graph.add_collective(true);
+  coll_by_key_.emplace(key, c);
+  return c;
+}
+
+BuiltIteration IterationBuilder::build() {
+  const int t = layout_.tp, d = layout_.dp, p = layout_.pp;
+  sim_of_gpu_.assign(topo_.num_gpus(), -1);
+  for (int pr = 0; pr < p; ++pr)
+    for (int dr = 0; dr < d; ++dr)
+      for (int tr = 0; tr < t; ++tr) {
+        if (opt_.representative && (tr != 0 || dr != 0)) continue;
+        const int g = layout_.gpu(tr, dr, pr);
+        sim_of_gpu_[g] = static_cast<int>(out_.ranks.size());
+        out_.ranks.push_back({g, tr, dr, pr});
+      }
+  const int R = static_cast<int>(out_.ranks.size());
+  out_.graph.reset(R);
+  pass_.assign(static_cast<std::size_t>(R) * num_actions_, PassTasks{});
+  bucket_tasks_.assign(static_cast<std::size_t>(R) * in_.schedule.placement.num_stages(), {});
+  last_compute_.assign(R, -1);
+  first_backward_.assign(R, -1);
+  dp_tasks_.assign(R, {});
+  build_passes();
+  build_transfers();
+  build_data_parallel();
+  build_optimizer();
+  resolve_routes();
+  out_.graph.finalize();
+  return std::move(out_);
+}
+
+}  // namespace pw::detail

@@ -1,0 +1,96 @@
+#pragma once
+/// Internal: turns an IterationInput into a TaskGraph (see sim/iteration.h). Split out so the
+/// graph construction and the result/trace extraction stay in separate files.
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "core/dependency.h"
+#include "hwmodels/gpu_model.h"
+#include "hwmodels/rank_layout.h"
+#include "hwmodels/topology.h"
+#include "hwmodels/transformer.h"
+#include "sim/iteration.h"
+#include "sim/task_graph.h"
+
+namespace pw::detail {
+
+/// A simulated GPU and its coordinates.
+struct SimRank {
+  int gpu = 0;
+  int tr = 0, dr = 0, pr = 0;
+};
+
+/// Per task: the communication kind (or 255 for compute) and trace extras.
+inline constexpr std::uint8_t kComputeTag = 255;
+
+struct BuiltIteration {
+  des::TaskGraph graph;
+  std::vector<double> link_capacity;  ///< bytes/s, topology links then PCIe links
+  std::vector<SimRank> ranks;
+  std::vector<std::uint8_t> comm_kind;  ///< per task: CommKind or kComputeTag
+  std::vector<std::int32_t> flow_to;    ///< per task: consumer task of a PP send, or -1
+  double offload_gpu_share = 1;
+};
+
+class IterationBuilder {
+ public:
+  IterationBuilder(const IterationInput& in, const IterationOptions& opt);
+  BuiltIteration build();
+
+ private:
+  struct PassTasks {
+    std::int32_t first = -1;  ///< first compute task
+    std::int32_t last = -1;   ///< task whose end completes the pass
+  };
+  void build_passes();
+  void build_transfers();
+  void build_data_parallel();
+  void build_optimizer();
+  std::int32_t add_compute(int sim, TimePs dur, double mem_start, double mem_end,
+                           const Action& label,
+                           des::MemCategory cat = des::MemCategory::kActivations);
+  std::int32_t add_comm(int sim, des::StreamKind stream, std::int32_t coll, CommKind kind,
+                        const Action& label);
+  /// Adds phases for `kind` of `bytes` over `group` (GPU ids in rank order) to the last
+  /// collective; flows only for the members that are simulated (all, or member 0).
+  void add_collective_phases(hw::CollectiveKind kind, double bytes, int count,
+                             const std::vector<int>& group, int only_member = -1);
+  /// Collective id for `key`, created (with uses_sm) on first use; `fresh` tells which.
+  std::int32_t keyed_collective(const std::vector<int>& key, bool* fresh);
+  std::map<std::vector<int>, std::int32_t> coll_by_key_;
+  void add_point_phase(int src, int dst, double bytes);
+  void add_flow(int src, int dst, double bytes);
+  int sim_of(int tr, int dr, int pr) const;
+  bool is_member_simulated(int member_index) const;
+  void resolve_routes();
+
+  const IterationInput& in_;
+  const IterationOptions& opt_;
+  hw::Topology topo_;
+  hw::GpuModel gpu_;
+  hw::RankLayout layout_;
+  hw::WorkloadOptions wo_;
+  DependencyGraph dep_;
+  std::vector<hw::StageCosts> costs_;
+  std::vector<double> stage_params_;  ///< per schedule stage, per TP rank
+  bool has_recompute_actions_ = false;
+  BuiltIteration out_;
+  std::vector<int> sim_of_gpu_;
+  // pass_[sim * num_actions + action id]
+  std::vector<PassTasks> pass_;
+  std::size_t num_actions_ = 0;
+  // Last-backward split: per (sim, stage) the sub-task ids of its last backward.
+  std::vector<std::vector<std::int32_t>> bucket_tasks_;
+  std::vector<std::int32_t> last_compute_;           ///< per sim rank
+  std::vector<std::int32_t> first_backward_;         ///< per sim rank
+  std::vector<std::vector<std::int32_t>> dp_tasks_;  ///< per sim rank
+  // Flow routes: pair id per pending flow, resolved after the graph is built.
+  std::map<std::pair<int, int>, int> pair_id_;
+  std::vector<std::pair<int, int>> pairs_;
+  std::vector<int> flow_pair_;
+  std::vector<double> flow_bytes_;
+};
+
+}  // namespace pw::detail

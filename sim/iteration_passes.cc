@@ -1,0 +1,260 @@
+// The passes, PP transfers, DP reduction and optimizer step of one iteration (IterationBuilder).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "hwmodels/memory.h"
+#include "sim/iteration_builder.h"
+
+namespace pw::detail {
+namespace {
+
+using des::MemCategory;
+using des::StreamKind;
+
+Action label(ActionKind k, int stage, int mb) {
+  return Action{k, static_cast<std::int16_t>(stage), mb};
+}
+
+// What one action costs on one TP rank: compute time, TP collectives, activation memory.
+struct PassCost {
+  TimePs dur = 0;
+  std::vector<hw::TpComm> comms;
+  double mem_start = 0, mem_end = 0;
+  double buffer = 0;  ///< recompute working memory held during the pass
+};
+
+void append(std::vector<hw::TpComm>* out, const std::vector<hw::TpComm>& v) {
+  out->insert(out->end(), v.begin(), v.end());
+}
+
+}  // namespace
+
+void IterationBuilder::build_passes() {
+  const Placement& pl = in_.schedule.placement;
+  const int S = pl.num_stages();
+  const bool zero3 = in_.parallel.zero_stage == 3 && layout_.dp > 1;
+  const bool inline_r = !has_recompute_actions_;
+  auto cost_of = [&](const Action& a) {
+    PassCost pc;
+    auto backward = [&](int st, bool with_w) {
+      const hw::StageCosts& c = costs_[st];
+      pc.dur += c.b + (with_w ? c.w : 0) + (inline_r ? c.r : 0);
+      append(&pc.comms, c.comm_b);
+      if (with_w) append(&pc.comms, c.comm_w);
+      if (inline_r) append(&pc.comms, c.comm_r);
+      // Megatron recomputes one layer at a time inside the backward: one layer's re-created
+      // activations are working memory for the duration of the pass.
+      const StageInfo& si = in_.schedule.placement.stages[st];
+      if (inline_r) pc.buffer += c.m_r.value / std::max(1, si.layer_end - si.layer_begin);
+      pc.mem_end -= c.m_b.value + (inline_r ? 0.0 : c.m_r.value) - (with_w ? 0.0 : c.m_w.value);
+    };
+    const int st = std::max<int>(a.stage, 0);
+    switch (a.kind) {
+      case ActionKind::kF:
+        pc.dur = costs_[st].f;
+        pc.comms = costs_[st].comm_f;
+        pc.mem_start = costs_[st].m_b.value;
+        break;
+      case ActionKind::kB:
+        backward(st, false);
+        break;
+      case ActionKind::kBW:
+        backward(st, true);
+        break;
+      case ActionKind::kW:
+        pc.dur = costs_[st].w;
+        pc.comms = costs_[st].comm_w;
+        pc.mem_end = -costs_[st].m_w.value;
+        break;
+      case ActionKind::kR:
+        pc.dur = costs_[st].r;
+        pc.comms = costs_[st].comm_r;
+        pc.mem_start = costs_[st].m_r.value;
+        break;
+      case ActionKind::kOverlapFB: {
+        pc.dur = costs_[st].f;
+        pc.comms = costs_[st].comm_f;
+        const double m_f = costs_[st].m_b.value;
+        backward(a.stage2, true);
+        pc.mem_start += m_f;
+        break;
+      }
+      default:
+        break;  // explicit communication / markers: the simulator models those itself
+    }
+    return pc;
+  };
+
+  for (int sim = 0; sim < static_cast<int>(out_.ranks.size()); ++sim) {
+    const SimRank& r = out_.ranks[sim];
+    const int begin = dep_.device_begin[r.pr], end = dep_.device_begin[r.pr + 1];
+    // The last backward (W or BW) of each stage carries the gradient buckets.
+    std::vector<int> last_bwd(S, -1);
+    for (int id = begin; id < end; ++id) {
+      const Action& a = dep_.action[id];
+      if (a.kind == ActionKind::kW || a.kind == ActionKind::kBW) last_bwd[a.stage] = id;
+      if (a.kind == ActionKind::kOverlapFB) last_bwd[a.stage2] = id;
+    }
+    std::int32_t prev_last = -1;
+    int sweep_stage = -1, sweep = 0;
+    std::int32_t sweep_first = -1, prev_sweep_first = -1;
+    auto close_sweep = [&] {
+      if (sweep_stage < 0) return;
+      const double w = stage_params_[sweep_stage] * 2.0;
+      const std::int32_t rel = add_compute(
+          sim, 0, 0, -w, label(ActionKind::kReshard, sweep_stage, -1), MemCategory::kBuffers);
+      if (prev_last >= 0) out_.graph.add_dep(prev_last, rel);
+    };
+    for (int id = begin; id < end; ++id) {
+      const Action& a = dep_.action[id];
+      const PassCost pc = cost_of(a);
+      const bool is_pass = is_compute(a.kind);
+      std::int32_t gather = -1;
+      if (zero3 && is_pass && a.stage != sweep_stage) {
+        close_sweep();
+        // ZeRO-3: gather this stage's weights once per sweep (one ahead of use at most).
+        bool fresh = false;
+        const std::int32_t c = keyed_collective({1, r.tr, r.pr, sweep}, &fresh);
+        if (fresh)
+          add_collective_phases(hw::CollectiveKind::kAllGather, stage_params_[a.stage] * 2.0, 1,
+                                layout_.dp_group(r.tr, r.pr));
+        gather = add_comm(sim, StreamKind::kDp, c, CommKind::kDp,
+                          label(ActionKind::kUnshard, a.stage, a.microbatch));
+        out_.graph.tasks()[gather].mem_at_start = stage_params_[a.stage] * 2.0;
+        out_.graph.tasks()[gather].mem_category = MemCategory::kBuffers;
+        if (prev_sweep_first >= 0) out_.graph.add_dep(prev_sweep_first, gather);
+        prev_sweep_first = sweep_first;
+        sweep_stage = a.stage;
+        ++sweep;
+        sweep_first = -1;
+      }
+      PassTasks pt;
+      const int bwd_stage = a.kind == ActionKind::kOverlapFB ? a.stage2 : a.stage;
+      const bool split = layout_.dp > 1 && is_pass && id == last_bwd[std::max(bwd_stage, 0)];
+      if (split) {
+        const double grad = stage_params_[bwd_stage] * opt_.grad_bytes_per_param;
+        const int nb = std::max(1, static_cast<int>(std::ceil(grad / opt_.bucket_bytes)));
+        auto& buckets = bucket_tasks_[static_cast<std::size_t>(sim) * S + bwd_stage];
+        for (int k = 0; k < nb; ++k) {
+          const TimePs part = pc.dur / nb + (k == nb - 1 ? pc.dur % nb : 0);
+          const std::int32_t tk =
+              add_compute(sim, part, k == 0 ? pc.mem_start : 0, k == nb - 1 ? pc.mem_end : 0, a);
+          out_.graph.tasks()[tk].buf_at_start = k == 0 ? pc.buffer : 0;
+          out_.graph.tasks()[tk].buf_at_end = k == nb - 1 ? -pc.buffer : 0;
+          if (k > 0) out_.graph.add_dep(buckets.back(), tk);
+          buckets.push_back(tk);
+        }
+        pt.first = buckets.front();
+        pt.last = buckets.back();
+      } else {
+        pt.first = pt.last = add_compute(sim, pc.dur, pc.mem_start, pc.mem_end, a);
+        out_.graph.tasks()[pt.first].buf_at_start = pc.buffer;
+        out_.graph.tasks()[pt.first].buf_at_end = -pc.buffer;
+      }
+      if (gather >= 0) out_.graph.add_dep(gather, pt.first);
+      if (sweep_first < 0 && is_pass) sweep_first = pt.first;
+      if (prev_last >= 0) out_.graph.add_dep(prev_last, pt.first);
+      double tp_bytes = 0;
+      for (const hw::TpComm& c : pc.comms) tp_bytes += c.bytes.value * c.count;
+      if (layout_.tp > 1 && tp_bytes > 0) {
+        bool fresh = false;
+        const std::int32_t c = keyed_collective({2, r.dr, r.pr, id}, &fresh);
+        if (fresh)
+          for (const hw::TpComm& tc : pc.comms)
+            add_collective_phases(tc.kind, tc.bytes.value, tc.count, layout_.tp_group(r.dr, r.pr));
+        const std::int32_t tk = add_comm(sim, StreamKind::kTp, c, CommKind::kTp, a);
+        out_.graph.add_dep(pt.last, tk);
+        pt.last = tk;
+      }
+      pass_[static_cast<std::size_t>(sim) * num_actions_ + id] = pt;
+      prev_last = pt.last;
+      if (first_backward_[sim] < 0 && (a.kind == ActionKind::kB || a.kind == ActionKind::kBW ||
+                                       a.kind == ActionKind::kOverlapFB))
+        first_backward_[sim] = pt.first;
+    }
+    close_sweep();
+    last_compute_[sim] = prev_last;
+  }
+}
+
+void IterationBuilder::build_transfers() {
+  const int R = static_cast<int>(out_.ranks.size());
+  const bool sg = opt_.scatter_gather && !in_.parallel.sequence_parallel && layout_.tp > 1;
+  for (int sim = 0; sim < R; ++sim) {
+    const SimRank& r = out_.ranks[sim];
+    const int begin = dep_.device_begin[r.pr], end = dep_.device_begin[r.pr + 1];
+    for (int id = begin; id < end; ++id) {
+      const PassTasks& me = pass_[static_cast<std::size_t>(sim) * num_actions_ + id];
+      for (int k = dep_.dep_begin[id]; k < dep_.dep_begin[id + 1]; ++k) {
+        const int dep = dep_.dep[k];
+        const int hop = dep_.dep_hop[k];
+        const int spr = dep_.device_of[dep];
+        const int ssim = sim_of(r.tr, r.dr, spr);
+        const PassTasks& src = pass_[static_cast<std::size_t>(ssim) * num_actions_ + dep];
+        if (hop < 0) {
+          out_.graph.add_dep(src.last, me.first);
+          continue;
+        }
+        const Action& da = dep_.action[dep];
+        const bool fwd = da.kind == ActionKind::kF || da.kind == ActionKind::kSendF;
+        const std::int32_t c = out_.graph.add_collective(true);
+        const double bytes = costs_[hop].p2p_bytes.value;
+        const int sg_gpu = out_.ranks[ssim].gpu, rg_gpu = r.gpu;
+        add_point_phase(sg_gpu, rg_gpu, sg ? bytes / layout_.tp : bytes);
+        if (sg)
+          add_collective_phases(hw::CollectiveKind::kAllGather, bytes, 1,
+                                layout_.tp_group(r.dr, r.pr), r.tr);
+        const Action& ra = dep_.action[id];
+        const std::int32_t send =
+            add_comm(ssim, StreamKind::kPpSend, c, CommKind::kPp,
+                     label(fwd ? ActionKind::kSendF : ActionKind::kSendB, hop, da.microbatch));
+        const std::int32_t recv =
+            add_comm(sim, StreamKind::kPpRecv, c, CommKind::kPp,
+                     label(fwd ? ActionKind::kRecvF : ActionKind::kRecvB, ra.stage, da.microbatch));
+        out_.graph.add_dep(src.last, send);
+        out_.graph.add_dep(recv, me.first);
+        out_.flow_to[send] = me.first;
+      }
+    }
+  }
+}
+
+void IterationBuilder::build_data_parallel() {
+  if (layout_.dp <= 1) return;
+  const Placement& pl = in_.schedule.placement;
+  const int S = pl.num_stages();
+  const hw::CollectiveKind kind = in_.parallel.zero_stage == 0 ? hw::CollectiveKind::kAllReduce
+                                                               : hw::CollectiveKind::kReduceScatter;
+  for (int sim = 0; sim < static_cast<int>(out_.ranks.size()); ++sim) {
+    const SimRank& r = out_.ranks[sim];
+    std::vector<int> stages;
+    for (int st = 0; st < S; ++st)
+      if (pl.stages[st].device == r.pr) stages.push_back(st);
+    // Reduce in the order the stages finish their backward (in-order DP stream).
+    auto ready_at = [&](int st) {
+      const auto& b = bucket_tasks_[static_cast<std::size_t>(sim) * S + st];
+      return b.empty() ? out_.graph.size() : static_cast<std::size_t>(b.back());
+    };
+    std::stable_sort(stages.begin(), stages.end(),
+                     [&](int a, int b) { return ready_at(a) < ready_at(b); });
+    for (int st : stages) {
+      const double grad = stage_params_[st] * opt_.grad_bytes_per_param;
+      const auto& buckets = bucket_tasks_[static_cast<std::size_t>(sim) * S + st];
+      const int nb = std::max<int>(1, static_cast<int>(buckets.size()));
+      for (int k = 0; k < nb; ++k) {
+        bool fresh = false;
+        const std::int32_t c = keyed_collective({3, r.tr, r.pr, st, k}, &fresh);
+        if (fresh) add_collective_phases(kind, grad / nb, 1, layout_.dp_group(r.tr, r.pr));
+        const std::int32_t tk =
+            add_comm(sim, StreamKind::kDp, c, CommKind::kDp, label(ActionKind::kReduceGrad, st, k));
+        const bool overlap = opt_.overlap_grad_reduce && !buckets.empty();
+        out_.graph.add_dep(overlap ? buckets[k] : last_compute_[sim], tk);
+        dp_tasks_[sim].push_back(tk);
+      }
+    }
+  }
+}
+
+}  // namespace pw::detail

@@ -1,0 +1,207 @@
+// Optimizer step (with optional offload) and flow routing, with the symmetric-copy weights of the
+// representative mode (IterationBuilder).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "hwmodels/memory.h"
+#include "sim/iteration_builder.h"
+
+namespace pw::detail {
+namespace {
+
+using des::MemCategory;
+using des::StreamKind;
+
+Action label(ActionKind k, int stage, int mb) {
+  return Action{k, static_cast<std::int16_t>(stage), mb};
+}
+
+// Adam with bf16 weights and fp32 master/momentum/variance: reads master, m, v and the gradient,
+// writes master, m, v and the bf16 weight: about 28 bytes of HBM traffic per parameter.
+constexpr double kAdamBytesPerParam = 28.0;
+// Optimizer state moved per parameter for an update on the GPU (fp32 master, m, v).
+constexpr double kStateBytesPerParam = 12.0;
+
+struct Dsu {
+  std::vector<std::uint32_t> parent;
+  std::uint32_t find(std::uint32_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  }
+  void unite(std::uint32_t a, std::uint32_t b) {
+    a = find(a);
+    b = find(b);
+    if (a != b) parent[std::max(a, b)] = std::min(a, b);
+  }
+};
+
+}  // namespace
+
+void IterationBuilder::build_optimizer() {
+  const Placement& pl = in_.schedule.placement;
+  const int d = layout_.dp;
+  const int zero = in_.parallel.zero_stage;
+  const double hbm = in_.profile.gpu.hbm_bandwidth.value * in_.profile.gpu.hbm_efficiency;
+  const double pcie = in_.profile.node.pcie.effective().value;
+  for (int sim = 0; sim < static_cast<int>(out_.ranks.size()); ++sim) {
+    const SimRank& r = out_.ranks[sim];
+    double params = 0;
+    for (int st = 0; st < pl.num_stages(); ++st)
+      if (pl.stages[st].device == r.pr) params += stage_params_[st];
+    const double shard = zero >= 1 && d > 1 ? params / d : params;
+    const hw::ModelStateBytes ms =
+        hw::model_state_bytes(params, zero, d, in_.parallel.optimizer_offload);
+    out_.graph.add_initial_memory(sim, MemCategory::kWeights, ms.weights.value);
+    out_.graph.add_initial_memory(sim, MemCategory::kGrads, ms.gradients.value);
+    out_.graph.add_initial_memory(sim, MemCategory::kOptimizer, ms.optimizer.value);
+    std::int32_t opt_task = -1;
+    if (!in_.parallel.optimizer_offload) {
+      opt_task = add_compute(sim, gpu_.memory_bound_time(Bytes{shard * kAdamBytesPerParam}), 0, 0,
+                             label(ActionKind::kOptStep, -1, -1));
+    } else {
+      // Deep Optimizer States: the share x of the update that runs on the GPU minimises the
+      // longer of the two paths after the reduction (GPU: update + state write-back; CPU: update
+      // + gradient/parameter copies); the state prefetch overlaps the backward.
+      const double cpu = opt_.cpu_adam_params_per_sec;
+      auto cost = [&](double x) {
+        const double gpu_path = x * shard * (kAdamBytesPerParam / hbm + kStateBytesPerParam / pcie);
+        const double cpu_path = (1 - x) * shard * (1.0 / cpu + 4.0 / pcie);
+        return std::max(gpu_path, cpu_path);
+      };
+      double x = opt_.offload_gpu_share;
+      if (x < 0) {
+        x = 0;
+        for (int k = 1; k <= 20; ++k)
+          if (cost(k / 20.0) < cost(x)) x = k / 20.0;
+      }
+      out_.offload_gpu_share = x;
+      const int host = -(r.gpu + 1);
+      auto host_task = [&](double bytes, bool to_gpu, TimePs latency, ActionKind k) {
+        const std::int32_t c = out_.graph.add_collective(false);
+        out_.graph.add_phase(latency);
+        if (bytes > 0) add_flow(to_gpu ? host : r.gpu, to_gpu ? r.gpu : host, bytes);
+        return add_comm(sim, StreamKind::kHost, c, CommKind::kOffload, label(k, -1, -1));
+      };
+      const double state = x * shard * kStateBytesPerParam;
+      const std::int32_t prefetch = host_task(state, true, 0, ActionKind::kUnshard);
+      out_.graph.tasks()[prefetch].mem_at_start = state;
+      out_.graph.tasks()[prefetch].mem_category = MemCategory::kOptimizer;
+      if (first_backward_[sim] >= 0) out_.graph.add_dep(first_backward_[sim], prefetch);
+      const std::int32_t grads =
+          host_task((1 - x) * shard * 2.0, false, 0, ActionKind::kReduceGrad);
+      const std::int32_t cpu_update =
+          host_task(0, false, seconds_to_ps((1 - x) * shard / cpu), ActionKind::kOptStep);
+      const std::int32_t params_back =
+          host_task((1 - x) * shard * 2.0, true, 0, ActionKind::kUnshard);
+      out_.graph.add_dep(last_compute_[sim], grads);
+      for (std::int32_t t : dp_tasks_[sim]) out_.graph.add_dep(t, grads);
+      out_.graph.add_dep(grads, cpu_update);
+      out_.graph.add_dep(cpu_update, params_back);
+      opt_task = add_compute(sim, gpu_.memory_bound_time(Bytes{x * shard * kAdamBytesPerParam}), 0,
+                             0, label(ActionKind::kOptStep, -1, -1));
+      out_.graph.add_dep(prefetch, opt_task);
+      const std::int32_t write_back = host_task(state, false, 0, ActionKind::kReshard);
+      out_.graph.tasks()[write_back].mem_at_end = -state;
+      out_.graph.tasks()[write_back].mem_category = MemCategory::kOptimizer;
+      out_.graph.add_dep(opt_task, write_back);
+      out_.graph.add_dep(params_back, write_back);
+    }
+    out_.graph.add_dep(last_compute_[sim], opt_task);
+    for (std::int32_t t : dp_tasks_[sim]) out_.graph.add_dep(t, opt_task);
+    // ZeRO-1/2: all-gather the updated bf16 parameters of each stage.
+    if (zero >= 1 && zero <= 2 && d > 1) {
+      for (int st = 0; st < pl.num_stages(); ++st) {
+        if (pl.stages[st].device != r.pr) continue;
+        bool fresh = false;
+        const std::int32_t c = keyed_collective({4, r.tr, r.pr, st}, &fresh);
+        if (fresh)
+          add_collective_phases(hw::CollectiveKind::kAllGather, stage_params_[st] * 2.0, 1,
+                                layout_.dp_group(r.tr, r.pr));
+        const std::int32_t ag =
+            add_comm(sim, StreamKind::kDp, c, CommKind::kDp, label(ActionKind::kUnshard, st, -1));
+        out_.graph.add_dep(opt_task, ag);
+      }
+    }
+  }
+}
+
+// Full mode: plain routes. Representative mode: the links of a route are folded onto one
+// canonical link per orbit of the tensor/data-parallel translations, and each hop carries the
+// number of translated copies of the flow that cross that canonical link, so the weighted
+// max-min sharing of the representatives equals the full system's (whose copies all run at the
+// same rate by symmetry).
+void IterationBuilder::resolve_routes() {
+  const std::vector<double>& topo_cap = topo_.link_capacities();
+  const auto base = static_cast<std::int32_t>(topo_cap.size());
+  out_.link_capacity = topo_cap;
+  const double pcie = in_.profile.node.pcie.effective().value;
+  for (std::size_t s = 0; s < out_.ranks.size(); ++s) {
+    out_.link_capacity.push_back(pcie);  // host -> GPU
+    out_.link_capacity.push_back(pcie);  // GPU -> host
+  }
+  const int t = layout_.tp, d = layout_.dp;
+  auto image = [&](int gpu, int a, int b) {
+    const int tr = gpu % t, dr = (gpu / t) % d, pr = gpu / (t * d);
+    return layout_.gpu((tr + a) % t, (dr + b) % d, pr);
+  };
+  const int G = opt_.representative ? t * d : 1;
+  std::vector<std::vector<std::vector<hw::LinkId>>> routes(pairs_.size());
+  Dsu dsu;
+  dsu.parent.resize(topo_cap.size());
+  std::iota(dsu.parent.begin(), dsu.parent.end(), 0u);
+  for (std::size_t pi = 0; pi < pairs_.size(); ++pi) {
+    const auto [src, dst] = pairs_[pi];
+    if (src < 0 || dst < 0) continue;
+    routes[pi].resize(G);
+    for (int g = 0; g < G; ++g) {
+      topo_.route(image(src, g % t, g / t), image(dst, g % t, g / t), &routes[pi][g]);
+      if (routes[pi][g].size() != routes[pi][0].size()) continue;
+      for (std::size_t h = 0; h < routes[pi][0].size(); ++h)
+        dsu.unite(routes[pi][0][h], routes[pi][g][h]);
+    }
+  }
+  std::vector<std::vector<des::RouteHop>> hops(pairs_.size());
+  std::vector<double> bottleneck(pairs_.size(), 0);
+  for (std::size_t pi = 0; pi < pairs_.size(); ++pi) {
+    const auto [src, dst] = pairs_[pi];
+    if (src < 0 || dst < 0) {
+      const int sim = sim_of_gpu_[src < 0 ? -src - 1 : -dst - 1];
+      hops[pi].push_back({base + 2 * sim + (src < 0 ? 0 : 1), 1.0f});
+      bottleneck[pi] = pcie;
+      continue;
+    }
+    const auto& r0 = routes[pi][0];
+    double bn = 0;
+    for (std::size_t h = 0; h < r0.size(); ++h) {
+      bn = bn == 0 ? topo_cap[r0[h]] : std::min(bn, topo_cap[r0[h]]);
+      std::uint32_t link = dsu.find(r0[h]);
+      int copies = 0;
+      for (int g = 0; g < G; ++g)
+        copies += routes[pi][g].size() == r0.size() && routes[pi][g][h] == link;
+      if (copies == 0) {
+        link = r0[h];
+        for (int g = 0; g < G; ++g)
+          copies += routes[pi][g].size() == r0.size() && routes[pi][g][h] == link;
+      }
+      auto it = std::find_if(hops[pi].begin(), hops[pi].end(), [&](const des::RouteHop& x) {
+        return x.link == static_cast<std::int32_t>(link);
+      });
+      if (it != hops[pi].end()) {
+        it->weight += static_cast<float>(copies);
+      } else {
+        hops[pi].push_back({static_cast<std::int32_t>(link), static_cast<float>(copies)});
+      }
+    }
+    bottleneck[pi] = bn;
+  }
+  for (std::size_t f = 0; f < flow_pair_.size(); ++f) {
+    const int pi = flow_pair_[f];
+    const double v = flow_bytes_[f];
+    const double bytes = v >= 0 ? v : -v * bottleneck[pi];
+    out_.graph.replace_flow(static_cast<std::int32_t>(f), bytes, hops[pi]);
+  }
+}
+
+}  // namespace pw::detail

@@ -1,0 +1,158 @@
+#include "sim/iteration.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/trace.h"
+#include "hwmodels/collectives.h"
+#include "hwmodels/profile.h"
+#include "hwmodels/scenario.h"
+#include "hwmodels/topology.h"
+#include "sim/engine.h"
+#include "sim_test_util.h"
+
+namespace pw {
+namespace {
+
+hw::Scenario small_scenario(int t, int p, int nodes, int B, const std::string& extra = "") {
+  const std::string text = fmt::format(R"(
+model: {{num_layers: 8, hidden_size: 1024, num_attention_heads: 16, seq_length: 1024,
+        vocab_size: 51200}}
+cluster: {{profile: dgx-a100-80gb, nodes: {}}}
+parallel:
+  tensor_model_parallel_size: {}
+  pipeline_model_parallel_size: {}
+  micro_batch_size: 1
+  global_batch_size: {}
+{}
+)",
+                                       nodes, t, p, B, extra);
+  return hw::parse_scenario(text, "small.yaml", ".");
+}
+
+TEST(Iteration, RepresentativeRanksGiveTheSameTimesAsEveryRank) {
+  // 2 DGX nodes, t=2, p=2, d=4: every TP and DP translation maps the cluster onto itself (one
+  // NIC per GPU, one leaf per rail), so one GPU per pipeline rank stands for all 16.
+  for (const char* extra : {"", "  zero_stage: 1", "  recompute_granularity: full"}) {
+    const hw::Scenario s = small_scenario(2, 2, 2, 16, extra);
+    const IterationInput in = testing::input_for(s);
+    IterationOptions rep, full;
+    full.representative = false;
+    const IterationResult a = simulate_iteration(in, rep);
+    const IterationResult b = simulate_iteration(in, full);
+    EXPECT_EQ(a.simulated_gpus, 2);
+    EXPECT_EQ(b.simulated_gpus, 16);
+    // Same answer up to float rounding of the shared-rate arithmetic (a few picoseconds).
+    EXPECT_NEAR(static_cast<double>(a.iteration), static_cast<double>(b.iteration), 1000.0)
+        << extra;
+    for (int k = 0; k < kNumCommKinds; ++k)
+      EXPECT_NEAR(static_cast<double>(a.exposed[k]), static_cast<double>(b.exposed[k]), 1000.0)
+          << extra << " kind " << k;
+    EXPECT_DOUBLE_EQ(a.memory[0].peak, b.memory[0].peak);
+  }
+}
+
+TEST(Iteration, SameScenarioGivesAByteIdenticalTrace) {
+  const IterationInput in = testing::input_for(small_scenario(2, 2, 1, 8));
+  IterationOptions opt;
+  opt.trace = true;
+  const std::string a = trace_to_json(simulate_iteration(in, opt).trace);
+  const std::string b = trace_to_json(simulate_iteration(in, opt).trace);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a.find("\"displayTimeUnit\""), std::string::npos);
+  EXPECT_NE(a.find("\"ph\":\"s\""), std::string::npos);  // send -> receive arrows
+  EXPECT_NE(a.find("\"ph\":\"f\""), std::string::npos);
+  EXPECT_NE(a.find("\"ph\":\"C\""), std::string::npos);  // memory counters
+  EXPECT_NE(a.find("thread_name"), std::string::npos);
+}
+
+TEST(Iteration, OverlappedGradientReductionIsNotSlower) {
+  const IterationInput in = testing::input_for(small_scenario(1, 1, 1, 16));
+  IterationOptions on, off;
+  off.overlap_grad_reduce = false;
+  const IterationResult a = simulate_iteration(in, on);
+  const IterationResult b = simulate_iteration(in, off);
+  EXPECT_LT(a.exposed[static_cast<int>(CommKind::kDp)], b.exposed[static_cast<int>(CommKind::kDp)]);
+  EXPECT_LE(a.iteration, b.iteration);
+}
+
+TEST(Iteration, OffloadChoosesASplitAndKeepsOptimizerStateOffTheGpu) {
+  const IterationInput in =
+      testing::input_for(small_scenario(1, 1, 1, 16, "  optimizer_offload: true"));
+  const IterationResult r = simulate_iteration(in);
+  EXPECT_GE(r.offload_gpu_share, 0.0);
+  EXPECT_LE(r.offload_gpu_share, 1.0);
+  // At the peak only the GPU share's state is resident, never the whole 12 bytes/param.
+  const IterationResult plain = simulate_iteration(testing::input_for(small_scenario(1, 1, 1, 16)));
+  EXPECT_LT(r.memory[0].optimizer, plain.memory[0].optimizer);
+}
+
+// --- Memory: Korthikanti et al. activation formulas ------------------------------------------
+
+struct KorthikantiCase {
+  const char* file;
+  double a, h, L, t, p, v, b, V;
+  bool selective;
+};
+
+TEST(Iteration, KorthikantiActivationTotalsMatchTheFormulas) {
+  const double s = 2048;
+  const KorthikantiCase cases[] = {
+      {"megatron/korthikanti-22b-full.yaml", 64, 6144, 48, 8, 1, 1, 4, 51200, false},
+      {"megatron/korthikanti-22b-selective.yaml", 64, 6144, 48, 8, 1, 1, 4, 51200, true},
+      {"megatron/korthikanti-175b-full.yaml", 96, 12288, 96, 8, 8, 3, 1, 51200, false},
+      {"megatron/korthikanti-175b-selective.yaml", 96, 12288, 96, 8, 8, 3, 1, 51200, true},
+      {"megatron/korthikanti-530b-full.yaml", 128, 20480, 105, 8, 35, 3, 1, 51200, false},
+      {"megatron/korthikanti-530b-selective.yaml", 128, 20480, 105, 8, 35, 3, 1, 51200, true},
+      {"megatron/korthikanti-1t-full.yaml", 160, 25600, 128, 8, 64, 1, 1, 51200, false},
+      {"megatron/korthikanti-1t-selective.yaml", 160, 25600, 128, 8, 64, 1, 1, 51200, true},
+  };
+  for (const KorthikantiCase& c : cases) {
+    const IterationResult r = simulate_iteration(testing::input_for(c.file));
+    const double sbh = s * c.b * c.h;
+    // Per layer: selective + SP keeps 34sbh/t; full recompute keeps the layer input 2sbh.
+    const double per_layer = c.selective ? sbh * 34.0 / c.t : 2.0 * sbh;
+    // The first stage holds L layers' worth (1F1B), times 1 + (p-1)/(pv) when interleaved.
+    const double held = c.L * (c.v > 1 ? 1.0 + (c.p - 1) / (c.p * c.v) : 1.0);
+    const double sp_div = c.selective ? 1.0 / c.t : 1.0;
+    const double peak = r.memory[0].activation_peak;
+    if (c.p == 1) {
+      // One stage, one microbatch: the layers, the embedding dropout mask (sbh bytes), and, as
+      // it is also the last stage, the final LN input (2sbh) and the fp32 logits (4sbV/t).
+      const double expected =
+          held * per_layer + sbh * sp_div + 2.0 * sbh * sp_div + 4.0 * s * c.b * c.V / c.t;
+      EXPECT_NEAR(peak / expected, 1.0, 1e-9) << c.file;
+    } else {
+      // The layers, plus one embedding mask (sbh bytes, /t with SP) per microbatch whose
+      // first-chunk forward has run: Megatron's warm-up on rank 0 runs W = 2(p-1) + (v-1)p + 1
+      // forwards (W = p for 1F1B), the k-th of them on chunk (k / p) mod v.
+      const int W =
+          c.v > 1 ? static_cast<int>(2 * (c.p - 1) + (c.v - 1) * c.p + 1) : static_cast<int>(c.p);
+      int first_chunk = 0;
+      for (int k = 0; k < W; ++k)
+        first_chunk += (k / static_cast<int>(c.p)) % static_cast<int>(c.v) == 0;
+      // In the steady state the chunk mix of the W in-flight forwards shifts, which can hold
+      // one more first-chunk microbatch than the warm-up: allow one more mask.
+      const double expected = held * per_layer + first_chunk * sbh * sp_div;
+      EXPECT_GE(peak, expected * (1 - 1e-12)) << c.file;
+      EXPECT_LE(peak, expected + sbh * sp_div * (1 + 1e-9)) << c.file;
+    }
+  }
+}
+
+TEST(Iteration, AConfigurationThatDoesNotFitSaysByHowMuch) {
+  // Korthikanti 1T without recomputation would hold L*(34+5as/h)sbh/t of activations: far more
+  // than 80 GB.
+  hw::Scenario s = hw::load_scenario(testing::scenario_path("megatron/korthikanti-1t-full.yaml"));
+  s.parallel.recompute = "none";
+  const IterationResult r = simulate_iteration(testing::input_for(s));
+  EXPECT_FALSE(r.fits);
+  EXPECT_GT(r.worst_overflow, 0);
+  EXPECT_FALSE(r.memory[0].fits);
+  EXPECT_NEAR(r.worst_overflow, r.memory[0].peak - 80e9, 1e6);
+}
+
+}  // namespace
+}  // namespace pw
