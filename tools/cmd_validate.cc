@@ -1,16 +1,109 @@
-// Placeholder for `pipewright validate`; replaced by the issue that implements it.
-#include <cstdio>
+// `pipewright validate [DIR]`: simulate every bundled scenario that carries published figures and
+// print predicted vs published TFLOP/s per GPU with the error per row, then the mean and worst
+// absolute error.
+#include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "hwmodels/scenario.h"
+#include "sim/iteration.h"
 #include "tools/command.h"
+#include "tools/simulate_scenario.h"
 
 namespace pw::tools {
+namespace {
+
+struct ValidateOptions {
+  std::string dir = "scenarios";
+  std::string format = "table";
+};
+
+struct Row {
+  std::string file;
+  hw::Scenario scenario;
+  IterationResult result;
+  double error_pct = 0;
+};
+
+std::vector<std::string> scenario_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw ConfigError("", "DIR", fmt::format("'{}' is not a directory of scenarios", dir));
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+    if (e.is_regular_file() && e.path().extension() == ".yaml") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+int run_validate(const ValidateOptions& o) {
+  if (o.format != "table" && o.format != "json")
+    throw ConfigError("", "--format", fmt::format("'{}'; expected table or json", o.format));
+  std::vector<Row> rows;
+  for (const std::string& f : scenario_files(o.dir)) {
+    hw::Scenario s = hw::load_scenario(f);
+    if (!s.published) continue;
+    IterationOptions io;
+    io.flash_attention = s.flash_attention;
+    Row r{f, s, simulate_iteration(scenario_iteration_input(s), io), 0};
+    r.error_pct = 100.0 * (r.result.tflops_per_gpu - s.published->tflops_per_gpu) /
+                  s.published->tflops_per_gpu;
+    rows.push_back(std::move(r));
+  }
+  double sum = 0, worst = 0;
+  for (const Row& r : rows) {
+    sum += std::abs(r.error_pct);
+    worst = std::max(worst, std::abs(r.error_pct));
+  }
+  const double mean = rows.empty() ? 0 : sum / static_cast<double>(rows.size());
+  if (o.format == "json") {
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const Row& r : rows) {
+      j.push_back({{"scenario", r.file},
+                   {"predicted_tflops_per_gpu", r.result.tflops_per_gpu},
+                   {"published_tflops_per_gpu", r.scenario.published->tflops_per_gpu},
+                   {"error_pct", r.error_pct},
+                   {"iteration_ms", ps_to_millis(r.result.iteration)},
+                   {"source", r.scenario.published->source}});
+    }
+    nlohmann::ordered_json out{{"rows", j}, {"mean_abs_error_pct", mean}, {"worst_abs_error_pct", worst}};
+    std::fputs((out.dump(2) + "\n").c_str(), stdout);
+    return 0;
+  }
+  std::string t = fmt::format("{:<46}{:>6}{:>4}{:>4}{:>5}{:>3}{:>3}{:>12}{:>11}{:>10}{:>8}\n",
+                              "scenario", "GPUs", "t", "p", "d", "v", "b", "iter (ms)",
+                              "predicted", "published", "error");
+  for (const Row& r : rows) {
+    const ParallelConfig& p = r.scenario.parallel;
+    t += fmt::format("{:<46}{:>6}{:>4}{:>4}{:>5}{:>3}{:>3}{:>12.1f}{:>11.1f}{:>10.1f}{:>+7.1f}%\n",
+                     r.file, r.scenario.num_gpus(), p.tensor_parallel, p.pipeline_parallel,
+                     p.data_parallel, p.virtual_stages, p.micro_batch_size,
+                     ps_to_millis(r.result.iteration), r.result.tflops_per_gpu,
+                     r.scenario.published->tflops_per_gpu, r.error_pct);
+  }
+  t += fmt::format("{} scenarios with published figures: mean |error| {:.2f}%, worst {:.2f}%\n",
+                   rows.size(), mean, worst);
+  std::fputs(t.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
 
 void register_validate(CLI::App& app, int* status) {
-  auto* sub = app.add_subcommand("validate", "(not yet available)");
-  sub->callback([status] {
-    std::fprintf(stderr, "pipewright validate: not yet available\n");
-    *status = 1;
-  });
+  auto opts = std::make_shared<ValidateOptions>();
+  auto* sub = app.add_subcommand(
+      "validate", "Simulate every scenario with published figures; print predicted vs published");
+  sub->add_option("dir", opts->dir, "Directory searched recursively for *.yaml (default: scenarios)");
+  sub->add_option("--format", opts->format, "table or json");
+  sub->callback([opts, status] { *status = run_validate(*opts); });
 }
 
 }  // namespace pw::tools
