@@ -74,13 +74,14 @@ int run_validate(const ValidateOptions& o) {
                    {"iteration_ms", ps_to_millis(r.result.iteration)},
                    {"source", r.scenario.published->source}});
     }
-    nlohmann::ordered_json out{{"rows", j}, {"mean_abs_error_pct", mean}, {"worst_abs_error_pct", worst}};
+    nlohmann::ordered_json out{
+        {"rows", j}, {"mean_abs_error_pct", mean}, {"worst_abs_error_pct", worst}};
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
     return 0;
   }
-  std::string t = fmt::format("{:<46}{:>6}{:>4}{:>4}{:>5}{:>3}{:>3}{:>12}{:>11}{:>10}{:>8}\n",
-                              "scenario", "GPUs", "t", "p", "d", "v", "b", "iter (ms)",
-                              "predicted", "published", "error");
+  std::string t =
+      fmt::format("{:<46}{:>6}{:>4}{:>4}{:>5}{:>3}{:>3}{:>12}{:>11}{:>10}{:>8}\n", "scenario",
+                  "GPUs", "t", "p", "d", "v", "b", "iter (ms)", "predicted", "published", "error");
   for (const Row& r : rows) {
     const ParallelConfig& p = r.scenario.parallel;
     t += fmt::format("{:<46}{:>6}{:>4}{:>4}{:>5}{:>3}{:>3}{:>12.1f}{:>11.1f}{:>10.1f}{:>+7.1f}%\n",
@@ -101,7 +102,8 @@ void register_validate(CLI::App& app, int* status) {
   auto opts = std::make_shared<ValidateOptions>();
   auto* sub = app.add_subcommand(
       "validate", "Simulate every scenario with published figures; print predicted vs published");
-  sub->add_option("dir", opts->dir, "Directory searched recursively for *.yaml (default: scenarios)");
+  sub->add_option("dir", opts->dir,
+                  "Directory searched recursively for *.yaml (default: scenarios)");
   sub->add_option("--format", opts->format, "table or json");
   sub->callback([opts, status] { *status = run_validate(*opts); });
 }

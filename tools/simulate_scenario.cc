@@ -163,6 +163,14 @@ void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts) {
   sub->add_option("--plan", opts->plan, "Re-simulate an emitted plan");
   sub->add_option("--trace", opts->trace, "Write a Perfetto/Chrome trace JSON");
   sub->add_option("--report", opts->report, "Write a self-contained HTML report");
+  sub->add_flag("--overlap-grad-reduce", opts->overlap_grad_reduce,
+                "Overlap the DP gradient reduction with the backward (bucketed)");
+  sub->add_option("--grad-reduce-bytes", opts->grad_reduce_bytes,
+                  "Bytes per reduced gradient element (4 = fp32 main grads, 2 = bf16)");
+  sub->add_flag("--all-ranks", opts->all_ranks,
+                "Simulate every GPU instead of one representative per pipeline rank");
+  sub->add_option("--comm-compute-slowdown", opts->comm_slowdown,
+                  "Share by which compute slows while NCCL kernels overlap it (0..0.9)");
 }
 
 int run_scenario_simulation(const ScenarioSimOptions& opts) {
@@ -172,8 +180,18 @@ int run_scenario_simulation(const ScenarioSimOptions& opts) {
   if (opts.format != "table" && opts.format != "json")
     throw ConfigError("", "--format", fmt::format("'{}'; expected table or json", opts.format));
   const hw::Scenario s = hw::load_scenario(opts.scenario);
+  if (opts.grad_reduce_bytes != 2 && opts.grad_reduce_bytes != 4)
+    throw ConfigError("", "--grad-reduce-bytes",
+                      fmt::format("{}; expected 2 or 4", opts.grad_reduce_bytes));
+  if (!(opts.comm_slowdown >= 0 && opts.comm_slowdown <= 0.9))
+    throw ConfigError("", "--comm-compute-slowdown",
+                      fmt::format("{}; expected a share in [0, 0.9]", opts.comm_slowdown));
   IterationOptions io;
   io.trace = !opts.trace.empty();
+  io.overlap_grad_reduce = opts.overlap_grad_reduce;
+  io.grad_bytes_per_param = opts.grad_reduce_bytes;
+  io.representative = !opts.all_ranks;
+  io.comm_compute_slowdown = opts.comm_slowdown;
   io.flash_attention = s.flash_attention;
   const IterationResult r = simulate_iteration(scenario_iteration_input(s), io);
   if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(r.trace));

@@ -16,7 +16,11 @@ struct ScenarioSimOptions {
   std::string plan;      ///< --plan
   std::string trace;     ///< --trace FILE (Perfetto JSON)
   std::string format = "table";
-  std::string report;  ///< --report FILE (HTML)
+  std::string report;                ///< --report FILE (HTML)
+  bool overlap_grad_reduce = false;  ///< --overlap-grad-reduce
+  double grad_reduce_bytes = 4;      ///< --grad-reduce-bytes (4 = fp32 main grads, 2 = bf16)
+  bool all_ranks = false;            ///< --all-ranks: simulate every GPU, not representatives
+  double comm_slowdown = 0.05;       ///< --comm-compute-slowdown
 };
 
 /// Adds scenario-mode flags (other than --format, which the caller owns) to `sub`.

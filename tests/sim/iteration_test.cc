@@ -71,6 +71,7 @@ TEST(Iteration, SameScenarioGivesAByteIdenticalTrace) {
 TEST(Iteration, OverlappedGradientReductionIsNotSlower) {
   const IterationInput in = testing::input_for(small_scenario(1, 1, 1, 16));
   IterationOptions on, off;
+  on.overlap_grad_reduce = true;
   off.overlap_grad_reduce = false;
   const IterationResult a = simulate_iteration(in, on);
   const IterationResult b = simulate_iteration(in, off);

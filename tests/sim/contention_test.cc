@@ -1,0 +1,115 @@
+// Network contention in the discrete-event engine, on the topology graph of hwmodels.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "hwmodels/profile.h"
+#include "hwmodels/topology.h"
+#include "sim/engine.h"
+#include "sim/task_graph.h"
+
+namespace pw::des {
+namespace {
+
+hw::HardwareProfile a100() { return hw::resolve_profile("dgx-a100-80gb", ".", "test", "profile"); }
+
+hw::Topology topology(int nodes, int nics_per_node) {
+  hw::TopologySpec spec = hw::topology_spec(a100(), nodes);
+  spec.node.nics_per_node = nics_per_node;
+  return hw::Topology(spec);
+}
+
+// A ring all-reduce of `bytes` over `gpus`: every member sends 2(n-1)/n of the buffer to its
+// successor (the ring's 2(n-1) steps of bytes/n over the same links, merged into one phase).
+void add_ring_all_reduce(const hw::Topology& topo, const std::vector<int>& gpus, double bytes,
+                         int first_device, TaskGraph* g) {
+  const int n = static_cast<int>(gpus.size());
+  const std::int32_t c = g->add_collective(true);
+  g->add_phase(0);
+  for (int i = 0; i < n; ++i) {
+    std::vector<RouteHop> hops;
+    for (hw::LinkId l : topo.route(gpus[i], gpus[(i + 1) % n]))
+      hops.push_back({static_cast<std::int32_t>(l), 1.0f});
+    g->add_flow(bytes * 2.0 * (n - 1) / n, hops);
+  }
+  for (int i = 0; i < n; ++i) {
+    Task t;
+    t.device = first_device + i;
+    t.stream = StreamKind::kDp;
+    t.is_compute = false;
+    t.collective = c;
+    g->add_task(t);
+  }
+}
+
+TimePs run_all_reduces(const hw::Topology& topo, const std::vector<std::vector<int>>& groups,
+                       double bytes) {
+  int devices = 0;
+  for (const auto& gr : groups) devices += static_cast<int>(gr.size());
+  TaskGraph g(devices);
+  int next = 0;
+  for (const auto& gr : groups) {
+    add_ring_all_reduce(topo, gr, bytes, next, &g);
+    next += static_cast<int>(gr.size());
+  }
+  g.finalize();
+  Engine e(topo.link_capacities());
+  return e.run(g).end[0];
+}
+
+TEST(Contention, TwoDataParallelAllReducesSharingOneNicTakeTwiceAsLong) {
+  // 4 NICs for 8 GPUs: GPUs 0 and 1 of each node send through the same NIC.
+  const hw::Topology topo = topology(2, 4);
+  ASSERT_EQ(topo.rail_of_gpu(0), topo.rail_of_gpu(1));
+  const double S = 1e9;
+  const TimePs one = run_all_reduces(topo, {{0, 8}}, S);
+  const TimePs two = run_all_reduces(topo, {{0, 8}, {1, 9}}, S);
+  EXPECT_NEAR(static_cast<double>(two) / static_cast<double>(one), 2.0, 0.02);
+  // With one NIC per GPU the two reductions do not share a link: no slowdown.
+  const hw::Topology own = topology(2, 8);
+  const TimePs apart = run_all_reduces(own, {{0, 8}, {1, 9}}, S);
+  EXPECT_NEAR(static_cast<double>(apart) / static_cast<double>(run_all_reduces(own, {{0, 8}}, S)),
+              1.0, 0.01);
+}
+
+TEST(Contention, RingAllReduceAcrossNodesIsBoundedByTheNicNotNvlink) {
+  const hw::HardwareProfile prof = a100();
+  const hw::Topology topo = topology(2, 8);
+  const double S = 1e9;
+  const double nic = prof.node.nic.effective().value;        // 200 Gb/s x 0.9 = 22.5 GB/s
+  const double nvl = prof.node.intra.effective().value;      // 300 GB/s x 0.8 = 240 GB/s
+  const TimePs across = run_all_reduces(topo, {{0, 8}}, S);  // one GPU on each node
+  const TimePs inside = run_all_reduces(topo, {{0, 1}}, S);  // two GPUs of one node
+  // n = 2: each member moves 2(n-1)/n S = S bytes; across nodes at the NIC's rate.
+  EXPECT_NEAR(ps_to_seconds(across), S / nic, 0.01 * S / nic);
+  EXPECT_NEAR(ps_to_seconds(inside), S / nvl, 0.01 * S / nvl);
+  EXPECT_GT(across, 5 * inside);
+}
+
+TEST(Contention, MaxMinSharingGivesTheUnconstrainedFlowTheLeftover) {
+  // Link 0 (10 B/ps) carries flows A and B; link 1 (4 B/ps) carries B only. Max-min: B is held
+  // to 4 by link 1, A takes the remaining 6 on link 0. A: 600 bytes -> 100 ps; B: 400 -> 100 ps.
+  TaskGraph g(2);
+  const std::int32_t ca = g.add_collective(false);
+  g.add_phase(0);
+  g.add_flow(600, {RouteHop{0, 1.0f}});
+  const std::int32_t cb = g.add_collective(false);
+  g.add_phase(0);
+  g.add_flow(400, {RouteHop{0, 1.0f}, RouteHop{1, 1.0f}});
+  Task a;
+  a.is_compute = false;
+  a.stream = StreamKind::kDp;
+  a.collective = ca;
+  g.add_task(a);
+  a.device = 1;
+  a.collective = cb;
+  g.add_task(a);
+  g.finalize();
+  Engine e({10e12, 4e12});
+  const EngineResult& r = e.run(g);
+  EXPECT_EQ(r.end[0], 100);
+  EXPECT_EQ(r.end[1], 100);
+}
+
+}  // namespace
+}  // namespace pw::des
