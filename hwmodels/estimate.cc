@@ -123,6 +123,10 @@ Estimate make_estimate(const Scenario& s) {
 
 namespace {
 
+const char* algo_label(const CollectiveEstimate& c) {
+  return c.kind == CollectiveKind::kSendRecv ? "direct" : collective_algo_name(c.algo);
+}
+
 std::string gb(Bytes b) { return fmt::format("{:.2f}", b.value / 1e9); }
 
 void memory_rows(std::string* out, const char* label, const StageMemory& mem) {
@@ -167,10 +171,9 @@ std::string estimate_table(const Estimate& e) {
       fmt::format("collectives{:<34} {:>6} {:>5} {:>12} {:>8} {:>13} {:>10} {:>12}\n", "", "ranks",
                   "nodes", "size (MB)", "calls", "algorithm", "time (ms)", "busbw (GB/s)");
   for (const CollectiveEstimate& c : e.collectives) {
-    out +=
-        fmt::format("  {:<43} {:>6} {:>5} {:>12.2f} {:>8} {:>13} {:>10.3f} {:>12.1f}\n", c.purpose,
-                    c.group_size, c.group_nodes, c.bytes.value / 1e6, c.calls_per_iteration,
-                    collective_algo_name(c.algo), ps_to_millis(c.time), c.busbw / 1e9);
+    out += fmt::format("  {:<43} {:>6} {:>5} {:>12.2f} {:>8} {:>13} {:>10.3f} {:>12.1f}\n",
+                       c.purpose, c.group_size, c.group_nodes, c.bytes.value / 1e6,
+                       c.calls_per_iteration, algo_label(c), ps_to_millis(c.time), c.busbw / 1e9);
   }
   if (e.collectives.empty()) out += "  (none: a single GPU)\n";
   out += fmt::format(
@@ -180,8 +183,8 @@ std::string estimate_table(const Estimate& e) {
   return out;
 }
 
-nlohmann::json estimate_json(const Estimate& e) {
-  using nlohmann::json;
+nlohmann::ordered_json estimate_json(const Estimate& e) {
+  using json = nlohmann::ordered_json;
   auto mem = [](const StageMemory& m) {
     return json{{"params", m.params},
                 {"weights_bytes", m.state.weights.value},
@@ -230,7 +233,7 @@ nlohmann::json estimate_json(const Estimate& e) {
   for (const CollectiveEstimate& c : e.collectives) {
     colls.push_back({{"purpose", c.purpose},
                      {"kind", collective_kind_name(c.kind)},
-                     {"algorithm", collective_algo_name(c.algo)},
+                     {"algorithm", algo_label(c)},
                      {"ranks", c.group_size},
                      {"nodes", c.group_nodes},
                      {"bytes", c.bytes.value},

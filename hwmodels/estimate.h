@@ -54,6 +54,6 @@ Estimate make_estimate(const Scenario& s);
 /// Plain-text table for a terminal.
 std::string estimate_table(const Estimate& e);
 /// The same as JSON (bytes, seconds and FLOPs in SI units).
-nlohmann::json estimate_json(const Estimate& e);
+nlohmann::ordered_json estimate_json(const Estimate& e);
 
 }  // namespace pw::hw

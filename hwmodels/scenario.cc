@@ -137,7 +137,7 @@ int keep_interleaving(const Scenario& s, int lpv) {
   const int p = s.parallel.pipeline_parallel;
   if (lpv <= 0 || s.model.num_layers % p != 0) return 0;
   const int per_stage = s.model.num_layers / p;
-  return per_stage % lpv == 0 && per_stage / lpv > 1 ? lpv : 0;
+  return p > 1 && per_stage % lpv == 0 && per_stage / lpv > 1 ? lpv : 0;
 }
 
 }  // namespace
@@ -179,6 +179,11 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
   const int per_stage = m.num_layers / c.pipeline_parallel;
   c.virtual_stages = 1;
   if (layers_per_virtual > 0) {
+    if (c.pipeline_parallel < 2) {
+      throw ConfigError(s->file, "parallel.num_layers_per_virtual_pipeline_stage",
+                        "interleaving needs pipeline_model_parallel_size >= 2; expected the key "
+                        "to be absent");
+    }
     if (per_stage % layers_per_virtual != 0) {
       throw ConfigError(s->file, "parallel.num_layers_per_virtual_pipeline_stage",
                         fmt::format("{} does not divide the {} layers per pipeline stage; "

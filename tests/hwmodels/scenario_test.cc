@@ -184,7 +184,7 @@ TEST(Estimate, ReportsMemoryFlopsAndCollectives) {
     saw_dp = saw_dp || c.purpose.rfind("ZeRO gradient reduce-scatter", 0) == 0;
   }
   EXPECT_TRUE(saw_tp && saw_pp && saw_dp);
-  nlohmann::json j = estimate_json(e);
+  nlohmann::ordered_json j = estimate_json(e);
   EXPECT_EQ(j["parallel"]["data_parallel_size"], 16);
   EXPECT_TRUE(j["memory"]["last_stage"]["fits"].get<bool>());
   EXPECT_NE(estimate_table(e).find("first stage"), std::string::npos);
