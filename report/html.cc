@@ -61,7 +61,7 @@ tr.failed td{color:#b42318}
 td.why{text-align:left;white-space:normal;font-size:12.5px}
 .err{color:#b42318;background:#fef3f2;border:1px solid #fecdca;border-radius:8px;padding:8px 12px;margin:4px 0 0}
 .legend{display:flex;flex-wrap:wrap;gap:6px 16px;font-size:12.5px;color:#374151;margin:6px 0 0}
-.sw{display:inline-block;width:14px;height:14px;border-radius:3px;vertical-align:-2px;margin-right:5px}
+.sw{display:inline-block;width:14px;height:14px;border-radius:3px;vertical-align:-2px;margin-right:5px;box-shadow:inset 0 0 0 1px rgba(0,0,0,.08)}
 .sw.FB{background:linear-gradient(#3b6fb6 50%,#3e9651 50%)}
 .cap{color:var(--muted);font-size:12px;margin:6px 0 0}
 .note{color:var(--muted);font-size:12.5px;margin:8px 0 0}
@@ -79,7 +79,7 @@ svg text{font-family:inherit}
 .end{stroke:#111827;stroke-width:1;stroke-dasharray:3 3}
 .endl{font-size:11px;font-weight:650;fill:#111827}.endl.r{text-anchor:end}
 .strip{fill:#f7f8fa}
-.area{fill:#c9d8f0;stroke:#3b6fb6;stroke-width:1}
+.area{fill:#b4cbee;stroke:#3b6fb6;stroke-width:1.2}
 .limit{stroke:#d92d20;stroke-width:1;stroke-dasharray:4 3}
 .peak{font-size:11px;fill:#374151}
 .axes{fill:none;stroke:#d0d5dd}

@@ -14,7 +14,7 @@ namespace pw::report_detail {
 
 /// Horizontal geometry shared by a schedule's timeline and memory strips so their x axes align.
 struct Frame {
-  double width = 1080;  ///< total SVG width in px
+  double width = 1040;  ///< total SVG width in px
   double left = 58;     ///< device-label gutter
   double right = 84;    ///< right gutter (memory peak labels)
   TimePs span = 1;      ///< time at the right edge of the plot

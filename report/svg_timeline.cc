@@ -14,7 +14,7 @@ constexpr double kCommH = 9;      // communication lane height
 constexpr double kDeviceGap = 5;  // between devices
 constexpr double kTop = 6;
 constexpr double kAxisH = 22;
-constexpr double kStripH = 24;  // memory strip height
+constexpr double kStripH = 30;  // memory strip height
 constexpr double kStripGap = 4;
 
 std::string kind_text(ActionKind k, int stage, int mb) {
@@ -173,12 +173,16 @@ std::string memory_svg(const std::string& id, const std::vector<std::vector<Memo
     std::string path = fmt::format("M{},{}", coord(f.left), coord(base));
     TimePs peak_t = 0;
     bool reached = false;
-    for (const MemoryPoint& p : memory[d]) {
-      path += fmt::format("H{}V{}", coord(f.x(std::min(p.time, f.span))), coord(yv(p.value)));
+    const std::vector<MemoryPoint>& series = memory[d];
+    for (std::size_t k = 0; k < series.size(); ++k) {
+      const MemoryPoint& p = series[k];
+      // A release and an allocation at the same instant are one step, not a spike.
       if (!reached && p.value >= peak - 1e-12) {
         peak_t = p.time;
         reached = true;
       }
+      if (k + 1 < series.size() && series[k + 1].time == p.time) continue;
+      path += fmt::format("H{}V{}", coord(f.x(std::min(p.time, f.span))), coord(yv(p.value)));
     }
     path += fmt::format("H{}V{}Z", coord(f.x(std::min(std::max(last, TimePs{0}), f.span))),
                         coord(base));
