@@ -304,7 +304,7 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
       head[d] = tail[d] = 1e300;
       busy[d] = fb[d] = act1[d] = act_all[d] = 0;
     }
-    double pre_f = 0, pre_b = 0;
+    double pre_f = 0, pre_b = 0, act_min0 = 1e300;
     for (int i = 0; i < S; ++i) {
       const int d = sc->device[i];
       if (i > 0 && sc->device[i - 1] != d) {
@@ -319,6 +319,7 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
         fb[d] += m * (sc->f[i] + chain_b);
         act1[d] = std::max(act1[d], sc->act[i]);
         act_all[d] += sc->act[i];
+        if (d == 0) act_min0 = std::min(act_min0, sc->act[i]);
       }
       pre_f += sc->f[i];
       pre_b += chain_b;
@@ -327,7 +328,17 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
       pipe = std::max(pipe, head[d] + std::max(busy[d], fb[d] + tail[d]));
       mem = std::max(mem, sc->static_mem[d] + act1[d]);
     }
-    mem = std::max(mem, sc->static_mem[0] + device0_units(so, P, m) * act_all[0]);
+    // Device 0's peak in units of its own per-microbatch activations; V-shape units are two
+    // chunks of unequal size (the last holds the logits), so count the smaller chunk twice.
+    const double per_mb = so.v_shape ? 2 * act_min0 : act_all[0];
+    mem = std::max(mem, sc->static_mem[0] + device0_units(so, P, m) * per_mb);
+  }
+  // The adaptive offset search takes seconds per schedule beyond 16 devices: keep it to p <= 16.
+  if (so.memory_aware && (P > 16 || (problem_.limit() - mem) / activation_unit(c) >= P)) {
+    // Memory does not bind: a memory-controllable generator would pick its zero-bubble end,
+    // which the fixed zero-bubble schedules in the space already cover.
+    r.valid = false;
+    return r;
   }
   r.time_lb = pipe + sc->dp + sc->optimizer;
   r.mem_lb = mem;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "core/error.h"
@@ -133,57 +134,84 @@ double memory_units_for_generator(const CostModel& model, const SearchConfig& c,
   return (model.problem().limit() - max_static) / model.activation_unit(c);
 }
 
-PipeResult run_pipeline(const CostModel& model, const GeneratorRegistry& registry,
-                        const SearchConfig& c, Schedule* sched_out,
-                        std::vector<std::pair<TimePs, TimePs>>* timings) {
-  PipeResult pr;
+// A generated schedule shared by every configuration that asks its generator the same
+// question: same schedule, p, m, cost ratios (quantised) and memory limit. Generation and the
+// evaluator's dependency graph are built once; runs on the same entry are serialised.
+struct GenEntry {
+  std::string error;
+  std::unique_ptr<Evaluator> ev;
+  std::mutex mu;
+};
+
+using GenKey = std::array<std::int64_t, 4>;
+
+// Generator inputs of `c`; false (with why) when no generator should be asked.
+bool generator_params(const CostModel& model, const SearchConfig& c, const StageCosts& sc,
+                      GeneratorParams* gp, std::string* why) {
   const ScheduleOption& so = model.space().schedules[c.schedule];
-  StageCosts sc;
-  if (!model.stage_costs(c, &sc)) {
-    pr.why = "not a valid configuration";
-    return pr;
-  }
-  GeneratorParams gp;
-  gp.p = c.p;
-  gp.m = c.microbatches;
-  gp.v = so.takes_v ? so.v : 0;
-  gp.num_layers = model.problem().model.num_layers;
+  gp->p = c.p;
+  gp->m = c.microbatches;
+  gp->v = so.takes_v ? so.v : 0;
+  gp->num_layers = model.problem().model.num_layers;
+  // Cost ratios in quarter steps (hop in 1/64): generators decide on ratios, and quantising lets
+  // configurations with nearly the same ratios share one generated schedule.
   const int mid = sc.num_stages / 2;
-  gp.costs = UniformCosts{seconds_to_ps(sc.f[mid]), seconds_to_ps(sc.b[mid]),
-                          seconds_to_ps(sc.w[mid]), 0, seconds_to_ps(sc.hop)};
-  gp.costs.mw_over_mb = sc.act[mid] > 0 ? sc.act_w[mid] / sc.act[mid] : 0;
+  const double f = std::max(sc.f[mid], 1e-12);
+  constexpr TimePs kUnit = 1'000'000'000;  // 1 ms
+  auto q = [&](double x, double steps) {
+    return static_cast<TimePs>(std::llround(x / f * steps) * kUnit / steps);
+  };
+  gp->costs = UniformCosts{kUnit, std::max<TimePs>(q(sc.b[mid], 4), kUnit / 4),
+                           std::max<TimePs>(q(sc.w[mid], 4), kUnit / 4), 0, q(sc.hop, 64)};
+  gp->costs.mw_over_mb = sc.act[mid] > 0 ? std::round(sc.act_w[mid] / sc.act[mid] * 8) / 8 : 0;
   if (so.memory_aware) {
-    gp.memory_limit = memory_units_for_generator(model, c, sc);
-    if (gp.memory_limit <= 0) {
-      pr.why = "no memory left for activations";
-      return pr;
+    const double u = std::min<double>(memory_units_for_generator(model, c, sc), c.p);
+    gp->memory_limit = std::floor(u * 2) / 2;
+    if (gp->memory_limit <= 0) {
+      *why = "no memory left for activations";
+      return false;
     }
   }
-  Schedule s;
-  try {
-    s = generate_schedule(registry, so.name, gp);
-  } catch (const std::exception& e) {
-    pr.why = e.what();
-    return pr;
-  }
-  Placement& pl = s.placement;
+  return true;
+}
+
+GenKey gen_key(const SearchConfig& c, const GeneratorParams& gp) {
+  return {(std::int64_t{c.schedule} << 40) | (std::int64_t{c.p} << 20) | c.microbatches,
+          (gp.costs.b << 1) ^ gp.costs.w, gp.costs.comm,
+          static_cast<std::int64_t>(gp.memory_limit * 2) * 16 +
+              static_cast<std::int64_t>(gp.costs.mw_over_mb * 8)};
+}
+
+// Layers per pipeline-stage index and device per index (-1 for multi-pipeline placements).
+void layout(const Placement& pl, const StageCosts& sc, std::vector<int>* layers,
+            std::vector<int>* device) {
   const int per_pipe = pl.stages_per_pipeline();
-  pr.layers.assign(per_pipe, 0);
-  pr.device.assign(per_pipe, -1);
   const bool single = pl.num_pipelines() == 1 && per_pipe == sc.num_stages;
-  if (single) {
-    std::vector<int> begin(per_pipe + 1, 0);
-    for (int i = 0; i < per_pipe; ++i) begin[i + 1] = begin[i] + sc.layers[i];
-    for (StageInfo& st : pl.stages) {
-      st.layer_begin = begin[st.index];
-      st.layer_end = begin[st.index + 1];
-      pr.device[st.index] = st.device;
-    }
+  layers->assign(per_pipe, 1);
+  device->assign(per_pipe, -1);
+  for (const StageInfo& st : pl.stages) {
+    if (st.pipeline != 0) continue;
+    (*layers)[st.index] = single ? sc.layers[st.index] : std::max(1, st.layer_end - st.layer_begin);
+    if (single) (*device)[st.index] = st.device;
   }
-  for (const StageInfo& st : pl.stages)
-    if (st.pipeline == 0) pr.layers[st.index] = std::max(1, st.layer_end - st.layer_begin);
-  const CostTable table = config_cost_table(model, c, s);
-  Evaluator ev(s);
+}
+
+CostTable table_for(const CostModel& model, const SearchConfig& c, const Placement& pl,
+                    const std::vector<int>& layers, const std::vector<int>& device) {
+  StageCosts sc;
+  sc.device = device;
+  model.costs_for_layers(c, layers, &sc);
+  std::vector<int> stage_of(pl.num_stages());
+  for (int g = 0; g < pl.num_stages(); ++g) stage_of[g] = pl.stages[g].index;
+  return to_cost_table(sc, pl.num_stages(), stage_of,
+                       model.space().schedules[c.schedule].explicit_recompute);
+}
+
+PipeResult run_on(const CostModel& model, const SearchConfig& c, const StageCosts& sc,
+                  Evaluator& ev, std::vector<std::pair<TimePs, TimePs>>* timings) {
+  PipeResult pr;
+  layout(ev.schedule().placement, sc, &pr.layers, &pr.device);
+  const CostTable table = table_for(model, c, ev.schedule().placement, pr.layers, pr.device);
   const EvalResult& r = ev.run(table);
   pr.ok = true;
   pr.makespan = r.makespan;
@@ -194,7 +222,48 @@ PipeResult run_pipeline(const CostModel& model, const GeneratorRegistry& registr
     timings->resize(r.start.size());
     for (std::size_t i = 0; i < r.start.size(); ++i) (*timings)[i] = {r.start[i], r.end[i]};
   }
-  if (sched_out) *sched_out = std::move(s);
+  return pr;
+}
+
+// Generates the schedule of `c` (its layer split applied to the placement) or says why not.
+bool generate_for(const CostModel& model, const GeneratorRegistry& registry, const SearchConfig& c,
+                  const StageCosts& sc, Schedule* out, std::string* why) {
+  GeneratorParams gp;
+  if (!generator_params(model, c, sc, &gp, why)) return false;
+  try {
+    *out = generate_schedule(registry, model.space().schedules[c.schedule].name, gp);
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return false;
+  }
+  return true;
+}
+
+PipeResult run_pipeline(const CostModel& model, const GeneratorRegistry& registry,
+                        const SearchConfig& c, Schedule* sched_out,
+                        std::vector<std::pair<TimePs, TimePs>>* timings) {
+  PipeResult pr;
+  StageCosts sc;
+  if (!model.stage_costs(c, &sc)) {
+    pr.why = "not a valid configuration";
+    return pr;
+  }
+  Schedule s;
+  if (!generate_for(model, registry, c, sc, &s, &pr.why)) return pr;
+  Evaluator ev(s);
+  pr = run_on(model, c, sc, ev, timings);
+  if (sched_out) {
+    *sched_out = std::move(s);
+    Placement& pl = sched_out->placement;
+    if (pl.num_pipelines() == 1 && pl.stages_per_pipeline() == sc.num_stages) {
+      std::vector<int> begin(sc.num_stages + 1, 0);
+      for (int i = 0; i < sc.num_stages; ++i) begin[i + 1] = begin[i] + sc.layers[i];
+      for (StageInfo& st : pl.stages) {
+        st.layer_begin = begin[st.index];
+        st.layer_end = begin[st.index + 1];
+      }
+    }
+  }
   return pr;
 }
 
@@ -224,26 +293,6 @@ Evaluated finish(const CostModel& model, const SearchConfig& c, const PipeResult
     e.why_not = fmt::format("needs {:.1f} GB per GPU, limit {:.1f} GB", peak / 1e9,
                             model.problem().limit() / 1e9);
   return e;
-}
-
-using PipeKey = std::array<std::int64_t, 4>;
-
-PipeKey pipe_key(const CostModel& model, const SearchConfig& c) {
-  SearchConfig k = c;
-  if (k.zero < 3) k.zero = 0;
-  k.offload = 0;
-  std::int64_t units = 0;
-  if (model.space().schedules[c.schedule].memory_aware) {
-    StageCosts sc;
-    if (model.stage_costs(c, &sc))
-      units = static_cast<std::int64_t>(std::floor(memory_units_for_generator(model, c, sc) * 64));
-  }
-  std::int64_t a = (std::int64_t{k.t} << 48) | (std::int64_t{k.p} << 32) |
-                   (std::int64_t{k.d} << 16) | k.micro_batch;
-  std::int64_t b = (std::int64_t{k.microbatches} << 32) | (std::int64_t{k.schedule} << 24) |
-                   (std::int64_t{k.recompute} << 16) | (std::int64_t{k.sequence_parallel} << 8) |
-                   k.zero;
-  return {a, b, k.end_trim, units};
 }
 
 std::vector<Evaluated> pareto_front(std::vector<Evaluated> pts) {
@@ -443,36 +492,60 @@ class Searcher {
   }
 
   void evaluate_batch(tbb::task_arena& arena, const std::vector<Cand>& batch) {
-    std::vector<SearchConfig> cfg(batch.size());
-    std::vector<PipeKey> keys(batch.size());
-    std::vector<PipeKey> todo;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
+    const std::size_t n = batch.size();
+    std::vector<SearchConfig> cfg(n);
+    std::vector<StageCosts> sc(n);
+    std::vector<GeneratorParams> gp(n);
+    std::vector<std::string> why(n);
+    std::vector<GenEntry*> entry(n, nullptr);
+    std::vector<std::pair<GenKey, std::size_t>> todo;  // new key, first config asking it
+    for (std::size_t i = 0; i < n; ++i) {
       cfg[i] = config_of(batch[i]);
-      keys[i] = pipe_key(model_, cfg[i]);
-      if (!memo_.count(keys[i]) && std::find(todo.begin(), todo.end(), keys[i]) == todo.end())
-        todo.push_back(keys[i]);
+      if (!model_.stage_costs(cfg[i], &sc[i])) {
+        why[i] = "not a valid configuration";
+        continue;
+      }
+      if (!generator_params(model_, cfg[i], sc[i], &gp[i], &why[i])) continue;
+      const GenKey key = gen_key(cfg[i], gp[i]);
+      auto [it, fresh] = cache_.try_emplace(key, nullptr);
+      if (fresh) {
+        it->second = std::make_unique<GenEntry>();
+        todo.emplace_back(key, i);
+      }
+      entry[i] = it->second.get();
     }
-    std::vector<SearchConfig> todo_cfg(todo.size());
-    for (std::size_t j = 0; j < todo.size(); ++j)
-      for (std::size_t i = 0; i < batch.size(); ++i)
-        if (keys[i] == todo[j]) {
-          todo_cfg[j] = cfg[i];
-          break;
-        }
-    std::vector<PipeResult> res(todo.size());
     arena.execute([&] {
       tbb::parallel_for(std::size_t{0}, todo.size(), [&](std::size_t j) {
-        res[j] = run_pipeline(model_, registry_, todo_cfg[j], nullptr, nullptr);
+        const std::size_t i = todo[j].second;
+        GenEntry& e = *entry[i];
+        try {
+          const Schedule s =
+              generate_schedule(registry_, model_.space().schedules[cfg[i].schedule].name, gp[i]);
+          e.ev = std::make_unique<Evaluator>(s);
+        } catch (const std::exception& ex) {
+          e.error = ex.what();
+        }
       });
     });
-    for (std::size_t j = 0; j < todo.size(); ++j) memo_.emplace(todo[j], std::move(res[j]));
     result_.stats.generated += todo.size();
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      Evaluated e = finish(model_, cfg[i], memo_.at(keys[i]));
-      e.time_lb = batch[i].lb;
-      e.mem_lb = batch[i].mem_lb;
-      record(std::move(e));
-    }
+    std::vector<Evaluated> out(n);
+    arena.execute([&] {
+      tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
+        PipeResult pr;
+        if (!entry[i]) {
+          pr.why = why[i];
+        } else if (!entry[i]->ev) {
+          pr.why = entry[i]->error;
+        } else {
+          std::lock_guard<std::mutex> lock(entry[i]->mu);
+          pr = run_on(model_, cfg[i], sc[i], *entry[i]->ev, nullptr);
+        }
+        out[i] = finish(model_, cfg[i], pr);
+        out[i].time_lb = batch[i].lb;
+        out[i].mem_lb = batch[i].mem_lb;
+      });
+    });
+    for (Evaluated& e : out) record(std::move(e));
   }
 
   void record(Evaluated e) {
@@ -523,7 +596,7 @@ class Searcher {
   std::vector<CellOut> outs_;
   std::vector<Cand> cands_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, int> seen_;
-  std::map<PipeKey, PipeResult> memo_;
+  std::map<GenKey, std::unique_ptr<GenEntry>> cache_;
   std::vector<double> best_;
   std::vector<Evaluated> evaluated_;
   SearchResult result_;
