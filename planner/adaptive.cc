@@ -247,7 +247,10 @@ Schedule tradeoff_schedule(int p, int m, const TradeoffPoint& pt, const CostTabl
     PW_ASSERT(!s.actions.empty(), "greedy trade-off point no longer reproduces");
     return s;
   }
-  Schedule s = block_to_schedule(v_block(p, pt.offsets, "v-adaptive", num_layers), m);
+  // Filled points were measured with the cool-down reorder + gap filling, plain ones without.
+  BlockScheduleOptions opt;
+  opt.reorder_cooldown = pt.filled;
+  Schedule s = block_to_schedule(v_block(p, pt.offsets, "v-adaptive", num_layers), m, opt);
   if (pt.filled) squeeze_fill_w(s, costs);
   return s;
 }
