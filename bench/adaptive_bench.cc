@@ -1,0 +1,32 @@
+// Adaptive V-shape scheduler: the whole offset space for p=16, m=64 with the full memory/time
+// trade-off curve (target: under 50 ms on one core). Unit pass costs, W holding nothing.
+#include <benchmark/benchmark.h>
+
+#include "planner/adaptive.h"
+
+namespace {
+
+void run(benchmark::State& state, bool greedy_points) {
+  const int p = static_cast<int>(state.range(0)), m = static_cast<int>(state.range(1));
+  pw::UniformCosts c{1, 1, 1, 0, 0};
+  const pw::CostTable costs = pw::make_uniform_cost_table(pw::v_placement(p), c);
+  pw::AdaptiveOptions opt;
+  opt.greedy_points = greedy_points;
+  std::size_t points = 0;
+  for (auto _ : state) {
+    const pw::TradeoffCurve curve = pw::adaptive_tradeoff(p, m, costs, opt);
+    points = curve.points.size();
+    benchmark::DoNotOptimize(points);
+  }
+  state.counters["curve_points"] = static_cast<double>(points);
+}
+
+void BM_AdaptiveOffsetSpace(benchmark::State& state) { run(state, false); }
+void BM_AdaptiveWithGreedyPoints(benchmark::State& state) { run(state, true); }
+
+BENCHMARK(BM_AdaptiveOffsetSpace)->Args({4, 8})->Args({16, 64})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AdaptiveWithGreedyPoints)->Args({4, 8})->Args({16, 64})->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
