@@ -69,6 +69,8 @@ Table summary(const ReportInput& in, bool markdown) {
     const ScheduleReport& s = in.schedules[i];
     std::vector<std::string> row{s.name};
     if (!s.ok()) {
+      // Plain text lists failures under the table: a long reason would widen a column.
+      if (!markdown) continue;
       row.push_back("could not be built: " + s.error);
       row.resize(t.header.size());
       t.rows.push_back(row);
@@ -152,6 +154,11 @@ std::string render(const ReportInput& in, bool md) {
   if (!in.schedules.empty()) {
     out += heading(2, "Summary");
     out += table(summary(in, md));
+    if (!md) {
+      for (const ScheduleReport& s : in.schedules)
+        if (!s.ok()) out += s.name + ": could not be built: " + s.error + "\n";
+      out += "\n";
+    }
     out += md ? "★ best in its column. Bubble rate: zero-bubble convention; bubble (Megatron): "
                 "idle over ideal time.\n\n"
               : "* best in its column. Bubble rate: zero-bubble convention; bubble (Megatron): "
