@@ -110,6 +110,7 @@ CalibrateOutcome calibrate(const CalibrateOptions& o) {
     base_gpu.sm_count = raw.provenance.compute_units;
   } else {
     po.memory_bytes_ratio = kCpuMemoryBytesRatio;
+    po.link_bytes_ratio = kCpuLinkBytesRatio;
   }
   CalibrateOutcome out;
   out.fit = fit_all(

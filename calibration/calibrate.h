@@ -48,7 +48,10 @@ CalibrateOutcome calibrate(const CalibrateOptions& options);
 /// The GPU model designator in a device name ("NVIDIA H100 80GB HBM3" -> "H100"); "" if none.
 std::string gpu_designator(const std::string& device);
 
-/// Bytes per element the workload model counts over the 8 bytes the CPU executor moves.
-inline constexpr double kCpuMemoryBytesRatio = 1.0;  // layer_mix bytes are already model bytes
+/// Bytes per element the workload model counts over the bytes the CPU executor moves: 1 for
+/// memory-bound kernels (the layer_mix benchmark already counts model bytes), 2/8 for messages
+/// (the model sends bf16 activations, the executor float64).
+inline constexpr double kCpuMemoryBytesRatio = 1.0;
+inline constexpr double kCpuLinkBytesRatio = 0.25;
 
 }  // namespace pw::calibration

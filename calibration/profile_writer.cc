@@ -147,7 +147,8 @@ std::string cpu_profile(const FitResult& fit, const ProfileOptions& o) {
   std::string link_src = fmt::format(
       "MPI ping-pong alpha {:.2f} us, bandwidth {:.2f} GB/s, R2(log) {:.4f}; {}",
       p2p->fit.alpha_s * 1e6, p2p->fit.bandwidth() * 1e-9, p2p->fit.quality.r2_log, p.mpi);
-  double bw = p2p->fit.bandwidth(), lat = p2p->fit.alpha_s / 2;  // GPU-switch-GPU: two hops
+  // GPU-switch-GPU: two hops; bandwidth in model bytes (see ProfileOptions::link_bytes_ratio).
+  double bw = p2p->fit.bandwidth() * o.link_bytes_ratio, lat = p2p->fit.alpha_s / 2;
   YAML::Node node;
   node["gpus_per_node"] = ranks_per_node;
   node["intra"] = link_node("nvswitch", bw, lat, 1.0, link_src);

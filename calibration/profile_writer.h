@@ -30,6 +30,9 @@ struct ProfileOptions {
   /// element the measured kernels moved (CPU: the model counts 2-byte activations, the CPU
   /// executor moves 8-byte doubles, so 0.25); the written bandwidth is scaled by it.
   double memory_bytes_ratio = 1.0;
+  /// The same for messages (CPU: the model sends 2-byte activations, the CPU executor sends
+  /// 8-byte doubles: 0.25); link and collective bandwidths are scaled by it.
+  double link_bytes_ratio = 1.0;
   /// hwmodels dtypes that receive the CPU fp64 fit (peak and measured table).
   std::vector<std::string> cpu_dtypes = {"fp32", "tf32", "fp16", "bf16"};
 };

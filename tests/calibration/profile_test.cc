@@ -74,7 +74,7 @@ TEST(CpuProfile, LoadsInHwmodelsWithTheKnownParameters) {
   EXPECT_TRUE(p.gpu.measured.empty());  // exact data: the formula needs no table
   // MPI link: a GPU-switch-GPU route has two hops, so each carries half the one-way latency.
   EXPECT_NEAR(ps_to_seconds(p.node.intra.latency), 0.4e-6, 0.01 * 0.4e-6);
-  EXPECT_NEAR(p.node.intra.effective().value, 8e9, 0.01 * 8e9);
+  EXPECT_NEAR(p.node.intra.effective().value, 8e9, 0.01 * 8e9);  // link_bytes_ratio 1 here
   // Ring all-reduce over 2 ranks: 2 steps of (path latency 0.8 us + step latency) = 3 us.
   EXPECT_NEAR(ps_to_seconds(p.collective_step_latency), 0.7e-6, 0.01 * 0.7e-6);
 }
