@@ -114,9 +114,13 @@ void Engine::start_task(std::int32_t t) {
     return;
   }
   const std::int32_t c = task.collective;
-  if (g_->collectives_[c].uses_sm) set_sm_comm(task.device, +1);
   const std::int32_t participants = g_->part_begin_[c + 1] - g_->part_begin_[c];
   if (++arrived_[c] == participants) {
+    // A communication task's interval is its collective's: from the rendezvous to the end.
+    for (std::int32_t k = g_->part_begin_[c]; k < g_->part_begin_[c + 1]; ++k) {
+      r_.start[g_->part_[k]] = q_.now();
+      if (g_->collectives_[c].uses_sm) set_sm_comm(g_->tasks_[g_->part_[k]].device, +1);
+    }
     phase_[c] = g_->collectives_[c].phase_begin;
     start_phase(c);
   }

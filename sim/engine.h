@@ -35,7 +35,8 @@ struct DeviceRun {
 };
 
 struct EngineResult {
-  std::vector<TimePs> start, end;  ///< per task
+  /// Per task; a communication task starts when its collective does (all participants ready).
+  std::vector<TimePs> start, end;
   std::vector<DeviceRun> device;
   TimePs makespan = 0;                          ///< last end - first compute start over all devices
   std::uint64_t events = 0;                     ///< events popped (stale ones included)

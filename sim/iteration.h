@@ -35,6 +35,8 @@ struct IterationOptions {
   /// Bytes per gradient element reduced across data-parallel ranks: 4, Megatron's fp32 main-grad
   /// buffer (--accumulate-allreduce-grads-in-fp32); 2 reduces bf16/fp16 gradients.
   double grad_bytes_per_param = 4;
+  /// Megatron's p2p communication blocks: a stage's next pass waits for its send to complete.
+  bool blocking_p2p = true;
   /// Megatron's scatter/gather of PP messages across the TP ranks.
   bool scatter_gather = true;
   /// Share by which compute slows while NCCL kernels run on the same GPU.

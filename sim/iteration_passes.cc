@@ -214,6 +214,12 @@ void IterationBuilder::build_transfers() {
             add_comm(sim, StreamKind::kPpRecv, c, CommKind::kPp,
                      label(fwd ? ActionKind::kRecvF : ActionKind::kRecvB, ra.stage, da.microbatch));
         out_.graph.add_dep(src.last, send);
+        // Megatron's p2p calls wait for their requests: the sender's next pass starts only
+        // after its send completes.
+        if (opt_.blocking_p2p && dep + 1 < dep_.device_begin[spr + 1]) {
+          const PassTasks& nxt = pass_[static_cast<std::size_t>(ssim) * num_actions_ + dep + 1];
+          out_.graph.add_dep(send, nxt.first);
+        }
         out_.graph.add_dep(recv, me.first);
         out_.flow_to[send] = me.first;
       }
