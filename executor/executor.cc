@@ -66,11 +66,9 @@ void append_device_timings(const std::vector<ExecAction>& list, int device, int 
   }
 }
 
-namespace {
-
-void collect_timings(const Program& prog, const RankLayout& layout, int rank, MPI_Comm world,
-                     const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& end,
-                     std::int64_t t0, ExecuteResult& res) {
+void gather_timings(const Program& prog, const RankLayout& layout, int rank, MPI_Comm world,
+                    const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& end,
+                    std::int64_t t0, ExecuteResult& res) {
   int d = 0, p = 0, t = 0;
   layout.coords(rank, &d, &p, &t);
   std::vector<std::int64_t> rel(start.size() * 2);
@@ -95,8 +93,6 @@ void collect_timings(const Program& prog, const RankLayout& layout, int rank, MP
     append_device_timings(list, dev, layout.world_rank(0, dev, 0), times.data(), res);
   }
 }
-
-}  // namespace
 
 void check_against_reference(const Plan& plan, const ModelDims& dims, const RankLayout& layout,
                              const std::vector<std::pair<int, const StageModel*>>& local,
@@ -268,7 +264,7 @@ ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& opt, MPI_Comm
       check_against_reference(plan, dims, layout, local, kGradTolerance, rank, world, wd, res);
     }
   }
-  collect_timings(prog, layout, rank, world, start, end, t0, res);
+  gather_timings(prog, layout, rank, world, start, end, t0, res);
   res.iteration_times = iteration_ps;
   std::sort(iteration_ps.begin(), iteration_ps.end());
   res.run.backend = "cpu";

@@ -76,6 +76,13 @@ struct ExecuteResult {
 void append_device_timings(const std::vector<ExecAction>& list, int device, int world_rank,
                            const std::int64_t* rel_ns, ExecuteResult& res);
 
+/// Collective: rank 0 receives the last iteration's [start, end) times (nanoseconds, relative
+/// to `t0_ns`) of the ranks with data replica 0 and tensor rank 0 and appends them per device.
+void gather_timings(const Program& program, const RankLayout& layout, int rank, MPI_Comm world,
+                    const std::vector<std::int64_t>& start_ns,
+                    const std::vector<std::int64_t>& end_ns, std::int64_t t0_ns,
+                    ExecuteResult& res);
+
 /// Collective: rank 0 trains the unpipelined reference (fp64) and broadcasts its gradients;
 /// every rank compares its `local` (stage id, model holding the gradients) with its slice; rank 0
 /// fills res.checked..gradients_match (needs res.losses.front()). `tolerance` bounds the relative

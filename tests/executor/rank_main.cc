@@ -54,6 +54,8 @@ Args parse(int argc, char** argv) {
       a.opt.optimizer = v;
     else if (k == "--iterations")
       a.opt.iterations = std::atoi(v.c_str());
+    else if (k == "--save-plan")
+      a.save_plan = v;
   }
   return a;
 }
