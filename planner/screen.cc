@@ -311,7 +311,9 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
         pre_f += sc->hop;
         pre_b += sc->hop;
       }
-      const double chain_b = so.split_backward ? sc->b[i] : sc->b[i] + sc->w[i];
+      // With explicit R actions the recomputation may run before the gradient arrives.
+      const double b_crit = so.explicit_recompute ? sc->b[i] - sc->r[i] : sc->b[i];
+      const double chain_b = so.split_backward ? b_crit : b_crit + sc->w[i];
       if (d < D) {
         head[d] = std::min(head[d], pre_f);
         tail[d] = std::min(tail[d], pre_b);
@@ -340,6 +342,9 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
     r.valid = false;
     return r;
   }
+  // OVERLAP_F_B is charged at its forward stage's F+B+W; when the paired backward's stage is
+  // lighter (or heavier) the evaluator's figure moves by up to one stage's difference per pair.
+  if (so.overlap) pipe *= 0.9;
   r.time_lb = pipe + sc->dp + sc->optimizer;
   r.mem_lb = mem;
   return r;

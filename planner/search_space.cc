@@ -130,7 +130,10 @@ std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
     o.v_shape = s.placement.kind == PlacementKind::kV;
     o.split_backward = s.split_backward();
     for (const auto& row : s.actions)
-      for (const Action& a : row) o.explicit_recompute |= a.kind == ActionKind::kR;
+      for (const Action& a : row) {
+        o.explicit_recompute |= a.kind == ActionKind::kR;
+        o.overlap |= a.kind == ActionKind::kOverlapFB;
+      }
     o.overlaps_dp =
         g.name.find("breadth") != std::string::npos || g.name.find("bfs") != std::string::npos;
     try {

@@ -80,6 +80,7 @@ struct ScheduleOption {
   bool memory_aware = false;        ///< the generator reads GeneratorParams::memory_limit
   bool overlaps_dp = false;         ///< breadth-first: gradient reduction overlaps the backward
   bool explicit_recompute = false;  ///< the schedule has R actions (full recomputation only)
+  bool overlap = false;             ///< the schedule has OVERLAP_F_B actions (DualPipeV)
 };
 
 /// Probes every generator of `registry` on a small instance (p=4, m=8) and returns one option
