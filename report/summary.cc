@@ -138,6 +138,7 @@ std::string text_timeline(const Schedule& schedule, const std::vector<TimePs>& s
     const std::string mark = std::to_string(c);
     for (std::size_t k = 0; k < mark.size() && c + k < ruler.size(); ++k) ruler[c + k] = mark[k];
   }
+  while (!ruler.empty() && ruler.back() == ' ') ruler.pop_back();
   out += fmt::format("{:>6} {}\n", "cell", ruler);
   id = 0;
   for (int d = 0; d < D; ++d) {

@@ -155,9 +155,13 @@ std::string render(const ReportInput& in, bool md) {
     out += heading(2, "Summary");
     out += table(summary(in, md));
     if (!md) {
-      for (const ScheduleReport& s : in.schedules)
-        if (!s.ok()) out += s.name + ": could not be built: " + s.error + "\n";
-      out += "\n";
+      bool failed = false;
+      for (const ScheduleReport& s : in.schedules) {
+        if (s.ok()) continue;
+        out += s.name + ": could not be built: " + s.error + "\n";
+        failed = true;
+      }
+      if (failed) out += "\n";
     }
     out += md ? "★ best in its column. Bubble rate: zero-bubble convention; bubble (Megatron): "
                 "idle over ideal time.\n\n"
