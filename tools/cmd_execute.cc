@@ -6,7 +6,9 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/plan_io.h"
+#include "core/trace.h"
 #include "executor/executor.h"
 #include "tools/command.h"
 #ifdef PW_HAVE_CUDA_EXECUTOR
@@ -97,6 +99,7 @@ int run_execute(ExecuteArgs& a) {
     const exec::ExecuteResult r = run_backend(plan, a.opt);
     if (rank == 0) {
       if (!a.measured.empty()) save_measured_run(a.measured, r.run);
+      if (!a.trace.empty()) write_file_atomic(a.trace, trace_to_json(r.trace));
       print_summary(plan, a, r);
       if (r.checked && !r.gradients_match) status = 1;
     }

@@ -1,0 +1,63 @@
+// `pipewright execute` end to end under mpirun: a plan file in, a measured run and a trace out;
+// an edited plan is rejected by its checksum.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "core/file_io.h"
+#include "core/plan_io.h"
+
+namespace {
+
+int sh(const std::string& cmd, std::string* out) {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) *out += buf;
+  const int st = pclose(pipe);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+const std::string kDir = PW_BINARY_DIR;
+const std::string kTool = kDir + "/tools/pipewright";
+
+TEST(ExecuteCli, RunsAPlanFileAndWritesMeasuredRunAndTrace) {
+  std::string out;
+  const std::string plan = kDir + "/cli_zbh1.yaml", run = kDir + "/cli_zbh1_run.json";
+  ASSERT_EQ(sh(std::string(PW_RANK_HELPER) + " --schedule zb-h1 --save-plan " + plan, &out), 0);
+  const int rc =
+      sh(std::string(PW_MPIRUN) + " --oversubscribe -np 4 " + kTool + " execute " + plan +
+             " --check-gradients --measured " + run + " --trace " + kDir + "/cli_zbh1_trace.json",
+         &out);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("PASS"), std::string::npos) << out;
+  const pw::MeasuredRun m = pw::load_measured_run(run);
+  // ZB-H1, p = 4, m = 8: every device runs 8 F, 8 B and 8 W plan actions: 4 * 24.
+  EXPECT_EQ(m.actions.size(), 96u);
+  for (const auto& a : m.actions) EXPECT_LE(a.start, a.end);
+  EXPECT_NE(pw::read_file(kDir + "/cli_zbh1_trace.json").find("\"traceEvents\""),
+            std::string::npos);
+}
+
+TEST(ExecuteCli, EditedPlanFailsItsChecksum) {
+  std::string out;
+  const std::string plan = kDir + "/cli_edit.yaml";
+  ASSERT_EQ(sh(std::string(PW_RANK_HELPER) + " --schedule 1f1b --save-plan " + plan, &out), 0);
+  std::string text = pw::read_file(plan);
+  const auto pos = text.find("[BW, 1, 0]");
+  ASSERT_NE(pos, std::string::npos) << text.substr(0, 2000);
+  text.replace(pos, 10, "[BW, 1, 1]");
+  pw::write_file_atomic(plan, text);
+  out.clear();
+  const int rc =
+      sh(std::string(PW_MPIRUN) + " --oversubscribe -np 4 " + kTool + " execute " + plan, &out);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("checksum"), std::string::npos) << out;
+}
+
+}  // namespace
