@@ -92,8 +92,7 @@ struct BlockSqueeze {
 
 /// Reusable buffers of squeeze_block (one per thread; no allocation once warmed up).
 struct BlockWorkspace {
-  std::vector<int> pass_order, dep0, dep1, hop0, hop1, device, cost_index, q, kind_mem_up,
-      kind_mem_down;
+  std::vector<int> pass_order, dep0, dep1, hop1, device, cost_index, q;
   std::vector<TimePs> end, clock, first, hop_cost;
   std::vector<std::size_t> dep_base;
   std::vector<double> mem;
