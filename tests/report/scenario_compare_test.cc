@@ -1,0 +1,38 @@
+#include "report/scenario_compare.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace pw {
+namespace {
+
+TEST(CompareOnScenario, FillsThroughputAndMemory) {
+  const PlanScenario sc =
+      load_plan_scenario(std::string(PW_SOURCE_DIR) + "/scenarios/gpt3-175b-1024-a100.yaml");
+  const ReportInput in = compare_on_scenario(sc, {"1f1b", "v-zb"});
+  ASSERT_EQ(in.schedules.size(), 2u);
+  for (const ScheduleReport& s : in.schedules) {
+    ASSERT_TRUE(s.ok()) << s.name << ": " << s.error;
+    ASSERT_TRUE(s.tokens_per_second && s.mfu && s.fits && s.iteration_time);
+    // tokens/s = global batch x sequence length / iteration time.
+    const double expect = static_cast<double>(sc.parallel.global_batch_size) * sc.model.seq_length /
+                          ps_to_seconds(*s.iteration_time);
+    EXPECT_NEAR(*s.tokens_per_second, expect, expect * 1e-6) << s.name;
+    // The iteration adds exposed DP reduction and the optimizer to the pipeline's makespan.
+    EXPECT_GE(*s.iteration_time, s.result.makespan) << s.name;
+    ASSERT_EQ(s.peak_memory_bytes.size(), s.result.device.size());
+    // Peak bytes per device = static memory + activation peak (the latter reported in GiB).
+    for (std::size_t d = 0; d < s.peak_memory_bytes.size(); ++d)
+      EXPECT_GE(s.peak_memory_bytes[d], s.result.device[d].peak_memory * kGiB);
+  }
+}
+
+TEST(CompareOnScenario, UnknownScheduleIsAnError) {
+  const PlanScenario sc =
+      load_plan_scenario(std::string(PW_SOURCE_DIR) + "/scenarios/gpt3-175b-1024-a100.yaml");
+  EXPECT_THROW(compare_on_scenario(sc, {"1f1b", "zb-h7"}), ConfigError);
+}
+
+}  // namespace
+}  // namespace pw
