@@ -1,15 +1,399 @@
-// Placeholder for `pipewright simulate`; replaced by the issue that implements it.
-#include <cstdio>
+// `pipewright simulate`: generate (or import) a pipeline schedule, evaluate it with fixed pass
+// costs and print makespan, bubble (both conventions), per-device busy/idle time and peak
+// activations; optionally draw it, export PyTorch CSV and emit a plan. With a scenario file or
+// --plan it hands over to the scenario (discrete-event) mode in tools/simulate_scenario.cc.
+#include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/lowering.h"
+#include "core/plan_io.h"
+#include "core/pytorch_csv.h"
+#include "core/schedule_io.h"
+#include "planner/generator.h"
+#include "sim/evaluator.h"
 #include "tools/command.h"
+#include "tools/simulate_scenario.h"
 
 namespace pw::tools {
+namespace {
+
+struct SimOptions {
+  std::string schedule;
+  std::string pp, microbatches, chunks, group_size;  // parsed by hand for one-line errors
+  std::string costs = "F=1,B=1,W=1";
+  double memory_limit = 0;
+  double mw_ratio = 0;
+  std::string format = "table";
+  bool diagram = false;
+  std::string export_csv, csv_form = "compute_only", import_csv, emit;
+};
+
+/// Pass costs in the user's unit (milliseconds-like; F=1 means one unit).
+struct CostSpec {
+  double f = 1, b = 1, w = 1, r = 0, comm = 0;
+};
+
+constexpr int kMaxDevices = 4096;
+constexpr int kMaxMicrobatches = 1'000'000;
+constexpr long long kMaxPasses = 20'000'000;  // stages * microbatches
+
+int parse_count(const std::string& text, const char* flag, int lo, int hi) {
+  int v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || v < lo || v > hi)
+    throw ConfigError("", flag,
+                      fmt::format("expected an integer in {}..{}, got '{}'", lo, hi, text));
+  return v;
+}
+
+double parse_number(const std::string& text, const std::string& key) {
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(v) || v < 0 ||
+      v > 1e9)
+    throw ConfigError("", "--costs",
+                      fmt::format("expected a non-negative number for {}, got '{}'", key, text));
+  return v;
+}
+
+CostSpec parse_costs(const std::string& text) {
+  CostSpec c;
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string item(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      throw ConfigError(
+          "", "--costs",
+          fmt::format("expected KEY=NUMBER items (keys F, B, W, R, comm), got '{}'", item));
+    const std::string key = item.substr(0, eq);
+    const double v = parse_number(item.substr(eq + 1), key);
+    if (key == "F") {
+      c.f = v;
+    } else if (key == "B") {
+      c.b = v;
+    } else if (key == "W") {
+      c.w = v;
+    } else if (key == "R") {
+      c.r = v;
+    } else if (key == "comm") {
+      c.comm = v;
+    } else {
+      throw ConfigError(
+          "", "--costs",
+          fmt::format("unknown key '{}' (did you mean '{}'?); valid: F, B, W, R, comm", key,
+                      nearest_name(key, {"F", "B", "W", "R", "comm"})));
+    }
+  }
+  if (c.f + c.b + c.w <= 0) throw ConfigError("", "--costs", "expected F, B or W to be positive");
+  return c;
+}
+
+UniformCosts to_uniform(const CostSpec& c, double mw_ratio) {
+  UniformCosts u;
+  u.f = millis_to_ps(c.f);
+  u.b = millis_to_ps(c.b);
+  u.w = millis_to_ps(c.w);
+  u.r = millis_to_ps(c.r);
+  u.comm = millis_to_ps(c.comm);
+  u.mw_over_mb = mw_ratio;
+  return u;
+}
+
+bool has_recompute(const Schedule& s) {
+  for (const auto& dev : s.actions)
+    for (const Action& a : dev)
+      if (a.kind == ActionKind::kR) return true;
+  return false;
+}
+
+Schedule build_schedule(const SimOptions& o, const CostSpec& costs) {
+  if (!o.import_csv.empty()) {
+    if (!o.schedule.empty())
+      throw ConfigError("", "--import-csv", "give either --schedule or --import-csv, not both");
+    Schedule s = load_pytorch_csv(o.import_csv);
+    if (!o.pp.empty() && parse_count(o.pp, "--pp", 1, kMaxDevices) != s.placement.num_devices)
+      throw ConfigError(o.import_csv, "--pp",
+                        fmt::format("the CSV has {} ranks", s.placement.num_devices));
+    return s;
+  }
+  if (o.schedule.empty())
+    throw ConfigError("", "--schedule",
+                      "expected a schedule name (or --import-csv FILE, or a scenario file)");
+  const GeneratorRegistry registry = default_registry();
+  registry.get(o.schedule);  // unknown names fail first, listing the valid ones
+  if (o.pp.empty()) throw ConfigError("", "--pp", "expected the pipeline size (--pp P)");
+  if (o.microbatches.empty())
+    throw ConfigError("", "--microbatches", "expected the microbatch count (--microbatches M)");
+  GeneratorParams gp;
+  gp.p = parse_count(o.pp, "--pp", 1, kMaxDevices);
+  gp.m = parse_count(o.microbatches, "--microbatches", 1, kMaxMicrobatches);
+  gp.v = o.chunks.empty() ? 0 : parse_count(o.chunks, "--chunks", 1, 256);
+  gp.group_size =
+      o.group_size.empty() ? 0 : parse_count(o.group_size, "--group-size", 1, kMaxMicrobatches);
+  if (static_cast<long long>(gp.p) * std::max(gp.v, 2) * gp.m > kMaxPasses)
+    throw ConfigError("", "--microbatches",
+                      fmt::format("p * chunks * m is too large (limit {} passes)", kMaxPasses));
+  gp.costs = to_uniform(costs, o.mw_ratio);
+  gp.memory_limit = o.memory_limit;
+  return generate_schedule(registry, o.schedule, gp);
+}
+
+// --- diagram -----------------------------------------------------------------------------------
+
+char kind_letter(ActionKind k) {
+  switch (k) {
+    case ActionKind::kF:
+      return 'F';
+    case ActionKind::kB:
+    case ActionKind::kBW:
+      return 'B';
+    case ActionKind::kW:
+      return 'W';
+    case ActionKind::kR:
+      return 'R';
+    default:
+      return 'X';  // OVERLAP_F_B
+  }
+}
+
+/// One row per device, one cell per slot of `slot` ps (the smallest positive pass cost). A cell
+/// holds the pass letter and microbatch; lowercase marks a device's later chunks (stage not the
+/// first it holds). Idle cells are '.'.
+std::vector<std::string> draw(const Schedule& s, const EvalResult& r, TimePs slot) {
+  const Placement& pl = s.placement;
+  std::vector<int> first_stage(pl.num_devices, -1);
+  for (int st = 0; st < pl.num_stages(); ++st)
+    if (first_stage[pl.stages[st].device] < 0) first_stage[pl.stages[st].device] = st;
+  const int width =
+      1 + static_cast<int>(std::to_string(std::max(0, s.num_microbatches - 1)).size());
+  TimePs t0 = r.device.empty() ? 0 : r.device[0].first_start;
+  for (const DeviceStats& d : r.device) t0 = std::min(t0, d.first_start);
+  const TimePs cells = (r.makespan + slot - 1) / slot;
+  std::vector<std::string> rows;
+  std::size_t id = 0;
+  for (int d = 0; d < pl.num_devices; ++d) {
+    std::vector<std::string> cell(static_cast<std::size_t>(cells), std::string(width, '.'));
+    for (const Action& a : s.actions[d]) {
+      const std::size_t me = id++;
+      if (!is_compute(a.kind)) continue;
+      const TimePs c0 = (r.start[me] - t0) / slot;
+      const TimePs c1 = std::max<TimePs>(c0 + 1, (r.end[me] - t0 + slot - 1) / slot);
+      char letter = kind_letter(a.kind);
+      if (a.stage != first_stage[d]) letter = static_cast<char>(letter - 'A' + 'a');
+      std::string label = fmt::format("{}{:<{}}", letter, a.microbatch, width - 1);
+      for (TimePs c = c0; c < c1 && c < cells; ++c) cell[static_cast<std::size_t>(c)] = label;
+    }
+    std::string row = fmt::format("d{:<{}}|", d, std::to_string(pl.num_devices - 1).size());
+    for (TimePs c = 0; c < cells; ++c) row += (c ? " " : "") + cell[static_cast<std::size_t>(c)];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+TimePs diagram_slot(const CostSpec& c) {
+  double slot = 0;
+  for (double v : {c.f, c.b, c.w, c.r})
+    if (v > 0 && (slot == 0 || v < slot)) slot = v;
+  const TimePs ps = millis_to_ps(slot);
+  if (ps <= 0) throw ConfigError("", "--diagram", "needs a positive pass cost");
+  return ps;
+}
+
+// --- output ------------------------------------------------------------------------------------
+
+// Division (not ps_to_millis's multiplication by 1e-9) so whole units print exactly.
+double units(TimePs t) { return static_cast<double>(t) / static_cast<double>(kPsPerMilli); }
+
+Doc result_doc(const SimOptions& o, const Schedule& s, const CostSpec& c, const EvalResult& r,
+               const std::vector<std::string>& diagram) {
+  Doc d = Doc::object();
+  d["schedule"] = s.name;
+  if (!o.import_csv.empty()) d["imported_from"] = o.import_csv;
+  d["pp"] = s.placement.num_devices;
+  d["microbatches"] = s.num_microbatches;
+  d["chunks"] = s.placement.num_stages() / s.placement.num_devices;
+  d["actions"] = s.total_actions();
+  d["costs"] = Doc{{"F", c.f}, {"B", c.b}, {"W", c.w}, {"R", c.r}, {"comm", c.comm}};
+  d["mw_ratio"] = o.mw_ratio;
+  d["makespan"] = units(r.makespan);
+  d["cost"] = units(r.cost);
+  d["ideal"] = units(r.ideal);
+  d["bubble_rate"] = r.bubble_rate;
+  d["bubble_fraction"] = r.bubble_fraction;
+  if (o.memory_limit > 0) d["memory_limit"] = o.memory_limit;
+  Doc devs = Doc::array();
+  for (std::size_t i = 0; i < r.device.size(); ++i) {
+    const DeviceStats& ds = r.device[i];
+    Doc dev = Doc::object();
+    dev["device"] = i;
+    dev["first_start"] = units(ds.first_start);
+    dev["last_end"] = units(ds.last_end);
+    dev["busy"] = units(ds.busy);
+    dev["idle"] = units(r.makespan - ds.busy);
+    dev["peak_activations"] = ds.peak_memory;
+    if (o.memory_limit > 0) dev["within_memory_limit"] = ds.peak_memory <= o.memory_limit + 1e-9;
+    devs.push_back(std::move(dev));
+  }
+  d["devices"] = std::move(devs);
+  if (!diagram.empty()) d["diagram"] = diagram;
+  return d;
+}
+
+std::string result_table(const Schedule& s, const CostSpec& c, const EvalResult& r,
+                         double memory_limit) {
+  std::string out = fmt::format(
+      "schedule {}: p={} m={} chunks={} ({} actions); costs F={} B={} W={} R={} comm={}\n", s.name,
+      s.placement.num_devices, s.num_microbatches,
+      s.placement.num_stages() / s.placement.num_devices, s.total_actions(), c.f, c.b, c.w, c.r,
+      c.comm);
+  out += fmt::format("makespan         {}\n", units(r.makespan));
+  out += fmt::format("bubble_rate      {:.4f}  (zero-bubble: (cost - ideal) / cost, cost {})\n",
+                     r.bubble_rate, units(r.cost));
+  out += fmt::format("bubble_fraction  {:.4f}  (Megatron: bubble / ideal, ideal {})\n",
+                     r.bubble_fraction, units(r.ideal));
+  out += fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12} {:>17}\n", "device", "first_start",
+                     "last_end", "busy", "idle", "peak_activations");
+  for (std::size_t i = 0; i < r.device.size(); ++i) {
+    const DeviceStats& ds = r.device[i];
+    out +=
+        fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12} {:>17}{}\n", i, units(ds.first_start),
+                    units(ds.last_end), units(ds.busy), units(r.makespan - ds.busy), ds.peak_memory,
+                    memory_limit > 0 && ds.peak_memory > memory_limit + 1e-9 ? "  over limit" : "");
+  }
+  return out;
+}
+
+std::string command_line(const SimOptions& o) {
+  std::string cmd = "pipewright simulate";
+  auto add = [&](const char* flag, const std::string& v) {
+    if (!v.empty()) cmd += fmt::format(" {} {}", flag, v);
+  };
+  add("--schedule", o.schedule);
+  add("--import-csv", o.import_csv);
+  add("--pp", o.pp);
+  add("--microbatches", o.microbatches);
+  add("--chunks", o.chunks);
+  add("--group-size", o.group_size);
+  add("--costs", o.costs);
+  if (o.mw_ratio > 0) add("--mw-ratio", fmt::format("{}", o.mw_ratio));
+  if (o.memory_limit > 0) add("--memory-limit", fmt::format("{}", o.memory_limit));
+  return cmd;
+}
+
+void emit_plan(const SimOptions& o, const Schedule& s, const CostTable& table) {
+  Plan plan;
+  plan.model.name = "custom";
+  plan.model.num_layers = s.placement.num_layers;
+  plan.config.pipeline_parallel = s.placement.num_devices;
+  plan.config.virtual_stages = s.placement.num_stages() / s.placement.num_devices;
+  plan.config.schedule = s.name;
+  plan.config.global_batch_size = s.num_microbatches;
+  for (int d = 0; d < s.placement.num_devices; ++d) plan.rank_to_gpu.push_back(d);
+  plan.schedule = lower_communication(s);
+  Evaluator ev(plan.schedule);
+  const EvalResult& r = ev.run(table);
+  const DependencyGraph& g = ev.graph();
+  plan.predicted.reserve(g.size());
+  for (std::size_t id = 0; id < g.size(); ++id) {
+    const int d = g.device_of[id];
+    plan.predicted.push_back(
+        {d, static_cast<std::int32_t>(id - g.device_begin[d]), r.start[id], r.end[id]});
+  }
+  plan.predicted_iteration = r.makespan;
+  plan.provenance.version = "0.1.0";
+  plan.provenance.profile_source = "uniform costs " + o.costs;
+  plan.provenance.command = command_line(o);
+  save_plan(o.emit, plan);
+}
+
+int run_simulation(const SimOptions& o) {
+  if (o.format != "table" && o.format != "json" && o.format != "yaml")
+    throw ConfigError("", "--format", "expected table, json or yaml, got '" + o.format + "'");
+  if (!std::isfinite(o.mw_ratio) || o.mw_ratio < 0 || o.mw_ratio > 1)
+    throw ConfigError("", "--mw-ratio", "expected a number in 0..1 (M_W / M_B)");
+  if (!std::isfinite(o.memory_limit) || o.memory_limit < 0)
+    throw ConfigError("", "--memory-limit", "expected a non-negative number of activations");
+  CsvForm form;
+  if (!parse_csv_form(o.csv_form, &form))
+    throw ConfigError("", "--csv-form", "expected compute_only or compute_comms");
+  const CostSpec costs = parse_costs(o.costs);
+  const Schedule s = build_schedule(o, costs);
+  const CostTable table =
+      make_uniform_cost_table(s.placement, to_uniform(costs, o.mw_ratio), has_recompute(s));
+  Evaluator ev(s);
+  const EvalResult& r = ev.run(table);
+  std::vector<std::string> diagram;
+  if (o.diagram) diagram = draw(s, r, diagram_slot(costs));
+  if (!o.export_csv.empty()) save_pytorch_csv(o.export_csv, s, form);
+  if (!o.emit.empty()) emit_plan(o, s, table);
+  std::string out;
+  if (o.format == "table") {
+    out = result_table(s, costs, r, o.memory_limit);
+    for (const std::string& row : diagram) out += row + "\n";
+  } else {
+    out = dump_document(result_doc(o, s, costs, r, diagram),
+                        o.format == "json" ? DocFormat::kJson : DocFormat::kYaml);
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace
 
 void register_simulate(CLI::App& app, int* status) {
-  auto* sub = app.add_subcommand("simulate", "(not yet available)");
-  sub->callback([status] {
-    std::fprintf(stderr, "pipewright simulate: not yet available\n");
-    *status = 1;
+  auto* sub = app.add_subcommand(
+      "simulate",
+      "Evaluate a pipeline schedule with fixed pass costs (bubble, busy/idle, peak activations), "
+      "or simulate a scenario/plan");
+  // Owned by the callback, which lives as long as the App.
+  auto state = std::make_shared<std::pair<SimOptions, ScenarioSimOptions>>();
+  SimOptions& opts = state->first;
+  ScenarioSimOptions& scenario = state->second;
+  sub->add_option("--schedule", opts.schedule, "Schedule generator name (e.g. gpipe, 1f1b)");
+  sub->add_option("--pp", opts.pp, "Pipeline devices P");
+  sub->add_option("--microbatches", opts.microbatches, "Microbatches per iteration M");
+  sub->add_option("--chunks", opts.chunks,
+                  "Chunks (stages) per device V for multi-chunk schedules");
+  sub->add_option("--group-size", opts.group_size,
+                  "Interleaved 1F1B microbatch group size G (p <= G <= M; default P)");
+  sub->add_option("--costs", opts.costs,
+                  "Pass costs per stage: F=..,B=..,W=..[,R=..][,comm=..] (same unit as output; "
+                  "full backward = B+W)")
+      ->capture_default_str();
+  sub->add_option("--memory-limit", opts.memory_limit,
+                  "Activation limit per device (units of one 1F1B stage's microbatch)");
+  sub->add_option("--mw-ratio", opts.mw_ratio,
+                  "Activation kept after B until W, as a share of F's (M_W / M_B; default 0)");
+  sub->add_option("--format", opts.format, "Output: table, json or yaml")->capture_default_str();
+  sub->add_flag("--diagram", opts.diagram,
+                "Draw the schedule: one row per device, one cell per slot");
+  sub->add_option("--export-csv", opts.export_csv, "Write the schedule as PyTorch pipelining CSV");
+  sub->add_option("--csv-form", opts.csv_form, "CSV form: compute_only or compute_comms")
+      ->capture_default_str();
+  sub->add_option("--import-csv", opts.import_csv, "Simulate a PyTorch pipelining CSV schedule");
+  sub->add_option("--emit", opts.emit, "Write a plan (schedule + predicted times), .yaml or .json");
+  add_scenario_sim_flags(sub, &scenario);
+  sub->callback([status, state] {
+    ScenarioSimOptions& scen = state->second;
+    if (!scen.scenario.empty() || !scen.plan.empty()) {
+      scen.format = state->first.format;
+      *status = run_scenario_simulation(scen);
+      return;
+    }
+    *status = run_simulation(state->first);
   });
 }
 
