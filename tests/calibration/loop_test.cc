@@ -118,14 +118,16 @@ std::map<std::string, KindError> per_kind(const Plan& plan, const MeasuredRun& r
 TEST(CalibrationLoop, CpuPlanExecuteCompareWithin35Percent) {
   if (!fs::exists(kBin)) GTEST_SKIP() << "pipewright binary not built: " << kBin;
   if (shell("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
-  // Timing against a model is meaningless when other work holds the cores: skip, saying so.
+  // The test runs alone (RUN_SERIAL), so only work outside the test suite can hold the cores;
+  // the 1-minute load average still remembers the parallel tests that ran just before, hence
+  // the margin. Timing against a model is meaningless on a machine that busy: skip, saying so.
   double load = 0;
   if (FILE* f = std::fopen("/proc/loadavg", "r")) {
     if (std::fscanf(f, "%lf", &load) != 1) load = 0;
     std::fclose(f);
   }
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (load > cores + 0.5)
+  if (load > 2.0 * cores + 0.5)
     GTEST_SKIP() << "load average " << load << " on " << cores
                  << " cores: too busy to compare measured with predicted times";
   fs::path dir = fs::temp_directory_path() / fmt::format("pw-calib-loop-{}", getpid());
