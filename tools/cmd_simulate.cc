@@ -20,6 +20,8 @@
 #include "core/pytorch_csv.h"
 #include "core/schedule_io.h"
 #include "planner/generator.h"
+#include "report/build.h"
+#include "report/report.h"
 #include "sim/evaluator.h"
 #include "tools/command.h"
 #include "tools/simulate_scenario.h"
@@ -36,6 +38,7 @@ struct SimOptions {
   std::string format = "table";
   bool diagram = false;
   std::string export_csv, csv_form = "compute_only", import_csv, emit;
+  std::string report;  ///< --report FILE: the shared HTML renderer (report/)
 };
 
 /// Pass costs in the user's unit (milliseconds-like; F=1 means one unit).
@@ -319,6 +322,19 @@ void emit_plan(const SimOptions& o, const Schedule& s, const CostTable& table) {
   save_plan(o.emit, plan);
 }
 
+/// Renders the evaluated schedule with the same renderer as `pipewright compare`.
+void write_report(const SimOptions& o, const Schedule& s, const CostTable& table) {
+  ReportInput in;
+  in.title = "pipewright simulate: " + s.name;
+  in.context = {{"schedule", s.name},
+                {"p", std::to_string(s.placement.num_devices)},
+                {"m", std::to_string(s.num_microbatches)},
+                {"costs", o.costs}};
+  in.memory_limit = o.memory_limit;
+  in.schedules.push_back(evaluate_for_report(s, table));
+  write_file_atomic(o.report, render_html(in));
+}
+
 int run_simulation(const SimOptions& o) {
   if (o.format != "table" && o.format != "json" && o.format != "yaml")
     throw ConfigError("", "--format", "expected table, json or yaml, got '" + o.format + "'");
@@ -339,6 +355,7 @@ int run_simulation(const SimOptions& o) {
   if (o.diagram) diagram = draw(s, r, diagram_slot(costs));
   if (!o.export_csv.empty()) save_pytorch_csv(o.export_csv, s, form);
   if (!o.emit.empty()) emit_plan(o, s, table);
+  if (!o.report.empty()) write_report(o, s, table);
   std::string out;
   if (o.format == "table") {
     out = result_table(s, costs, r, o.memory_limit);
@@ -393,6 +410,7 @@ void register_simulate(CLI::App& app, int* status) {
       *status = run_scenario_simulation(scen);
       return;
     }
+    state->first.report = scen.report;
     *status = run_simulation(state->first);
   });
 }

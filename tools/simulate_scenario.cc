@@ -177,6 +177,10 @@ int run_scenario_simulation(const ScenarioSimOptions& opts) {
   if (!opts.plan.empty())
     throw ConfigError("", "--plan", "re-simulating a plan is not supported yet; pass a scenario");
   if (opts.scenario.empty()) throw ConfigError("", "SCENARIO", "expected a scenario YAML file");
+  if (!opts.report.empty())
+    throw ConfigError("", "--report",
+                      "not available with a scenario yet; use `pipewright compare SCENARIO.yaml "
+                      "--schedules ... --report FILE` (same renderer)");
   if (opts.format != "table" && opts.format != "json")
     throw ConfigError("", "--format", fmt::format("'{}'; expected table or json", opts.format));
   const hw::Scenario s = hw::load_scenario(opts.scenario);

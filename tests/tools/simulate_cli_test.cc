@@ -132,3 +132,31 @@ TEST(SimulateCli, BadCsvNamesFileLineAndCell) {
 
 }  // namespace
 }  // namespace pw
+
+namespace pw {
+namespace {
+
+std::size_t count_of(const std::string& hay, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+TEST(SimulateCli, ReportDrawsOneBlockPerPassWithTheCompareRenderer) {
+  const std::string html = temp_path("report.html");
+  CliRun r = simulate("--schedule 1f1b --pp 4 --microbatches 8 --report " + html);
+  ASSERT_EQ(r.status, 0) << r.err;
+  // 1F1B: p x m x (F + full backward) = 4 * 8 * 2 = 64 blocks.
+  EXPECT_EQ(count_of(read_file(html), "class=\"blk "), 64u);
+  std::filesystem::remove(html);
+}
+
+TEST(SimulateCli, ReportWithAScenarioIsRefusedNotIgnored) {
+  CliRun r = simulate(std::string(PW_SOURCE_DIR) +
+                      "/scenarios/megatron/weak-scaling-1.7b.yaml --report /tmp/never.html");
+  expect_bad_input(r, "--report");
+}
+
+}  // namespace
+}  // namespace pw
