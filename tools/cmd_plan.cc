@@ -15,6 +15,8 @@
 #include "planner/search_report.h"
 #include "planner/search_scenario.h"
 #include "planner/shortest_time.h"
+#include "report/build.h"
+#include "report/report.h"
 #include "tools/command.h"
 
 namespace pw::tools {
@@ -30,6 +32,7 @@ struct PlanOptions {
   double memory_limit_gb = 0;
   int top = 10;
   std::string emit;
+  std::string report;  ///< --report FILE: HTML with the best plan's timeline and the Pareto front
   std::string export_csv;
   std::string format = "table";
   int threads = 0;
@@ -118,6 +121,30 @@ void progress_bar(double f) {
   std::fflush(stderr);
 }
 
+/// The planner's HTML report, drawn by the same renderer as `pipewright compare`: the best
+/// configuration's timeline and memory, and the Pareto front of time vs memory.
+void write_plan_report(const std::string& path, const CostModel& model,
+                       const GeneratorRegistry& registry, const SearchSpace& space,
+                       const SearchResult& result, const std::string& cluster) {
+  ReportInput in;
+  in.title = "pipewright plan";
+  in.context = {{"cluster", cluster}, {"best", describe_config(space, result.top[0].config)}};
+  in.memory_unit = "bytes";
+  Schedule s;
+  evaluate_config(model, registry, result.top[0].config, &s);
+  in.schedules.push_back(evaluate_for_report(s, config_cost_table(model, result.top[0].config, s),
+                                             describe_config(space, result.top[0].config)));
+  for (const Evaluated& e : result.pareto) {
+    ParetoPoint pt;
+    pt.label = describe_config(space, e.config);
+    pt.iteration_time = seconds_to_ps(e.iteration);
+    pt.peak_memory_bytes = e.peak_memory;
+    pt.on_front = true;
+    in.pareto.push_back(pt);
+  }
+  write_file_atomic(path, render_html(in));
+}
+
 int run_plan(const PlanOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw ConfigError("", "--format", "expected table or json");
@@ -160,6 +187,7 @@ int run_plan(const PlanOptions& o) {
   std::fputs((o.format == "json" ? render_json(in) : render_table(in)).c_str(), stdout);
   if (result.top.empty()) return 0;
   const SearchConfig& best = result.top[0].config;
+  if (!o.report.empty()) write_plan_report(o.report, model, registry, space, result, sc.cluster);
   if (!o.emit.empty() || !o.export_csv.empty()) {
     Provenance prov;
     prov.version = "pipewright 0.1.0";
@@ -187,6 +215,8 @@ void register_plan(CLI::App& app, int* status) {
   sub->add_option("--memory-limit", o->memory_limit_gb, "memory per GPU, GB (default: the GPU's)");
   sub->add_option("--top", o->top, "rows in the ranking")->capture_default_str();
   sub->add_option("--emit", o->emit, "write the best plan (YAML, or JSON by extension)");
+  sub->add_option("--report", o->report,
+                  "write an HTML report (best plan's timeline, Pareto front)");
   sub->add_option("--export-csv", o->export_csv, "write the best schedule as PyTorch CSV");
   sub->add_option("--format", o->format, "table | json")->capture_default_str();
   sub->add_option("--threads", o->threads, "worker threads (0 = all cores)");
