@@ -83,44 +83,4 @@ Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const
   return plan;
 }
 
-namespace {
-
-std::string csv_cell(const Action& a) {
-  switch (a.kind) {
-    case ActionKind::kF:
-      return fmt::format("{}F{}", a.stage, a.microbatch);
-    case ActionKind::kB:
-      return fmt::format("{}I{}", a.stage, a.microbatch);
-    case ActionKind::kW:
-      return fmt::format("{}W{}", a.stage, a.microbatch);
-    case ActionKind::kBW:
-      return fmt::format("{}B{}", a.stage, a.microbatch);
-    case ActionKind::kOverlapFB:
-      return fmt::format("({}F{};{}B{})OVERLAP_F_B", a.stage, a.microbatch, a.stage2,
-                         a.microbatch2);
-    case ActionKind::kUnshard:
-    case ActionKind::kReshard:
-    case ActionKind::kReduceGrad:
-      return fmt::format("{}{}", a.stage, action_kind_name(a.kind));
-    default:
-      break;
-  }
-  if (a.microbatch < 0) return fmt::format("{}{}", a.stage, action_kind_name(a.kind));
-  return fmt::format("{}{}{}", a.stage, action_kind_name(a.kind), a.microbatch);
-}
-
-}  // namespace
-
-std::string schedule_to_pytorch_csv(const Schedule& schedule) {
-  std::string out;
-  for (const auto& row : schedule.actions) {
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      if (i) out += ',';
-      out += csv_cell(row[i]);
-    }
-    out += '\n';
-  }
-  return out;
-}
-
 }  // namespace pw

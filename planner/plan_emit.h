@@ -23,9 +23,4 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
 Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const SearchConfig& c,
                 const std::string& cluster, const Provenance& provenance);
 
-/// PyTorch pipelining CSV: one row per rank, one action per cell (`0F1`, `1I0`, `2W3`, `3B0`,
-/// `1SEND_F0`, `2RECV_B3`, `(0F1;1B0)OVERLAP_F_B`, ...). With explicit communication this is
-/// the "compute_comms" form, otherwise "compute_only".
-std::string schedule_to_pytorch_csv(const Schedule& schedule);
-
 }  // namespace pw

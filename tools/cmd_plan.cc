@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/plan_io.h"
+#include "core/pytorch_csv.h"
 #include "planner/plan_emit.h"
 #include "planner/search.h"
 #include "planner/search_report.h"
@@ -196,7 +197,7 @@ int run_plan(const PlanOptions& o) {
     const Plan plan = build_plan(model, registry, best, sc.cluster, prov);
     if (!o.emit.empty()) save_plan(o.emit, plan);
     if (!o.export_csv.empty())
-      write_file_atomic(o.export_csv, schedule_to_pytorch_csv(plan.schedule));
+      save_pytorch_csv(o.export_csv, plan.schedule, CsvForm::kComputeComms);
   }
   return 0;
 }

@@ -44,14 +44,5 @@ TEST(PlanEmit, BestPlanValidatesAndLoadsBackIdentically) {
   EXPECT_GE(plan.predicted_iteration, last);
 }
 
-TEST(PlanEmit, PyTorchCsvHasOneRowPerRank) {
-  Schedule s;
-  s.placement = linear_placement(2, 2);
-  s.num_microbatches = 1;
-  s.actions = {{{ActionKind::kF, 0, 0}, {ActionKind::kBW, 0, 0}},
-               {{ActionKind::kF, 1, 0}, {ActionKind::kB, 1, 0}, {ActionKind::kW, 1, 0}}};
-  EXPECT_EQ(schedule_to_pytorch_csv(s), "0F0,0B0\n1F0,1I0,1W0\n");
-}
-
 }  // namespace
 }  // namespace pw
