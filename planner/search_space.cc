@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "hwmodels/transformer.h"
 
 namespace pw {
 namespace {
@@ -90,10 +91,7 @@ double layer_params(const ModelShape& m) {
   return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
 }
 
-double total_params(const ModelShape& m) {
-  return m.num_layers * layer_params(m) +
-         (static_cast<double>(m.vocab_size) + m.seq_length) * m.hidden_size;
-}
+double total_params(const ModelShape& m) { return hw::parameter_count(m); }
 
 const char* recompute_name(Recompute r) {
   switch (r) {
