@@ -2,10 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
 #include <set>
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "hwmodels/profile.h"
 
 namespace pw {
 namespace {
@@ -70,10 +72,13 @@ void parse_model(const YAML::Node& n, const std::string& file, ModelShape* m) {
 void parse_cluster(const YAML::Node& n, const std::string& file, PlanScenario* s) {
   check_keys(n, file, "cluster", {"profile", "nodes"});
   const std::string p = get<std::string>(n, "profile", file, "cluster", "a profile name");
-  if (!gpu_node_preset(p, &s->gpu))
-    throw ConfigError(file, "cluster.profile",
-                      "unknown profile '" + p + "' (did you mean '" +
-                          nearest_name(p, gpu_node_preset_names()) + "'?)");
+  // The planner's tuned presets first; any other shipped or calibrated hwmodels profile (a name
+  // or a YAML path relative to the scenario) is converted (resolve_profile names the nearest
+  // shipped profile when neither matches).
+  if (!gpu_node_preset(p, &s->gpu)) {
+    const std::string dir = std::filesystem::path(file).parent_path().string();
+    s->gpu = gpu_node_from_profile(hw::resolve_profile(p, dir, file, "cluster.profile"));
+  }
   s->cluster = p;
   s->nodes = positive(n, "nodes", file, "cluster");
 }

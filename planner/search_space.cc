@@ -59,6 +59,27 @@ GpuNodeSpec h200() {
 
 }  // namespace
 
+GpuNodeSpec gpu_node_from_profile(const hw::HardwareProfile& profile) {
+  GpuNodeSpec g;
+  g.name = profile.name;
+  g.peak_flops = profile.gpu.peak_flops[static_cast<int>(hw::DType::kBf16)];
+  g.gemm_efficiency = profile.gpu.gemm_max_efficiency;
+  g.memory_bytes = profile.gpu.hbm_capacity.value;
+  g.hbm_bw = profile.gpu.hbm_bandwidth.value;
+  g.hbm_efficiency = profile.gpu.hbm_efficiency;
+  g.intra_bw = profile.node.intra.bandwidth.value;
+  g.intra_allreduce_bw = profile.node.intra.effective().value;
+  g.inter_bw =
+      profile.node.nic.bandwidth.value * profile.node.nics_per_node / profile.node.gpus_per_node;
+  g.inter_efficiency = profile.node.nic.efficiency;
+  g.pcie_bw = profile.node.pcie.bandwidth.value;
+  g.intra_latency = ps_to_seconds(profile.node.intra.latency + profile.collective_step_latency);
+  g.inter_latency = ps_to_seconds(profile.node.nic.latency + profile.collective_step_latency);
+  g.kernel_latency = ps_to_seconds(profile.gpu.kernel_latency);
+  g.gpus_per_node = profile.node.gpus_per_node;
+  return g;
+}
+
 bool gpu_node_preset(const std::string& name, GpuNodeSpec* out) {
   if (name == "dgx-a100-80gb" || name == "a100") return *out = a100(), true;
   if (name == "dgx-h100" || name == "h100") return *out = h100(), true;

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "core/plan.h"
+#include "hwmodels/profile.h"
+#include "hwmodels/profile.h"
 #include "planner/generator.h"
 
 namespace pw {
@@ -33,6 +35,12 @@ struct GpuNodeSpec {
   double dollars_per_gpu_hour = 0;       ///< 0 = report GPU-hours only
   int gpus_per_node = 8;
 };
+
+/// A GPU/node spec from a hwmodels hardware profile (shipped or written by `pipewright
+/// calibrate`): BF16 peak, large-GEMM efficiency, HBM, the intra-node link (its effective
+/// bandwidth stands for the 8-GPU ring all-reduce bus bandwidth), one NIC per GPU, PCIe, and the
+/// link latencies plus the collective step latency.
+GpuNodeSpec gpu_node_from_profile(const hw::HardwareProfile& profile);
 
 /// Shipped GPU/node presets: "dgx-a100-80gb", "dgx-h100", "dgx-h200". Returns false if unknown.
 bool gpu_node_preset(const std::string& name, GpuNodeSpec* out);
