@@ -9,7 +9,6 @@
 
 #include "core/plan.h"
 #include "hwmodels/profile.h"
-#include "hwmodels/profile.h"
 #include "planner/generator.h"
 
 namespace pw {
