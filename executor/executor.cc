@@ -207,11 +207,7 @@ ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& opt, MPI_Comm
     if (opt.iterations <= 0) throw ConfigError("", "--iterations", "expected a positive count");
     if (!opt.skip_validation) validate_schedule(plan.schedule, opt.source);
     layout = make_layout(plan, size, opt.source);
-    dims = make_model_dims(plan.model, plan.config, opt.seed, opt.source);
-    if (plan.schedule.placement.num_layers != dims.num_layers)
-      throw ConfigError(opt.source, "schedule.placement.num_layers",
-                        fmt::format("is {} but model.num_layers is {}",
-                                    plan.schedule.placement.num_layers, dims.num_layers));
+    dims = make_plan_model_dims(plan, opt.seed, opt.source);
     int* tag_ub = nullptr;
     int flag = 0;
     MPI_Comm_get_attr(world, MPI_TAG_UB, &tag_ub, &flag);

@@ -176,6 +176,15 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
   return d;
 }
 
+ModelDims make_plan_model_dims(const Plan& plan, std::uint64_t seed, const std::string& source) {
+  ModelDims dims = make_model_dims(plan.model, plan.config, seed, source);
+  if (plan.schedule.placement.num_layers != dims.num_layers)
+    throw ConfigError(source, "schedule.placement.num_layers",
+                      fmt::format("is {} but model.num_layers is {}",
+                                  plan.schedule.placement.num_layers, dims.num_layers));
+  return dims;
+}
+
 std::string tensor_name(int layer, int id) {
   static constexpr const char* kNames[kNumLayerParams] = {
       "ln1.gamma", "ln1.beta", "wqkv", "bqkv", "wo", "bo",

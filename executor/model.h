@@ -47,6 +47,9 @@ struct ModelDims {
 /// the dims; throws ConfigError with `source` naming the offending model/parallel key.
 ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config, std::uint64_t seed,
                           const std::string& source);
+/// make_model_dims for a plan, also checking that its placement covers the model's layers
+/// (ConfigError on schedule.placement.num_layers otherwise). Shared by every backend.
+ModelDims make_plan_model_dims(const Plan& plan, std::uint64_t seed, const std::string& source);
 
 /// Per-layer parameter tensors in canonical order (index into LayerTensors).
 enum LayerParam : int { kLn1G, kLn1B, kWqkv, kBqkv, kWo, kBo, kLn2G, kLn2B, kW1, kB1, kW2, kB2 };

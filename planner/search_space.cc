@@ -114,18 +114,6 @@ double layer_params(const ModelShape& m) {
 
 double total_params(const ModelShape& m) { return hw::parameter_count(m); }
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::kNone:
-      return "none";
-    case Recompute::kSelective:
-      return "selective";
-    case Recompute::kFull:
-      return "full";
-  }
-  return "none";
-}
-
 std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
                                             const std::vector<int>& v_values,
                                             std::vector<std::string>* skipped) {

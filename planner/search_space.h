@@ -9,6 +9,7 @@
 
 #include "core/plan.h"
 #include "hwmodels/profile.h"
+#include "hwmodels/transformer.h"
 #include "planner/generator.h"
 
 namespace pw {
@@ -56,8 +57,9 @@ double layer_params(const ModelShape& m);
 /// All parameters: layers + token embedding + position embedding (PTD-P formula's terms).
 double total_params(const ModelShape& m);
 
-enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
-const char* recompute_name(Recompute r);
+/// Recomputation is hwmodels' enum (SearchConfig stores it as its integer value).
+using Recompute = hw::Recompute;
+using hw::recompute_name;
 
 /// One configuration. 16 bytes; the global batch is micro_batch * microbatches * d.
 struct SearchConfig {

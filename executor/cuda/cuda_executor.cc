@@ -496,11 +496,7 @@ ExecuteResult execute_plan_cuda(const Plan& plan, const ExecuteOptions& opt, MPI
     } else {
       layout = make_layout(plan, size, opt.source);
     }
-    dims = make_model_dims(plan.model, plan.config, opt.seed, opt.source);
-    if (plan.schedule.placement.num_layers != dims.num_layers)
-      throw ConfigError(opt.source, "schedule.placement.num_layers",
-                        fmt::format("is {} but model.num_layers is {}",
-                                    plan.schedule.placement.num_layers, dims.num_layers));
+    dims = make_plan_model_dims(plan, opt.seed, opt.source);
     prog = build_program(plan.schedule, layout.dp);
     if (!single) {
       const std::string order = check_transfer_order(prog, plan.schedule.placement);
