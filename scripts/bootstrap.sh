@@ -34,7 +34,9 @@ case "$mode" in
   test)
     # mpirun refuses root unless told otherwise; CI runs as root.
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    ctest --test-dir "$build" -LE gpu --output-on-failure -j"$(nproc)"
+    # Timing-sensitive tests first, alone; then everything else in parallel.
+    ctest --test-dir "$build" -L timing -LE gpu --output-on-failure
+    ctest --test-dir "$build" -LE 'gpu|timing' --output-on-failure -j"$(nproc)"
     ;;
   *)
     echo "usage: $0 run|test" >&2
