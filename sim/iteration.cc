@@ -20,6 +20,22 @@ struct Interval {
   TimePs begin, end;
 };
 
+// Measure of the union of `a` clipped to [lo, hi] (`a` is sorted by begin on return).
+TimePs covered_within(std::vector<Interval>& a, TimePs lo, TimePs hi) {
+  std::sort(a.begin(), a.end(), [](const Interval& x, const Interval& y) {
+    return x.begin < y.begin || (x.begin == y.begin && x.end < y.end);
+  });
+  TimePs total = 0, reach = lo;
+  for (const Interval& x : a) {
+    const TimePs b = std::max(x.begin, reach), e = std::min(x.end, hi);
+    if (e > b) {
+      total += e - b;
+      reach = e;
+    }
+  }
+  return total;
+}
+
 // Measure of the union of `a` minus the union of `cover` (both sorted by begin on return).
 TimePs uncovered(std::vector<Interval>& a, std::vector<Interval>& cover) {
   auto by_begin = [](const Interval& x, const Interval& y) {
@@ -219,6 +235,26 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
           uncovered(comm[static_cast<std::size_t>(d) * kNumCommKinds + k], compute[d]);
   }
   for (TimePs& e : res.exposed) e /= std::max(R, 1);
+  // Idle time of the busiest GPU (the one that sets the ideal time) spent on exposed
+  // communication: inside its compute span, covered by communication but not by compute.
+  int busiest = 0;
+  for (int d = 1; d < R; ++d)
+    if (er.device[d].busy > er.device[busiest].busy) busiest = d;
+  TimePs comm_idle = 0;
+  if (R > 0) {
+    std::vector<Interval> active = compute[busiest];
+    for (int k = 0; k < kNumCommKinds; ++k) {
+      const auto& c = comm[static_cast<std::size_t>(busiest) * kNumCommKinds + k];
+      active.insert(active.end(), c.begin(), c.end());
+    }
+    const TimePs lo = er.device[busiest].first_compute_start, hi = last_compute[busiest];
+    if (hi > lo)
+      comm_idle = covered_within(active, lo, hi) - covered_within(compute[busiest], lo, hi);
+  }
+  res.pipeline_bubble_rate =
+      span > 0 ? static_cast<double>(std::max<TimePs>(0, span - busy - comm_idle)) /
+                     static_cast<double>(span)
+               : 0;
   res.bubble_rate = span > 0 ? static_cast<double>(span - busy) / static_cast<double>(span) : 0;
   res.bubble_fraction = busy > 0 ? static_cast<double>(span - busy) / static_cast<double>(busy) : 0;
   const double capacity = in.profile.gpu.hbm_capacity.value;

@@ -68,6 +68,25 @@ TEST(Iteration, SameScenarioGivesAByteIdenticalTrace) {
   EXPECT_NE(a.find("thread_name"), std::string::npos);
 }
 
+TEST(Iteration, WithoutAPipelineIdleTimeIsExposedCommunicationNotBubble) {
+  // t=8, p=1: a single stage never waits for another one, so every idle moment of its compute
+  // stream is spent on (exposed) TP or DP communication: pipeline bubble 0, total idle > 0.
+  const IterationResult r = simulate_iteration(testing::input_for(small_scenario(8, 1, 1, 8)));
+  EXPECT_GT(r.bubble_rate, 0.01);
+  EXPECT_GT(r.exposed[static_cast<int>(CommKind::kTp)], 0);
+  EXPECT_EQ(r.pipeline_bubble_rate, 0.0);
+}
+
+TEST(Iteration, WithFreeCommunicationAllIdleTimeIsPipelineBubble) {
+  // p=4 1F1B with communication taking no time: the only reason to idle is waiting for another
+  // stage, so the pipeline bubble is the whole idle share (and positive: (p-1) slots of warm-up).
+  IterationOptions opt;
+  opt.free_communication = true;
+  const IterationResult r = simulate_iteration(testing::input_for(small_scenario(1, 4, 1, 8)), opt);
+  EXPECT_GT(r.pipeline_bubble_rate, 0.1);
+  EXPECT_NEAR(r.pipeline_bubble_rate, r.bubble_rate, 1e-12);
+}
+
 TEST(Iteration, OverlappedGradientReductionIsNotSlower) {
   const IterationInput in = testing::input_for(small_scenario(1, 1, 1, 16));
   IterationOptions on, off;
