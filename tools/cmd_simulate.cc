@@ -19,6 +19,7 @@
 #include "core/plan_io.h"
 #include "core/pytorch_csv.h"
 #include "core/schedule_io.h"
+#include "hwmodels/model_presets.h"
 #include "planner/generator.h"
 #include "report/build.h"
 #include "report/report.h"
@@ -38,7 +39,15 @@ struct SimOptions {
   std::string format = "table";
   bool diagram = false;
   std::string export_csv, csv_form = "compute_only", import_csv, emit;
-  std::string report;  ///< --report FILE: the shared HTML renderer (report/)
+  std::string report;       ///< --report FILE: the shared HTML renderer (report/)
+  std::string model;        ///< --model NAME: a hwmodels preset written into emitted plans
+  std::string model_shape;  ///< --model-shape hidden=..,heads=..,...: overrides --model's keys
+};
+
+/// The model an emitted plan carries (and the layer count the placement spans).
+struct ModelSpec {
+  ModelShape shape;  ///< num_layers 0 = no model given (one layer per stage, name "custom")
+  int micro_batch_size = 1;
 };
 
 /// Pass costs in the user's unit (milliseconds-like; F=1 means one unit).
@@ -104,6 +113,85 @@ CostSpec parse_costs(const std::string& text) {
   return c;
 }
 
+int parse_shape_value(const std::string& text, const std::string& key) {
+  int v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || v < 1 || v > 10'000'000)
+    throw ConfigError("", "--model-shape",
+                      fmt::format("expected a positive integer for {}, got '{}'", key, text));
+  return v;
+}
+
+/// --model NAME (hwmodels preset) then --model-shape KEY=INT items (hidden, heads, seq, vocab,
+/// layers, ffn, microbatch). A shape given without a preset needs hidden, heads, seq, vocab and
+/// layers; ffn defaults to 4 * hidden.
+ModelSpec parse_model(const SimOptions& o) {
+  ModelSpec m;
+  if (!o.model.empty()) {
+    const hw::ModelPreset* p = hw::find_model_preset(o.model);
+    if (p == nullptr)
+      throw ConfigError("", "--model",
+                        fmt::format("unknown preset '{}' (did you mean '{}'?); expected one of: {}",
+                                    o.model, nearest_name(o.model, hw::model_preset_names()),
+                                    fmt::join(hw::model_preset_names(), ", ")));
+    m.shape = p->shape;
+  }
+  if (o.model_shape.empty()) return m;
+  static const std::vector<std::string> kKeys = {"hidden", "heads", "seq",       "vocab",
+                                                 "layers", "ffn",   "microbatch"};
+  ModelShape& sh = m.shape;
+  if (o.model.empty()) sh.name = "custom";
+  std::string_view rest(o.model_shape);
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string item(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      throw ConfigError("", "--model-shape",
+                        fmt::format("expected KEY=INTEGER items (keys {}), got '{}'",
+                                    fmt::join(kKeys, ", "), item));
+    const std::string key = item.substr(0, eq);
+    const int v = parse_shape_value(item.substr(eq + 1), key);
+    if (key == "hidden") {
+      sh.hidden_size = v;
+    } else if (key == "heads") {
+      sh.num_attention_heads = v;
+    } else if (key == "seq") {
+      sh.seq_length = v;
+    } else if (key == "vocab") {
+      sh.vocab_size = v;
+    } else if (key == "layers") {
+      sh.num_layers = v;
+    } else if (key == "ffn") {
+      sh.ffn_hidden_size = v;
+    } else if (key == "microbatch") {
+      m.micro_batch_size = v;
+    } else {
+      throw ConfigError("", "--model-shape",
+                        fmt::format("unknown key '{}' (did you mean '{}'?); valid: {}", key,
+                                    nearest_name(key, kKeys), fmt::join(kKeys, ", ")));
+    }
+  }
+  const std::pair<const char*, int> required[] = {{"hidden", sh.hidden_size},
+                                                  {"heads", sh.num_attention_heads},
+                                                  {"seq", sh.seq_length},
+                                                  {"vocab", sh.vocab_size},
+                                                  {"layers", sh.num_layers}};
+  for (const auto& [key, v] : required)
+    if (v <= 0)
+      throw ConfigError("", "--model-shape",
+                        fmt::format("missing {}; expected hidden, heads, seq, vocab and layers "
+                                    "(or --model PRESET)",
+                                    key));
+  if (sh.hidden_size % sh.num_attention_heads != 0)
+    throw ConfigError("", "--model-shape",
+                      fmt::format("heads {} does not divide hidden {}; expected a divisor",
+                                  sh.num_attention_heads, sh.hidden_size));
+  if (sh.ffn_hidden_size == 0) sh.ffn_hidden_size = 4 * sh.hidden_size;
+  return m;
+}
+
 UniformCosts to_uniform(const CostSpec& c, double mw_ratio) {
   UniformCosts u;
   u.f = millis_to_ps(c.f);
@@ -122,7 +210,7 @@ bool has_recompute(const Schedule& s) {
   return false;
 }
 
-Schedule build_schedule(const SimOptions& o, const CostSpec& costs) {
+Schedule build_schedule(const SimOptions& o, const CostSpec& costs, const ModelSpec& model) {
   if (!o.import_csv.empty()) {
     if (!o.schedule.empty())
       throw ConfigError("", "--import-csv", "give either --schedule or --import-csv, not both");
@@ -130,6 +218,10 @@ Schedule build_schedule(const SimOptions& o, const CostSpec& costs) {
     if (!o.pp.empty() && parse_count(o.pp, "--pp", 1, kMaxDevices) != s.placement.num_devices)
       throw ConfigError(o.import_csv, "--pp",
                         fmt::format("the CSV has {} ranks", s.placement.num_devices));
+    if (model.shape.num_layers > 0)
+      throw ConfigError(o.import_csv, "--model",
+                        "a PyTorch CSV carries no layer split; give --model/--model-shape with "
+                        "--schedule");
     return s;
   }
   if (o.schedule.empty())
@@ -151,7 +243,14 @@ Schedule build_schedule(const SimOptions& o, const CostSpec& costs) {
                       fmt::format("p * chunks * m is too large (limit {} passes)", kMaxPasses));
   gp.costs = to_uniform(costs, o.mw_ratio);
   gp.memory_limit = o.memory_limit;
-  return generate_schedule(registry, o.schedule, gp);
+  gp.num_layers = model.shape.num_layers;
+  Schedule s = generate_schedule(registry, o.schedule, gp);
+  if (model.shape.num_layers > 0 && model.shape.num_layers < s.placement.num_stages())
+    throw ConfigError("", o.model_shape.empty() ? "--model" : "--model-shape",
+                      fmt::format("{} layers cannot fill the schedule's {} stages; expected at "
+                                  "least one layer per stage",
+                                  model.shape.num_layers, s.placement.num_stages()));
+  return s;
 }
 
 // --- diagram -----------------------------------------------------------------------------------
@@ -291,19 +390,24 @@ std::string command_line(const SimOptions& o) {
   add("--chunks", o.chunks);
   add("--group-size", o.group_size);
   add("--costs", o.costs);
+  add("--model", o.model);
+  add("--model-shape", o.model_shape);
   if (o.mw_ratio > 0) add("--mw-ratio", fmt::format("{}", o.mw_ratio));
   if (o.memory_limit > 0) add("--memory-limit", fmt::format("{}", o.memory_limit));
   return cmd;
 }
 
-void emit_plan(const SimOptions& o, const Schedule& s, const CostTable& table) {
+void emit_plan(const SimOptions& o, const Schedule& s, const CostTable& table,
+               const ModelSpec& model) {
   Plan plan;
   plan.model.name = "custom";
+  if (model.shape.num_layers > 0) plan.model = model.shape;
   plan.model.num_layers = s.placement.num_layers;
+  plan.config.micro_batch_size = model.micro_batch_size;
   plan.config.pipeline_parallel = s.placement.num_devices;
   plan.config.virtual_stages = s.placement.num_stages() / s.placement.num_devices;
   plan.config.schedule = s.name;
-  plan.config.global_batch_size = s.num_microbatches;
+  plan.config.global_batch_size = s.num_microbatches * model.micro_batch_size;
   for (int d = 0; d < s.placement.num_devices; ++d) plan.rank_to_gpu.push_back(d);
   plan.schedule = lower_communication(s);
   Evaluator ev(plan.schedule);
@@ -346,7 +450,8 @@ int run_simulation(const SimOptions& o) {
   if (!parse_csv_form(o.csv_form, &form))
     throw ConfigError("", "--csv-form", "expected compute_only or compute_comms");
   const CostSpec costs = parse_costs(o.costs);
-  const Schedule s = build_schedule(o, costs);
+  const ModelSpec model = parse_model(o);
+  const Schedule s = build_schedule(o, costs, model);
   const CostTable table =
       make_uniform_cost_table(s.placement, to_uniform(costs, o.mw_ratio), has_recompute(s));
   Evaluator ev(s);
@@ -354,7 +459,7 @@ int run_simulation(const SimOptions& o) {
   std::vector<std::string> diagram;
   if (o.diagram) diagram = draw(s, r, diagram_slot(costs));
   if (!o.export_csv.empty()) save_pytorch_csv(o.export_csv, s, form);
-  if (!o.emit.empty()) emit_plan(o, s, table);
+  if (!o.emit.empty()) emit_plan(o, s, table, model);
   if (!o.report.empty()) write_report(o, s, table);
   std::string out;
   if (o.format == "table") {
@@ -402,6 +507,12 @@ void register_simulate(CLI::App& app, int* status) {
       ->capture_default_str();
   sub->add_option("--import-csv", opts.import_csv, "Simulate a PyTorch pipelining CSV schedule");
   sub->add_option("--emit", opts.emit, "Write a plan (schedule + predicted times), .yaml or .json");
+  sub->add_option("--model", opts.model,
+                  "Model preset written into an emitted plan (e.g. megatron-1.7b); its layers "
+                  "are split over the stages");
+  sub->add_option("--model-shape", opts.model_shape,
+                  "Model shape for an emitted plan: hidden=..,heads=..,seq=..,vocab=..,layers=..[,"
+                  "ffn=..][,microbatch=..] (overrides --model's keys; `execute` can run it)");
   add_scenario_sim_flags(sub, &scenario);
   sub->callback([status, state] {
     ScenarioSimOptions& scen = state->second;

@@ -173,34 +173,57 @@ void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts) {
                   "Share by which compute slows while NCCL kernels overlap it (0..0.9)");
 }
 
-int run_scenario_simulation(const ScenarioSimOptions& opts) {
-  if (!opts.plan.empty())
-    throw ConfigError("", "--plan", "re-simulating a plan is not supported yet; pass a scenario");
-  if (opts.scenario.empty()) throw ConfigError("", "SCENARIO", "expected a scenario YAML file");
+namespace {
+
+/// Checks the flags shared by the scenario and plan modes.
+void check_common_flags(const ScenarioSimOptions& opts) {
   if (!opts.report.empty())
     throw ConfigError("", "--report",
-                      "not available with a scenario yet; use `pipewright compare SCENARIO.yaml "
-                      "--schedules ... --report FILE` (same renderer)");
+                      "not available with a scenario or plan yet; use `pipewright compare "
+                      "SCENARIO.yaml --schedules ... --report FILE` (same renderer)");
   if (opts.format != "table" && opts.format != "json")
     throw ConfigError("", "--format", fmt::format("'{}'; expected table or json", opts.format));
-  const hw::Scenario s = hw::load_scenario(opts.scenario);
   if (opts.grad_reduce_bytes != 2 && opts.grad_reduce_bytes != 4)
     throw ConfigError("", "--grad-reduce-bytes",
                       fmt::format("{}; expected 2 or 4", opts.grad_reduce_bytes));
   if (!(opts.comm_slowdown >= 0 && opts.comm_slowdown <= 0.9))
     throw ConfigError("", "--comm-compute-slowdown",
                       fmt::format("{}; expected a share in [0, 0.9]", opts.comm_slowdown));
+}
+
+}  // namespace
+
+IterationOptions iteration_options(const ScenarioSimOptions& opts, bool flash_attention) {
   IterationOptions io;
   io.trace = !opts.trace.empty();
   io.overlap_grad_reduce = opts.overlap_grad_reduce;
   io.grad_bytes_per_param = opts.grad_reduce_bytes;
   io.representative = !opts.all_ranks;
   io.comm_compute_slowdown = opts.comm_slowdown;
-  io.flash_attention = s.flash_attention;
-  const IterationResult r = simulate_iteration(scenario_iteration_input(s), io);
+  io.flash_attention = flash_attention;
+  return io;
+}
+
+std::string scenario_summary(const hw::Scenario& s, const IterationResult& r, bool json) {
+  return json ? to_json(s, r).dump(2) + "\n" : to_table(s, r);
+}
+
+int run_scenario_simulation(const ScenarioSimOptions& opts) {
+  if (!opts.plan.empty()) {
+    if (!opts.scenario.empty())
+      throw ConfigError(
+          "", "--plan",
+          fmt::format("give a scenario or --plan, not both (got scenario '{}')", opts.scenario));
+    check_common_flags(opts);
+    return run_plan_simulation(opts);
+  }
+  if (opts.scenario.empty()) throw ConfigError("", "SCENARIO", "expected a scenario YAML file");
+  check_common_flags(opts);
+  const hw::Scenario s = hw::load_scenario(opts.scenario);
+  const IterationResult r =
+      simulate_iteration(scenario_iteration_input(s), iteration_options(opts, s.flash_attention));
   if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(r.trace));
-  const std::string text = opts.format == "json" ? to_json(s, r).dump(2) + "\n" : to_table(s, r);
-  std::fputs(text.c_str(), stdout);
+  std::fputs(scenario_summary(s, r, opts.format == "json").c_str(), stdout);
   return 0;
 }
 

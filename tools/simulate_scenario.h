@@ -29,7 +29,23 @@ void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts);
 /// and assembles the simulator's input. Unknown schedules and generator refusals throw
 /// ConfigError naming the scenario file and `parallel.schedule`.
 IterationInput scenario_iteration_input(const hw::Scenario& s);
-/// Runs the scenario mode; returns the exit status.
+/// Runs the scenario mode (or, with --plan, the plan mode); returns the exit status.
 int run_scenario_simulation(const ScenarioSimOptions& opts);
+
+/// The simulator options the flags ask for (shared by the scenario and plan modes).
+IterationOptions iteration_options(const ScenarioSimOptions& opts, bool flash_attention);
+/// The scenario mode's summary: a table, or JSON when `json`.
+std::string scenario_summary(const hw::Scenario& s, const IterationResult& r, bool json);
+
+/// `simulate --plan plan.yaml` (tools/simulate_plan.cc): loads and validates the plan (checksum,
+/// legality, timings), then re-simulates the plan's own schedule. A plan whose model shape is
+/// complete and whose `cluster` names a hardware profile (shipped name or YAML path, relative
+/// to the plan's folder) is rebuilt: costs from the workload model, one iteration on the
+/// discrete-event simulator, the scenario mode's summary. Any other plan (custom, or emitted
+/// by `simulate --emit` on fixed costs) runs its schedule on the discrete-event engine with
+/// each action's predicted duration as its cost and each stage boundary's hop latency inferred
+/// from the predicted gaps (exact for evaluator-made predictions). Both print "plan predicted
+/// X, re-simulated Y, difference Z%". Bad plans throw ConfigError naming the file and field.
+int run_plan_simulation(const ScenarioSimOptions& opts);
 
 }  // namespace pw::tools
