@@ -90,8 +90,11 @@ CalibrateOutcome calibrate(const CalibrateOptions& o) {
                                     "{} was asked",
                                     raw.provenance.backend, o.backend));
   }
+  if (o.ranks_per_node < 0)
+    throw ConfigError("--ranks", "", "expected a positive number of executor ranks per host");
   ProfileOptions po;
   po.name = o.name.empty() ? default_name(raw.provenance) : o.name;
+  po.ranks_per_node = o.ranks_per_node;
   po.raw_source = source;
   hw::GpuSpec base_gpu;  // CPU: one unit, one 1x1 tile
   base_gpu.sm_count = 1;

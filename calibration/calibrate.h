@@ -26,6 +26,7 @@ struct CalibrateOptions {
   std::string name;          ///< profile name; "" = calibrated-<backend>[-<gpu>]
   MpiLaunch mpi;             ///< how to start the 2-rank MPI job (CPU backend)
   bool skip_mpi = false;     ///< CPU: do not measure MPI (then --from-raw data must supply it)
+  int ranks_per_node = 0;    ///< CPU: executor ranks per host in the profile; 0 = the cores
   CpuBenchOptions cpu;       ///< CPU sweep (quick is copied from `quick`)
   CudaMeasure measure_cuda;  ///< empty = this build has no CUDA calibration
   std::string command;       ///< command line, recorded in the provenance

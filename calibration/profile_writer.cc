@@ -111,7 +111,9 @@ std::string cpu_profile(const FitResult& fit, const ProfileOptions& o) {
     throw ConfigError(o.raw_source, "transfers",
                       "no mpi_p2p measurements: the CPU profile needs the MPI link");
   const GemmFit& g = primary_gemm(fit);
-  int ranks_per_node = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  int ranks_per_node = o.ranks_per_node > 0
+                           ? o.ranks_per_node
+                           : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
   YAML::Node doc;
   doc["name"] = o.name;
   doc["description"] = fmt::format(
@@ -122,27 +124,25 @@ std::string cpu_profile(const FitResult& fit, const ProfileOptions& o) {
   YAML::Node gpu;
   gpu["name"] = fmt::format("{} (executor CPU backend, fp64, 1 thread)", p.device);
   gpu["sm_count"] = 1;
+  // The CPU backend computes in float64 whatever dtype the workload model names: the fit is
+  // written as fp64, and compute_dtype tells hwmodels to answer every dtype with it.
   YAML::Node peaks;
-  for (const auto& d : o.cpu_dtypes) peaks[d] = num(g.peak_flops * 1e-12);
+  peaks[g.dtype] = num(g.peak_flops * 1e-12);
   gpu["peak_tflops"] = flow(peaks);
+  gpu["compute_dtype"] = g.dtype;
   gpu["hbm_capacity_gb"] = num(p.memory_bytes / ranks_per_node * 1e-9);
   gpu["hbm_bandwidth_gb_per_s"] = num(fit.memory_pooled.bandwidth() * o.memory_bytes_ratio * 1e-9);
   gpu["hbm_efficiency"] = 1;
   gpu["kernel_latency_us"] = num(g.kernel_latency_s * 1e6);
   gpu["gemm"] = gemm_node(g, true, src);
   if (g.quality.worst_residual > fit.table_threshold) {
-    auto rows = measured_table(g, samples_of(fit, g.dtype));
-    YAML::Node table(YAML::NodeType::Sequence);
-    for (const auto& d : o.cpu_dtypes)
-      for (const auto& e : table_node(rows, d)) table.push_back(e);
-    gpu["gemm_measured"] = table;
+    gpu["gemm_measured"] = table_node(measured_table(g, samples_of(fit, g.dtype)), g.dtype);
   }
   gpu["source"] = fmt::format(
-      "peak = fitted asymptotic fp64 GEMM rate (written for every dtype: the CPU backend computes "
-      "in float64); memory bandwidth = pooled fit of {} kernels x {} (model bytes per element / "
-      "8); "
-      "{}",
-      fit.memory.size(), o.memory_bytes_ratio, src);
+      "peak = fitted asymptotic {} GEMM rate (compute_dtype: the CPU backend computes every "
+      "dtype in float64); memory bandwidth = pooled fit of {} kernels x {} (model bytes per "
+      "element / 8); {}",
+      g.dtype, fit.memory.size(), o.memory_bytes_ratio, src);
   doc["gpu"] = gpu;
   std::string link_src = fmt::format(
       "MPI ping-pong alpha {:.2f} us, bandwidth {:.2f} GB/s, R2(log) {:.4f}; {}",

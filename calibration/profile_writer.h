@@ -33,8 +33,9 @@ struct ProfileOptions {
   /// The same for messages (CPU: the model sends 2-byte activations, the CPU executor sends
   /// 8-byte doubles: 0.25); link and collective bandwidths are scaled by it.
   double link_bytes_ratio = 1.0;
-  /// hwmodels dtypes that receive the CPU fp64 fit (peak and measured table).
-  std::vector<std::string> cpu_dtypes = {"fp32", "tf32", "fp16", "bf16"};
+  /// CPU: executor ranks (one core each) per host that the profile describes as its "GPUs" per
+  /// node; 0 = the number of cores of this machine (at least 2).
+  int ranks_per_node = 0;
 };
 
 /// Renders the profile YAML. Deterministic for the same inputs. Throws ConfigError when the

@@ -19,6 +19,8 @@ const char* dtype_name(DType d) {
       return "bf16";
     case DType::kFp8:
       return "fp8";
+    case DType::kFp64:
+      return "fp64";
   }
   return "?";
 }
@@ -33,6 +35,8 @@ int dtype_bytes(DType d) {
       return 2;
     case DType::kFp8:
       return 1;
+    case DType::kFp64:
+      return 8;
   }
   return 2;
 }

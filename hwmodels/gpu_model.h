@@ -10,13 +10,14 @@
 
 namespace pw::hw {
 
-/// Element types with distinct tensor-core peaks.
-enum class DType { kFp32, kTf32, kFp16, kBf16, kFp8 };
-inline constexpr int kNumDTypes = 5;
+/// Element types with distinct tensor-core peaks. kFp64 (appended last, so the others keep their
+/// indices) is what the executor's CPU backend computes in.
+enum class DType { kFp32, kTf32, kFp16, kBf16, kFp8, kFp64 };
+inline constexpr int kNumDTypes = 6;
 
-/// "fp32", "tf32", "fp16", "bf16", "fp8".
+/// "fp32", "tf32", "fp16", "bf16", "fp8", "fp64".
 const char* dtype_name(DType d);
-/// Bytes per element (fp32/tf32 4, fp16/bf16 2, fp8 1).
+/// Bytes per element (fp64 8, fp32/tf32 4, fp16/bf16 2, fp8 1).
 int dtype_bytes(DType d);
 /// Parses a dtype name; returns false if unknown.
 bool parse_dtype(const std::string& name, DType* out);

@@ -46,6 +46,15 @@ LinkSpec parse_link(const ConfigMap& m) {
   return l;
 }
 
+std::string dtype_list() {
+  std::string all;
+  for (int i = 0; i < kNumDTypes; ++i) {
+    all += i == 0 ? "" : i + 1 == kNumDTypes ? " or " : ", ";
+    all += dtype_name(static_cast<DType>(i));
+  }
+  return all;
+}
+
 void parse_gemm(const ConfigMap& m, GpuSpec* g) {
   m.check_keys({"max_efficiency", "k_half", "tiles", "source"});
   g->gemm_max_efficiency = m.positive("max_efficiency");
@@ -75,15 +84,52 @@ void parse_measured(const ConfigMap& gpu, GpuSpec* g) {
                       s.positive("tflops")};
     std::string d = s.text("dtype");
     if (!parse_dtype(d, &sample.dtype)) {
-      s.fail("dtype", "unknown dtype '" + d + "'; expected fp32, tf32, fp16, bf16 or fp8");
+      s.fail("dtype", "unknown dtype '" + d + "'; expected " + dtype_list());
     }
     g->measured.push_back(sample);
   }
 }
 
-GpuSpec parse_gpu(const ConfigMap& m) {
-  m.check_keys({"name", "sm_count", "peak_tflops", "hbm_capacity_gb", "hbm_bandwidth_gb_per_s",
-                "hbm_efficiency", "kernel_latency_us", "gemm", "gemm_measured", "source"});
+/// `compute_dtype`: only that dtype's peak and measured GEMMs may be given; they are copied to
+/// every other dtype (the device runs all of them as this one).
+void apply_compute_dtype(const ConfigMap& gpu, DType cd, GpuSpec* g) {
+  const int c = static_cast<int>(cd);
+  ConfigMap peaks = gpu.child("peak_tflops");
+  if (g->peak_flops[c] <= 0) {
+    peaks.fail(dtype_name(cd), fmt::format("missing; compute_dtype is {}, so its peak in TFLOP/s "
+                                           "(> 0) is required",
+                                           dtype_name(cd)));
+  }
+  for (int i = 0; i < kNumDTypes; ++i) {
+    if (i != c && g->peak_flops[i] > 0) {
+      peaks.fail(dtype_name(static_cast<DType>(i)),
+                 fmt::format("not allowed with compute_dtype {}: every dtype runs as {} on this "
+                             "device; give only peak_tflops.{}",
+                             dtype_name(cd), dtype_name(cd), dtype_name(cd)));
+    }
+  }
+  std::vector<GemmSample> own;
+  for (std::size_t k = 0; k < g->measured.size(); ++k) {
+    if (g->measured[k].dtype != cd) {
+      gpu.fail(fmt::format("gemm_measured[{}].dtype", k),
+               fmt::format("expected {} (the compute_dtype)", dtype_name(cd)));
+    }
+    own.push_back(g->measured[k]);
+  }
+  for (int i = 0; i < kNumDTypes; ++i) {
+    if (i == c) continue;
+    g->peak_flops[i] = g->peak_flops[c];
+    for (GemmSample s : own) {
+      s.dtype = static_cast<DType>(i);
+      g->measured.push_back(s);
+    }
+  }
+}
+
+GpuSpec parse_gpu(const ConfigMap& m, std::optional<DType>* compute_dtype) {
+  m.check_keys({"name", "sm_count", "peak_tflops", "compute_dtype", "hbm_capacity_gb",
+                "hbm_bandwidth_gb_per_s", "hbm_efficiency", "kernel_latency_us", "gemm",
+                "gemm_measured", "source"});
   GpuSpec g;
   g.name = m.text("name");
   g.sm_count = static_cast<int>(m.integer("sm_count"));
@@ -94,7 +140,16 @@ GpuSpec parse_gpu(const ConfigMap& m) {
   for (int i = 0; i < kNumDTypes; ++i) {
     g.peak_flops[i] = peaks.positive_or(names[i], 0.0, true) * 1e12;
   }
-  if (g.peak_flops[static_cast<int>(DType::kBf16)] <= 0) {
+  compute_dtype->reset();
+  if (m.has("compute_dtype")) {
+    std::string d = m.text("compute_dtype");
+    DType cd{};
+    if (!parse_dtype(d, &cd)) {
+      m.fail("compute_dtype", fmt::format("unknown dtype '{}'; expected {} (did you mean '{}'?)", d,
+                                          dtype_list(), nearest_name(d, names)));
+    }
+    *compute_dtype = cd;
+  } else if (g.peak_flops[static_cast<int>(DType::kBf16)] <= 0) {
     peaks.fail("bf16", "missing; expected the dense BF16 peak in TFLOP/s (> 0)");
   }
   g.hbm_capacity = gigabytes(m.positive("hbm_capacity_gb"));
@@ -104,6 +159,7 @@ GpuSpec parse_gpu(const ConfigMap& m) {
   g.kernel_latency = seconds_to_ps(m.positive_or("kernel_latency_us", 3.0, true) * 1e-6);
   parse_gemm(m.child("gemm"), &g);
   parse_measured(m, &g);
+  if (compute_dtype->has_value()) apply_compute_dtype(m, **compute_dtype, &g);
   return g;
 }
 
@@ -146,7 +202,7 @@ HardwareProfile parse_profile(const std::string& text, const std::string& file) 
   p.name = root.text("name");
   p.description = root.text_or("description", "");
   p.file = file;
-  p.gpu = parse_gpu(root.child("gpu"));
+  p.gpu = parse_gpu(root.child("gpu"), &p.compute_dtype);
   p.node = parse_node(root.child("node"));
   p.fabric = parse_fabric(root.child("fabric"));
   ConfigMap coll = root.child("collectives", true);

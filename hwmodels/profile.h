@@ -1,6 +1,7 @@
 #pragma once
 /// Hardware profiles: one YAML file per cluster type (GPU, node, fabric), shipped under
 /// hwmodels/profiles/ or written by calibration. See docs/hwmodels.md for the format.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@ struct HardwareProfile {
   FabricSpec fabric;
   /// Fixed software cost of one step of a collective algorithm (NCCL kernel/proxy overhead), ps.
   TimePs collective_step_latency = 2'000'000;
+  /// `gpu.compute_dtype`: the one element type this device computes in, whatever the workload
+  /// asks for (the executor's CPU backend runs everything in fp64). The file gives only that
+  /// dtype's peak and measured GEMMs; on load they answer for every dtype (gpu.peak_flops and
+  /// gpu.measured are filled for all of them). Empty for GPUs, whose dtypes differ.
+  std::optional<DType> compute_dtype;
 };
 
 /// Parses profile YAML text; errors name `file` and the key path.

@@ -22,6 +22,7 @@ struct CalibrateArgs {
   std::string out, raw, from_raw, base, name;
   std::string mpirun = "mpirun";
   bool skip_mpi = false;
+  int ranks = 0;
   std::string mpi_worker;  // hidden: this process is one rank of the MPI benchmark job
   std::vector<std::string> argv;
 };
@@ -64,6 +65,7 @@ void run(const CalibrateArgs& a, int* status) {
   o.base = a.base;
   o.name = a.name;
   o.skip_mpi = a.skip_mpi;
+  o.ranks_per_node = a.ranks;
   o.mpi.mpirun = a.mpirun;
   o.mpi.worker = {self_exe(), "calibrate"};
   if (a.quick) o.mpi.worker.push_back("--quick");
@@ -114,6 +116,9 @@ void register_calibrate(CLI::App& app, int* status) {
   sub->add_option("--name", args->name, "profile name (default calibrated-cpu / calibrated-<gpu>)");
   sub->add_option("--mpirun", args->mpirun, "mpirun to launch the 2-rank MPI benchmark with");
   sub->add_flag("--skip-mpi", args->skip_mpi, "cpu: do not measure MPI (the profile needs it)");
+  sub->add_option("--ranks", args->ranks,
+                  "cpu: executor ranks (one core each) per host, the profile's GPUs per node "
+                  "(default: the number of cores)");
   sub->add_option("--mpi-worker", args->mpi_worker)->group("");  // internal
   sub->callback([args, status, sub] {
     args->argv = {"pipewright", "calibrate"};
