@@ -22,7 +22,8 @@ struct GeneratorParams {
   /// Optional real per-stage costs (overrides `costs` in cost-aware generators when non-null).
   const CostTable* stage_costs = nullptr;
   double memory_limit = 0;  ///< activation limit per device; <= 0 means none
-  int group_size = 0;       ///< interleaved 1F1B group size g (0 = p)
+  int group_size = 0;       ///< interleaved 1F1B group size g (0 = p); zeropp: microbatches
+                            ///< per weight-gather block (0 = m)
 };
 
 using GenerateFn = Schedule (*)(const GeneratorParams&);

@@ -1,12 +1,19 @@
 // ZeroPP-style blockwise task interleaving with fully sharded data parallelism: the model is cut
-// into blocks of `block_layers` layers (GeneratorParams::v blocks per device, default 2; block
-// size = num_layers / (p * v)), laid out looped (block s on device s mod p). F, B and W of each
-// block are interleaved across devices by the zero-bubble greedy scheduler (1F1B memory budget),
-// and each device gathers a block's weights (UNSHARD) right before the block's first pass and
-// releases them (RESHARD) after its last, then reduce-scatters its gradients (REDUCE_GRAD).
-// Gathering is modelled once per block per iteration; smaller blocks mean less gathered weight
-// memory at a time and more, smaller collectives.
+// into blocks of layers (GeneratorParams::v blocks per device, default 2; layers per block =
+// num_layers / (p * v)), laid out looped (block s on device s mod p). F, B and W of each layer
+// block are interleaved across devices by the zero-bubble greedy scheduler (1F1B memory budget).
+//
+// Weights are gathered per block of microbatches: GeneratorParams::group_size microbatches (0 or
+// >= m: all m, one gather per iteration; the CLI's --group-size). The microbatch blocks run one
+// after another; on each device, every layer block's weights are gathered (UNSHARD, microbatch =
+// the block's first) right before the microbatch block's first pass of that layer block and
+// released (RESHARD) after its last W, so ceil(m / group) gathers per layer block and iteration.
+// Gradients are reduce-scattered (REDUCE_GRAD) once, after the last W. Smaller microbatch blocks
+// hold gathered weights and activations for less time (at most `group` microbatches in flight)
+// at the price of more gathers and one pipeline fill and drain per block.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "core/error.h"
 #include "planner/memory_family.h"
@@ -16,28 +23,31 @@
 namespace pw {
 namespace {
 
-void add_sharding(Schedule& s) {
-  const int S = s.placement.num_stages();
-  for (auto& dev : s.actions) {
-    std::vector<int> first(S, -1), last(S, -1);
+// Appends `part` (a schedule of microbatches 0..n-1) to `out` as microbatches first..first+n-1,
+// wrapping each stage's passes in UNSHARD/RESHARD; `last` also adds REDUCE_GRAD per stage.
+void append_block(const Schedule& part, int first, bool last, Schedule& out) {
+  const int S = part.placement.num_stages();
+  std::vector<int> first_at(S), last_at(S);
+  for (std::size_t d = 0; d < part.actions.size(); ++d) {
+    const auto& dev = part.actions[d];
+    std::fill(first_at.begin(), first_at.end(), -1);
     for (int i = 0; i < static_cast<int>(dev.size()); ++i) {
       const int st = dev[i].stage;
-      if (first[st] < 0) first[st] = i;
-      last[st] = i;
+      if (first_at[st] < 0) first_at[st] = i;
+      last_at[st] = i;
     }
-    std::vector<Action> out;
-    out.reserve(dev.size() + 3 * S);
+    auto& dst = out.actions[d];
     for (int i = 0; i < static_cast<int>(dev.size()); ++i) {
       const int st = dev[i].stage;
       const auto stage16 = static_cast<std::int16_t>(st);
-      if (first[st] == i) out.push_back(Action{ActionKind::kUnshard, stage16, -1});
-      out.push_back(dev[i]);
-      if (last[st] == i) {
-        out.push_back(Action{ActionKind::kReshard, stage16, -1});
-        out.push_back(Action{ActionKind::kReduceGrad, stage16, -1});
-      }
+      if (first_at[st] == i) dst.push_back(Action{ActionKind::kUnshard, stage16, first});
+      Action a = dev[i];
+      a.microbatch += first;
+      dst.push_back(a);
+      if (last_at[st] != i) continue;
+      dst.push_back(Action{ActionKind::kReshard, stage16, first});
+      if (last) dst.push_back(Action{ActionKind::kReduceGrad, stage16, -1});
     }
-    dev = std::move(out);
   }
 }
 
@@ -61,8 +71,16 @@ Schedule generate_zeropp(const GeneratorParams& gp) {
     costs = make_uniform_cost_table(pl, gp.costs);
   }
   const double limit = gp.memory_limit > 0 ? gp.memory_limit : gp.p;
-  Schedule s = zb_auto(pl, gp.m, costs, limit, "zeropp");
-  add_sharding(s);
+  const int group = gp.group_size > 0 ? std::min(gp.group_size, gp.m) : gp.m;
+  Schedule s;
+  s.name = "zeropp";
+  s.placement = pl;
+  s.num_microbatches = gp.m;
+  s.actions.resize(gp.p);
+  for (int first = 0; first < gp.m; first += group) {
+    const int n = std::min(group, gp.m - first);
+    append_block(zb_auto(pl, n, costs, limit, "zeropp"), first, first + n >= gp.m, s);
+  }
   return s;
 }
 
