@@ -205,9 +205,14 @@ HardwareProfile parse_profile(const std::string& text, const std::string& file) 
   p.gpu = parse_gpu(root.child("gpu"), &p.compute_dtype);
   p.node = parse_node(root.child("node"));
   p.fabric = parse_fabric(root.child("fabric"));
-  ConfigMap coll = root.child("collectives", true);
-  coll.check_keys({"step_latency_us", "source"});
-  p.collective_step_latency = seconds_to_ps(coll.positive_or("step_latency_us", 2.0, true) * 1e-6);
+  // Optional section. Only looked up when present: ConfigMap::child(key, optional) on a missing
+  // key throws yaml-cpp's InvalidNode (it assigns to the zombie node operator[] returned).
+  if (root.has("collectives")) {
+    ConfigMap coll = root.child("collectives");
+    coll.check_keys({"step_latency_us", "source"});
+    p.collective_step_latency =
+        seconds_to_ps(coll.positive_or("step_latency_us", 2.0, true) * 1e-6);
+  }
   return p;
 }
 

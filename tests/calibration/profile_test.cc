@@ -79,6 +79,73 @@ TEST(CpuProfile, LoadsInHwmodelsWithTheKnownParameters) {
   EXPECT_NEAR(ps_to_seconds(p.collective_step_latency), 0.7e-6, 0.01 * 0.7e-6);
 }
 
+TEST(CpuProfile, LabelsItsFiguresFp64AndAnswersEveryDtypeWithThem) {
+  ProfileOptions po;
+  po.name = "fp64";
+  po.ranks_per_node = 3;
+  FitResult fit = fit_all(
+      synthetic_cpu(1.4), cpu_base(), [](const std::string&) { return 0.0; }, "s");
+  const std::string text = profile_yaml(fit, po);
+  EXPECT_NE(text.find("compute_dtype: fp64"), std::string::npos) << text;
+  EXPECT_EQ(text.find("bf16"), std::string::npos) << "fp64 figures written under bf16:\n" << text;
+  hw::HardwareProfile p = hw::parse_profile(text, "fp64.yaml");
+  ASSERT_TRUE(p.compute_dtype.has_value());
+  EXPECT_EQ(*p.compute_dtype, hw::DType::kFp64);
+  EXPECT_EQ(p.node.gpus_per_node, 3);
+  const double fp64 = p.gpu.peak_flops[static_cast<int>(hw::DType::kFp64)];
+  EXPECT_GT(fp64, 0);
+  hw::GpuModel model(p.gpu);
+  for (int d = 0; d < hw::kNumDTypes; ++d) {
+    EXPECT_EQ(p.gpu.peak_flops[d], fp64) << hw::dtype_name(static_cast<hw::DType>(d));
+    // The measured fp64 table corrects every dtype's GEMMs alike (a shape 40% off the formula).
+    EXPECT_EQ(model.gemm_time(64, 192, 16, static_cast<hw::DType>(d)),
+              model.gemm_time(64, 192, 16, hw::DType::kFp64));
+  }
+}
+
+/// A minimal profile with `gpu_extra` spliced into its gpu section.
+std::string tiny_profile(const std::string& peaks, const std::string& gpu_extra) {
+  return "name: t\ngpu:\n  name: x\n  sm_count: 1\n  peak_tflops: " + peaks +
+         "\n  hbm_capacity_gb: 1\n  hbm_bandwidth_gb_per_s: 1\n  hbm_efficiency: 1\n"
+         "  gemm: {max_efficiency: 1, k_half: 0}\n" +
+         gpu_extra +
+         "node:\n  gpus_per_node: 2\n"
+         "  intra: {type: nvswitch, bandwidth_gb_per_s: 1, latency_us: 1, efficiency: 1}\n"
+         "  pcie: {type: pcie, bandwidth_gb_per_s: 1, latency_us: 1, efficiency: 1}\n"
+         "  nic: {type: ethernet, bandwidth_gb_per_s: 1, latency_us: 1, efficiency: 1}\n"
+         "  nics_per_node: 1\n"
+         "fabric:\n  switch_link: {type: ethernet, bandwidth_gb_per_s: 1, latency_us: 1, "
+         "efficiency: 1}\n";
+}
+
+std::string load_error(const std::string& text) {
+  try {
+    hw::parse_profile(text, "p.yaml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ComputeDtype, BadProfilesNameTheField) {
+  // Sanity: the tiny profile loads as it is, with and without compute_dtype.
+  EXPECT_EQ(load_error(tiny_profile("{bf16: 1}", "")), "");
+  EXPECT_EQ(load_error(tiny_profile("{fp64: 1}", "  compute_dtype: fp64\n")), "");
+  // fp64 alone is not a GPU profile: bf16 is still required without compute_dtype.
+  EXPECT_NE(load_error(tiny_profile("{fp64: 1}", "")).find("bf16"), std::string::npos);
+  std::string e = load_error(tiny_profile("{fp64: 1}", "  compute_dtype: fp46\n"));
+  EXPECT_NE(e.find("gpu.compute_dtype"), std::string::npos) << e;
+  EXPECT_NE(e.find("fp64"), std::string::npos) << e;  // did you mean
+  e = load_error(tiny_profile("{bf16: 1}", "  compute_dtype: fp64\n"));
+  EXPECT_NE(e.find("peak_tflops.fp64"), std::string::npos) << e;
+  e = load_error(tiny_profile("{fp64: 1, bf16: 2}", "  compute_dtype: fp64\n"));
+  EXPECT_NE(e.find("peak_tflops.bf16"), std::string::npos) << e;
+  e = load_error(tiny_profile("{fp64: 1}",
+                              "  compute_dtype: fp64\n  gemm_measured:\n"
+                              "    - {m: 1, n: 1, k: 1, dtype: bf16, tflops: 1}\n"));
+  EXPECT_NE(e.find("gemm_measured[0].dtype"), std::string::npos) << e;
+}
+
 TEST(CpuProfile, MeasuredTableReproducesEveryMeasuredGemm) {
   ProfileOptions po;
   po.name = "skewed";
