@@ -31,11 +31,12 @@ double ms(TimePs t) { return static_cast<double>(t) / static_cast<double>(kPsPer
 /// "plan predicted X, re-simulated Y, difference Z%" (Z relative to the prediction).
 std::string comparison_line(TimePs predicted, TimePs simulated) {
   if (predicted <= 0)
-    return fmt::format("plan predicted nothing (predicted_iteration_ps is 0), re-simulated {} ms\n",
-                       ms(simulated));
+    return fmt::format(
+        "plan predicted nothing (predicted_iteration_ps is 0), re-simulated {:.3f} ms\n",
+        ms(simulated));
   const double diff = 100.0 * (static_cast<double>(simulated) - static_cast<double>(predicted)) /
                       static_cast<double>(predicted);
-  return fmt::format("plan predicted {} ms, re-simulated {} ms, difference {:+.2f}%\n",
+  return fmt::format("plan predicted {:.3f} ms, re-simulated {:.3f} ms, difference {:+.2f}%\n",
                      ms(predicted), ms(simulated), diff);
 }
 
@@ -130,7 +131,7 @@ int run_rebuilt(const ScenarioSimOptions& opts, const Plan& plan) {
     add_comparison(&j, opts.plan, "rebuilt", plan.predicted_iteration, r.iteration);
     text = j.dump(2) + "\n";
   } else {
-    text = scenario_summary(s, r, false);
+    text = scenario_summary(s, r, false, "plan");
     text += fmt::format("{:<28}rebuilt on profile '{}' ({} GPU(s) per node)\n", "costs",
                         plan.cluster, s.topology.node.gpus_per_node);
     text += comparison_line(plan.predicted_iteration, r.iteration);
@@ -315,14 +316,14 @@ int run_fixed_costs(const ScenarioSimOptions& opts, const Plan& plan, const std:
                      s.num_microbatches, s.name,
                      plan.model.name.empty() ? "custom" : plan.model.name, s.total_actions()));
     line("costs", "the plan's predicted per-action times (" + why + ")");
-    line("iteration time", fmt::format("{} ms", ms(r.makespan)));
+    line("iteration time", fmt::format("{:.3f} ms", ms(r.makespan)));
     line("bubble", fmt::format("{:.1f}% of the span ({:.1f}% of busy time)", 100 * r.bubble_rate,
                                100 * r.bubble_fraction));
     text += fmt::format("\n{:>6} {:>16} {:>16} {:>16} {:>16}\n", "device", "first_start (ms)",
                         "last_end (ms)", "busy (ms)", "idle (ms)");
     for (int d = 0; d < D; ++d)
-      text += fmt::format("{:>6} {:>16} {:>16} {:>16} {:>16}\n", d, ms(r.first[d]), ms(r.last[d]),
-                          ms(r.busy[d]), ms(r.makespan - r.busy[d]));
+      text += fmt::format("{:>6} {:>16.3f} {:>16.3f} {:>16.3f} {:>16.3f}\n", d, ms(r.first[d]),
+                          ms(r.last[d]), ms(r.busy[d]), ms(r.makespan - r.busy[d]));
     text += comparison_line(plan.predicted_iteration, r.makespan);
   }
   std::fputs(text.c_str(), stdout);

@@ -70,13 +70,13 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
   return j;
 }
 
-std::string to_table(const hw::Scenario& s, const IterationResult& r) {
+std::string to_table(const hw::Scenario& s, const IterationResult& r, const char* source) {
   std::string o;
   auto line = [&](const std::string& k, const std::string& v) {
     o += fmt::format("{:<28}{}\n", k, v);
   };
   const ParallelConfig& p = s.parallel;
-  line("scenario", s.file);
+  line(source, s.file);
   line("configuration",
        fmt::format("{} GPUs: t={} p={} d={} v={} b={} B={} schedule={} recompute={}{}{}",
                    s.num_gpus(), p.tensor_parallel, p.pipeline_parallel, p.data_parallel,
@@ -204,8 +204,9 @@ IterationOptions iteration_options(const ScenarioSimOptions& opts, bool flash_at
   return io;
 }
 
-std::string scenario_summary(const hw::Scenario& s, const IterationResult& r, bool json) {
-  return json ? to_json(s, r).dump(2) + "\n" : to_table(s, r);
+std::string scenario_summary(const hw::Scenario& s, const IterationResult& r, bool json,
+                             const char* source) {
+  return json ? to_json(s, r).dump(2) + "\n" : to_table(s, r, source);
 }
 
 int run_scenario_simulation(const ScenarioSimOptions& opts) {

@@ -34,8 +34,9 @@ int run_scenario_simulation(const ScenarioSimOptions& opts);
 
 /// The simulator options the flags ask for (shared by the scenario and plan modes).
 IterationOptions iteration_options(const ScenarioSimOptions& opts, bool flash_attention);
-/// The scenario mode's summary: a table, or JSON when `json`.
-std::string scenario_summary(const hw::Scenario& s, const IterationResult& r, bool json);
+/// The scenario mode's summary: a table (first row `source`: s.file), or JSON when `json`.
+std::string scenario_summary(const hw::Scenario& s, const IterationResult& r, bool json,
+                             const char* source = "scenario");
 
 /// `simulate --plan plan.yaml` (tools/simulate_plan.cc): loads and validates the plan (checksum,
 /// legality, timings), then re-simulates the plan's own schedule. A plan whose model shape is

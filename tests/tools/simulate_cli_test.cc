@@ -3,7 +3,9 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,10 +29,10 @@ std::string temp_path(const std::string& name) {
       .string();
 }
 
-CliRun simulate(const std::string& args) {
+// Runs a shell command line; stdout and stderr are captured apart.
+CliRun run_shell(const std::string& command) {
   const std::string err_file = temp_path("stderr.txt");
-  const std::string cmd =
-      std::string(PW_BINARY_DIR) + "/tools/pipewright simulate " + args + " 2>" + err_file;
+  const std::string cmd = command + " 2>" + err_file;
   CliRun r;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -42,6 +44,10 @@ CliRun simulate(const std::string& args) {
   r.err = read_file(err_file);
   std::filesystem::remove(err_file);
   return r;
+}
+
+CliRun simulate(const std::string& args) {
+  return run_shell(std::string(PW_BINARY_DIR) + "/tools/pipewright simulate " + args);
 }
 
 nlohmann::json json_of(const CliRun& r) { return nlohmann::json::parse(r.out); }
@@ -156,6 +162,181 @@ TEST(SimulateCli, ReportWithAScenarioIsRefusedNotIgnored) {
   CliRun r = simulate(std::string(PW_SOURCE_DIR) +
                       "/scenarios/megatron/weak-scaling-1.7b.yaml --report /tmp/never.html");
   expect_bad_input(r, "--report");
+}
+
+}  // namespace
+}  // namespace pw
+
+// --- simulate --plan: re-simulating emitted plans ------------------------------------------------
+
+namespace pw {
+namespace {
+
+CliRun pipewright(const std::string& args) {
+  return run_shell(std::string(PW_BINARY_DIR) + "/tools/pipewright " + args);
+}
+
+TEST(SimulatePlan, FixedCostPlanResimulatesToItsPredictionExactly) {
+  const std::string plan = temp_path("fixed_plan.yaml"), trace = temp_path("fixed_trace.json");
+  ASSERT_EQ(
+      simulate("--schedule 1f1b --pp 4 --microbatches 8 --costs F=1,B=1,W=1 --emit " + plan).status,
+      0);
+  // 1F1B, p = 4, m = 8, F = 1 and a full backward BW = B + W = 2: the last device starts its
+  // first F after (p-1)F = 3, then runs m (F + BW) = 24 back to back (ends at 27); the last
+  // microbatch's backward then crosses the p-1 = 3 earlier stages, 2 each: 27 + 6 = 33
+  // = (m + p - 1)(F + B + W). Same costs, same schedule: the re-simulation must say 33 too.
+  CliRun r = simulate("--plan " + plan + " --format json --trace " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = json_of(r);
+  EXPECT_EQ(j["resimulation"], "fixed-costs");
+  EXPECT_DOUBLE_EQ(j["predicted_iteration_ms"].get<double>(), 33.0);
+  EXPECT_DOUBLE_EQ(j["resimulated_iteration_ms"].get<double>(), 33.0);
+  EXPECT_DOUBLE_EQ(j["difference_pct"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(j["bubble_rate"].get<double>(), 3.0 / 11.0);  // (p-1)/(m+p-1)
+  ASSERT_EQ(j["devices"].size(), 4u);
+  for (int d = 0; d < 4; ++d) EXPECT_DOUBLE_EQ(j["devices"][d]["busy_ms"].get<double>(), 24.0);
+  EXPECT_NE(read_file(trace).find("\"traceEvents\""), std::string::npos);
+  CliRun t = simulate("--plan " + plan);
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("plan predicted 33.000 ms, re-simulated 33.000 ms, difference +0.00%"),
+            std::string::npos)
+      << t.out;
+  std::filesystem::remove(plan);
+  std::filesystem::remove(trace);
+}
+
+TEST(SimulatePlan, HopLatencyIsRecoveredFromThePredictedTimes) {
+  // With a per-hop communication cost the plan stores no hop latency, only predicted times;
+  // the re-simulation infers it from the smallest gap per stage boundary. Same costs, so the
+  // same makespan is expected for every schedule, whatever it is.
+  for (const char* sched : {"1f1b", "zb-h1", "interleaved --chunks 2", "zb-v"}) {
+    const std::string plan = temp_path("comm_plan.json");
+    CliRun e = simulate(std::string("--schedule ") + sched +
+                        " --pp 4 --microbatches 8 --costs F=1,B=1.2,W=0.7,comm=0.3 --format json "
+                        "--emit " +
+                        plan);
+    ASSERT_EQ(e.status, 0) << sched << e.err;
+    CliRun r = simulate("--plan " + plan + " --format json");
+    ASSERT_EQ(r.status, 0) << sched << r.err;
+    EXPECT_DOUBLE_EQ(json_of(r)["resimulated_iteration_ms"].get<double>(),
+                     json_of(e)["makespan"].get<double>())
+        << sched;
+    EXPECT_DOUBLE_EQ(json_of(r)["difference_pct"].get<double>(), 0.0) << sched;
+    std::filesystem::remove(plan);
+  }
+}
+
+TEST(SimulatePlan, PlannerPlanIsRebuiltAndResimulatedNearItsPrediction) {
+  // A small scenario (Megatron 3.6B on 64 A100s; the planner picks a pipeline): `plan --emit`
+  // predicts with the planner's evaluator tier; `simulate --plan` rebuilds the costs from the
+  // hardware model and runs the discrete-event simulator on the plan's own schedule (TP/PP/DP
+  // communication, overlap). The two models differ in what they count, so the stated tolerance is
+  // 25%.
+  const std::string plan = temp_path("planner_plan.yaml");
+  CliRun e =
+      pipewright("plan " + std::string(PW_SOURCE_DIR) +
+                 "/scenarios/megatron/weak-scaling-3.6b.yaml --top 1 --threads 1 --emit " + plan);
+  ASSERT_EQ(e.status, 0) << e.err;
+  CliRun r = simulate("--plan " + plan + " --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = json_of(r);
+  EXPECT_EQ(j["resimulation"], "rebuilt");
+  EXPECT_EQ(j["gpus"], 64);
+  EXPECT_GT(j["tflops_per_gpu"].get<double>(), 0.0);
+  EXPECT_LT(std::abs(j["difference_pct"].get<double>()), 25.0) << r.out;
+  EXPECT_DOUBLE_EQ(j["resimulated_iteration_ms"].get<double>(), j["iteration_ms"].get<double>());
+  CliRun t = simulate("--plan " + plan);
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("plan predicted "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("memory per GPU"), std::string::npos) << t.out;
+  std::filesystem::remove(plan);
+}
+
+TEST(SimulatePlan, CorruptedOrMissingPlanIsExitTwoNamingFileAndField) {
+  const std::string plan = temp_path("corrupt_plan.yaml");
+  ASSERT_EQ(simulate("--schedule 1f1b --pp 4 --microbatches 8 --emit " + plan).status, 0);
+  std::string text = read_file(plan);
+  const auto pos = text.find("[BW, 1, 0]");
+  ASSERT_NE(pos, std::string::npos);
+  text.replace(pos, 10, "[BW, 1, 1]");
+  write_file_atomic(plan, text);
+  expect_bad_input(simulate("--plan " + plan), plan + ": schedule_checksum");
+  const std::string missing = temp_path("no_such_plan.yaml");
+  expect_bad_input(simulate("--plan " + missing), missing + ": --plan");
+  expect_bad_input(simulate("--plan " + plan + " " + std::string(PW_SOURCE_DIR) +
+                            "/scenarios/megatron/weak-scaling-1.7b.yaml"),
+                   "--plan");
+  std::filesystem::remove(plan);
+}
+
+// --- simulate --emit with a model shape: a plan `pipewright execute` runs ------------------------
+
+bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
+
+CliRun execute_under_mpirun(const std::string& plan, int ranks) {
+  return run_shell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
+      "--oversubscribe -np " +
+      std::to_string(ranks) + " " + std::string(PW_BINARY_DIR) + "/tools/pipewright execute " +
+      plan + " --backend cpu --check-gradients");
+}
+
+TEST(SimulateEmit, PlanWithAModelShapeRunsUnderExecute) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not on PATH";
+  const std::string plan = temp_path("shaped_plan.yaml");
+  ASSERT_EQ(simulate("--schedule zb-h1 --pp 4 --microbatches 8 --model-shape "
+                     "hidden=64,heads=4,seq=32,vocab=128,layers=8,microbatch=2 --emit " +
+                     plan)
+                .status,
+            0);
+  const Plan p = load_plan(plan);
+  EXPECT_EQ(p.model.hidden_size, 64);
+  EXPECT_EQ(p.model.ffn_hidden_size, 256);  // 4 * hidden by default
+  EXPECT_EQ(p.model.num_layers, 8);
+  EXPECT_EQ(p.schedule.placement.stages[3].layer_begin, 6);  // 8 layers over 4 stages: 2 each
+  EXPECT_EQ(p.config.micro_batch_size, 2);
+  EXPECT_EQ(p.config.global_batch_size, 16);  // m * microbatch
+  // The CPU backend runs one rank per pipeline device (t = d = 1).
+  CliRun r = execute_under_mpirun(plan, 4);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+  std::filesystem::remove(plan);
+}
+
+TEST(SimulateEmit, PlanWithoutAModelShapeIsRejectedByExecute) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not on PATH";
+  const std::string plan = temp_path("shapeless_plan.yaml");
+  ASSERT_EQ(simulate("--schedule 1f1b --pp 2 --microbatches 4 --emit " + plan).status, 0);
+  CliRun r = execute_under_mpirun(plan, 2);
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE((r.out + r.err).find("model.hidden_size"), std::string::npos) << r.out << r.err;
+  std::filesystem::remove(plan);
+}
+
+TEST(SimulateEmit, ModelPresetAndBadShapes) {
+  const std::string plan = temp_path("preset_plan.yaml");
+  ASSERT_EQ(simulate("--schedule 1f1b --pp 4 --microbatches 8 --model megatron-1.7b --emit " + plan)
+                .status,
+            0);
+  const Plan p = load_plan(plan);
+  EXPECT_EQ(p.model.name, "megatron-1.7b");
+  EXPECT_EQ(p.model.hidden_size, 2304);  // the preset's shape (Narayanan et al.)
+  EXPECT_EQ(p.schedule.placement.num_layers, 24);
+  std::filesystem::remove(plan);
+  expect_bad_input(simulate("--schedule 1f1b --pp 4 --microbatches 8 --model megatron-1.8b"),
+                   "did you mean 'megatron-1.7b'");
+  expect_bad_input(simulate("--schedule 1f1b --pp 4 --microbatches 8 --model-shape "
+                            "hidden=64,heads=4,seq=32,vocab=128,layer=8"),
+                   "did you mean 'layers'");
+  expect_bad_input(
+      simulate("--schedule 1f1b --pp 4 --microbatches 8 --model-shape hidden=64,heads=4"),
+      "missing seq");
+  expect_bad_input(simulate("--schedule 1f1b --pp 4 --microbatches 8 --model-shape "
+                            "hidden=64,heads=5,seq=32,vocab=128,layers=8"),
+                   "heads 5 does not divide hidden 64");
+  expect_bad_input(simulate("--schedule 1f1b --pp 4 --microbatches 8 --model-shape "
+                            "hidden=64,heads=4,seq=32,vocab=128,layers=2"),
+                   "2 layers cannot fill the schedule's 4 stages");
 }
 
 }  // namespace
