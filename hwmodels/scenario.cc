@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -80,7 +81,8 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
   p.check_keys({"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
                 "num_layers_per_virtual_pipeline_stage", "micro_batch_size", "global_batch_size",
                 "sequence_parallel", "recompute_granularity", "zero_stage",
-                "use_distributed_optimizer", "optimizer_offload", "schedule"});
+                "use_distributed_optimizer", "optimizer_offload", "schedule",
+                "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"});
   ParallelConfig& c = s->parallel;
   ParallelExtras x;
   c.tensor_parallel = static_cast<int>(p.integer_or("tensor_model_parallel_size", 1));
@@ -98,6 +100,8 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
     p.fail("zero_stage", fmt::format("{}; expected 0, 1, 2 or 3", c.zero_stage));
   c.optimizer_offload = p.boolean_or("optimizer_offload", false);
   c.schedule = p.text_or("schedule", c.virtual_stages > 1 ? "interleaved" : "1f1b");
+  s->first_stage_layers = static_cast<int>(p.integer_or("decoder_first_pipeline_num_layers", 0, 1));
+  s->last_stage_layers = static_cast<int>(p.integer_or("decoder_last_pipeline_num_layers", 0, 1));
   return x;
 }
 
@@ -140,7 +144,48 @@ int keep_interleaving(const Scenario& s, int lpv) {
   return p > 1 && per_stage % lpv == 0 && per_stage / lpv > 1 ? lpv : 0;
 }
 
+// Megatron's rule: the layers left after the first and last stage's spread evenly over the
+// stages between them, at least one each.
+void validate_uneven_split(const Scenario& s, const std::string& pp_key, int layers_per_virtual) {
+  const int p = s.parallel.pipeline_parallel, L = s.model.num_layers;
+  const std::string key = s.first_stage_layers > 0 ? "parallel.decoder_first_pipeline_num_layers"
+                                                   : "parallel.decoder_last_pipeline_num_layers";
+  if (p < 2) {
+    throw ConfigError(s.file, key,
+                      fmt::format("an uneven split needs {} >= 2 (it is {}); expected the key to "
+                                  "be absent",
+                                  pp_key, p));
+  }
+  if (layers_per_virtual > 0) {
+    throw ConfigError(s.file, key,
+                      "an uneven split with num_layers_per_virtual_pipeline_stage (interleaving) "
+                      "is not supported; expected one of them");
+  }
+  const int middle = p - (s.first_stage_layers > 0 ? 1 : 0) - (s.last_stage_layers > 0 ? 1 : 0);
+  const int rest = L - s.first_stage_layers - s.last_stage_layers;
+  const bool ok = middle == 0 ? rest == 0 : rest >= middle && rest % middle == 0;
+  if (!ok) {
+    throw ConfigError(
+        s.file, key,
+        fmt::format("num_layers {} - first {} - last {} = {} layers do not spread evenly over "
+                    "the {} other pipeline stage(s) ({} = {}); expected a multiple of {}{}",
+                    L, s.first_stage_layers, s.last_stage_layers, rest, middle, pp_key, p,
+                    std::max(1, middle), middle > 0 ? " (at least one layer each)" : ""));
+  }
+}
+
 }  // namespace
+
+std::vector<int> Scenario::stage_layers() const {
+  const int p = std::max(1, parallel.pipeline_parallel), L = model.num_layers;
+  if (!uneven_split()) return std::vector<int>(static_cast<std::size_t>(p), L / p);
+  const int middle = p - (first_stage_layers > 0 ? 1 : 0) - (last_stage_layers > 0 ? 1 : 0);
+  const int each = middle > 0 ? (L - first_stage_layers - last_stage_layers) / middle : 0;
+  std::vector<int> out(static_cast<std::size_t>(p), each);
+  if (first_stage_layers > 0) out.front() = first_stage_layers;
+  if (last_stage_layers > 0) out.back() = last_stage_layers;
+  return out;
+}
 
 void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool from_cli) {
   ParallelConfig& c = s->parallel;
@@ -170,10 +215,13 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                       fmt::format("{} does not divide num_attention_heads {}; expected a divisor",
                                   c.tensor_parallel, m.num_attention_heads));
   }
-  if (m.num_layers % c.pipeline_parallel != 0) {
+  if (s->uneven_split()) {
+    validate_uneven_split(*s, pp_key, layers_per_virtual);
+  } else if (m.num_layers % c.pipeline_parallel != 0) {
     throw ConfigError(s->file, pp_key,
-                      fmt::format("{} does not divide num_layers {}; expected a divisor (uneven "
-                                  "splits are chosen by the planner)",
+                      fmt::format("{} does not divide num_layers {}; expected a divisor (or an "
+                                  "uneven split: parallel.decoder_first_pipeline_num_layers / "
+                                  "decoder_last_pipeline_num_layers)",
                                   c.pipeline_parallel, m.num_layers));
   }
   const int per_stage = m.num_layers / c.pipeline_parallel;

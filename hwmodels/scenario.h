@@ -5,6 +5,7 @@
 /// was expected; the data-parallel size is derived as GPUs / (t * p) and checked.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/plan.h"
 #include "hwmodels/profile.h"
@@ -26,7 +27,17 @@ struct Scenario {
   HardwareProfile profile;
   TopologySpec topology;    ///< profile node/fabric with the cluster's overrides and node count
   ParallelConfig parallel;  ///< data_parallel and virtual_stages derived
+  /// Megatron's uneven pipeline split (parallel.decoder_first_pipeline_num_layers and
+  /// decoder_last_pipeline_num_layers): transformer layers on the first / last pipeline stage,
+  /// the rest spread evenly over the stages between; 0 = not given.
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
   std::optional<PublishedFigures> published;
+
+  /// Transformer layers of each pipeline stage in model order (p entries, summing to
+  /// num_layers): num_layers / p each, or the uneven split above.
+  std::vector<int> stage_layers() const;
+  bool uneven_split() const { return first_stage_layers > 0 || last_stage_layers > 0; }
 
   int num_gpus() const { return topology.nodes * topology.node.gpus_per_node; }
   /// Microbatches per iteration per pipeline: B / (b * d).

@@ -110,6 +110,8 @@ hw::Scenario plan_scenario(const Plan& plan, const std::string& file) {
   const long long nodes = (gpus + per_node - 1) / per_node;
   need(nodes <= 1'000'000, "config", fmt::format("t*p*d = {} GPUs is too many", gpus));
   s.topology = hw::topology_spec(s.profile, static_cast<int>(nodes));
+  // A plan smaller than one node uses that many GPUs of it (as `gpus_per_node` in a scenario).
+  if (gpus < per_node) s.topology.node.gpus_per_node = static_cast<int>(gpus);
   s.parallel = c;
   if (c.tensor_parallel == 1) s.parallel.sequence_parallel = false;
   return s;

@@ -31,6 +31,7 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
   j["micro_batch_size"] = s.parallel.micro_batch_size;
   j["global_batch_size"] = s.parallel.global_batch_size;
   j["schedule"] = s.parallel.schedule;
+  j["layers_per_stage"] = s.stage_layers();
   j["iteration_ms"] = ps_to_millis(r.iteration);
   j["tokens_per_sec"] = r.tokens_per_sec;
   j["tflops_per_gpu"] = r.tflops_per_gpu;
@@ -83,6 +84,8 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
                    p.virtual_stages, p.micro_batch_size, p.global_batch_size, p.schedule,
                    p.recompute, p.sequence_parallel ? " sp" : "",
                    p.zero_stage > 0 ? fmt::format(" zero={}", p.zero_stage) : ""));
+  if (s.uneven_split())
+    line("layers per stage", fmt::format("{}", fmt::join(s.stage_layers(), " ")));
   line("iteration time", fmt::format("{:.1f} ms", ps_to_millis(r.iteration)));
   line("tokens/s", fmt::format("{:.0f}", r.tokens_per_sec));
   line("TFLOP/s per GPU",
@@ -121,6 +124,27 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
   return o;
 }
 
+/// Lays the scenario's uneven split onto a placement with one stage per device in pipeline
+/// order (the split names pipeline stages; multi-chunk placements have no such mapping).
+void apply_stage_layers(const hw::Scenario& s, const std::vector<int>& layers, Placement* pl) {
+  const int p = static_cast<int>(layers.size());
+  bool linear = pl->num_stages() == p && pl->num_pipelines() == 1;
+  for (int st = 0; linear && st < p; ++st) linear = pl->stages[st].index == st;
+  if (!linear)
+    throw ConfigError(s.file, "parallel.schedule",
+                      fmt::format("'{}' places {} stages on {} devices; an uneven split "
+                                  "(decoder_first/last_pipeline_num_layers) needs a schedule "
+                                  "with one stage per device",
+                                  s.parallel.schedule, pl->num_stages(), pl->num_devices));
+  int begin = 0;
+  for (int st = 0; st < p; ++st) {
+    pl->stages[st].layer_begin = begin;
+    begin += layers[st];
+    pl->stages[st].layer_end = begin;
+  }
+  pl->kind = PlacementKind::kExplicit;
+}
+
 }  // namespace
 
 IterationInput scenario_iteration_input(const hw::Scenario& s) {
@@ -140,7 +164,8 @@ IterationInput scenario_iteration_input(const hw::Scenario& s) {
   // Cost-aware generators see the middle stage's pass times.
   const hw::GpuModel gpu(s.profile.gpu);
   const hw::WorkloadOptions wo = hw::workload_options(s.parallel, s.flash_attention);
-  const int per_stage = s.model.num_layers / (gp.p * std::max(1, s.parallel.virtual_stages));
+  const std::vector<int> layers = s.stage_layers();
+  const int per_stage = layers[layers.size() / 2] / std::max(1, s.parallel.virtual_stages);
   const hw::StageCosts c =
       hw::stage_costs(s.model, gpu, wo, 0, std::max(1, per_stage), false, false);
   gp.costs = UniformCosts{std::max<TimePs>(c.f, 1), std::max<TimePs>(c.b, 1),
@@ -155,6 +180,7 @@ IterationInput scenario_iteration_input(const hw::Scenario& s) {
   } catch (const ConfigError& e) {
     throw ConfigError(s.file, "parallel.schedule", e.message());
   }
+  if (s.uneven_split()) apply_stage_layers(s, layers, &in.schedule.placement);
   return in;
 }
 

@@ -132,6 +132,85 @@ TEST(Scenario, OverridesRevalidateAndNameTheFlag) {
   }
 }
 
+// The zero-bubble paper's 1.5B model (22 layers) on p = 8: embedding and head count as one layer
+// each, so the first and last stages carry 2 transformer layers and the six between 3.
+const char* kUneven = R"(model: {preset: zb-1.5b}
+cluster: {profile: dgx-a100-80gb, nodes: 1}
+parallel:
+  pipeline_model_parallel_size: 8
+  decoder_first_pipeline_num_layers: 2
+  decoder_last_pipeline_num_layers: 2
+  micro_batch_size: 1
+  global_batch_size: 24
+  schedule: zb-h1
+)";
+
+TEST(Scenario, UnevenSplitFirstAndLastStageLighter) {
+  const Scenario s = parse_scenario(kUneven, "s.yaml", "");
+  EXPECT_TRUE(s.uneven_split());
+  EXPECT_EQ(s.stage_layers(), (std::vector<int>{2, 3, 3, 3, 3, 3, 3, 2}));  // 2 + 6*3 + 2 = 22
+  // Only the first stage given: the 22 - 1 = 21 left spread over the 7 others, 3 each.
+  const Scenario one = parse_scenario(
+      replace(replace(kUneven, "  decoder_last_pipeline_num_layers: 2\n", ""),
+              "decoder_first_pipeline_num_layers: 2", "decoder_first_pipeline_num_layers: 1"),
+      "s.yaml", "");
+  EXPECT_EQ(one.stage_layers(), (std::vector<int>{1, 3, 3, 3, 3, 3, 3, 3}));
+  // Without the keys the even split stays, and 22 layers on 8 stages is refused, pointing at them.
+  const Scenario even = parse_scenario(kBase, "s.yaml", "");
+  EXPECT_EQ(even.stage_layers(), std::vector<int>(8, 12));
+  const std::string no_split =
+      replace(replace(kUneven, "  decoder_first_pipeline_num_layers: 2\n", ""),
+              "  decoder_last_pipeline_num_layers: 2\n", "");
+  EXPECT_NE(error_of(no_split).find("parallel.pipeline_model_parallel_size: 8 does not divide "
+                                    "num_layers 22; expected a divisor (or an uneven split"),
+            std::string::npos)
+      << error_of(no_split);
+}
+
+TEST(Scenario, UnevenSplitThatDoesNotSpreadEvenlyNamesTheKey) {
+  // 22 - 3 - 2 = 17 layers over 6 stages.
+  EXPECT_EQ(error_of(replace(kUneven, "decoder_first_pipeline_num_layers: 2",
+                             "decoder_first_pipeline_num_layers: 3")),
+            "s.yaml: parallel.decoder_first_pipeline_num_layers: num_layers 22 - first 3 - last 2 "
+            "= 17 layers do not spread evenly over the 6 other pipeline stage(s) "
+            "(parallel.pipeline_model_parallel_size = 8); expected a multiple of 6 (at least one "
+            "layer each)");
+  EXPECT_NE(error_of(replace(kUneven, "pipeline_model_parallel_size: 8",
+                             "pipeline_model_parallel_size: 1\n  data_parallel_size: 8"))
+                .find("needs parallel.pipeline_model_parallel_size >= 2"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(kUneven, "  micro_batch_size: 1",
+                             "  num_layers_per_virtual_pipeline_stage: 1\n  micro_batch_size: 1"))
+                .find("with num_layers_per_virtual_pipeline_stage (interleaving) is not supported"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(kUneven, "decoder_last_pipeline_num_layers: 2",
+                             "decoder_last_pipeline_num_layers: 0"))
+                .find("parallel.decoder_last_pipeline_num_layers"),
+            std::string::npos);
+}
+
+TEST(Scenario, ZeroBubbleScenariosUseThePublishedPipelineSizes) {
+  // shared/reference/schedules.md: 1.5B p8, 6.2B p8, 14.6B p16, 28.3B p32, each with
+  // L + 2 layers (embedding and head counted) split evenly, so the ends carry one layer less.
+  const struct {
+    const char* file;
+    int p, layers, middle;
+  } rows[] = {{"zb-1.5b", 8, 22, 3},
+              {"zb-6.2b", 8, 30, 4},
+              {"zb-14.6b", 16, 46, 3},
+              {"zb-28.3b", 32, 62, 2}};
+  for (const auto& r : rows) {
+    const Scenario s =
+        load_scenario(std::string(PW_SOURCE_DIR) + "/scenarios/zero-bubble/" + r.file + ".yaml");
+    EXPECT_EQ(s.parallel.pipeline_parallel, r.p) << r.file;
+    EXPECT_EQ((r.layers + 2) / r.p, r.middle) << r.file;
+    std::vector<int> expect(r.p, r.middle);
+    expect.front() = expect.back() = r.middle - 1;
+    EXPECT_EQ(s.stage_layers(), expect) << r.file;
+    EXPECT_EQ(s.num_microbatches(), 3 * r.p) << r.file;  // m = 3p as in the paper's rows
+  }
+}
+
 std::string profile_text() {
   return read_file(std::string(PW_SOURCE_DIR) + "/hwmodels/profiles/dgx-a100-80gb.yaml");
 }

@@ -252,6 +252,39 @@ TEST(SimulatePlan, PlannerPlanIsRebuiltAndResimulatedNearItsPrediction) {
   std::filesystem::remove(plan);
 }
 
+TEST(SimulatePlan, RebuiltPlanEqualsTheScenarioOfTheSameConfiguration) {
+  // A fixed-cost plan given a model and (by hand) a cluster profile is rebuilt: its own lowered
+  // 1F1B schedule on the hardware model must give exactly what the scenario mode gives for the
+  // same configuration (Megatron 1.7B, t1 p4 d1, b1, B8 on 4 GPUs of a DGX A100), since the
+  // simulator treats lowered SEND/RECV like the transfers it adds itself
+  // (tests/sim/lowered_plan_test.cc). The checksum covers the schedule, not the cluster name.
+  const std::string plan = temp_path("rebuild_plan.yaml"), scen = temp_path("rebuild_scen.yaml");
+  ASSERT_EQ(simulate("--schedule 1f1b --pp 4 --microbatches 8 --model megatron-1.7b --emit " + plan)
+                .status,
+            0);
+  std::string text = read_file(plan);
+  const auto pos = text.find("cluster: \"\"");
+  ASSERT_NE(pos, std::string::npos);
+  text.replace(pos, 11, "cluster: dgx-a100-80gb");
+  write_file_atomic(plan, text);
+  write_file_atomic(scen,
+                    "model: {preset: megatron-1.7b}\n"
+                    "cluster: {profile: dgx-a100-80gb, nodes: 1, gpus_per_node: 4}\n"
+                    "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1, "
+                    "global_batch_size: 8, schedule: 1f1b}\n");
+  CliRun a = simulate("--plan " + plan + " --format json");
+  CliRun b = simulate(scen + " --format json");
+  ASSERT_EQ(a.status, 0) << a.err;
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_EQ(json_of(a)["resimulation"], "rebuilt");
+  EXPECT_EQ(json_of(a)["gpus"], 4);
+  EXPECT_DOUBLE_EQ(json_of(a)["iteration_ms"].get<double>(),
+                   json_of(b)["iteration_ms"].get<double>());
+  EXPECT_EQ(json_of(a)["memory"], json_of(b)["memory"]);
+  std::filesystem::remove(plan);
+  std::filesystem::remove(scen);
+}
+
 TEST(SimulatePlan, CorruptedOrMissingPlanIsExitTwoNamingFileAndField) {
   const std::string plan = temp_path("corrupt_plan.yaml");
   ASSERT_EQ(simulate("--schedule 1f1b --pp 4 --microbatches 8 --emit " + plan).status, 0);
@@ -337,6 +370,47 @@ TEST(SimulateEmit, ModelPresetAndBadShapes) {
   expect_bad_input(simulate("--schedule 1f1b --pp 4 --microbatches 8 --model-shape "
                             "hidden=64,heads=4,seq=32,vocab=128,layers=2"),
                    "2 layers cannot fill the schedule's 4 stages");
+}
+
+}  // namespace
+}  // namespace pw
+
+// --- uneven pipeline splits (Megatron's decoder_first/last_pipeline_num_layers) ------------------
+
+namespace pw {
+namespace {
+
+TEST(SimulateScenario, UnevenSplitIsSimulatedStageByStage) {
+  CliRun r =
+      simulate(std::string(PW_SOURCE_DIR) + "/scenarios/zero-bubble/zb-1.5b.yaml --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = json_of(r);
+  EXPECT_EQ(j["layers_per_stage"], nlohmann::json::parse("[2, 3, 3, 3, 3, 3, 3, 2]"));
+  // Weights are bf16 (2 bytes per parameter); a transformer layer has 12h^2 + 13h parameters,
+  // h = 2304: 63,730,944. A middle stage holds 3 layers: 3 * 63,730,944 * 2 = 382,385,664 bytes.
+  // The first holds 2 layers and the embedding (V h + s h = 51200*2304 + 1024*2304 = 120,324,096):
+  // (2 * 63,730,944 + 120,324,096) * 2 = 495,571,968 bytes. Even 22/8 splits would give neither.
+  ASSERT_EQ(j["memory"].size(), 8u);
+  EXPECT_NEAR(j["memory"][0]["weights_gb"].get<double>(), 0.495571968, 1e-9);
+  for (int s = 1; s < 7; ++s)
+    EXPECT_NEAR(j["memory"][s]["weights_gb"].get<double>(), 0.382385664, 1e-9) << s;
+  for (const char* f : {"zb-6.2b", "zb-14.6b", "zb-28.3b"}) {
+    CliRun o = simulate(std::string(PW_SOURCE_DIR) + "/scenarios/zero-bubble/" + f +
+                        ".yaml --format json");
+    ASSERT_EQ(o.status, 0) << f << o.err;
+    EXPECT_TRUE(json_of(o)["fits"].get<bool>()) << f;
+  }
+}
+
+TEST(SimulateScenario, UnevenSplitNeedsOneStagePerDevice) {
+  const std::string file = temp_path("uneven_v.yaml");
+  std::string text = read_file(std::string(PW_SOURCE_DIR) + "/scenarios/zero-bubble/zb-1.5b.yaml");
+  const auto pos = text.find("schedule: zb-h1");
+  ASSERT_NE(pos, std::string::npos);
+  text.replace(pos, 15, "schedule: zb-v");
+  write_file_atomic(file, text);
+  expect_bad_input(simulate(file), file + ": parallel.schedule: 'zb-v' places 16 stages on 8");
+  std::filesystem::remove(file);
 }
 
 }  // namespace
