@@ -1,6 +1,7 @@
 #pragma once
 /// CPU microbenchmarks: the executor's CPU backend kernels (Eigen float64 GEMMs of transformer
-/// shapes, element-wise work) and memory bandwidth, single-threaded as each executor rank runs.
+/// shapes, element-wise work, the executor's own layer passes) and memory bandwidth,
+/// single-threaded as each executor rank runs.
 /// Method (as nccl-tests): warm-up, then timed iterations, median/min/max kept.
 #include <functional>
 #include <string>
@@ -34,8 +35,10 @@ RawProvenance cpu_provenance(const std::string& command, bool quick);
 /// separately (mpi_bench.h) because it needs more than one process.
 RawResults run_cpu_benchmarks(const CpuBenchOptions& options, const std::string& command);
 
-/// Times `fn` as the benchmarks do: one warm-up call, then calls until `budget_s` has passed
-/// and at least `min_iterations` ran (at most 10000).
+/// Times `fn` as the benchmarks do: one warm-up call, then calls until `budget_s` of this
+/// thread's CPU time has passed (or 20x that of wall time) and at least `min_iterations` ran (at
+/// most 10000). Each sample is thread CPU time minus the clock's own cost: the work as it runs
+/// on a core of its own, which is what the executor's model assumes, even on a busy machine.
 Timing time_calls(const std::function<void()>& fn, double budget_s, int min_iterations);
 
 }  // namespace pw::calibration

@@ -8,7 +8,9 @@
 #include <map>
 #include <tuple>
 
+#include "calibration/profile_writer.h"
 #include "core/error.h"
+#include "hwmodels/transformer.h"
 
 namespace pw::calibration {
 namespace {
@@ -206,6 +208,84 @@ std::vector<SeriesFit> fit_series(const std::vector<Sample>& samples, const std:
   return out;
 }
 
+/// hwmodels' pass of one layer sample, split into what the element-wise bandwidth does not
+/// change (GEMMs, kernel latencies) and the memory-bound bytes it divides.
+struct PassModel {
+  double fixed_s = 0;
+  double bytes = 0;
+};
+
+PassModel pass_model(const LayerSample& l, const hw::GpuModel& gpu) {
+  ModelShape shape{"layer",
+                   1,
+                   static_cast<int>(l.hidden),
+                   static_cast<int>(l.heads),
+                   static_cast<int>(4 * l.hidden),
+                   static_cast<int>(l.seq),
+                   64};
+  hw::WorkloadOptions wo;
+  hw::Pass pass = l.pass == "forward"          ? hw::Pass::kForward
+                  : l.pass == "backward_input" ? hw::Pass::kBackwardInput
+                                               : hw::Pass::kBackwardWeight;
+  PassModel pm;
+  for (const hw::LayerOp& op : hw::layer_ops(shape, wo, pass)) {
+    if (op.gemm) {
+      pm.fixed_s += ps_to_seconds(gpu.gemm_time(op.m, op.n, op.k, wo.dtype, op.batch));
+    } else {
+      pm.fixed_s += ps_to_seconds(gpu.spec().kernel_latency);
+      pm.bytes += op.bytes.value;
+    }
+  }
+  return pm;
+}
+
+/// Fits memory_pooled from the executor's layer passes (see FitResult::memory_pooled) and
+/// fills layer_checks. Returns false (nothing set) when the passes leave no element-wise time
+/// to fit (the modelled GEMMs alone reach the measured times).
+bool fit_layer_passes(FitResult& r, const std::string& source) {
+  const GemmFit* g = &r.gemms.front();
+  for (const auto& f : r.gemms)
+    if (f.dtype == "bf16") g = &f;
+  hw::GpuModel gpu(fitted_gpu(*g, r.raw.gemms, r.table_threshold));
+  // Minimise sum ((fixed_i + bytes_i * x) / T_i - 1)^2 over F and B passes, x = 1 / bandwidth.
+  double num = 0, den = 0;
+  for (const LayerSample& l : r.raw.layers) {
+    if (l.pass == "backward_weight" || l.time.median_s <= 0) continue;
+    PassModel pm = pass_model(l, gpu);
+    double a = pm.bytes / l.time.median_s, y = 1.0 - pm.fixed_s / l.time.median_s;
+    num += a * y;
+    den += a * a;
+  }
+  if (den <= 0 || num <= 0) return false;
+  double x = num / den;
+  r.memory_pooled = AlphaBetaFit{0.0, x, {}};
+  r.memory_source = "executor layer passes";
+  std::vector<double> pred_fb, meas_fb;
+  std::vector<std::string> label_fb;
+  for (const char* pass : {"forward", "backward_input", "backward_weight"}) {
+    std::vector<double> pred, meas;
+    std::vector<std::string> labels;
+    for (const LayerSample& l : r.raw.layers) {
+      if (l.pass != pass || l.time.median_s <= 0) continue;
+      PassModel pm = pass_model(l, gpu);
+      pred.push_back(pm.fixed_s + pm.bytes * x);
+      meas.push_back(l.time.median_s);
+      labels.push_back(fmt::format("{} h={} a={} s={}", l.pass, l.hidden, l.heads, l.seq));
+      if (l.pass != std::string("backward_weight")) {
+        pred_fb.push_back(pred.back());
+        meas_fb.push_back(meas.back());
+        label_fb.push_back(labels.back());
+      }
+    }
+    if (!pred.empty())
+      r.layer_checks.emplace_back(pass,
+                                  score(pred, meas, [&](std::size_t i) { return labels[i]; }));
+  }
+  r.memory_pooled.quality = score(pred_fb, meas_fb, [&](std::size_t i) { return label_fb[i]; });
+  (void)source;
+  return true;
+}
+
 }  // namespace
 
 FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
@@ -230,7 +310,9 @@ FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
       [](const CollectiveSample& c) { return std::make_tuple(c.library, c.op, c.ranks); },
       [](const CollectiveSample& c) { return c.bytes; });
   for (auto& c : r.collectives) c.bus_factor = busbw_factor(c.op, c.ranks);
-  // The executor's own element-wise mix, when measured, is the one bandwidth the model gets.
+  r.raw = raw;
+  if (!raw.layers.empty() && fit_layer_passes(r, source)) return r;
+  // Older raw files: the executor's element-wise mix, when measured, is the one bandwidth.
   bool has_mix = std::any_of(raw.memory.begin(), raw.memory.end(),
                              [](const MemorySample& m) { return m.kernel == "layer_mix"; });
   std::vector<double> b, t;
@@ -240,8 +322,25 @@ FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
     t.push_back(m.time.median_s);
   }
   r.memory_pooled = fit_alpha_beta(b, t, source, "memory");
-  r.raw = raw;
+  r.memory_source = has_mix ? "layer_mix" : "all memory kernels";
   return r;
+}
+
+hw::GpuSpec fitted_gpu(const GemmFit& g, const std::vector<GemmSample>& samples,
+                       double table_threshold) {
+  hw::GpuSpec spec = g.spec;
+  spec.peak_flops.fill(g.peak_flops);
+  spec.kernel_latency = seconds_to_ps(g.kernel_latency_s);
+  spec.measured.clear();
+  if (g.quality.worst_residual > table_threshold) {
+    std::vector<GemmSample> own;
+    for (const auto& s : samples)
+      if (s.dtype == g.dtype) own.push_back(s);
+    for (const TableRow& row : measured_table(g, own))
+      for (int d = 0; d < hw::kNumDTypes; ++d)
+        spec.measured.push_back({row.m, row.n, row.k, static_cast<hw::DType>(d), row.tflops});
+  }
+  return spec;
 }
 
 std::string fit_report(const FitResult& fit) {
@@ -265,9 +364,12 @@ std::string fit_report(const FitResult& fit) {
                          quality(s.fit.quality));
   };
   series(fit.memory);
-  out += fmt::format("memory {:<24} alpha={:.2f} us bw={:.2f} GB/s  {}\n", "(profile bandwidth)",
-                     fit.memory_pooled.alpha_s * 1e6, fit.memory_pooled.bandwidth() * 1e-9,
-                     quality(fit.memory_pooled.quality));
+  out += fmt::format("memory {:<24} alpha={:.2f} us bw={:.2f} GB/s  {} (from {})\n",
+                     "(profile bandwidth)", fit.memory_pooled.alpha_s * 1e6,
+                     fit.memory_pooled.bandwidth() * 1e-9, quality(fit.memory_pooled.quality),
+                     fit.memory_source);
+  for (const auto& [pass, q] : fit.layer_checks)
+    out += fmt::format("layer {:<25} hwmodels vs executor  {}\n", pass, quality(q));
   series(fit.transfers);
   series(fit.collectives);
   if (fit.launch_latency_s > 0)

@@ -79,10 +79,17 @@ struct FitResult {
   std::vector<GemmFit> gemms;
   RawResults raw;                 ///< the measurements fitted (for tables)
   std::vector<SeriesFit> memory;  ///< one per memory kernel
-  /// The one HBM bandwidth hwmodels has: the "layer_mix" kernel (the CPU executor's element-wise
-  /// work of a layer, bytes as the workload model counts them) when measured, else every memory
-  /// kernel pooled.
+  /// The one HBM bandwidth hwmodels has. CPU with layer samples: the element-wise throughput
+  /// that makes hwmodels' layer model reproduce the executor's measured F and B passes (one
+  /// parameter, relative least squares over the passes: pass = modelled GEMMs + memory-bound
+  /// ops x kernel latency + model bytes / bandwidth; alpha 0). Else the "layer_mix" kernel when
+  /// measured (older raw files), else every memory kernel pooled (GPU).
   AlphaBetaFit memory_pooled;
+  std::string memory_source;  ///< which of the three memory_pooled is
+  /// CPU with layer samples: hwmodels' layer model (hw::layer_ops with the fitted GEMMs, the
+  /// kernel latency and memory_pooled) against the executor's measured layer passes, one entry
+  /// per pass (forward, backward_input, backward_weight). Empty otherwise.
+  std::vector<std::pair<std::string, FitQuality>> layer_checks;
   std::vector<SeriesFit> transfers;    ///< one per link
   std::vector<SeriesFit> collectives;  ///< one per (library, op, ranks)
   /// Fits whose worst residual exceeds this get their measured table written to the profile.
@@ -94,6 +101,12 @@ struct FitResult {
 FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
                   const std::function<double(const std::string&)>& peak_flops,
                   const std::string& source);
+
+/// hwmodels' GPU that predicts with GEMM fit `g`: its formula at its peak for every dtype (the
+/// CPU computes all of them in fp64), its kernel latency, and the measured table of `samples`
+/// when the fit is worse than `table_threshold` (as the profile will carry it).
+hw::GpuSpec fitted_gpu(const GemmFit& g, const std::vector<GemmSample>& samples,
+                       double table_threshold);
 
 /// Human-readable fit report (one line per fit: parameters, R^2 of log time, worst residual).
 std::string fit_report(const FitResult& fit);

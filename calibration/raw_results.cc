@@ -181,6 +181,13 @@ std::string raw_to_json(const RawResults& raw) {
                       {"bytes", m.bytes},
                       {"time", timing_json(m.time)},
                       {"gbps", m.bytes / m.time.median_s * 1e-9}});
+  ordered_json layers = ordered_json::array();
+  for (const auto& l : raw.layers)
+    layers.push_back({{"pass", l.pass},
+                      {"hidden", l.hidden},
+                      {"heads", l.heads},
+                      {"seq", l.seq},
+                      {"time", timing_json(l.time)}});
   ordered_json transfers = ordered_json::array();
   for (const auto& t : raw.transfers)
     transfers.push_back({{"link", t.link},
@@ -201,6 +208,7 @@ std::string raw_to_json(const RawResults& raw) {
                    {"provenance", prov},     {"launch_latency_s", raw.launch_latency_s},
                    {"gemm", gemms},          {"memory", memory},
                    {"transfers", transfers}, {"collectives", colls}};
+  if (!raw.layers.empty()) doc["layers"] = layers;  // older readers and files have none
   return doc.dump(1) + "\n";
 }
 
@@ -229,6 +237,15 @@ RawResults raw_from_json(const std::string& text, const std::string& source) {
   });
   top.each("memory", [&](const Reader& r) {
     raw.memory.push_back({r.str("kernel"), r.str("dtype"), r.num("bytes"), r.timing()});
+  });
+  top.each("layers", [&](const Reader& r) {
+    LayerSample l{r.str("pass"), r.integer("hidden"), r.integer("heads"), r.integer("seq"),
+                  r.timing()};
+    if (l.pass != "forward" && l.pass != "backward_input" && l.pass != "backward_weight")
+      r.fail(r.key("pass"), "expected forward, backward_input or backward_weight");
+    if (l.hidden <= 0 || l.heads <= 0 || l.seq <= 0 || l.hidden % l.heads != 0)
+      r.fail(r.key("hidden"), "expected positive hidden, heads and seq, heads dividing hidden");
+    raw.layers.push_back(l);
   });
   top.each("transfers", [&](const Reader& r) {
     raw.transfers.push_back({r.str("link"), r.num("bytes"), r.timing()});

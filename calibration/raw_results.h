@@ -69,6 +69,16 @@ struct MemorySample {
   Timing time;
 };
 
+/// One pass of one transformer layer as the CPU executor runs it (executor/model.h, one thread,
+/// micro batch 1, ffn = 4h): the whole pass, GEMMs and element-wise work together.
+struct LayerSample {
+  std::string pass;  ///< forward | backward_input | backward_weight
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  std::int64_t seq = 0;
+  Timing time;
+};
+
 /// One point-to-point transfer of `bytes` over `link` (one direction, one message).
 struct TransferSample {
   std::string link;  ///< h2d_pinned | d2h_pinned | mpi_p2p | nccl_p2p
@@ -95,6 +105,7 @@ struct RawResults {
   double launch_latency_s = 0;  ///< empty-kernel launch (GPU) or call overhead (CPU)
   std::vector<GemmSample> gemms;
   std::vector<MemorySample> memory;
+  std::vector<LayerSample> layers;  ///< CPU: executor layer passes (absent in older files)
   std::vector<TransferSample> transfers;
   std::vector<CollectiveSample> collectives;
 };
