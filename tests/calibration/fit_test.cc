@@ -8,6 +8,7 @@
 #include "calibration/gemm_shapes.h"
 #include "core/error.h"
 #include "hwmodels/gpu_model.h"
+#include "hwmodels/transformer.h"
 
 namespace pw::calibration {
 namespace {
@@ -123,6 +124,47 @@ TEST(GemmFit, CpuPeakIsTheFittedAsymptote) {
   EXPECT_NEAR(fits[0].peak_flops * fits[0].max_efficiency, rate, 0.01 * rate);
   EXPECT_NEAR(fits[0].kernel_latency_s, latency, 0.01 * latency);
   EXPECT_EQ(fits[0].k_half, 0);
+}
+
+TEST(LayerPasses, ElementwiseBandwidthIsRecoveredFromTheExecutorPasses) {
+  // A CPU whose GEMMs run at 20 GFLOP/s + 0.3 us each and whose memory-bound ops stream the
+  // workload model's bytes at 1.5 GB/s + 0.3 us each; its layer passes are the sums over
+  // hwmodels' op list (hand-written here: latency + flops / rate or latency + bytes / bw).
+  const double rate = 20e9, latency = 3e-7, bw = 1.5e9;
+  RawResults raw;
+  raw.provenance.backend = "cpu";
+  for (const auto& s : gemm_sweep({32, 64, 128, 256}, {16, 64, 128}, 16, true)) {
+    double t = latency + 2.0 * s.m * s.n * s.k * s.batch / rate;
+    raw.gemms.push_back({s.op, "fp64", s.m, s.n, s.k, s.batch, {t, t, t, 1}});
+  }
+  raw.memory.push_back({"copy", "fp64", 1e6, {1e-4, 1e-4, 1e-4, 1}});
+  raw.memory.push_back({"copy", "fp64", 1e7, {1e-3, 1e-3, 1e-3, 1}});
+  const char* passes[] = {"forward", "backward_input", "backward_weight"};
+  const hw::Pass kinds[] = {hw::Pass::kForward, hw::Pass::kBackwardInput,
+                            hw::Pass::kBackwardWeight};
+  for (int h : {64, 128, 256}) {
+    for (int s : {64, 128}) {
+      ModelShape shape{"x", 1, h, h / 16, 4 * h, s, 64};
+      for (int p = 0; p < 3; ++p) {
+        double t = 0;
+        for (const hw::LayerOp& op : hw::layer_ops(shape, hw::WorkloadOptions{}, kinds[p]))
+          t += latency + (op.gemm ? op.flops.value / rate : op.bytes.value / bw);
+        raw.layers.push_back({passes[p], h, h / 16, s, {t, t, t, 1}});
+      }
+    }
+  }
+  hw::GpuSpec cpu;
+  cpu.sm_count = 1;
+  cpu.tiles = {{1, 1, 1.0}};
+  FitResult fit = fit_all(
+      raw, cpu, [](const std::string&) { return 0.0; }, "synthetic");
+  EXPECT_EQ(fit.memory_source, "executor layer passes");
+  EXPECT_NEAR(fit.memory_pooled.bandwidth(), bw, 0.01 * bw);
+  ASSERT_EQ(fit.layer_checks.size(), 3u);
+  for (const auto& [pass, q] : fit.layer_checks) {
+    EXPECT_EQ(q.points, 6) << pass;
+    EXPECT_LT(q.worst_residual, 0.01) << pass;
+  }
 }
 
 TEST(GemmFit, OneShapeIsBadInput) {

@@ -57,6 +57,25 @@ void expect_error(const std::string& text, const std::string& key) {
   }
 }
 
+TEST(RawResults, LayerPassesRoundTripAndAreOptional) {
+  RawResults r = sample();
+  r.layers.push_back({"backward_input", 160, 5, 128, {6e-3, 5.9e-3, 6.5e-3, 9}});
+  std::string text = raw_to_json(r);
+  RawResults back = raw_from_json(text, "raw.json");
+  ASSERT_EQ(back.layers.size(), 1u);
+  EXPECT_EQ(back.layers[0].pass, "backward_input");
+  EXPECT_EQ(back.layers[0].heads, 5);
+  EXPECT_EQ(raw_to_json(back), text);
+  // Files written before layer passes were measured have no "layers" key at all.
+  EXPECT_EQ(nlohmann::json::parse(raw_to_json(sample())).count("layers"), 0u);
+  auto j = nlohmann::json::parse(text);
+  j["layers"][0]["pass"] = "backward";
+  expect_error(j.dump(), "layers[0].pass");
+  j = nlohmann::json::parse(text);
+  j["layers"][0]["heads"] = 3;  // does not divide 160
+  expect_error(j.dump(), "layers[0].hidden");
+}
+
 TEST(RawResults, MissingFieldNamesIt) {
   auto j = nlohmann::json::parse(raw_to_json(sample()));
   j["provenance"].erase("date");
