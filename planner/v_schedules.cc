@@ -2,9 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <tuple>
+
 #include "core/error.h"
 #include "planner/adaptive.h"
+#include "planner/block_reorder.h"
 #include "planner/memory_family.h"
+#include "sim/evaluator.h"
 
 namespace pw {
 namespace {
@@ -17,9 +22,7 @@ void check_p(const GeneratorParams& gp, const char* name) {
 }
 
 Schedule v_schedule_from(const GeneratorParams& gp, const VOffsets& o, const char* name) {
-  Schedule s = block_to_schedule(v_block(gp.p, o, name, gp.num_layers), gp.m);
-  squeeze_fill_w(s, v_cost_table(gp));
-  return s;
+  return reorder_block(v_block(gp.p, o, name, gp.num_layers), gp.m, v_cost_table(gp)).schedule;
 }
 
 }  // namespace
@@ -74,12 +77,18 @@ VOffsets v_half_offsets(int p) {
 }
 
 VOffsets v_zb_offsets(int p) {
+  // The tightest V chain (F: i, f: 2p-1-i) with a turn gap at device 0 of g = 4p-3 slots
+  // (B: 2p-1+g+i, b: 4p-2+g-i). Mod 6, F, B = i, i+2 and f, b = 2p-1-i, 2p+1-i: the two pairs
+  // differ by an even amount, the offsets within a pair by 2, so the four never collide and W, w
+  // take the two free slots. Lifespans to the end of b / B: 8p-4-2i and 4p-2+2i slots, which
+  // sum to 12p-6, so ceil(./6) + ceil(./6) <= 2p: the block holds 1F1B's p microbatches.
   VOffsets o;
+  const int g = 4 * p - 3;
   for (int i = 0; i < p; ++i) {
     o.F.push_back(i);
-    o.f.push_back(2 * p - i - 1);
-    o.B.push_back(2 * p + i);
-    o.b.push_back(4 * p - i - 1);
+    o.f.push_back(2 * p - 1 - i);
+    o.B.push_back(2 * p - 1 + g + i);
+    o.b.push_back(4 * p - 2 + g - i);
   }
   return o;
 }
@@ -96,11 +105,33 @@ Schedule generate_v_half(const GeneratorParams& gp) {
 
 Schedule generate_v_zb(const GeneratorParams& gp) {
   check_p(gp, "v-zb");
-  // The zero-bubble V at 1F1B memory comes from the greedy scheduler on the V placement (the
-  // block-offset family searched by v-adaptive does not reach zero bubble; see docs).
-  Schedule s = generate_zb_v(gp);
-  s.name = "v-zb";
-  return s;
+  const CostTable costs = v_cost_table(gp);
+  // 1F1B memory: p microbatches = p * (chunk 0 + chunk 1 activations of one microbatch).
+  const double mb = costs.mem(0, ActionKind::kF) + costs.mem(2 * gp.p - 1, ActionKind::kF);
+  ReorderOptions opt;
+  opt.caps.assign(gp.p, gp.memory_limit > 0 ? gp.memory_limit : gp.p * mb);
+  std::optional<ReorderResult> block;
+  try {
+    block =
+        reorder_block(v_block(gp.p, v_zb_offsets(gp.p), "v-zb", gp.num_layers), gp.m, costs, opt);
+  } catch (const ConfigError&) {
+    // No reordering of the block fits the limit; the greedy scheduler decides (and reports).
+  }
+  // The greedy zero-bubble scheduler on the same placement and limit is the other candidate:
+  // with uneven pass costs or communication it can beat the block; keep the lower cost. When
+  // neither fits the limit, the greedy scheduler's error names the smallest feasible limit.
+  Schedule greedy;
+  try {
+    greedy = generate_zb_v(gp);
+  } catch (const ConfigError&) {
+    if (!block) throw;
+    return std::move(block->schedule);
+  }
+  greedy.name = "v-zb";
+  if (!block) return greedy;
+  const EvalResult g = evaluate(greedy, costs);
+  if (std::tie(g.cost, g.makespan) < std::tie(block->cost, block->makespan)) return greedy;
+  return std::move(block->schedule);
 }
 
 }  // namespace pw

@@ -25,11 +25,18 @@ VOffsets v_min_offsets(int p);
 /// The published V-Half block: x = 3 if p % 2 == 0 else 0; F: 2i, f: 3p-i-2, B: 3p+x+2i-1,
 /// b: 6p+x-i-2. Peak (p+2)//2 microbatches per device.
 VOffsets v_half_offsets(int p);
-/// A zero-bubble V block at 1F1B memory (p microbatches): F: i, f: 2p-i-1 (+1 where needed),
-/// B: 2p + ..., see v_schedules.cc for the derivation.
+/// The V-ZB block: F: i, f: 2p-1-i, B: 6p-4+i, b: 8p-5-i (the tightest chain with a turn gap
+/// of 4p-3 slots at device 0). Collision-free for every p; its lifespan bound and its plain
+/// repetition's peak are 2p chunk activations (1F1B's p microbatches); the steady state is
+/// bubble-free and the reordering (planner/block_reorder.h) removes the warm-up and cool-down
+/// bubbles (zero-bubble cost 6m with F = B = W = 1).
 VOffsets v_zb_offsets(int p);
 
-/// Generators registered as v-min, v-half, v-zb (GeneratorParams: p >= 2, m >= 1).
+/// Generators registered as v-min, v-half, v-zb (GeneratorParams: p >= 2, m >= 1). Each repeats
+/// its block, squeezes it and reorders warm-up and cool-down with reorder_block: v-min and
+/// v-half under the block's own peak, v-zb under GeneratorParams::memory_limit (default 1F1B's
+/// p microbatches); v-zb returns the greedy ZB-V schedule instead when that has a lower
+/// zero-bubble cost (uneven costs or communication).
 Schedule generate_v_min(const GeneratorParams& gp);
 Schedule generate_v_half(const GeneratorParams& gp);
 Schedule generate_v_zb(const GeneratorParams& gp);

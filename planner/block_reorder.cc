@@ -1,0 +1,469 @@
+#include "planner/block_reorder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+
+#include "core/dependency.h"
+#include "core/error.h"
+
+namespace pw {
+namespace {
+
+constexpr TimePs kNever = std::numeric_limits<TimePs>::max();
+constexpr double kEps = 1e-9;
+
+bool is_filler(ActionKind k) { return k == ActionKind::kW; }
+
+// Flat view of a schedule for re-timing other orders of the same actions: ids are the
+// DependencyGraph's, durations, memory deltas and hop costs come from one cost table.
+struct Flat {
+  DependencyGraph g;
+  std::vector<TimePs> dur;
+  std::vector<double> mem;
+  std::vector<TimePs> dep_cost;  // per dependency entry: the hop time (0 on the same device)
+  std::vector<std::int32_t> succ_begin, succ;
+
+  Flat(const Schedule& s, const CostTable& costs) : g(build_dependency_graph(s)) {
+    const std::size_t n = g.size();
+    dur.resize(n);
+    mem.resize(n);
+    for (std::size_t id = 0; id < n; ++id) {
+      const Action& a = g.action[id];
+      dur[id] = costs.time(std::max<int>(a.stage, 0), a.kind);
+      mem[id] = costs.mem(std::max<int>(a.stage, 0), a.kind);
+    }
+    dep_cost.resize(g.dep.size());
+    for (std::size_t k = 0; k < g.dep.size(); ++k)
+      dep_cost[k] = g.dep_hop[k] >= 0 ? costs.comm[g.dep_hop[k]] : 0;
+    succ_begin.assign(n + 1, 0);
+    for (const std::int32_t d : g.dep) ++succ_begin[d + 1];
+    for (std::size_t i = 0; i < n; ++i) succ_begin[i + 1] += succ_begin[i];
+    succ.resize(g.dep.size());
+    std::vector<std::int32_t> fill(succ_begin.begin(), succ_begin.end() - 1);
+    for (std::size_t id = 0; id < n; ++id)
+      for (int k = g.dep_begin[id]; k < g.dep_begin[id + 1]; ++k)
+        succ[fill[g.dep[k]]++] = static_cast<std::int32_t>(id);
+  }
+  int devices() const { return static_cast<int>(g.device_begin.size()) - 1; }
+  std::size_t size() const { return g.size(); }
+  // Earliest start allowed by the data dependencies alone (kNever if one is not timed yet).
+  TimePs data_ready(std::int32_t id, const std::vector<TimePs>& end) const {
+    TimePs t = 0;
+    for (int k = g.dep_begin[id]; k < g.dep_begin[id + 1]; ++k) {
+      const TimePs e = end[g.dep[k]];
+      if (e == kNever) return kNever;
+      t = std::max(t, e + dep_cost[k]);
+    }
+    return t;
+  }
+};
+
+// Timeline of one order (Kahn's algorithm over data and device-order edges).
+struct Timeline {
+  std::vector<TimePs> start, end;
+  TimePs makespan = 0, cost = 0;
+  std::vector<std::int32_t> indeg, queue, prev, next;
+};
+
+using Orders = std::vector<std::vector<std::int32_t>>;
+
+bool time_orders(const Flat& f, const Orders& ord, Timeline& tl) {
+  const std::size_t n = f.size();
+  tl.start.assign(n, kNever);
+  tl.end.assign(n, kNever);
+  tl.indeg.resize(n);
+  tl.prev.assign(n, -1);
+  tl.next.assign(n, -1);
+  tl.queue.clear();
+  for (const auto& dev : ord)
+    for (std::size_t i = 0; i < dev.size(); ++i) {
+      if (i > 0) tl.prev[dev[i]] = dev[i - 1];
+      if (i + 1 < dev.size()) tl.next[dev[i]] = dev[i + 1];
+    }
+  for (std::size_t id = 0; id < n; ++id) {
+    tl.indeg[id] = f.g.dep_begin[id + 1] - f.g.dep_begin[id] + (tl.prev[id] >= 0 ? 1 : 0);
+    if (tl.indeg[id] == 0) tl.queue.push_back(static_cast<std::int32_t>(id));
+  }
+  auto release = [&](std::int32_t s) {
+    if (--tl.indeg[s] == 0) tl.queue.push_back(s);
+  };
+  for (std::size_t h = 0; h < tl.queue.size(); ++h) {
+    const std::int32_t id = tl.queue[h];
+    TimePs t = tl.prev[id] >= 0 ? tl.end[tl.prev[id]] : 0;
+    t = std::max(t, f.data_ready(id, tl.end));
+    tl.start[id] = t;
+    tl.end[id] = t + f.dur[id];
+    for (int k = f.succ_begin[id]; k < f.succ_begin[id + 1]; ++k) release(f.succ[k]);
+    if (tl.next[id] >= 0) release(tl.next[id]);
+  }
+  if (tl.queue.size() != n) return false;
+  TimePs first_all = kNever, last_all = 0;
+  tl.cost = 0;
+  for (const auto& dev : ord) {
+    if (dev.empty()) continue;
+    const TimePs first = tl.start[dev.front()], last = tl.end[dev.back()];
+    first_all = std::min(first_all, first);
+    last_all = std::max(last_all, last);
+    tl.cost = std::max(tl.cost, last - first);
+  }
+  tl.makespan = first_all == kNever ? 0 : last_all - first_all;
+  return true;
+}
+
+Orders graph_orders(const Flat& f) {
+  Orders ord(f.devices());
+  for (int d = 0; d < f.devices(); ++d)
+    for (std::int32_t id = f.g.device_begin[d]; id < f.g.device_begin[d + 1]; ++id)
+      ord[d].push_back(id);
+  return ord;
+}
+
+void write_orders(const Flat& f, const Orders& ord, Schedule& s) {
+  for (int d = 0; d < f.devices(); ++d) {
+    auto& out = s.actions[d];
+    out.clear();
+    for (const std::int32_t id : ord[d]) out.push_back(f.g.action[id]);
+  }
+}
+
+// One wave of gap filling: every gap of the current timeline, earliest first, takes at most one
+// later pass of its device that is ready at the gap's start (in this timeline), fits in the gap
+// and keeps the device within its cap. All moves of a wave are judged on the same timeline: with
+// each moved pass at its gap's start that timeline stays feasible for the new orders, so
+// re-timing them can only start passes earlier. Returns the moves made.
+int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const Timeline& tl,
+              std::vector<std::uint8_t>& moved, int window, int budget) {
+  struct Gap {
+    TimePs s, e;
+    int d;
+    std::int32_t before;  // the pass that follows the gap
+  };
+  std::vector<Gap> gaps;
+  for (int d = 0; d < static_cast<int>(ord.size()); ++d)
+    for (std::size_t i = 1; i < ord[d].size(); ++i) {
+      const TimePs s = tl.end[ord[d][i - 1]], e = tl.start[ord[d][i]];
+      if (e > s) gaps.push_back({s, e, d, ord[d][i]});
+    }
+  std::sort(gaps.begin(), gaps.end(), [](const Gap& a, const Gap& b) {
+    return std::tie(a.s, a.d, a.before) < std::tie(b.s, b.d, b.before);
+  });
+  std::fill(moved.begin(), moved.end(), 0);
+  // Memory after each position, per device; recomputed only for a device a move changed.
+  std::vector<std::vector<double>> after(ord.size());
+  std::vector<std::uint8_t> dirty(ord.size(), 1);
+  int moves = 0;
+  for (const Gap& gp : gaps) {
+    if (moves >= budget) break;
+    auto& dev = ord[gp.d];
+    auto& aft = after[gp.d];
+    if (dirty[gp.d]) {
+      aft.resize(dev.size());
+      double run = 0;
+      for (std::size_t k = 0; k < dev.size(); ++k) aft[k] = run += f.mem[dev[k]];
+      dirty[gp.d] = 0;
+    }
+    const std::size_t i = std::find(dev.begin(), dev.end(), gp.before) - dev.begin();
+    const double before = i > 0 ? aft[i - 1] : 0.0;
+    double range_max = before;  // max of memory after positions i..k-1 (and before i)
+    const std::size_t last = std::min(dev.size(), i + 1 + static_cast<std::size_t>(window));
+    for (std::size_t k = i + 1; k < last; ++k) {
+      range_max = std::max(range_max, aft[k - 1]);
+      const std::int32_t id = dev[k];
+      if (moved[id] || tl.start[id] < gp.e || f.dur[id] > gp.e - gp.s) continue;
+      if (f.data_ready(id, tl.end) > gp.s) continue;
+      const double delta = f.mem[id];
+      if (delta > 0 && range_max + delta > caps[gp.d] + kEps) continue;
+      std::rotate(dev.begin() + i, dev.begin() + k, dev.begin() + k + 1);
+      moved[id] = 1;
+      dirty[gp.d] = 1;
+      ++moves;
+      break;
+    }
+  }
+  return moves;
+}
+
+// Score of a timeline for the local search: makespan, then cost, then the sum of device ends.
+struct Score {
+  TimePs makespan, cost, ends;
+  friend bool operator<(const Score& a, const Score& b) {
+    return std::tie(a.makespan, a.cost, a.ends) < std::tie(b.makespan, b.cost, b.ends);
+  }
+};
+
+Score score_of(const Orders& ord, const Timeline& tl) {
+  Score s{tl.makespan, tl.cost, 0};
+  for (const auto& dev : ord)
+    if (!dev.empty()) s.ends += tl.end[dev.back()];
+  return s;
+}
+
+bool within_cap(const Flat& f, const std::vector<std::int32_t>& dev, double cap) {
+  double run = 0;
+  for (const std::int32_t id : dev)
+    if ((run += f.mem[id]) > cap + kEps) return false;
+  return true;
+}
+
+// Hill climbing over single moves (one pass moved up to `window` places within its device's
+// first and last `edge` positions); accepts strict improvements of the score.
+int local_search(const Flat& f, Orders& ord, const std::vector<double>& caps, int window, int edge,
+                 int budget) {
+  Timeline tl;
+  if (!time_orders(f, ord, tl)) return 0;
+  Score best = score_of(ord, tl);
+  int moves = 0, evals = 0;
+  bool improved = true;
+  while (improved && evals < budget) {
+    improved = false;
+    for (int d = 0; d < static_cast<int>(ord.size()) && evals < budget; ++d) {
+      auto& dev = ord[d];
+      const int n = static_cast<int>(dev.size());
+      for (int i = 0; i < n && evals < budget; ++i) {
+        if (i >= edge && i < n - edge) continue;
+        for (int k = std::max(0, i - window); k <= std::min(n - 1, i + window); ++k) {
+          if (k == i) continue;
+          auto move = [&](int from, int to) {
+            if (from > to)
+              std::rotate(dev.begin() + to, dev.begin() + from, dev.begin() + from + 1);
+            else
+              std::rotate(dev.begin() + from, dev.begin() + from + 1, dev.begin() + to + 1);
+          };
+          move(i, k);
+          ++evals;
+          if (within_cap(f, dev, caps[d]) && time_orders(f, ord, tl)) {
+            const Score s = score_of(ord, tl);
+            if (s < best) {
+              best = s;
+              ++moves;
+              improved = true;
+              break;
+            }
+          }
+          move(k, i);
+        }
+      }
+    }
+  }
+  return moves;
+}
+
+TimePs eval_makespan(const Schedule& s, const CostTable& costs, TimePs* cost) {
+  const Flat f(s, costs);
+  Timeline tl;
+  const bool ok = time_orders(f, graph_orders(f), tl);
+  PW_ASSERT(ok, "reorder candidate deadlocks");
+  *cost = tl.cost;
+  return tl.makespan;
+}
+
+}  // namespace
+
+std::vector<double> order_peaks(const Schedule& schedule, const CostTable& costs) {
+  std::vector<double> peak(schedule.actions.size(), 0.0);
+  for (std::size_t d = 0; d < schedule.actions.size(); ++d) {
+    double run = 0;
+    for (const Action& a : schedule.actions[d]) {
+      run += costs.mem(std::max<int>(a.stage, 0), a.kind);
+      peak[d] = std::max(peak[d], run);
+    }
+  }
+  return peak;
+}
+
+int fill_gaps(Schedule& schedule, const CostTable& costs, const std::vector<double>& caps,
+              int max_moves) {
+  const Flat f(schedule, costs);
+  Orders ord = graph_orders(f);
+  Timeline tl;
+  if (!time_orders(f, ord, tl)) return 0;
+  std::vector<std::uint8_t> moved(f.size(), 0);
+  // Candidates within two microbatches' passes of all devices after the gap: a pass further
+  // down the list belongs to a microbatch that is not ready yet.
+  const int window =
+      std::max(16, 2 * static_cast<int>(f.size()) / std::max(1, schedule.num_microbatches));
+  int moves = 0;
+  while (moves < max_moves) {
+    const int made = fill_wave(f, ord, caps, tl, moved, window, max_moves - moves);
+    if (made == 0) break;
+    moves += made;
+    const bool ok = time_orders(f, ord, tl);
+    PW_ASSERT(ok, "gap filling produced a deadlocked order");
+  }
+  if (moves > 0) write_orders(f, ord, schedule);
+  return moves;
+}
+
+Schedule block_list_schedule(const Schedule& order, const CostTable& costs,
+                             const std::vector<double>& caps, int reserve, bool eager_w) {
+  const Flat f(order, costs);
+  const int D = f.devices();
+  const std::size_t n = f.size();
+  // Sequences: per device, the ids of one (stage, kind) in list order. `rank` orders a device's
+  // stages; `later_unit` is the forward allocation of the device's next stage (the reservation).
+  struct Seq {
+    std::vector<std::int32_t> ids;
+    std::size_t head = 0;
+    bool filler = false;
+    int rank = 0;
+  };
+  std::vector<std::vector<Seq>> seqs(D);
+  std::vector<std::vector<int>> stages(D);
+  for (int d = 0; d < D; ++d) {
+    for (std::int32_t id = f.g.device_begin[d]; id < f.g.device_begin[d + 1]; ++id)
+      stages[d].push_back(f.g.action[id].stage);
+    std::sort(stages[d].begin(), stages[d].end());
+    stages[d].erase(std::unique(stages[d].begin(), stages[d].end()), stages[d].end());
+    for (std::int32_t id = f.g.device_begin[d]; id < f.g.device_begin[d + 1]; ++id) {
+      const Action& a = f.g.action[id];
+      const int rank = static_cast<int>(
+          std::lower_bound(stages[d].begin(), stages[d].end(), a.stage) - stages[d].begin());
+      auto it = std::find_if(seqs[d].begin(), seqs[d].end(), [&](const Seq& q) {
+        const Action& b = f.g.action[q.ids.front()];
+        return b.stage == a.stage && b.kind == a.kind;
+      });
+      if (it == seqs[d].end()) {
+        seqs[d].push_back(Seq{{}, 0, is_filler(a.kind), rank});
+        it = seqs[d].end() - 1;
+      }
+      it->ids.push_back(id);
+    }
+  }
+  // Forward allocation of each device's stage by rank (for the reservation).
+  std::vector<std::vector<double>> fwd_unit(D);
+  for (int d = 0; d < D; ++d)
+    for (const int st : stages[d])
+      fwd_unit[d].push_back(std::max(0.0, costs.mem(st, ActionKind::kF)));
+  std::vector<std::vector<double>> held(D);
+  for (int d = 0; d < D; ++d) held[d].assign(stages[d].size(), 0.0);
+  std::vector<double> mem(D, 0.0);
+  std::vector<TimePs> end(n, kNever), clock(D, 0);
+  Orders ord(D);
+  std::size_t remaining = n;
+  TimePs now = 0;
+  auto eligible = [&](int d, const Seq& q, std::int32_t id) {
+    const double delta = f.mem[id];
+    if (delta <= 0) return true;
+    if (mem[d] + delta > caps[d] + kEps) return false;
+    if (q.rank + 1 >= static_cast<int>(held[d].size()) || reserve <= 0) return true;
+    double upto = 0;
+    for (int r = 0; r <= q.rank; ++r) upto += held[d][r];
+    return upto + delta + reserve * fwd_unit[d][q.rank + 1] <= caps[d] + kEps;
+  };
+  while (remaining > 0) {
+    bool zero_length = false;
+    for (int d = 0; d < D; ++d) {
+      if (clock[d] > now) continue;
+      Seq* best = nullptr;
+      // First ready pass in list order that memory keeps waiting (eager_w: a W that frees
+      // memory goes first then).
+      std::int32_t held_back = std::numeric_limits<std::int32_t>::max();
+      for (int pass = 0; pass < 2 && !best; ++pass)
+        for (Seq& q : seqs[d]) {
+          if (q.head >= q.ids.size() || q.filler != (pass == 1)) continue;
+          const std::int32_t id = q.ids[q.head];
+          if (f.data_ready(id, end) > now) continue;
+          if (!eligible(d, q, id)) {
+            held_back = std::min(held_back, id);
+            continue;
+          }
+          if (!best || id < best->ids[best->head]) best = &q;
+        }
+      if (eager_w && best && held_back < best->ids[best->head]) {
+        for (Seq& q : seqs[d]) {
+          if (!q.filler || q.head >= q.ids.size()) continue;
+          const std::int32_t id = q.ids[q.head];
+          if (f.mem[id] < 0 && f.data_ready(id, end) <= now) {
+            best = &q;
+            break;
+          }
+        }
+      }
+      if (!best) continue;
+      const std::int32_t id = best->ids[best->head++];
+      end[id] = now + f.dur[id];
+      clock[d] = end[id];
+      zero_length |= f.dur[id] == 0;
+      mem[d] += f.mem[id];
+      held[d][best->rank] += f.mem[id];
+      ord[d].push_back(id);
+      --remaining;
+    }
+    if (remaining == 0 || zero_length) continue;
+    // Next event: a device becoming free, or a head pass becoming ready.
+    TimePs next = kNever;
+    for (int d = 0; d < D; ++d) {
+      if (clock[d] > now) next = std::min(next, clock[d]);
+      for (const Seq& q : seqs[d]) {
+        if (q.head >= q.ids.size()) continue;
+        const TimePs r = f.data_ready(q.ids[q.head], end);
+        if (r != kNever && r > now) next = std::min(next, r);
+      }
+    }
+    if (next == kNever) return Schedule{order.name, order.placement, order.num_microbatches, {}};
+    now = next;
+  }
+  Schedule out = order;
+  write_orders(f, ord, out);
+  return out;
+}
+
+ReorderResult reorder_block(const BuildingBlock& block, int m, const CostTable& costs,
+                            const ReorderOptions& opt) {
+  const Schedule plain = block_to_schedule(block, m, {.reorder_cooldown = false});
+  ReorderResult best;
+  best.caps = opt.caps.empty() ? order_peaks(plain, costs) : opt.caps;
+  if (opt.caps.empty() && !opt.per_device_caps) {
+    const double top = *std::max_element(best.caps.begin(), best.caps.end());
+    std::fill(best.caps.begin(), best.caps.end(), top);
+  }
+  PW_ASSERT(best.caps.size() == plain.actions.size(), "reorder_block: one cap per device");
+  best.makespan = kNever;
+  auto consider = [&](Schedule s, const std::string& method) {
+    if (s.actions.empty()) return;
+    fill_gaps(s, costs, best.caps, opt.max_fill_moves);
+    const std::vector<double> peak = order_peaks(s, costs);
+    for (std::size_t d = 0; d < peak.size(); ++d)
+      if (peak[d] > best.caps[d] + kEps) return;
+    TimePs cost = 0;
+    const TimePs mk = eval_makespan(s, costs, &cost);
+    if (std::tie(mk, cost) >= std::tie(best.makespan, best.cost)) return;
+    best.schedule = std::move(s);
+    best.makespan = mk;
+    best.cost = cost;
+    best.peak = peak;
+    best.method = method + "+fill";
+  };
+  Schedule base = block_to_schedule(block, m, {.reorder_cooldown = true});
+  squeeze_fill_w(base, costs);
+  consider(std::move(base), "block");
+  consider(plain, "plain");
+  for (int r = 0; r <= opt.max_reserve; ++r)
+    for (bool eager_w : {false, true})
+      consider(block_list_schedule(plain, costs, best.caps, r, eager_w),
+               fmt::format("list r={}{}", r, eager_w ? " eager-w" : ""));
+  if (best.makespan != kNever && opt.search_budget > 0) {
+    const Flat f(best.schedule, costs);
+    Orders ord = graph_orders(f);
+    const int per_device = static_cast<int>(f.size()) / std::max(1, f.devices());
+    const int edge = opt.search_edge > 0 ? opt.search_edge : per_device;
+    if (local_search(f, ord, best.caps, opt.search_window, edge, opt.search_budget) > 0) {
+      Schedule s = best.schedule;
+      write_orders(f, ord, s);
+      best.makespan = eval_makespan(s, costs, &best.cost);
+      best.peak = order_peaks(s, costs);
+      best.schedule = std::move(s);
+      best.method += "+search";
+    }
+  }
+  if (best.makespan == kNever)
+    throw ConfigError("", "--memory-limit",
+                      fmt::format("no reordering of block '{}' fits the memory caps", block.name));
+  best.schedule.name = block.name;
+  return best;
+}
+
+}  // namespace pw
