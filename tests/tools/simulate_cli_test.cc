@@ -294,6 +294,22 @@ TEST(SimulatePlan, CorruptedOrMissingPlanIsExitTwoNamingFileAndField) {
   text.replace(pos, 10, "[BW, 1, 1]");
   write_file_atomic(plan, text);
   expect_bad_input(simulate("--plan " + plan), plan + ": schedule_checksum");
+  // Timings are not covered by the checksum: a fixed-cost re-simulation checks them itself.
+  ASSERT_EQ(simulate("--schedule 1f1b --pp 4 --microbatches 8 --emit " + plan).status, 0);
+  text = read_file(plan);
+  // Device 1's second action is F0 of stage 1 (after RECV_F, which ends at 1 unit = 1e9 ps).
+  const auto f = text.find("[1, 1, 1000000000, 2000000000]");
+  ASSERT_NE(f, std::string::npos);
+  write_file_atomic(plan, std::string(text).replace(f, 30, "[1, 1, 500000000, 1500000000]"));
+  expect_bad_input(simulate("--plan " + plan),
+                   plan +
+                       ": predicted: device 1 action 1 (F stage 1 mb 0) starts at 500000000 ps, "
+                       "before its prerequisite device 1 action 0 (RECV_F stage 1 mb 0)");
+  const auto list = text.find("predicted: [[");
+  ASSERT_NE(list, std::string::npos);
+  write_file_atomic(plan,
+                    text.substr(0, list) + "predicted: []" + text.substr(text.find('\n', list)));
+  expect_bad_input(simulate("--plan " + plan), plan + ": predicted: is empty");
   const std::string missing = temp_path("no_such_plan.yaml");
   expect_bad_input(simulate("--plan " + missing), missing + ": --plan");
   expect_bad_input(simulate("--plan " + plan + " " + std::string(PW_SOURCE_DIR) +
