@@ -151,34 +151,40 @@ struct FixedRun {
   double bubble_rate = 0, bubble_fraction = 0;
 };
 
-/// Runs the plan's schedule on the discrete-event engine: one task per action lasting its
-/// predicted duration; every cross-device prerequisite waits the stage boundary's hop latency,
-/// taken as the smallest predicted gap over that boundary (the evaluator starts an action at
-/// max(device clock, prerequisite end + hop), so the smallest gap is the hop whenever some
-/// transfer binds, and any larger value it could be changes no start).
-FixedRun run_fixed(const Plan& plan, const std::string& file) {
-  const DependencyGraph g = build_dependency_graph(plan.schedule, file);
-  const std::size_t n = g.size();
-  const int D = plan.schedule.placement.num_devices;
-  std::vector<TimePs> ps(n, -1), pe(n, -1);
+/// "device 1 action 4 (F stage 1 mb 2)" for error messages.
+std::string where(const DependencyGraph& g, std::size_t id) {
+  const int d = g.device_of[id];
+  return fmt::format("device {} action {} ({})", d, static_cast<int>(id) - g.device_begin[d],
+                     describe_action(g.action[id]));
+}
+
+/// Predicted [start, end) of every action, numbered like `g`; throws naming `predicted` when an
+/// action has none.
+void predicted_intervals(const Plan& plan, const DependencyGraph& g, const std::string& file,
+                         std::vector<TimePs>* ps, std::vector<TimePs>* pe) {
+  ps->assign(g.size(), -1);
+  pe->assign(g.size(), -1);
   for (const ActionTiming& t : plan.predicted) {
     const std::size_t id = static_cast<std::size_t>(g.device_begin[t.device] + t.index);
-    ps[id] = t.start;
-    pe[id] = t.end;
+    (*ps)[id] = t.start;
+    (*pe)[id] = t.end;
   }
-  auto where = [&](std::size_t id) {
-    const int d = g.device_of[id];
-    return fmt::format("device {} action {} ({})", d, static_cast<int>(id) - g.device_begin[d],
-                       describe_action(g.action[id]));
-  };
-  for (std::size_t id = 0; id < n; ++id)
-    if (ps[id] < 0)
+  for (std::size_t id = 0; id < g.size(); ++id)
+    if ((*ps)[id] < 0)
       throw ConfigError(file, "predicted",
                         fmt::format("no timing for {}; expected one [device, index, start, end] "
                                     "per action to re-simulate a plan without a hardware profile",
-                                    where(id)));
-  std::vector<TimePs> hop(static_cast<std::size_t>(plan.schedule.placement.num_stages()), kNever);
-  for (std::size_t id = 0; id < n; ++id) {
+                                    where(g, id)));
+}
+
+/// Hop latency per sending stage: the smallest predicted gap across that stage boundary (0 where
+/// no transfer leaves it). Throws naming `predicted` when a prerequisite ends after its
+/// dependant starts.
+std::vector<TimePs> inferred_hops(const DependencyGraph& g, int num_stages,
+                                  const std::vector<TimePs>& ps, const std::vector<TimePs>& pe,
+                                  const std::string& file) {
+  std::vector<TimePs> hop(static_cast<std::size_t>(num_stages), kNever);
+  for (std::size_t id = 0; id < g.size(); ++id) {
     for (int k = g.dep_begin[id]; k < g.dep_begin[id + 1]; ++k) {
       const std::size_t dep = static_cast<std::size_t>(g.dep[k]);
       const TimePs gap = ps[id] - pe[dep];
@@ -186,55 +192,76 @@ FixedRun run_fixed(const Plan& plan, const std::string& file) {
         throw ConfigError(file, "predicted",
                           fmt::format("{} starts at {} ps, before its prerequisite {} ends at {} "
                                       "ps; expected predicted times that respect dependencies",
-                                      where(id), ps[id], where(dep), pe[dep]));
+                                      where(g, id), ps[id], where(g, dep), pe[dep]));
       if (g.dep_hop[k] >= 0) hop[g.dep_hop[k]] = std::min(hop[g.dep_hop[k]], gap);
     }
   }
+  for (TimePs& h : hop)
+    if (h == kNever) h = 0;
+  return hop;
+}
+
+/// Per-device statistics as the evaluator defines them (compute kinds count as busy; the span
+/// runs from the first compute start to the last end).
+void fixed_stats(const DependencyGraph& g, int num_devices, FixedRun* r) {
+  r->first.assign(num_devices, kNever);
+  r->last.assign(num_devices, 0);
+  r->busy.assign(num_devices, 0);
+  for (std::size_t id = 0; id < g.size(); ++id) {
+    const int d = g.device_of[id];
+    if (is_compute(g.action[id].kind)) {
+      r->busy[d] += r->end[id] - r->start[id];
+      r->first[d] = std::min(r->first[d], r->start[id]);
+    }
+    r->last[d] = std::max(r->last[d], r->end[id]);
+  }
+  TimePs first = kNever, last = 0;
+  for (int d = 0; d < num_devices; ++d) {
+    if (r->first[d] == kNever) r->first[d] = 0;
+    first = std::min(first, r->first[d]);
+    last = std::max(last, r->last[d]);
+    r->cost = std::max(r->cost, r->last[d] - r->first[d]);
+    r->ideal = std::max(r->ideal, r->busy[d]);
+  }
+  r->makespan = last > first ? last - first : 0;
+  const double cost = static_cast<double>(r->cost), ideal = static_cast<double>(r->ideal);
+  r->bubble_rate = cost > 0 ? (cost - ideal) / cost : 0.0;
+  r->bubble_fraction = ideal > 0 ? (cost - ideal) / ideal : 0.0;
+}
+
+/// Runs the plan's schedule on the discrete-event engine: one task per action lasting its
+/// predicted duration; every cross-device prerequisite waits its stage boundary's inferred hop
+/// latency (the evaluator starts an action at max(device clock, prerequisite end + hop), so the
+/// smallest gap is the hop whenever some transfer binds, and any larger value it could be
+/// changes no start).
+FixedRun run_fixed(const Plan& plan, const std::string& file) {
+  const DependencyGraph g = build_dependency_graph(plan.schedule, file);
+  const int D = plan.schedule.placement.num_devices;
+  std::vector<TimePs> ps, pe;
+  predicted_intervals(plan, g, file, &ps, &pe);
+  const std::vector<TimePs> hop =
+      inferred_hops(g, plan.schedule.placement.num_stages(), ps, pe, file);
   des::TaskGraph tg;
   tg.reset(D);
-  for (std::size_t id = 0; id < n; ++id) {
+  for (std::size_t id = 0; id < g.size(); ++id) {
     des::Task t;
     t.device = g.device_of[id];
     t.duration = pe[id] - ps[id];
     t.label = g.action[id];
     tg.add_task(t);
   }
-  for (std::size_t id = 0; id < n; ++id)
+  for (std::size_t id = 0; id < g.size(); ++id)
     for (int k = g.dep_begin[id]; k < g.dep_begin[id + 1]; ++k)
       tg.add_dep(g.dep[k], static_cast<std::int32_t>(id),
                  g.dep_hop[k] >= 0 ? hop[g.dep_hop[k]] : 0);
   tg.finalize();
   des::Engine engine;
   const des::EngineResult& er = engine.run(tg);
-  if (!er.completed)
-    throw ConfigError(file, "schedule", "the engine could not run every action (stuck graph)");
-  // Statistics as the evaluator defines them (compute kinds count as busy).
+  PW_ASSERT(er.completed, "a validated schedule left actions unrun");
   FixedRun r;
   r.start = er.start;
   r.end = er.end;
-  r.first.assign(D, kNever);
-  r.last.assign(D, 0);
-  r.busy.assign(D, 0);
-  for (std::size_t id = 0; id < n; ++id) {
-    const int d = g.device_of[id];
-    if (is_compute(g.action[id].kind)) {
-      r.busy[d] += r.end[id] - r.start[id];
-      r.first[d] = std::min(r.first[d], r.start[id]);
-    }
-    r.last[d] = std::max(r.last[d], r.end[id]);
-  }
-  TimePs first = kNever, last = 0;
-  for (int d = 0; d < D; ++d) {
-    if (r.first[d] == kNever) r.first[d] = 0;
-    first = std::min(first, r.first[d]);
-    last = std::max(last, r.last[d]);
-    r.cost = std::max(r.cost, r.last[d] - r.first[d]);
-    r.ideal = std::max(r.ideal, r.busy[d]);
-  }
-  r.makespan = last > first ? last - first : 0;
-  const double cost = static_cast<double>(r.cost), ideal = static_cast<double>(r.ideal);
-  r.bubble_rate = cost > 0 ? (cost - ideal) / cost : 0.0;
-  r.bubble_fraction = ideal > 0 ? (cost - ideal) / ideal : 0.0;
+  fixed_stats(g, D, &r);
   return r;
 }
 
