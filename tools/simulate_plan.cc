@@ -307,6 +307,18 @@ int run_fixed_costs(const ScenarioSimOptions& opts, const Plan& plan, const std:
                       fmt::format("is empty and {}; expected per-action predicted times (or a "
                                   "complete model shape and a hardware profile in `cluster`)",
                                   why));
+  const ScenarioSimOptions defaults;
+  const std::pair<const char*, bool> hw_flags[] = {
+      {"--overlap-grad-reduce", opts.overlap_grad_reduce},
+      {"--grad-reduce-bytes", opts.grad_reduce_bytes != defaults.grad_reduce_bytes},
+      {"--all-ranks", opts.all_ranks},
+      {"--comm-compute-slowdown", opts.comm_slowdown != defaults.comm_slowdown}};
+  for (const auto& [flag, given] : hw_flags)
+    if (given)
+      throw ConfigError(opts.plan, flag,
+                        fmt::format("applies only to a plan rebuilt on a hardware profile, and "
+                                    "{}; expected the flag to be absent",
+                                    why));
   const FixedRun r = run_fixed(plan, opts.plan);
   if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(fixed_trace(plan, r)));
   const Schedule& s = plan.schedule;

@@ -310,6 +310,10 @@ TEST(SimulatePlan, CorruptedOrMissingPlanIsExitTwoNamingFileAndField) {
   write_file_atomic(plan,
                     text.substr(0, list) + "predicted: []" + text.substr(text.find('\n', list)));
   expect_bad_input(simulate("--plan " + plan), plan + ": predicted: is empty");
+  // Hardware-model flags are refused, not ignored, when there is no hardware model.
+  write_file_atomic(plan, text);
+  expect_bad_input(simulate("--plan " + plan + " --overlap-grad-reduce"),
+                   plan + ": --overlap-grad-reduce: applies only to a plan rebuilt");
   const std::string missing = temp_path("no_such_plan.yaml");
   expect_bad_input(simulate("--plan " + missing), missing + ": --plan");
   expect_bad_input(simulate("--plan " + plan + " " + std::string(PW_SOURCE_DIR) +
