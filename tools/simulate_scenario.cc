@@ -40,6 +40,7 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
   j["hfu"] = r.hfu;
   j["bubble_rate"] = r.bubble_rate;
   j["bubble_fraction"] = r.bubble_fraction;
+  j["pipeline_bubble_rate"] = r.pipeline_bubble_rate;
   nlohmann::ordered_json ex;
   for (int k = 0; k < kNumCommKinds; ++k)
     ex[comm_kind_name(static_cast<CommKind>(k))] = ps_to_millis(r.exposed[k]);
@@ -91,8 +92,11 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
   line("TFLOP/s per GPU",
        fmt::format("{:.1f} hardware, {:.1f} model", r.tflops_per_gpu, r.model_tflops_per_gpu));
   line("HFU / MFU", fmt::format("{:.1f}% / {:.1f}%", 100 * r.hfu, 100 * r.mfu));
-  line("bubble", fmt::format("{:.1f}% of the span ({:.1f}% of busy time)", 100 * r.bubble_rate,
-                             100 * r.bubble_fraction));
+  line("idle",
+       fmt::format("{:.1f}% of the span ({:.1f}% of busy time): pipeline bubble {:.1f}%, "
+                   "exposed communication {:.1f}%",
+                   100 * r.bubble_rate, 100 * r.bubble_fraction, 100 * r.pipeline_bubble_rate,
+                   100 * (r.bubble_rate - r.pipeline_bubble_rate)));
   std::string ex;
   for (int k = 0; k < kNumCommKinds; ++k)
     ex += fmt::format("{}{} {:.2f} ms", k ? ", " : "", comm_kind_name(static_cast<CommKind>(k)),
