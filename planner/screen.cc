@@ -80,8 +80,33 @@ double CostModel::model_flops(int global_batch) const {
 
 namespace {
 
-LayerCosts layer_costs(const PlanProblem& pr, const SearchConfig& c, double act, bool z3_gather,
-                       double dp_bw, double dp_lat) {
+// The data-parallel group of a configuration in Megatron's rank order (tensor ranks fastest):
+// `r` ranks on each of `nodes` nodes. Its reduce-scatter (= all-gather) time is hierarchical
+// across nodes: a ring inside the node at the measured all-reduce bus bandwidth, then each rank's
+// 1/r share across the nodes over its own NIC (NCCL's rails), as hwmodels' hierarchical algorithm.
+struct DpGroup {
+  int r = 1, nodes = 1;
+  double intra_bw = 1, nic_bw = 1, intra_lat = 0, inter_lat = 0;
+  double half(double bytes) const {
+    double t = 0;
+    if (r > 1) t += (r - 1.0) / r * bytes / intra_bw + log2_ceil(r) * intra_lat;
+    if (nodes > 1) t += (nodes - 1.0) / nodes * bytes / r / nic_bw + log2_ceil(nodes) * inter_lat;
+    return t;
+  }
+};
+
+DpGroup dp_group(const GpuNodeSpec& g, const SearchConfig& c) {
+  DpGroup out;
+  out.r = std::max(1, std::min<int>(c.d, g.gpus_per_node / std::max<int>(1, c.t)));
+  out.nodes = (c.d + out.r - 1) / out.r;
+  out.intra_bw = g.intra_allreduce_bw;
+  out.nic_bw = g.inter_bw * g.inter_efficiency;
+  out.intra_lat = g.intra_latency;
+  out.inter_lat = g.inter_latency;
+  return out;
+}
+
+LayerCosts layer_costs(const PlanProblem& pr, const SearchConfig& c, double act) {
   const ModelShape& m = pr.model;
   const GpuNodeSpec& g = pr.gpu;
   const double s = m.seq_length, b = c.micro_batch, h = m.hidden_size;
@@ -114,12 +139,6 @@ LayerCosts layer_costs(const PlanProblem& pr, const SearchConfig& c, double act,
     lc.r = lc.f;
     lc.b += lc.f;
     lc.tp += 2 * ar;
-  }
-  if (z3_gather) {
-    // ZeRO-3 without breadth-first sweeps gathers each layer's weights for every pass.
-    const double ag = (c.d - 1.0) / c.d * 2 * layer_params(m) / t / dp_bw + log2_ceil(c.d) * dp_lat;
-    lc.f += ag;
-    lc.b += ag;
   }
   lc.act = act;
   lc.act_w = std::min(act, 32 * s * b * h / t);
@@ -178,12 +197,9 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const int S = out->num_stages;
   const double t = c.t, d = c.d, s = m.seq_length, b = c.micro_batch, h = m.hidden_size,
                V = m.vocab_size;
-  const bool dp_intra = c.t * c.d <= g.gpus_per_node;
-  const double dp_bw = dp_intra ? g.intra_allreduce_bw : g.inter_bw * g.inter_efficiency;
-  const double dp_lat = dp_intra ? g.intra_latency : g.inter_latency;
+  const DpGroup dpg = dp_group(g, c);
   const bool z3 = c.zero == 3;
-  const LayerCosts lc =
-      layer_costs(pr, c, layer_activation(c), z3 && !so.overlaps_dp, dp_bw, dp_lat);
+  const LayerCosts lc = layer_costs(pr, c, layer_activation(c));
   const double rate = g.peak_flops * g.gemm_efficiency;
   const double logit = 2 * b * s * h * V / t / rate;
   const double ce = 3 * 4 * s * b * V / t / (g.hbm_bw * g.hbm_efficiency);
@@ -195,6 +211,11 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   out->r.resize(S);
   out->act_r.resize(S);
   out->static_mem.assign(c.p, 0.0);
+  out->gather.assign(S, 0.0);
+  // ZeRO-3: per device the two largest stages' parameters (a sweep's gathered weights and the
+  // next sweep's, prefetched).
+  std::vector<double> big1(c.p, 0.0), big2(c.p, 0.0);
+  double big_any = 0;
   const double lp = layer_params(m) / t;
   const double embed = (V + s) * h / t;
   for (int i = 0; i < S; ++i) {
@@ -212,6 +233,18 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     double params = n * lp + (i == 0 ? embed : 0);
     // The logits weight is tied to the embedding; a last stage on another device keeps a copy.
     if (last && (dev < 0 || dev != out->device[0])) params += V * h / t;
+    // ZeRO-3 gathers a stage's weights once per sweep of consecutive passes of that stage
+    // (breadth-first: counted in the data-parallel term below).
+    if (z3 && !so.overlaps_dp && c.d > 1) out->gather[i] = dpg.half(2 * params);
+    big_any = std::max(big_any, params);
+    if (dev >= 0) {
+      if (params > big1[dev]) {
+        big2[dev] = big1[dev];
+        big1[dev] = params;
+      } else {
+        big2[dev] = std::max(big2[dev], params);
+      }
+    }
     if (dev >= 0) {
       out->static_mem[dev] += params;
     } else {
@@ -220,7 +253,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   }
   // static_mem holds parameters per device so far; turn it into bytes.
   double max_params = 0;
-  for (double& P : out->static_mem) {
+  for (int dev = 0; dev < c.p; ++dev) {
+    double& P = out->static_mem[dev];
     max_params = std::max(max_params, P);
     double bytes = 0;
     const bool off = c.offload != 0;
@@ -235,7 +269,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
         bytes = off ? 2 * P + 2 * P / d : 2 * P + 14 * P / d;
         break;
       default:
-        bytes = (off ? 4 * P / d : 16 * P / d) + 2 * 2 * lp;
+        bytes = (off ? 4 * P / d : 16 * P / d) +
+                2 * (out->device[0] >= 0 ? big1[dev] + big2[dev] : 2 * big_any);
         break;
     }
     if (static_cast<Recompute>(c.recompute) == Recompute::kFull) bytes += lc.act_full;
@@ -248,12 +283,21 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     const double bw = inter ? g.inter_bw * g.inter_efficiency : g.intra_bw;
     out->hop = 2 * b * s * h / t / bw + (inter ? g.inter_latency : g.intra_latency);
   }
-  // Data-parallel gradient traffic (bf16 gradients of the largest device's parameters).
+  // Data-parallel traffic of the largest device's parameters: fp32 gradients reduced (Megatron's
+  // main-grad buffer, as the DES by default), bf16 parameters gathered back under ZeRO-1/2,
+  // and with breadth-first ZeRO-3 the gathers of the forward and backward sweeps.
   double dp = 0;
   if (c.d > 1) {
-    const double factor = z3 ? (so.overlaps_dp ? 3.0 : 1.0) : 2.0;
-    dp = factor * (d - 1) / d * 2 * max_params / dp_bw + 2 * log2_ceil(c.d) * dp_lat;
-    if (so.overlaps_dp) dp /= std::max(1, so.v);
+    const double grads = 4 * max_params, weights = 2 * max_params;
+    if (c.zero == 0) {
+      dp = 2 * dpg.half(grads);
+    } else if (!z3) {
+      dp = dpg.half(grads) + dpg.half(weights);
+    } else if (so.overlaps_dp) {
+      dp = (dpg.half(grads) + 2 * dpg.half(weights)) / std::max(1, so.v);
+    } else {
+      dp = dpg.half(grads);
+    }
   }
   out->dp = dp;
   const double shard = c.zero > 0 ? max_params / d : max_params;
@@ -281,6 +325,22 @@ double device0_units(const ScheduleOption& so, int p, int m) {
 }
 
 }  // namespace
+
+double gather_lower_bound(const StageCosts& sc) {
+  // Every device sweeps each of its stages at least once and its first gather is exposed.
+  std::vector<double>::const_iterator it = std::max_element(sc.gather.begin(), sc.gather.end());
+  if (it == sc.gather.end() || *it <= 0) return 0;
+  if (sc.device.empty() || sc.device[0] < 0)
+    return *std::min_element(sc.gather.begin(), sc.gather.end());
+  double lb = 0;
+  for (int d = 0; d < sc.num_devices; ++d) {
+    double g = 1e300;
+    for (int i = 0; i < sc.num_stages; ++i)
+      if (sc.device[i] == d) g = std::min(g, sc.gather[i]);
+    if (g < 1e300) lb = std::max(lb, g);
+  }
+  return lb;
+}
 
 ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
   ScreenResult r;
@@ -335,8 +395,13 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
     const double per_mb = so.v_shape ? 2 * act_min0 : act_all[0];
     mem = std::max(mem, sc->static_mem[0] + device0_units(so, P, m) * per_mb);
   }
-  // The adaptive offset search takes seconds per schedule beyond 16 devices: keep it to p <= 16.
-  if (so.memory_aware && (P > 16 || (problem_.limit() - mem) / activation_unit(c) >= P)) {
+  // The building-block searches (adaptive offsets; V-Half and V-Min) take seconds per schedule
+  // beyond 16 devices: keep them to p <= 16.
+  if ((so.memory_aware || so.name == "v-half" || so.name == "v-min") && P > 16) {
+    r.valid = false;
+    return r;
+  }
+  if (so.memory_aware && (problem_.limit() - mem) / activation_unit(c) >= P) {
     // Memory does not bind: a memory-controllable generator would pick its zero-bubble end,
     // which the fixed zero-bubble schedules in the space already cover.
     r.valid = false;
@@ -345,7 +410,7 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
   // OVERLAP_F_B is charged at its forward stage's F+B+W; when the paired backward's stage is
   // lighter (or heavier) the evaluator's figure moves by up to one stage's difference per pair.
   if (so.overlap) pipe *= 0.9;
-  r.time_lb = pipe + sc->dp + sc->optimizer;
+  r.time_lb = pipe + sc->dp + sc->optimizer + gather_lower_bound(*sc);
   r.mem_lb = mem;
   return r;
 }
@@ -381,6 +446,31 @@ CostTable to_cost_table(const StageCosts& sc, int num_stages_total,
     }
   }
   return t;
+}
+
+double exposed_gather(const StageCosts& sc, const Schedule& schedule,
+                      const std::vector<double>& busy) {
+  if (std::none_of(sc.gather.begin(), sc.gather.end(), [](double g) { return g > 0; })) return 0;
+  const Placement& pl = schedule.placement;
+  double worst = 0;
+  for (int d = 0; d < static_cast<int>(schedule.actions.size()); ++d) {
+    int stage = -1;
+    double first = -1, rest = 0;
+    for (const Action& a : schedule.actions[d]) {
+      if (!is_compute(a.kind) || a.stage == stage) continue;
+      stage = a.stage;
+      const double g = sc.gather[pl.stages[stage].index];
+      if (first < 0) {
+        first = g;
+      } else {
+        rest += g;
+      }
+    }
+    if (first < 0) continue;
+    const double b = d < static_cast<int>(busy.size()) ? busy[d] : 0;
+    worst = std::max(worst, first + std::max(0.0, rest - b));
+  }
+  return worst;
 }
 
 }  // namespace pw

@@ -5,6 +5,7 @@
 /// iteration time (a bound on every schedule's makespan from the pipeline's head and tail) and a
 /// lower bound on peak memory, both valid for what the second tier measures, so that pruning on
 /// them never discards the configuration the second tier would rank first.
+#include <optional>
 #include <vector>
 
 #include "core/cost_table.h"
@@ -26,6 +27,9 @@ struct PlanProblem {
   double memory_limit = 0;  ///< bytes per GPU; 0 = the GPU's capacity
   Objective objective = Objective::kTime;
   TrainingTarget target;  ///< loss or token budget (time-to-loss, and the days/GPU-hours)
+  /// The hardware profile the discrete-event tier simulates on; empty: the shipped profile
+  /// named like `gpu` (see des_profile in planner/search.h), or no DES tier when there is none.
+  std::optional<hw::HardwareProfile> profile;
   double limit() const { return memory_limit > 0 ? memory_limit : gpu.memory_bytes; }
 };
 
@@ -42,7 +46,11 @@ struct StageCosts {
   std::vector<double> act;         ///< activation bytes a forward allocates (held until B)
   std::vector<double> act_w;       ///< bytes still held after B until W
   std::vector<double> static_mem;  ///< per device: weights, grads, optimizer, workspaces
-  double hop = 0;                  ///< one point-to-point hop between stages, seconds
+  /// Per stage: ZeRO-3 all-gather of the stage's weights, seconds (0 without ZeRO-3 or with a
+  /// breadth-first schedule, whose gathers are in `dp`). Paid once per sweep of consecutive
+  /// passes of the stage; the first sweep's is exposed, later ones overlap compute.
+  std::vector<double> gather;
+  double hop = 0;        ///< one point-to-point hop between stages, seconds
   double dp = 0;         ///< exposed data-parallel gradient reduction per iteration, seconds
   double optimizer = 0;  ///< optimizer step (and offload traffic) per iteration, seconds
   double tp_share = 0;   ///< share of pass time spent in tensor-parallel collectives
@@ -92,6 +100,16 @@ class CostModel {
   PlanProblem problem_;
   SearchSpace space_;
 };
+
+/// Lower bound on the exposed ZeRO-3 gather time of any schedule with these stage costs: on
+/// each device the smallest gather of its stages (its first sweep's gather is exposed).
+double gather_lower_bound(const StageCosts& sc);
+
+/// Exposed ZeRO-3 gather time of `schedule` (stage costs by placement index): per device the
+/// first sweep's gather plus what its later sweeps' gathers exceed its compute by; the maximum
+/// over devices. 0 without ZeRO-3. `busy` = per-device compute time (seconds).
+double exposed_gather(const StageCosts& sc, const Schedule& schedule,
+                      const std::vector<double>& busy);
 
 /// Evenly spread `layers` over `stages`, with `trim` fewer on the first and last stage (the
 /// embedding and logits stages); false when a stage would get no layer.

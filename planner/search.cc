@@ -125,6 +125,7 @@ struct PipeResult {
   std::vector<double> peak_act;
   TimePs makespan = 0, ideal = 0;
   double bubble_rate = 0;
+  double gather = 0;  // exposed ZeRO-3 weight gathers, seconds
 };
 
 double memory_units_for_generator(const CostModel& model, const SearchConfig& c,
@@ -197,8 +198,9 @@ void layout(const Placement& pl, const StageCosts& sc, std::vector<int>* layers,
 }
 
 CostTable table_for(const CostModel& model, const SearchConfig& c, const Placement& pl,
-                    const std::vector<int>& layers, const std::vector<int>& device) {
-  StageCosts sc;
+                    const std::vector<int>& layers, const std::vector<int>& device,
+                    StageCosts* costs) {
+  StageCosts& sc = *costs;
   sc.device = device;
   model.costs_for_layers(c, layers, &sc);
   std::vector<int> stage_of(pl.num_stages());
@@ -211,8 +213,14 @@ PipeResult run_on(const CostModel& model, const SearchConfig& c, const StageCost
                   Evaluator& ev, std::vector<std::pair<TimePs, TimePs>>* timings) {
   PipeResult pr;
   layout(ev.schedule().placement, sc, &pr.layers, &pr.device);
-  const CostTable table = table_for(model, c, ev.schedule().placement, pr.layers, pr.device);
+  StageCosts used;
+  const CostTable table = table_for(model, c, ev.schedule().placement, pr.layers, pr.device, &used);
   const EvalResult& r = ev.run(table);
+  if (c.zero == 3) {
+    std::vector<double> busy;
+    for (const DeviceStats& ds : r.device) busy.push_back(ps_to_seconds(ds.busy));
+    pr.gather = exposed_gather(used, ev.schedule(), busy);
+  }
   pr.ok = true;
   pr.makespan = r.makespan;
   pr.ideal = r.ideal;
@@ -239,6 +247,17 @@ bool generate_for(const CostModel& model, const GeneratorRegistry& registry, con
   return true;
 }
 
+// Writes the configuration's layer split (uneven ends) into a single-pipeline placement.
+void apply_layer_split(const StageCosts& sc, Placement* pl) {
+  if (pl->num_pipelines() != 1 || pl->stages_per_pipeline() != sc.num_stages) return;
+  std::vector<int> begin(sc.num_stages + 1, 0);
+  for (int i = 0; i < sc.num_stages; ++i) begin[i + 1] = begin[i] + sc.layers[i];
+  for (StageInfo& st : pl->stages) {
+    st.layer_begin = begin[st.index];
+    st.layer_end = begin[st.index + 1];
+  }
+}
+
 PipeResult run_pipeline(const CostModel& model, const GeneratorRegistry& registry,
                         const SearchConfig& c, Schedule* sched_out,
                         std::vector<std::pair<TimePs, TimePs>>* timings) {
@@ -254,15 +273,7 @@ PipeResult run_pipeline(const CostModel& model, const GeneratorRegistry& registr
   pr = run_on(model, c, sc, ev, timings);
   if (sched_out) {
     *sched_out = std::move(s);
-    Placement& pl = sched_out->placement;
-    if (pl.num_pipelines() == 1 && pl.stages_per_pipeline() == sc.num_stages) {
-      std::vector<int> begin(sc.num_stages + 1, 0);
-      for (int i = 0; i < sc.num_stages; ++i) begin[i + 1] = begin[i] + sc.layers[i];
-      for (StageInfo& st : pl.stages) {
-        st.layer_begin = begin[st.index];
-        st.layer_end = begin[st.index + 1];
-      }
-    }
+    apply_layer_split(sc, &sched_out->placement);
   }
   return pr;
 }
@@ -278,7 +289,8 @@ Evaluated finish(const CostModel& model, const SearchConfig& c, const PipeResult
   sc.device = pipe.device;
   model.costs_for_layers(c, pipe.layers, &sc);
   const double span = ps_to_seconds(pipe.makespan), ideal = ps_to_seconds(pipe.ideal);
-  e.iteration = span + sc.dp + sc.optimizer;
+  e.iteration = span + sc.dp + sc.optimizer + pipe.gather;
+  e.eval_iteration = e.iteration;
   double peak = 0;
   for (int d = 0; d < static_cast<int>(pipe.peak_act.size()); ++d) {
     const double st = d < static_cast<int>(sc.static_mem.size()) ? sc.static_mem[d] : 0;
@@ -286,7 +298,8 @@ Evaluated finish(const CostModel& model, const SearchConfig& c, const PipeResult
   }
   e.peak_memory = peak;
   e.bubble_rate = pipe.bubble_rate;
-  e.breakdown = {ideal * (1 - sc.tp_share), ideal * sc.tp_share, span - ideal, sc.dp, sc.optimizer};
+  e.breakdown = {ideal * (1 - sc.tp_share), ideal * sc.tp_share, span - ideal, sc.dp + pipe.gather,
+                 sc.optimizer};
   e.objective = objective_value(model.problem(), c, e.iteration);
   e.feasible = peak <= model.problem().limit();
   if (!e.feasible)
@@ -389,6 +402,12 @@ class Searcher {
   Searcher(const PlanProblem& pr, const SearchSpace& sp, const GeneratorRegistry& reg,
            const SearchOptions& opt)
       : model_(pr, sp), registry_(reg), opt_(opt) {
+    if (opt.des_top > 0) {
+      profile_ = des_profile(pr);
+      if (!profile_)
+        result_.stats.des_note =
+            fmt::format("no hardware profile for '{}': ranked by the evaluator only", pr.gpu.name);
+    }
     const Inner in{sp.schedules.size(), sp.recompute.size(), sp.sequence_parallel.size(),
                    sp.zero.size(),      sp.offload.size(),   sp.end_trim.size()};
     inner_ = in;
@@ -420,7 +439,7 @@ class Searcher {
     }
     evaluate_pareto(arena);
     result_.stats.evaluate_seconds = now_seconds() - t0;
-    assemble();
+    assemble(arena);
     return std::move(result_);
   }
 
@@ -461,9 +480,12 @@ class Searcher {
     return make_config(model_.space(), inner_, cells_[c.cell], c.inner);
   }
 
+  // Rows the evaluator must rank exactly: the table's, or the DES tier's input.
+  int ranked() const { return std::max(opt_.top, profile_ ? opt_.des_top : 0); }
+
   double threshold() const {
     if (!opt_.prune) return kInf;
-    const std::size_t k = static_cast<std::size_t>(std::max(1, opt_.top));
+    const std::size_t k = static_cast<std::size_t>(std::max(1, ranked()));
     if (best_.size() < k) return kInf;
     return best_[k - 1];
   }
@@ -552,7 +574,7 @@ class Searcher {
     ++result_.stats.evaluated;
     if (e.feasible) {
       best_.insert(std::upper_bound(best_.begin(), best_.end(), e.objective), e.objective);
-      if (best_.size() > static_cast<std::size_t>(std::max(1, opt_.top))) best_.pop_back();
+      if (best_.size() > static_cast<std::size_t>(std::max(1, ranked()))) best_.pop_back();
     }
     evaluated_.push_back(std::move(e));
   }
@@ -572,7 +594,48 @@ class Searcher {
     evaluate_batch(arena, batch);
   }
 
-  void assemble() {
+  // The schedule the evaluator scored for `c` (from the generation cache), layer split applied.
+  bool cached_schedule(const SearchConfig& c, Schedule* out) const {
+    StageCosts sc;
+    GeneratorParams gp;
+    std::string why;
+    if (!model_.stage_costs(c, &sc) || !generator_params(model_, c, sc, &gp, &why)) return false;
+    const auto it = cache_.find(gen_key(c, gp));
+    if (it == cache_.end() || !it->second->ev) return false;
+    *out = it->second->ev->schedule();
+    apply_layer_split(sc, &out->placement);
+    return true;
+  }
+
+  // Third tier: the DES re-simulates the first des_top rows of `ok` (the evaluator's best) and
+  // they are re-ranked by its time; rows beyond keep the evaluator's figure and order.
+  void des_rerank(tbb::task_arena& arena, std::vector<Evaluated>* ok) {
+    if (!profile_ || opt_.des_top <= 0 || ok->empty()) return;
+    const double t0 = now_seconds();
+    const std::size_t n = std::min(ok->size(), static_cast<std::size_t>(opt_.des_top));
+    std::vector<Schedule> sched(n);
+    std::vector<char> have(n, 0);
+    for (std::size_t i = 0; i < n; ++i) have[i] = cached_schedule((*ok)[i].config, &sched[i]);
+    arena.execute([&] {
+      tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
+        if (have[i])
+          des_rescore(model_.problem(), *profile_, model_.space(), sched[i], &(*ok)[i],
+                      opt_.des_options);
+      });
+    });
+    // Rows the DES could not take (no cached schedule: never expected) keep their figure. Rows
+    // whose memory overflows in the simulator's own accounting go after those that fit.
+    std::stable_sort(ok->begin(), ok->begin() + static_cast<std::ptrdiff_t>(n),
+                     [](const Evaluated& a, const Evaluated& b) {
+                       if (a.des_fits != b.des_fits) return a.des_fits;
+                       if (a.objective != b.objective) return a.objective < b.objective;
+                       return a.peak_memory < b.peak_memory;
+                     });
+    result_.stats.des_simulated = n;
+    result_.stats.des_seconds = now_seconds() - t0;
+  }
+
+  void assemble(tbb::task_arena& arena) {
     std::vector<Evaluated> ok;
     for (const Evaluated& e : evaluated_)
       if (e.feasible) ok.push_back(e);
@@ -582,6 +645,7 @@ class Searcher {
       return a.peak_memory < b.peak_memory;
     });
     result_.pareto = pareto_front(ok);
+    des_rerank(arena, &ok);
     if (ok.size() > static_cast<std::size_t>(opt_.top)) ok.resize(opt_.top);
     result_.top = std::move(ok);
     if (!result_.top.empty()) result_.min_memory_needed = 0;
@@ -589,6 +653,7 @@ class Searcher {
   }
 
   CostModel model_;
+  std::optional<hw::HardwareProfile> profile_;  ///< DES tier's, empty = tier off
   const GeneratorRegistry& registry_;
   SearchOptions opt_;
   Inner inner_{};

@@ -2,17 +2,22 @@
 /// The configuration search: a parallel screen (planner/screen.h) over the whole space keeps the
 /// candidates whose lower bounds can still win, then the second tier generates each survivor's
 /// schedule with the registry and scores it with the fixed-cost evaluator (sim/evaluator.h),
-/// best lower bound first, until no remaining lower bound can beat the k-th best score (branch
-/// and bound: the ranking it returns is the one an exhaustive second tier would return).
+/// best lower bound first, until no remaining lower bound can beat the N-th best score (branch
+/// and bound: the ranking it returns is the one an exhaustive second tier would return). The
+/// evaluator's best N (SearchOptions::des_top) are then simulated with the discrete-event
+/// simulator (sim/iteration.h: communication on the topology, collectives, overlap) and the
+/// final ranking is by that simulation.
 /// Deterministic: the same input gives the same result whatever the thread count.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/schedule.h"
 #include "planner/generator.h"
 #include "planner/screen.h"
+#include "sim/iteration.h"
 
 namespace pw {
 
@@ -25,6 +30,12 @@ struct SearchOptions {
   /// compare this exhaustive ranking with the pruned one)
   bool prune = true;
   bool keep_all = false;  ///< return every second-tier evaluation in SearchResult::all
+  /// Third step: the evaluator's best `des_top` feasible configurations are re-simulated with
+  /// the discrete-event simulator (one representative GPU per pipeline rank) and the ranking is
+  /// by its time. 0 = off (the evaluator's ranking). Branch and bound then proves the
+  /// evaluator's best max(top, des_top), not only its best `top`.
+  int des_top = 32;
+  IterationOptions des_options;  ///< how the DES simulates (Megatron defaults)
   /// Called with the fraction done (0..1) at most about 200 times; may be empty.
   std::function<void(double)> progress;
 };
@@ -38,30 +49,43 @@ struct TimeBreakdown {
   double optimizer = 0;  ///< optimizer step (and offload traffic)
 };
 
-/// One configuration scored by the second tier.
+/// Which engine produced an Evaluated's iteration time.
+enum class Tier : std::uint8_t { kEvaluator, kDes };
+const char* tier_name(Tier t);  ///< "eval", "DES"
+
+/// One configuration scored by the second tier (and possibly the DES).
 struct Evaluated {
   SearchConfig config;
   bool feasible = false;
-  std::string why_not;     ///< when infeasible: memory, or the generator's reason
-  double iteration = 0;    ///< seconds
-  double peak_memory = 0;  ///< bytes, busiest GPU
-  double bubble_rate = 0;  ///< zero-bubble convention
-  double objective = 0;    ///< what is minimised (seconds, GPU-seconds, or to the target)
-  double time_lb = 0;      ///< the screen's bound, for the record
-  double mem_lb = 0;       ///< the screen's memory bound (bytes), for the record
-  TimeBreakdown breakdown;
+  std::string why_not;  ///< when infeasible: memory, or the generator's reason
+  Tier tier = Tier::kEvaluator;
+  double iteration = 0;       ///< seconds, from `tier`'s engine
+  double eval_iteration = 0;  ///< seconds, the fixed-cost evaluator's figure
+  double peak_memory = 0;     ///< bytes, busiest GPU (planner memory model on the evaluator)
+  double bubble_rate = 0;     ///< zero-bubble convention, from `tier`'s engine
+  double objective = 0;       ///< what is minimised (seconds, GPU-seconds, or to the target)
+  double time_lb = 0;         ///< the screen's bound, for the record
+  double mem_lb = 0;          ///< the screen's memory bound (bytes), for the record
+  /// DES only: the simulator's peak memory of the busiest GPU (hwmodels' accounting) and
+  /// whether every GPU fits its capacity there.
+  double des_peak_memory = 0;
+  bool des_fits = true;
+  TimeBreakdown breakdown;  ///< the evaluator's (its shares name what limits a configuration)
 };
 
 /// Counters of one search.
 struct SearchStats {
-  std::uint64_t space = 0;      ///< configurations enumerated (product of the lists)
-  std::uint64_t screened = 0;   ///< configurations the screen scored
-  std::uint64_t valid = 0;      ///< ... that are well formed
-  std::uint64_t fit = 0;        ///< ... whose memory lower bound fits
-  std::uint64_t evaluated = 0;  ///< second-tier evaluations (schedules generated and simulated)
-  std::uint64_t generated = 0;  ///< distinct schedules generated (memoised pipelines)
+  std::uint64_t space = 0;          ///< configurations enumerated (product of the lists)
+  std::uint64_t screened = 0;       ///< configurations the screen scored
+  std::uint64_t valid = 0;          ///< ... that are well formed
+  std::uint64_t fit = 0;            ///< ... whose memory lower bound fits
+  std::uint64_t evaluated = 0;      ///< second-tier evaluations (schedules generated and simulated)
+  std::uint64_t generated = 0;      ///< distinct schedules generated (memoised pipelines)
+  std::uint64_t des_simulated = 0;  ///< configurations re-simulated with the DES
   double screen_seconds = 0;
   double evaluate_seconds = 0;
+  double des_seconds = 0;
+  std::string des_note;     ///< why the DES tier did not run although asked ("" when it ran)
   bool budget_hit = false;  ///< max_evaluations stopped the search before it proved the top
   int threads = 1;
 };
@@ -94,6 +118,30 @@ SearchResult run_search(const PlanProblem& problem, const SearchSpace& space,
 Evaluated evaluate_config(const CostModel& model, const GeneratorRegistry& registry,
                           const SearchConfig& c, Schedule* schedule_out = nullptr,
                           std::vector<std::pair<TimePs, TimePs>>* timings = nullptr);
+
+/// The hardware profile of the DES tier: `problem.profile`, else the shipped hwmodels profile
+/// named like the GPU preset ("dgx-a100-80gb", "dgx-h100", "dgx-h200" -> "h200"); empty when
+/// there is none.
+std::optional<hw::HardwareProfile> des_profile(const PlanProblem& problem);
+
+/// The DES input of configuration `c` run with `schedule` (generated for `c`, its layer split
+/// applied: evaluate_config's schedule_out): model, parallel configuration, profile, topology
+/// of ceil(GPUs / GPUs per node) nodes.
+IterationInput des_input(const PlanProblem& problem, const hw::HardwareProfile& profile,
+                         const SearchSpace& space, const SearchConfig& c, const Schedule& schedule);
+
+/// Third tier on one evaluated configuration: simulates it with the DES and makes the DES the
+/// source of `e`'s iteration, bubble rate and objective (tier = kDes; eval_iteration keeps the
+/// evaluator's figure). `e` must be feasible with a generated `schedule`.
+void des_rescore(const PlanProblem& problem, const hw::HardwareProfile& profile,
+                 const SearchSpace& space, const Schedule& schedule, Evaluated* e,
+                 const IterationOptions& options = {});
+
+/// evaluate_config followed by des_rescore when the configuration is feasible (how a published
+/// configuration is scored against a DES-ranked search).
+Evaluated evaluate_config_des(const CostModel& model, const GeneratorRegistry& registry,
+                              const hw::HardwareProfile& profile, const SearchConfig& c,
+                              const IterationOptions& options = {});
 
 /// The evaluator's cost table of configuration `c` for a generated schedule `s` (layer ranges
 /// from its placement; picoseconds and activation bytes).

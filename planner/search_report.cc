@@ -17,8 +17,9 @@ double mfu(const PlanProblem& pr, const Evaluated& e) {
 }
 
 std::string limits_line(const PlanProblem& pr, const SearchSpace& space, const Evaluated& e) {
+  // The breakdown is the evaluator's: take its shares of the evaluator's own iteration time.
   const TimeBreakdown& b = e.breakdown;
-  const double T = e.iteration;
+  const double T = e.eval_iteration > 0 ? e.eval_iteration : e.iteration;
   struct Part {
     const char* name;
     double v;
@@ -82,7 +83,8 @@ std::string why_line(const SearchSpace& space, const std::vector<Evaluated>& top
   if (i == 0) {
     const Evaluated& e = top[0];
     std::string s = fmt::format("bubble {:.1f}%, comm {:.1f}%", 100 * e.bubble_rate,
-                                100 * (e.breakdown.tp_comm + e.breakdown.dp_comm) / e.iteration);
+                                100 * (e.breakdown.tp_comm + e.breakdown.dp_comm) /
+                                    (e.eval_iteration > 0 ? e.eval_iteration : e.iteration));
     if (top.size() > 1)
       s = fmt::format("{:.1f}% ahead of #2 ({}); ", 100 * (top[1].objective / e.objective - 1),
                       diff(space, e.config, top[1].config)) +
@@ -126,14 +128,16 @@ std::string row(const PlanReportInput& in, const Evaluated& e, std::size_t rank,
                 const std::string& why) {
   const PlanProblem& pr = *in.problem;
   const double tokens = static_cast<double>(e.config.global_batch()) * pr.model.seq_length;
-  return fmt::format("{:>3}  {:<52} {:>9.3f} {:>10.0f} {:>5.1f}% {:>6.1f}% {:>7.1f}  {}\n", rank,
-                     describe_config(*in.space, e.config), e.iteration, tokens / e.iteration,
-                     100 * mfu(pr, e), 100 * e.bubble_rate, e.peak_memory / 1e9, why);
+  return fmt::format("{:>3}  {:<58} {:>9.3f} {:>4} {:>10.0f} {:>5.1f}% {:>6.1f}% {:>7.1f}  {}\n",
+                     rank, describe_config(*in.space, e.config), e.iteration, tier_name(e.tier),
+                     tokens / e.iteration, 100 * mfu(pr, e), 100 * e.bubble_rate,
+                     e.peak_memory / 1e9, why);
 }
 
 std::string header() {
-  return fmt::format("{:>3}  {:<52} {:>9} {:>10} {:>6} {:>7} {:>7}  {}\n", "#", "configuration",
-                     "iter (s)", "tokens/s", "MFU", "bubble", "mem GB", "why");
+  return fmt::format("{:>3}  {:<58} {:>9} {:>4} {:>10} {:>6} {:>7} {:>7}  {}\n", "#",
+                     "configuration", "iter (s)", "tier", "tokens/s", "MFU", "bubble", "mem GB",
+                     "why");
 }
 
 }  // namespace
@@ -151,6 +155,13 @@ std::string render_table(const PlanReportInput& in) {
       "on {} threads; {} simulated ({} schedules generated) in {:.2f} s{}\n",
       st.space, st.valid, st.fit, st.screen_seconds, st.threads, st.evaluated, st.generated,
       st.evaluate_seconds, st.budget_hit ? " (evaluation budget hit: ranking not proven)" : "");
+  if (st.des_simulated > 0)
+    o += fmt::format(
+        "the evaluator's best {} re-simulated with the discrete-event simulator in {:.2f} s and "
+        "ranked by it (tier DES; eval = fixed-cost evaluator)\n",
+        st.des_simulated, st.des_seconds);
+  else if (!st.des_note.empty())
+    o += st.des_note + "\n";
   if (r.top.empty()) {
     o += fmt::format(
         "\nno feasible plan: {} does not fit in {:.1f} GB per GPU on {} GPUs under any "
@@ -168,10 +179,10 @@ std::string render_table(const PlanReportInput& in) {
     const Evaluated& p = *in.published;
     if (p.feasible)
       o += fmt::format(
-          "published configuration ({}): {} -> {:.3f} s per iteration in the simulator; the "
-          "planner's choice is {:.1f}% faster\n",
+          "published configuration ({}): {} -> {:.3f} s per iteration ({}); the planner's "
+          "choice is {:.1f}% faster\n",
           in.published_source.empty() ? "scenario" : in.published_source,
-          describe_config(*in.space, p.config), p.iteration,
+          describe_config(*in.space, p.config), p.iteration, tier_name(p.tier),
           100 * (p.iteration / best.iteration - 1));
     else
       o += fmt::format("published configuration: {} is not feasible here: {}\n",
@@ -214,6 +225,12 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
                  {"optimizer_offload", c.offload != 0},
                  {"end_layers_trimmed", c.end_trim}};
   j["iteration_s"] = e.iteration;
+  j["tier"] = tier_name(e.tier);
+  j["evaluator_iteration_s"] = e.eval_iteration;
+  if (e.tier == Tier::kDes) {
+    j["des_peak_memory_gb"] = e.des_peak_memory / 1e9;
+    j["des_fits"] = e.des_fits;
+  }
   j["tokens_per_s"] = static_cast<double>(c.global_batch()) * pr.model.seq_length / e.iteration;
   j["mfu"] = mfu(pr, e);
   j["bubble_rate"] = e.bubble_rate;
@@ -239,9 +256,13 @@ std::string render_json(const PlanReportInput& in) {
   j["objective"] = objective_name(pr.objective);
   j["memory_limit_gb"] = pr.limit() / 1e9;
   const SearchStats& st = r.stats;
-  j["stats"] = {
-      {"space", st.space},         {"valid", st.valid},         {"fit", st.fit},
-      {"evaluated", st.evaluated}, {"generated", st.generated}, {"budget_hit", st.budget_hit}};
+  j["stats"] = {{"space", st.space},
+                {"valid", st.valid},
+                {"fit", st.fit},
+                {"evaluated", st.evaluated},
+                {"generated", st.generated},
+                {"budget_hit", st.budget_hit},
+                {"des_simulated", st.des_simulated}};
   j["feasible"] = !r.top.empty();
   if (r.top.empty()) {
     j["min_memory_needed_gb"] = r.min_memory_needed / 1e9;

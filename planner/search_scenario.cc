@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "hwmodels/profile.h"
+#include "planner/search.h"
 
 namespace pw {
 namespace {
@@ -75,9 +76,14 @@ void parse_cluster(const YAML::Node& n, const std::string& file, PlanScenario* s
   // The planner's tuned presets first; any other shipped or calibrated hwmodels profile (a name
   // or a YAML path relative to the scenario) is converted (resolve_profile names the nearest
   // shipped profile when neither matches).
+  const std::string dir = std::filesystem::path(file).parent_path().string();
   if (!gpu_node_preset(p, &s->gpu)) {
-    const std::string dir = std::filesystem::path(file).parent_path().string();
-    s->gpu = gpu_node_from_profile(hw::resolve_profile(p, dir, file, "cluster.profile"));
+    s->profile = hw::resolve_profile(p, dir, file, "cluster.profile");
+    s->gpu = gpu_node_from_profile(*s->profile);
+  } else {
+    PlanProblem pr;
+    pr.gpu = s->gpu;
+    s->profile = des_profile(pr);
   }
   s->cluster = p;
   s->nodes = positive(n, "nodes", file, "cluster");
@@ -140,6 +146,9 @@ PlanScenario default_plan_scenario() {
   model_preset("gpt3-175b", &s.model);
   gpu_node_preset("dgx-a100-80gb", &s.gpu);
   s.cluster = "dgx-a100-80gb";
+  PlanProblem pr;
+  pr.gpu = s.gpu;
+  s.profile = des_profile(pr);
   s.nodes = 128;
   s.has_parallel = true;
   ParallelConfig& c = s.parallel;

@@ -2,6 +2,7 @@
 /// The planner's view of a scenario file (shared/DESIGN.md format): model, cluster, an optional
 /// published configuration to compare against, and the global batch. A stop-gap reader until
 /// the hardware-model scenario loader is used; only this file and main() see YAML.
+#include <optional>
 #include <string>
 
 #include "core/plan.h"
@@ -14,6 +15,9 @@ struct PlanScenario {
   ModelShape model;
   std::string cluster;  ///< profile name
   GpuNodeSpec gpu;
+  /// The hwmodels profile of `cluster` (the DES tier simulates on it); empty when the name is a
+  /// planner preset with no shipped profile of that name.
+  std::optional<hw::HardwareProfile> profile;
   int nodes = 1;
   int num_gpus() const { return nodes * gpu.gpus_per_node; }
   bool has_parallel = false;  ///< a `parallel:` section was given (the published configuration)

@@ -37,6 +37,7 @@ struct PlanOptions {
   std::string export_csv;
   std::string format = "table";
   int threads = 0;
+  int des_top = 32;
   bool shortest_time = false;
 };
 
@@ -69,6 +70,7 @@ PlanProblem make_problem(const PlanOptions& o, const PlanScenario& sc) {
   pr.model = sc.model;
   pr.gpu = sc.gpu;
   pr.num_gpus = sc.num_gpus();
+  pr.profile = sc.profile;
   if (o.objective == "time")
     pr.objective = Objective::kTime;
   else if (o.objective == "cost")
@@ -98,6 +100,7 @@ PlanProblem make_problem(const PlanOptions& o, const PlanScenario& sc) {
   pr.memory_limit = o.memory_limit_gb * 1e9;
   if (o.top < 1) throw ConfigError("", "--top", "expected at least 1");
   if (o.threads < 0) throw ConfigError("", "--threads", "expected 0 (all cores) or more");
+  if (o.des_top < 0) throw ConfigError("", "--des-top", "expected 0 (off) or more");
   return pr;
 }
 
@@ -167,6 +170,7 @@ int run_plan(const PlanOptions& o) {
   SearchOptions opts;
   opts.top = o.top;
   opts.threads = o.threads;
+  opts.des_top = o.des_top;
   if (tty) opts.progress = progress_bar;
   const SearchResult result = run_search(pr, space, registry, opts);
   if (tty) std::fputs("\r\033[K", stderr);
@@ -182,8 +186,12 @@ int run_plan(const PlanOptions& o) {
   if (sc.has_parallel) {
     SearchConfig pc;
     std::string why;
+    // Scored by the same engine as the ranking's first row.
+    const std::optional<hw::HardwareProfile> prof = des_profile(pr);
+    const bool des = !result.top.empty() && result.top[0].tier == Tier::kDes && prof;
     if (config_from_parallel(space, sc.parallel, &pc, &why))
-      in.published = evaluate_config(model, registry, pc);
+      in.published = des ? evaluate_config_des(model, registry, *prof, pc, opts.des_options)
+                         : evaluate_config(model, registry, pc);
   }
   std::fputs((o.format == "json" ? render_json(in) : render_table(in)).c_str(), stdout);
   if (result.top.empty()) return 0;
@@ -221,6 +229,10 @@ void register_plan(CLI::App& app, int* status) {
   sub->add_option("--export-csv", o->export_csv, "write the best schedule as PyTorch CSV");
   sub->add_option("--format", o->format, "table | json")->capture_default_str();
   sub->add_option("--threads", o->threads, "worker threads (0 = all cores)");
+  sub->add_option("--des-top", o->des_top,
+                  "re-simulate the evaluator's best N with the discrete-event simulator and rank "
+                  "by it (0 = off)")
+      ->capture_default_str();
   sub->add_flag("--shortest-time", o->shortest_time,
                 "fastest possible time to train with unlimited GPUs of this type");
   sub->callback([o, status] { *status = run_plan(*o); });
