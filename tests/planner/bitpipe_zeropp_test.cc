@@ -153,8 +153,9 @@ TEST(ZeroPP, GathersEachLayerBlockOncePerMicrobatchBlock) {
 
 // With a gather that costs 1 slot and holds a weight copy of 0.5 until its RESHARD: a smaller
 // microbatch block means more gathers and one pipeline fill/drain per block (makespan does not
-// fall), and fewer activations in flight (at most `group` microbatches) while the copies held
-// at a time stay v per device (peak does not rise). group 8 -> 1 must change both strictly.
+// fall), and fewer activations in flight (at most `group` microbatches; 1F1B holds up to p = 4)
+// while the copies held at a time stay v per device, so the peak of activations plus copies
+// does not rise. group 8 -> 1 must change both strictly.
 TEST(ZeroPP, SmallerBlocksTradeMakespanForMemory) {
   const int p = 4, m = 8;
   TimePs prev_time = 0;
@@ -173,6 +174,13 @@ TEST(ZeroPP, SmallerBlocksTradeMakespanForMemory) {
     }
     const EvalResult r = evaluate(s, c);
     const double pk = max_peak(r);
+    // The gathered copies alone: a block's windows nest (F in stage order, B and W in reverse),
+    // so every device holds its v = 2 layer blocks' copies at once at the turn, at any group.
+    CostTable weights_only = c;
+    for (int st = 0; st < c.num_stages; ++st)
+      for (ActionKind k : {ActionKind::kF, ActionKind::kB, ActionKind::kW, ActionKind::kBW})
+        weights_only.mem(st, k) = 0;
+    EXPECT_DOUBLE_EQ(max_peak(evaluate(s, weights_only)), 2 * 0.5) << "group " << group;
     EXPECT_GE(r.makespan, prev_time) << "group " << group;
     EXPECT_LE(pk, prev_peak + 1e-9) << "group " << group;
     prev_time = r.makespan;
