@@ -166,11 +166,19 @@ bool generator_params(const CostModel& model, const SearchConfig& c, const Stage
                            std::max<TimePs>(q(sc.w[mid], 4), kUnit / 4), 0, q(sc.hop, 64)};
   gp->costs.mw_over_mb = sc.act[mid] > 0 ? std::round(sc.act_w[mid] / sc.act[mid] * 8) / 8 : 0;
   if (so.memory_aware) {
-    const double u = std::min<double>(memory_units_for_generator(model, c, sc), c.p);
-    gp->memory_limit = std::floor(u * 2) / 2;
-    if (gp->memory_limit <= 0) {
-      *why = "no memory left for activations";
-      return false;
+    // The GPU's activation budget in 1F1B-stage units. Memory-reading generators get it only
+    // when it binds; with room for 2p units (the most any of them is defined with: ZB-2p) each
+    // runs at its own definition (ZB-1p at p, ZB-2p at 2p, V-ZB at 1F1B memory). Capping at p,
+    // as before, made ZB-2p a copy of ZB-1p.
+    const double u = memory_units_for_generator(model, c, sc);
+    if (u >= 2.0 * c.p) {
+      gp->memory_limit = 0;
+    } else {
+      gp->memory_limit = std::floor(u * 2) / 2;
+      if (gp->memory_limit <= 0) {
+        *why = "no memory left for activations";
+        return false;
+      }
     }
   }
   return true;
