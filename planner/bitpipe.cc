@@ -6,7 +6,7 @@
 // dev3 [6,7][0,1][8,9][14,15]. The first m/2 microbatches run in the down pipeline, the rest in
 // the up one, with full backwards (BW) as BitPipe uses.
 //
-// Order: the time-expanded construction of the paper's figures. Microbatches are laid down one
+// Order: a time-expanded construction (as pipeline diagrams are drawn). Microbatches are laid one
 // at a time, alternating directions (down 0, up 0, down 1, up 1, ...); each one's 2p forwards
 // then 2p backwards take the earliest free interval on their device after their prerequisite
 // (real pass and hop costs). The first pair interleaves without a single collision (down's chunk
@@ -14,7 +14,8 @@
 // leave. A microbatch may enter only after the backward of chunk g of the K-th earlier one of
 // its pipeline (K bounds the activations in flight, like 1F1B's warm-up count); K in 1..p or
 // unbounded and g in {0, p-1, 2p-1} are tried, and the zero-bubble greedy list scheduler (fused
-// backwards) is tried too: the shortest schedule within the memory budget wins. Each device's
+// backwards) is tried too: the shortest schedule within the memory budget (default: interleaved
+// 1F1B's peak, bitpipe_default_memory) wins. Each device's
 // order is its passes sorted by their planned start. A strict per-device F/B alternation after a
 // warm-up was measured and is worse (p=4 m=16: 112-132 slots against 103): in BitPipe's steady
 // state a device runs the two backwards of a V turn back to back.
