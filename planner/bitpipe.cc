@@ -15,10 +15,10 @@
 // its pipeline (K bounds the activations in flight, like 1F1B's warm-up count); K in 1..p or
 // unbounded and g in {0, p-1, 2p-1} are tried, and the zero-bubble greedy list scheduler (fused
 // backwards) is tried too: the shortest schedule within the memory budget (default: interleaved
-// 1F1B's peak, bitpipe_default_memory) wins. Each device's
-// order is its passes sorted by their planned start. A strict per-device F/B alternation after a
-// warm-up was measured and is worse (p=4 m=16: 112-132 slots against 103): in BitPipe's steady
-// state a device runs the two backwards of a V turn back to back.
+// 1F1B's peak, bitpipe_default_memory) wins. Each device's order is its passes sorted by their
+// planned start. A strict per-device F/B alternation after a warm-up was measured and is worse
+// (p=4 m=16: 112-132 slots against 103): in BitPipe's steady state a device runs the two
+// backwards of a V turn back to back.
 #include "planner/bitpipe.h"
 
 #include <fmt/format.h>
