@@ -135,7 +135,7 @@ void write_orders(const Flat& f, const Orders& ord, Schedule& s) {
 // each moved pass at its gap's start that timeline stays feasible for the new orders, so
 // re-timing them can only start passes earlier. Returns the moves made.
 int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const Timeline& tl,
-              std::vector<std::uint8_t>& moved, int window, int budget) {
+              std::vector<std::uint8_t>& moved, int window) {
   struct Gap {
     TimePs s, e;
     int d;
@@ -156,7 +156,6 @@ int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const
   std::vector<std::uint8_t> dirty(ord.size(), 1);
   int moves = 0;
   for (const Gap& gp : gaps) {
-    if (moves >= budget) break;
     auto& dev = ord[gp.d];
     auto& aft = after[gp.d];
     if (dirty[gp.d]) {
@@ -275,7 +274,7 @@ std::vector<double> order_peaks(const Schedule& schedule, const CostTable& costs
 }
 
 int fill_gaps(Schedule& schedule, const CostTable& costs, const std::vector<double>& caps,
-              int max_moves) {
+              int max_waves) {
   const Flat f(schedule, costs);
   Orders ord = graph_orders(f);
   Timeline tl;
@@ -286,8 +285,8 @@ int fill_gaps(Schedule& schedule, const CostTable& costs, const std::vector<doub
   const int window =
       std::max(16, 2 * static_cast<int>(f.size()) / std::max(1, schedule.num_microbatches));
   int moves = 0;
-  while (moves < max_moves) {
-    const int made = fill_wave(f, ord, caps, tl, moved, window, max_moves - moves);
+  for (int wave = 0; wave < max_waves; ++wave) {
+    const int made = fill_wave(f, ord, caps, tl, moved, window);
     if (made == 0) break;
     moves += made;
     const bool ok = time_orders(f, ord, tl);
@@ -411,59 +410,158 @@ Schedule block_list_schedule(const Schedule& order, const CostTable& costs,
   return out;
 }
 
+namespace {
+
+// One way of reordering: the block order (with the cool-down reorder and W gap filling), the
+// plain repetition, or a list schedule; each is then gap-filled.
+struct Method {
+  enum Kind { kBlock, kPlain, kList } kind = kBlock;
+  int reserve = 0;
+  bool eager_w = false;
+};
+
+std::string method_name(const Method& mt) {
+  switch (mt.kind) {
+    case Method::kBlock:
+      return "block";
+    case Method::kPlain:
+      return "plain";
+    case Method::kList:
+      break;
+  }
+  return fmt::format("list r={}{}", mt.reserve, mt.eager_w ? " eager-w" : "");
+}
+
+struct Candidate {
+  Method method;
+  Schedule schedule;
+  TimePs makespan = kNever, cost = kNever;
+  std::vector<double> peak;
+  bool filled = false;
+};
+
+bool better(const Candidate& a, const Candidate& b) {
+  return std::tie(a.makespan, a.cost) < std::tie(b.makespan, b.cost);
+}
+
+// Builds `mt` on the repetition `plain` (of `block`) and gap-fills it unless its unfilled
+// makespan exceeds `fill_within` (the best so far + 1/8). Empty schedule: deadlock or over a cap.
+Candidate run_method(const BuildingBlock& block, const Schedule& plain, const CostTable& costs,
+                     const std::vector<double>& caps, const Method& mt, int fill_waves,
+                     TimePs fill_within) {
+  Candidate c;
+  c.method = mt;
+  if (mt.kind == Method::kBlock) {
+    c.schedule = block_to_schedule(block, plain.num_microbatches, {.reorder_cooldown = true});
+    squeeze_fill_w(c.schedule, costs);
+  } else if (mt.kind == Method::kPlain) {
+    c.schedule = plain;
+  } else {
+    c.schedule = block_list_schedule(plain, costs, caps, mt.reserve, mt.eager_w);
+    if (c.schedule.actions.empty()) return c;
+  }
+  c.peak = order_peaks(c.schedule, costs);
+  for (std::size_t d = 0; d < c.peak.size(); ++d)
+    if (c.peak[d] > caps[d] + kEps) return c.schedule.actions.clear(), c;
+  c.makespan = eval_makespan(c.schedule, costs, &c.cost);
+  if (c.makespan > fill_within) return c;
+  if (fill_gaps(c.schedule, costs, caps, fill_waves) > 0) {
+    c.filled = true;
+    c.makespan = eval_makespan(c.schedule, costs, &c.cost);
+    c.peak = order_peaks(c.schedule, costs);
+  }
+  return c;
+}
+
+// Every method on `plain`, best first. List schedules try reservations 0, 1, ... and stop after
+// two in a row that do not shorten the list schedule (longer ones only delay the warm-up).
+std::vector<Candidate> rank_methods(const BuildingBlock& block, const Schedule& plain,
+                                    const CostTable& costs, const std::vector<double>& caps,
+                                    const ReorderOptions& opt, int fill_waves) {
+  std::vector<Candidate> out;
+  TimePs best = kNever;
+  auto add = [&](const Method& mt) {
+    const TimePs within = best == kNever ? kNever : best + best / 8;
+    Candidate c = run_method(block, plain, costs, caps, mt, fill_waves, within);
+    if (c.schedule.actions.empty()) return kNever;
+    const TimePs unfilled_or_filled = c.makespan;
+    best = std::min(best, c.makespan);
+    out.push_back(std::move(c));
+    return unfilled_or_filled;
+  };
+  add({Method::kBlock});
+  add({Method::kPlain});
+  bool w_frees = false;  // eager_w changes nothing unless a W frees memory
+  for (int st = 0; st < costs.num_stages; ++st) w_frees |= costs.mem(st, ActionKind::kW) < 0;
+  const int top_reserve = opt.max_reserve >= 0 ? opt.max_reserve : plain.placement.num_devices;
+  TimePs best_list = kNever;
+  for (int r = 0, stale = 0; r <= top_reserve && stale < 2; ++r) {
+    bool improved = false;
+    for (bool eager_w : {false, true}) {
+      if (eager_w && !w_frees) continue;
+      const TimePs mk = add({Method::kList, r, eager_w});
+      improved |= mk < best_list;
+      best_list = std::min(best_list, mk);
+    }
+    stale = improved || r < 2 ? 0 : stale + 1;
+  }
+  std::stable_sort(out.begin(), out.end(), better);
+  return out;
+}
+
+}  // namespace
+
 ReorderResult reorder_block(const BuildingBlock& block, int m, const CostTable& costs,
                             const ReorderOptions& opt) {
   const Schedule plain = block_to_schedule(block, m, {.reorder_cooldown = false});
-  ReorderResult best;
-  best.caps = opt.caps.empty() ? order_peaks(plain, costs) : opt.caps;
+  const int D = plain.placement.num_devices;
+  ReorderResult res;
+  res.caps = opt.caps.empty() ? order_peaks(plain, costs) : opt.caps;
   if (opt.caps.empty() && !opt.per_device_caps) {
-    const double top = *std::max_element(best.caps.begin(), best.caps.end());
-    std::fill(best.caps.begin(), best.caps.end(), top);
+    const double top = *std::max_element(res.caps.begin(), res.caps.end());
+    std::fill(res.caps.begin(), res.caps.end(), top);
   }
-  PW_ASSERT(best.caps.size() == plain.actions.size(), "reorder_block: one cap per device");
-  best.makespan = kNever;
-  auto consider = [&](Schedule s, const std::string& method) {
-    if (s.actions.empty()) return;
-    fill_gaps(s, costs, best.caps, opt.max_fill_moves);
-    const std::vector<double> peak = order_peaks(s, costs);
-    for (std::size_t d = 0; d < peak.size(); ++d)
-      if (peak[d] > best.caps[d] + kEps) return;
-    TimePs cost = 0;
-    const TimePs mk = eval_makespan(s, costs, &cost);
-    if (std::tie(mk, cost) >= std::tie(best.makespan, best.cost)) return;
-    best.schedule = std::move(s);
-    best.makespan = mk;
-    best.cost = cost;
-    best.peak = peak;
-    best.method = method + "+fill";
-  };
-  Schedule base = block_to_schedule(block, m, {.reorder_cooldown = true});
-  squeeze_fill_w(base, costs);
-  consider(std::move(base), "block");
-  consider(plain, "plain");
-  for (int r = 0; r <= opt.max_reserve; ++r)
-    for (bool eager_w : {false, true})
-      consider(block_list_schedule(plain, costs, best.caps, r, eager_w),
-               fmt::format("list r={}{}", r, eager_w ? " eager-w" : ""));
-  if (best.makespan != kNever && opt.search_budget > 0) {
-    const Flat f(best.schedule, costs);
-    Orders ord = graph_orders(f);
-    const int per_device = static_cast<int>(f.size()) / std::max(1, f.devices());
-    const int edge = opt.search_edge > 0 ? opt.search_edge : per_device;
-    if (local_search(f, ord, best.caps, opt.search_window, edge, opt.search_budget) > 0) {
-      Schedule s = best.schedule;
-      write_orders(f, ord, s);
-      best.makespan = eval_makespan(s, costs, &best.cost);
-      best.peak = order_peaks(s, costs);
-      best.schedule = std::move(s);
-      best.method += "+search";
+  PW_ASSERT(static_cast<int>(res.caps.size()) == D, "reorder_block: one cap per device");
+  const int fill_waves = opt.max_fill_waves > 0 ? opt.max_fill_waves : 4 * D + 16;
+  const int probe = opt.probe_microbatches > 0 ? opt.probe_microbatches : 2 * D + 8;
+  Candidate best;
+  if (m <= probe) {
+    std::vector<Candidate> ranked = rank_methods(block, plain, costs, res.caps, opt, fill_waves);
+    if (!ranked.empty()) best = std::move(ranked.front());
+  } else {
+    // The methods are ranked on `probe` microbatches (warm-up and cool-down do not depend on m
+    // once the steady state is reached) and the two best are run on all m.
+    const Schedule small = block_to_schedule(block, probe, {.reorder_cooldown = false});
+    const std::vector<Candidate> ranked =
+        rank_methods(block, small, costs, res.caps, opt, fill_waves);
+    for (std::size_t i = 0; i < ranked.size() && i < 2; ++i) {
+      Candidate c = run_method(block, plain, costs, res.caps, ranked[i].method, fill_waves, kNever);
+      if (!c.schedule.actions.empty() && (best.schedule.actions.empty() || better(c, best)))
+        best = std::move(c);
     }
   }
-  if (best.makespan == kNever)
+  if (best.schedule.actions.empty())
     throw ConfigError("", "--memory-limit",
                       fmt::format("no reordering of block '{}' fits the memory caps", block.name));
-  best.schedule.name = block.name;
-  return best;
+  res.schedule = std::move(best.schedule);
+  res.makespan = best.makespan;
+  res.cost = best.cost;
+  res.peak = std::move(best.peak);
+  res.method = method_name(best.method) + (best.filled ? "+fill" : "");
+  if (opt.search_budget > 0) {
+    const Flat f(res.schedule, costs);
+    Orders ord = graph_orders(f);
+    const int per_device = static_cast<int>(f.size()) / std::max(1, D);
+    const int edge = opt.search_edge > 0 ? opt.search_edge : per_device;
+    if (local_search(f, ord, res.caps, opt.search_window, edge, opt.search_budget) > 0) {
+      write_orders(f, ord, res.schedule);
+      res.makespan = eval_makespan(res.schedule, costs, &res.cost);
+      res.peak = order_peaks(res.schedule, costs);
+      res.method += "+search";
+    }
+  }
+  res.schedule.name = block.name;
+  return res;
 }
 
 }  // namespace pw

