@@ -197,7 +197,7 @@ std::string render_table(const PlanReportInput& in) {
         static_cast<double>(best.config.global_batch()) * pr.model.seq_length);
   else
     o += "time to train: " + tt.note + "\n";
-  o += "\nPareto front (iteration time vs peak memory per GPU):\n";
+  o += "\nPareto front (fixed-cost evaluator: iteration time vs peak memory per GPU):\n";
   for (const Evaluated& e : r.pareto)
     o += fmt::format("  {:>7.1f} GB  {:>9.3f} s  {}\n", e.peak_memory / 1e9, e.iteration,
                      describe_config(*in.space, e.config));

@@ -85,6 +85,9 @@ ShortestTimeResult shortest_time(const PlanProblem& problem, const GeneratorRegi
       so.top = 1;
       so.threads = options.threads;
       so.max_evaluations = 400;
+      // Dozens of points: the fixed-cost evaluator ranks each (tier "eval"); the DES tier is
+      // for a single search (`pipewright plan`).
+      so.des_top = 0;
       const SearchSpace space = point_space(base, n, batch);
       const SearchResult sr = run_search(pr, space, registry, so);
       ShortestTimePoint pt;

@@ -3,8 +3,10 @@
 /// pipeline paper's analysis): with as many GPUs of one type as wanted, the time to reach a
 /// target is S(B) * T(B, n); Kaplan's trade-off S = S_min (1 + B_crit / B) makes batches beyond
 /// B_crit buy little, which caps the GPUs that can be used well, and T(B, n) is bounded by
-/// bubbles, network and memory. This sweeps B and n, searches each point with the two-tier
-/// search, and reports the fastest point and what bounds it.
+/// bubbles, network and memory. This sweeps B (powers of two within a factor 8 of B_crit) and
+/// n (one node, doubling until two doublings in a row stop helping by 2% or `max_gpus`), searches
+/// each point with the screen and the evaluator (no DES tier: dozens of searches), and reports
+/// the fastest point and what bounds it.
 #include <string>
 #include <vector>
 

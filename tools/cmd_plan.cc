@@ -38,6 +38,7 @@ struct PlanOptions {
   std::string format = "table";
   int threads = 0;
   int des_top = 32;
+  int max_gpus = 1 << 16;
   bool shortest_time = false;
 };
 
@@ -100,6 +101,7 @@ PlanProblem make_problem(const PlanOptions& o, const PlanScenario& sc) {
   pr.memory_limit = o.memory_limit_gb * 1e9;
   if (o.top < 1) throw ConfigError("", "--top", "expected at least 1");
   if (o.threads < 0) throw ConfigError("", "--threads", "expected 0 (all cores) or more");
+  if (o.max_gpus < 1) throw ConfigError("", "--max-gpus", "expected at least 1");
   if (o.des_top < 0) throw ConfigError("", "--des-top", "expected 0 (off) or more");
   return pr;
 }
@@ -159,6 +161,7 @@ int run_plan(const PlanOptions& o) {
   if (o.shortest_time) {
     ShortestTimeOptions so;
     so.threads = o.threads;
+    so.max_gpus = o.max_gpus;
     const ShortestTimeResult r = shortest_time(pr, registry, so);
     std::fputs(
         (o.format == "json" ? shortest_time_json(pr, r) : shortest_time_table(pr, r)).c_str(),
@@ -235,6 +238,8 @@ void register_plan(CLI::App& app, int* status) {
       ->capture_default_str();
   sub->add_flag("--shortest-time", o->shortest_time,
                 "fastest possible time to train with unlimited GPUs of this type");
+  sub->add_option("--max-gpus", o->max_gpus, "--shortest-time: largest GPU count swept")
+      ->capture_default_str();
   sub->callback([o, status] { *status = run_plan(*o); });
 }
 
