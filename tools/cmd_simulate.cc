@@ -78,8 +78,12 @@ double parse_number(const std::string& text, const std::string& key) {
   return v;
 }
 
-CostSpec parse_costs(const std::string& text) {
-  CostSpec c;
+/// Splits "KEY=VALUE,KEY=VALUE" (the --costs and --model-shape syntax) and hands each value text
+/// to set(index of KEY in `keys`, value text); an item without '=' or an unknown key is a
+/// ConfigError naming `flag`, the expected `what` and the nearest valid key.
+template <typename Set>
+void for_each_item(const std::string& text, const char* flag, const char* what,
+                   const std::vector<std::string>& keys, Set set) {
   std::string_view rest(text);
   while (!rest.empty()) {
     const std::size_t comma = rest.find(',');
@@ -87,28 +91,27 @@ CostSpec parse_costs(const std::string& text) {
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     const std::size_t eq = item.find('=');
     if (eq == std::string::npos)
-      throw ConfigError(
-          "", "--costs",
-          fmt::format("expected KEY=NUMBER items (keys F, B, W, R, comm), got '{}'", item));
+      throw ConfigError("", flag,
+                        fmt::format("expected KEY={} items (keys {}), got '{}'", what,
+                                    fmt::join(keys, ", "), item));
     const std::string key = item.substr(0, eq);
-    const double v = parse_number(item.substr(eq + 1), key);
-    if (key == "F") {
-      c.f = v;
-    } else if (key == "B") {
-      c.b = v;
-    } else if (key == "W") {
-      c.w = v;
-    } else if (key == "R") {
-      c.r = v;
-    } else if (key == "comm") {
-      c.comm = v;
-    } else {
-      throw ConfigError(
-          "", "--costs",
-          fmt::format("unknown key '{}' (did you mean '{}'?); valid: F, B, W, R, comm", key,
-                      nearest_name(key, {"F", "B", "W", "R", "comm"})));
-    }
+    const auto it = std::find(keys.begin(), keys.end(), key);
+    if (it == keys.end())
+      throw ConfigError("", flag,
+                        fmt::format("unknown key '{}' (did you mean '{}'?); valid: {}", key,
+                                    nearest_name(key, keys), fmt::join(keys, ", ")));
+    set(static_cast<std::size_t>(it - keys.begin()), key, item.substr(eq + 1));
   }
+}
+
+CostSpec parse_costs(const std::string& text) {
+  CostSpec c;
+  static const std::vector<std::string> kKeys = {"F", "B", "W", "R", "comm"};
+  double* const targets[] = {&c.f, &c.b, &c.w, &c.r, &c.comm};
+  for_each_item(text, "--costs", "NUMBER", kKeys,
+                [&](std::size_t k, const std::string& key, const std::string& value) {
+                  *targets[k] = parse_number(value, key);
+                });
   if (c.f + c.b + c.w <= 0) throw ConfigError("", "--costs", "expected F, B or W to be positive");
   return c;
 }
@@ -141,38 +144,13 @@ ModelSpec parse_model(const SimOptions& o) {
                                                  "layers", "ffn",   "microbatch"};
   ModelShape& sh = m.shape;
   if (o.model.empty()) sh.name = "custom";
-  std::string_view rest(o.model_shape);
-  while (!rest.empty()) {
-    const std::size_t comma = rest.find(',');
-    const std::string item(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    const std::size_t eq = item.find('=');
-    if (eq == std::string::npos)
-      throw ConfigError("", "--model-shape",
-                        fmt::format("expected KEY=INTEGER items (keys {}), got '{}'",
-                                    fmt::join(kKeys, ", "), item));
-    const std::string key = item.substr(0, eq);
-    const int v = parse_shape_value(item.substr(eq + 1), key);
-    if (key == "hidden") {
-      sh.hidden_size = v;
-    } else if (key == "heads") {
-      sh.num_attention_heads = v;
-    } else if (key == "seq") {
-      sh.seq_length = v;
-    } else if (key == "vocab") {
-      sh.vocab_size = v;
-    } else if (key == "layers") {
-      sh.num_layers = v;
-    } else if (key == "ffn") {
-      sh.ffn_hidden_size = v;
-    } else if (key == "microbatch") {
-      m.micro_batch_size = v;
-    } else {
-      throw ConfigError("", "--model-shape",
-                        fmt::format("unknown key '{}' (did you mean '{}'?); valid: {}", key,
-                                    nearest_name(key, kKeys), fmt::join(kKeys, ", ")));
-    }
-  }
+  int* const targets[] = {&sh.hidden_size,    &sh.num_attention_heads, &sh.seq_length,
+                          &sh.vocab_size,     &sh.num_layers,          &sh.ffn_hidden_size,
+                          &m.micro_batch_size};
+  for_each_item(o.model_shape, "--model-shape", "INTEGER", kKeys,
+                [&](std::size_t k, const std::string& key, const std::string& value) {
+                  *targets[k] = parse_shape_value(value, key);
+                });
   const std::pair<const char*, int> required[] = {{"hidden", sh.hidden_size},
                                                   {"heads", sh.num_attention_heads},
                                                   {"seq", sh.seq_length},
