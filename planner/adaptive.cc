@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "planner/block_reorder.h"
 #include "planner/building_block.h"
 #include "planner/zb_auto.h"
 #include "sim/evaluator.h"
@@ -259,7 +261,37 @@ Schedule generate_v_adaptive(const GeneratorParams& gp) {
   if (gp.p < 2) throw ConfigError("", "--pp", "v-adaptive needs at least 2 pipeline devices");
   const CostTable costs = v_cost_table(gp);
   const TradeoffCurve curve = adaptive_tradeoff(gp.p, gp.m, costs);
-  return tradeoff_schedule(gp.p, gp.m, pick_point(curve, gp.memory_limit), costs, gp.num_layers);
+  const TradeoffPoint& pick = pick_point(curve, gp.memory_limit);
+  Schedule best = tradeoff_schedule(gp.p, gp.m, pick, costs, gp.num_layers);
+  if (gp.memory_limit <= 0) return best;
+  // Under a limit, the cheapest block points that fit are also reordered with the limit as every
+  // device's cap (planner/block_reorder.h): a block whose own peak is below the limit may then
+  // run warm-up forwards early up to it.
+  std::vector<const TradeoffPoint*> blocks;
+  for (const TradeoffPoint& pt : curve.points)
+    if (!pt.greedy && pt.peak_memory <= gp.memory_limit + 1e-9) blocks.push_back(&pt);
+  std::stable_sort(
+      blocks.begin(), blocks.end(),
+      [](const TradeoffPoint* a, const TradeoffPoint* b) { return a->cost < b->cost; });
+  const EvalResult r0 = evaluate(best, costs);
+  TimePs best_cost = r0.cost, best_makespan = r0.makespan;
+  ReorderOptions opt;
+  opt.caps.assign(gp.p, gp.memory_limit);
+  for (std::size_t i = 0; i < blocks.size() && i < 3; ++i) {
+    ReorderResult r;
+    try {
+      r = reorder_block(v_block(gp.p, blocks[i]->offsets, "v-adaptive", gp.num_layers), gp.m, costs,
+                        opt);
+    } catch (const ConfigError&) {
+      continue;  // no reordering of this block fits the limit
+    }
+    if (std::tie(r.cost, r.makespan) >= std::tie(best_cost, best_makespan)) continue;
+    best_cost = r.cost;
+    best_makespan = r.makespan;
+    best = std::move(r.schedule);
+  }
+  best.name = "v-adaptive";
+  return best;
 }
 
 }  // namespace pw
