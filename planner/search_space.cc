@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "hwmodels/model_presets.h"
 #include "hwmodels/transformer.h"
 
 namespace pw {
@@ -14,19 +15,11 @@ struct NamedModel {
   int layers, hidden, heads, seq, vocab;
 };
 
-// GPT-3 175B and the Megatron SC21 weak-scaling table (V = 51200, s = 2048); the
-// controllable-memory paper's 98.5B model (78 layers, 80 heads, h = 10240, sequence 1024).
+// Shapes hwmodels does not ship (hwmodels/model_presets.h holds GPT-3, the Megatron weak-scaling
+// and Korthikanti tables and the zero-bubble models): the controllable-memory paper's 98.5B
+// model (78 layers, 80 heads, h = 10240, sequence 1024), and the planner's older name of
+// Megatron's 1T row (hwmodels: megatron-1t).
 constexpr NamedModel kModels[] = {
-    {"gpt3-175b", 96, 12288, 96, 2048, 51200},
-    {"megatron-1.7b", 24, 2304, 24, 2048, 51200},
-    {"megatron-3.6b", 30, 3072, 32, 2048, 51200},
-    {"megatron-7.5b", 36, 4096, 32, 2048, 51200},
-    {"megatron-18.4b", 40, 6144, 48, 2048, 51200},
-    {"megatron-39.1b", 48, 8192, 64, 2048, 51200},
-    {"megatron-76.1b", 60, 10240, 80, 2048, 51200},
-    {"megatron-145.6b", 80, 12288, 96, 2048, 51200},
-    {"megatron-310.1b", 96, 16384, 128, 2048, 51200},
-    {"megatron-529.6b", 105, 20480, 128, 2048, 51200},
     {"megatron-1008b", 128, 25600, 160, 2048, 51200},
     {"cm-98.5b", 78, 10240, 80, 1024, 51200},
 };
@@ -92,6 +85,10 @@ std::vector<std::string> gpu_node_preset_names() {
 }
 
 bool model_preset(const std::string& name, ModelShape* out) {
+  if (const hw::ModelPreset* p = hw::find_model_preset(name)) {
+    *out = p->shape;
+    return true;
+  }
   for (const NamedModel& m : kModels) {
     if (name != m.name) continue;
     *out = ModelShape{m.name, m.layers, m.hidden, m.heads, 4 * m.hidden, m.seq, m.vocab};
@@ -101,7 +98,7 @@ bool model_preset(const std::string& name, ModelShape* out) {
 }
 
 std::vector<std::string> model_preset_names() {
-  std::vector<std::string> out;
+  std::vector<std::string> out = hw::model_preset_names();
   for (const NamedModel& m : kModels) out.emplace_back(m.name);
   return out;
 }

@@ -46,9 +46,10 @@ GpuNodeSpec gpu_node_from_profile(const hw::HardwareProfile& profile);
 bool gpu_node_preset(const std::string& name, GpuNodeSpec* out);
 std::vector<std::string> gpu_node_preset_names();
 
-/// Shipped model presets: "gpt3-175b", the Megatron weak-scaling models "megatron-1.7b" ..
-/// "megatron-1008b" (names by parameter count of the SC21 table), and "cm-98.5b" (the
-/// controllable-memory paper's 98.5B model, sequence 1024). Returns false if unknown.
+/// Model presets: every hwmodels preset (hwmodels/model_presets.h: "gpt3-175b", the Megatron
+/// weak-scaling models "megatron-1.7b" .. "megatron-1t", Korthikanti's, the zero-bubble
+/// paper's), plus "megatron-1008b" (= megatron-1t) and "cm-98.5b" (the controllable-memory
+/// paper's 98.5B model, sequence 1024). Returns false if unknown.
 bool model_preset(const std::string& name, ModelShape* out);
 std::vector<std::string> model_preset_names();
 
