@@ -534,8 +534,13 @@ ReorderResult reorder_block(const BuildingBlock& block, int m, const CostTable& 
     const Schedule small = block_to_schedule(block, probe, {.reorder_cooldown = false});
     const std::vector<Candidate> ranked =
         rank_methods(block, small, costs, res.caps, opt, fill_waves);
-    for (std::size_t i = 0; i < ranked.size() && i < 2; ++i) {
-      Candidate c = run_method(block, plain, costs, res.caps, ranked[i].method, fill_waves, kNever);
+    // The block order (the previous behaviour, gap-filled) always runs too, so the result is
+    // never longer than it.
+    std::vector<Method> finalists = {Method{Method::kBlock}};
+    for (std::size_t i = 0; i < ranked.size() && i < 2; ++i)
+      if (ranked[i].method.kind != Method::kBlock) finalists.push_back(ranked[i].method);
+    for (const Method& mt : finalists) {
+      Candidate c = run_method(block, plain, costs, res.caps, mt, fill_waves, kNever);
       if (!c.schedule.actions.empty() && (best.schedule.actions.empty() || better(c, best)))
         best = std::move(c);
     }

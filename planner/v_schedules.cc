@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include "core/error.h"
@@ -123,9 +124,11 @@ Schedule generate_v_zb(const GeneratorParams& gp) {
   Schedule greedy;
   try {
     greedy = generate_zb_v(gp);
-  } catch (const ConfigError&) {
-    if (!block) throw;
-    return std::move(block->schedule);
+  } catch (const ConfigError& e) {
+    if (block) return std::move(block->schedule);
+    std::string msg = e.message();
+    if (msg.rfind("zb-v", 0) == 0) msg.replace(0, 4, "v-zb");
+    throw ConfigError(e.file(), e.key(), msg);
   }
   greedy.name = "v-zb";
   if (!block) return greedy;

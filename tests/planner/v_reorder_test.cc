@@ -8,6 +8,7 @@
 #include <ctime>
 #include <string>
 
+#include "core/error.h"
 #include "core/validator.h"
 #include "planner/block_reorder.h"
 #include "planner/generator.h"
@@ -103,6 +104,35 @@ TEST(VZb, ZeroBubbleFromTheBlockAtTwoPChunkActivations) {
       EXPECT_EQ(r.cost, 6 * m);
       EXPECT_LE(2 * max_peak(r), 2 * p + 1e-9);
     }
+  }
+}
+
+TEST(VZb, LimitBelowOneForwardNamesTheSmallestFeasibleLimit) {
+  GeneratorParams gp = params(4, 8, 0.0);
+  gp.memory_limit = 0.25;  // less than one chunk's activation (0.5)
+  try {
+    generate_schedule(default_registry(), "v-zb", gp);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "--memory-limit");
+    EXPECT_NE(std::string(e.what()).find("v-zb"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("smallest feasible limit"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VReorder, LocalSearchNeverLengthensNorRaisesAPeak) {
+  for (int p : {4, 6}) {
+    const CostTable costs = make_uniform_cost_table(v_placement(p), unit(1.0));
+    const BuildingBlock blk = v_block(p, v_min_offsets(p), "v-min");
+    const ReorderResult plain = reorder_block(blk, 3 * p, costs);
+    ReorderOptions opt;
+    opt.search_budget = 20000;
+    const ReorderResult searched = reorder_block(blk, 3 * p, costs, opt);
+    validate_schedule(searched.schedule);
+    EXPECT_LE(searched.makespan, plain.makespan);
+    const EvalResult r = evaluate(searched.schedule, costs);
+    EXPECT_EQ(r.makespan, searched.makespan);
+    for (int d = 0; d < p; ++d) EXPECT_LE(r.device[d].peak_memory, searched.caps[d] + 1e-9);
   }
 }
 
