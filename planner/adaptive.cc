@@ -264,9 +264,10 @@ Schedule generate_v_adaptive(const GeneratorParams& gp) {
   const TradeoffPoint& pick = pick_point(curve, gp.memory_limit);
   Schedule best = tradeoff_schedule(gp.p, gp.m, pick, costs, gp.num_layers);
   if (gp.memory_limit <= 0) return best;
-  // Under a limit, the cheapest block points that fit are also reordered with the limit as every
-  // device's cap (planner/block_reorder.h): a block whose own peak is below the limit may then
-  // run warm-up forwards early up to it.
+  // Under a limit, the two cheapest block points that fit are also reordered with the limit as
+  // every device's cap (planner/block_reorder.h): a block whose own peak is below the limit may
+  // then run warm-up forwards early up to it (2, not more: each reordering costs about as much
+  // as the whole offset search at p=16, m=64).
   std::vector<const TradeoffPoint*> blocks;
   for (const TradeoffPoint& pt : curve.points)
     if (!pt.greedy && pt.peak_memory <= gp.memory_limit + 1e-9) blocks.push_back(&pt);
@@ -277,7 +278,7 @@ Schedule generate_v_adaptive(const GeneratorParams& gp) {
   TimePs best_cost = r0.cost, best_makespan = r0.makespan;
   ReorderOptions opt;
   opt.caps.assign(gp.p, gp.memory_limit);
-  for (std::size_t i = 0; i < blocks.size() && i < 3; ++i) {
+  for (std::size_t i = 0; i < blocks.size() && i < 2; ++i) {
     ReorderResult r;
     try {
       r = reorder_block(v_block(gp.p, blocks[i]->offsets, "v-adaptive", gp.num_layers), gp.m, costs,

@@ -70,7 +70,9 @@ Schedule tradeoff_schedule(int p, int m, const TradeoffPoint& point, const CostT
                            int num_layers = 0);
 
 /// Generator "v-adaptive": the shortest schedule under GeneratorParams::memory_limit (in 1F1B
-/// stage activations; a V chunk counts 0.5), using stage_costs when given, else costs.
+/// stage activations; a V chunk counts 0.5), using stage_costs when given, else costs. Under a
+/// limit, the curve's pick competes with the two cheapest fitting block points reordered with
+/// the limit as every device's cap (reorder_block); the lower cost wins (ties: the curve's).
 Schedule generate_v_adaptive(const GeneratorParams& gp);
 
 /// Cost table the V generators use for `gp`: *gp.stage_costs if set (must have 2p stages), else
