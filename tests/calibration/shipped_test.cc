@@ -28,6 +28,18 @@ TEST(ShippedCpuMeasurement, FitsAndItsProfileLoads) {
   EXPECT_GT(rate, 5e9);
   EXPECT_LT(rate, 41.6e9);
   EXPECT_GT(fit.gemms[0].quality.r2_log, 0.9);
+  // The element-wise bandwidth comes from the executor's own layer passes, far below any memory
+  // bandwidth of the machine (tanh/exp bound), and hwmodels' layer model then follows every pass
+  // kind: F, B and W of 12 shapes each, median within 20% (one bandwidth cannot split F and B
+  // the way the executor does: see docs/calibration.md).
+  EXPECT_EQ(fit.memory_source, "executor layer passes");
+  EXPECT_GT(fit.memory_pooled.bandwidth(), 0.1e9);
+  EXPECT_LT(fit.memory_pooled.bandwidth(), 20e9);
+  ASSERT_EQ(fit.layer_checks.size(), 3u);
+  for (const auto& [pass, q] : fit.layer_checks) {
+    EXPECT_EQ(q.points, 12) << pass;
+    EXPECT_LT(q.median_residual, 0.20) << pass;
+  }
   ProfileOptions po;
   po.name = "cpu-epyc-2core";
   po.link_bytes_ratio = 0.25;
@@ -35,6 +47,9 @@ TEST(ShippedCpuMeasurement, FitsAndItsProfileLoads) {
   EXPECT_EQ(p.gpu.sm_count, 1);
   hw::HardwareProfile shipped = hw::load_profile(kDir + "cpu-epyc-2core.yaml");
   EXPECT_EQ(shipped.name, "calibrated-cpu");
+  ASSERT_TRUE(shipped.compute_dtype.has_value());
+  EXPECT_EQ(*shipped.compute_dtype, hw::DType::kFp64);
+  EXPECT_EQ(shipped.node.gpus_per_node, 2);
   EXPECT_NEAR(shipped.gpu.gemm_max_efficiency, p.gpu.gemm_max_efficiency, 1e-5);
 }
 
