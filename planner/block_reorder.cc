@@ -296,117 +296,158 @@ int fill_gaps(Schedule& schedule, const CostTable& costs, const std::vector<doub
   return moves;
 }
 
-Schedule block_list_schedule(const Schedule& order, const CostTable& costs,
-                             const std::vector<double>& caps, int reserve, bool eager_w) {
-  const Flat f(order, costs);
-  const int D = f.devices();
-  const std::size_t n = f.size();
-  // Sequences: per device, the ids of one (stage, kind) in list order. `rank` orders a device's
-  // stages; `later_unit` is the forward allocation of the device's next stage (the reservation).
+namespace {
+
+// The memory-capped list scheduler behind block_list_schedule (see its contract).
+class ListScheduler {
+ public:
+  ListScheduler(const Schedule& order, const CostTable& costs, const std::vector<double>& caps,
+                int reserve, bool eager_w)
+      : f_(order, costs), caps_(caps), reserve_(reserve), eager_w_(eager_w) {
+    const int D = f_.devices();
+    seqs_.resize(D);
+    held_.resize(D);
+    fwd_unit_.resize(D);
+    for (int d = 0; d < D; ++d) build_sequences(d, costs);
+    mem_.assign(D, 0.0);
+    clock_.assign(D, 0);
+    end_.assign(f_.size(), kNever);
+    ord_.resize(D);
+  }
+
+  // False when the run deadlocks (memory too small to progress).
+  bool run() {
+    std::size_t remaining = f_.size();
+    TimePs now = 0;
+    while (remaining > 0) {
+      bool zero_length = false;
+      for (int d = 0; d < f_.devices(); ++d) {
+        if (clock_[d] > now) continue;
+        Seq* q = pick(d, now);
+        if (!q) continue;
+        const std::int32_t id = q->ids[q->head++];
+        end_[id] = now + f_.dur[id];
+        clock_[d] = end_[id];
+        zero_length |= f_.dur[id] == 0;
+        mem_[d] += f_.mem[id];
+        held_[d][q->rank] += f_.mem[id];
+        ord_[d].push_back(id);
+        --remaining;
+      }
+      if (remaining == 0 || zero_length) continue;
+      now = next_event(now);
+      if (now == kNever) return false;
+    }
+    return true;
+  }
+
+  void write(Schedule& s) const { write_orders(f_, ord_, s); }
+
+ private:
+  // The ids of one (stage, kind) of a device, in list order; `rank` orders the device's stages.
   struct Seq {
     std::vector<std::int32_t> ids;
     std::size_t head = 0;
     bool filler = false;
     int rank = 0;
   };
-  std::vector<std::vector<Seq>> seqs(D);
-  std::vector<std::vector<int>> stages(D);
-  for (int d = 0; d < D; ++d) {
-    for (std::int32_t id = f.g.device_begin[d]; id < f.g.device_begin[d + 1]; ++id)
-      stages[d].push_back(f.g.action[id].stage);
-    std::sort(stages[d].begin(), stages[d].end());
-    stages[d].erase(std::unique(stages[d].begin(), stages[d].end()), stages[d].end());
-    for (std::int32_t id = f.g.device_begin[d]; id < f.g.device_begin[d + 1]; ++id) {
-      const Action& a = f.g.action[id];
-      const int rank = static_cast<int>(
-          std::lower_bound(stages[d].begin(), stages[d].end(), a.stage) - stages[d].begin());
-      auto it = std::find_if(seqs[d].begin(), seqs[d].end(), [&](const Seq& q) {
-        const Action& b = f.g.action[q.ids.front()];
+
+  void build_sequences(int d, const CostTable& costs) {
+    std::vector<int> stages;
+    for (std::int32_t id = f_.g.device_begin[d]; id < f_.g.device_begin[d + 1]; ++id)
+      stages.push_back(f_.g.action[id].stage);
+    std::sort(stages.begin(), stages.end());
+    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+    for (const int st : stages)
+      fwd_unit_[d].push_back(std::max(0.0, costs.mem(st, ActionKind::kF)));
+    held_[d].assign(stages.size(), 0.0);
+    auto& seqs = seqs_[d];
+    for (std::int32_t id = f_.g.device_begin[d]; id < f_.g.device_begin[d + 1]; ++id) {
+      const Action& a = f_.g.action[id];
+      auto it = std::find_if(seqs.begin(), seqs.end(), [&](const Seq& q) {
+        const Action& b = f_.g.action[q.ids.front()];
         return b.stage == a.stage && b.kind == a.kind;
       });
-      if (it == seqs[d].end()) {
-        seqs[d].push_back(Seq{{}, 0, is_filler(a.kind), rank});
-        it = seqs[d].end() - 1;
+      if (it == seqs.end()) {
+        const auto rank = std::lower_bound(stages.begin(), stages.end(), a.stage) - stages.begin();
+        seqs.push_back(Seq{{}, 0, is_filler(a.kind), static_cast<int>(rank)});
+        it = seqs.end() - 1;
       }
       it->ids.push_back(id);
     }
   }
-  // Forward allocation of each device's stage by rank (for the reservation).
-  std::vector<std::vector<double>> fwd_unit(D);
-  for (int d = 0; d < D; ++d)
-    for (const int st : stages[d])
-      fwd_unit[d].push_back(std::max(0.0, costs.mem(st, ActionKind::kF)));
-  std::vector<std::vector<double>> held(D);
-  for (int d = 0; d < D; ++d) held[d].assign(stages[d].size(), 0.0);
-  std::vector<double> mem(D, 0.0);
-  std::vector<TimePs> end(n, kNever), clock(D, 0);
-  Orders ord(D);
-  std::size_t remaining = n;
-  TimePs now = 0;
-  auto eligible = [&](int d, const Seq& q, std::int32_t id) {
-    const double delta = f.mem[id];
+
+  // Memory allows the pass: within the cap, and a forward keeps `reserve` forwards' worth of
+  // room for the device's next stage.
+  bool fits(int d, const Seq& q, std::int32_t id) const {
+    const double delta = f_.mem[id];
     if (delta <= 0) return true;
-    if (mem[d] + delta > caps[d] + kEps) return false;
-    if (q.rank + 1 >= static_cast<int>(held[d].size()) || reserve <= 0) return true;
+    if (mem_[d] + delta > caps_[d] + kEps) return false;
+    if (q.rank + 1 >= static_cast<int>(held_[d].size()) || reserve_ <= 0) return true;
     double upto = 0;
-    for (int r = 0; r <= q.rank; ++r) upto += held[d][r];
-    return upto + delta + reserve * fwd_unit[d][q.rank + 1] <= caps[d] + kEps;
-  };
-  while (remaining > 0) {
-    bool zero_length = false;
-    for (int d = 0; d < D; ++d) {
-      if (clock[d] > now) continue;
-      Seq* best = nullptr;
-      // First ready pass in list order that memory keeps waiting (eager_w: a W that frees
-      // memory goes first then).
-      std::int32_t held_back = std::numeric_limits<std::int32_t>::max();
-      for (int pass = 0; pass < 2 && !best; ++pass)
-        for (Seq& q : seqs[d]) {
-          if (q.head >= q.ids.size() || q.filler != (pass == 1)) continue;
-          const std::int32_t id = q.ids[q.head];
-          if (f.data_ready(id, end) > now) continue;
-          if (!eligible(d, q, id)) {
-            held_back = std::min(held_back, id);
-            continue;
-          }
-          if (!best || id < best->ids[best->head]) best = &q;
+    for (int r = 0; r <= q.rank; ++r) upto += held_[d][r];
+    return upto + delta + reserve_ * fwd_unit_[d][q.rank + 1] <= caps_[d] + kEps;
+  }
+
+  // The sequence whose head device d runs at `now`, or nullptr.
+  Seq* pick(int d, TimePs now) {
+    Seq* best = nullptr;
+    // First ready head in list order that memory holds back (eager_w: a W that frees memory
+    // then goes first).
+    std::int32_t held_back = std::numeric_limits<std::int32_t>::max();
+    for (int pass = 0; pass < 2 && !best; ++pass)
+      for (Seq& q : seqs_[d]) {
+        if (q.head >= q.ids.size() || q.filler != (pass == 1)) continue;
+        const std::int32_t id = q.ids[q.head];
+        if (f_.data_ready(id, end_) > now) continue;
+        if (!fits(d, q, id)) {
+          held_back = std::min(held_back, id);
+          continue;
         }
-      if (eager_w && best && held_back < best->ids[best->head]) {
-        for (Seq& q : seqs[d]) {
-          if (!q.filler || q.head >= q.ids.size()) continue;
-          const std::int32_t id = q.ids[q.head];
-          if (f.mem[id] < 0 && f.data_ready(id, end) <= now) {
-            best = &q;
-            break;
-          }
-        }
+        if (!best || id < best->ids[best->head]) best = &q;
       }
-      if (!best) continue;
-      const std::int32_t id = best->ids[best->head++];
-      end[id] = now + f.dur[id];
-      clock[d] = end[id];
-      zero_length |= f.dur[id] == 0;
-      mem[d] += f.mem[id];
-      held[d][best->rank] += f.mem[id];
-      ord[d].push_back(id);
-      --remaining;
+    if (!eager_w_ || !best || held_back > best->ids[best->head]) return best;
+    for (Seq& q : seqs_[d]) {
+      if (!q.filler || q.head >= q.ids.size()) continue;
+      const std::int32_t id = q.ids[q.head];
+      if (f_.mem[id] < 0 && f_.data_ready(id, end_) <= now) return &q;
     }
-    if (remaining == 0 || zero_length) continue;
-    // Next event: a device becoming free, or a head pass becoming ready.
+    return best;
+  }
+
+  // Next time something can change: a device becoming free or a head pass becoming ready.
+  TimePs next_event(TimePs now) const {
     TimePs next = kNever;
-    for (int d = 0; d < D; ++d) {
-      if (clock[d] > now) next = std::min(next, clock[d]);
-      for (const Seq& q : seqs[d]) {
+    for (int d = 0; d < f_.devices(); ++d) {
+      if (clock_[d] > now) next = std::min(next, clock_[d]);
+      for (const Seq& q : seqs_[d]) {
         if (q.head >= q.ids.size()) continue;
-        const TimePs r = f.data_ready(q.ids[q.head], end);
+        const TimePs r = f_.data_ready(q.ids[q.head], end_);
         if (r != kNever && r > now) next = std::min(next, r);
       }
     }
-    if (next == kNever) return Schedule{order.name, order.placement, order.num_microbatches, {}};
-    now = next;
+    return next;
   }
+
+  Flat f_;
+  const std::vector<double>& caps_;
+  int reserve_;
+  bool eager_w_;
+  std::vector<std::vector<Seq>> seqs_;
+  std::vector<std::vector<double>> held_, fwd_unit_;  // per device, per stage rank
+  std::vector<double> mem_;
+  std::vector<TimePs> end_, clock_;
+  Orders ord_;
+};
+
+}  // namespace
+
+Schedule block_list_schedule(const Schedule& order, const CostTable& costs,
+                             const std::vector<double>& caps, int reserve, bool eager_w) {
+  ListScheduler ls(order, costs, caps, reserve, eager_w);
+  if (!ls.run()) return Schedule{order.name, order.placement, order.num_microbatches, {}};
   Schedule out = order;
-  write_orders(f, ord, out);
+  ls.write(out);
   return out;
 }
 
