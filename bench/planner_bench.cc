@@ -1,5 +1,6 @@
 // Planner speed: the exhaustive search for GPT-3 175B on 1024 A100 (the whole default space),
-// and the screen alone (configurations per second per core).
+// without and with the DES tier (args: threads, des_top), and the screen alone (configurations
+// per second per core).
 #include <benchmark/benchmark.h>
 
 #include "planner/search.h"
@@ -21,6 +22,7 @@ void BM_ExhaustiveSearchGpt3On1024A100(benchmark::State& state) {
   const SearchSpace space = default_space(pr, reg, {1536});
   SearchOptions o;
   o.threads = static_cast<int>(state.range(0));
+  o.des_top = static_cast<int>(state.range(1));
   SearchStats st;
   for (auto _ : state) {
     const SearchResult r = run_search(pr, space, reg, o);
@@ -32,11 +34,14 @@ void BM_ExhaustiveSearchGpt3On1024A100(benchmark::State& state) {
   state.counters["simulated"] = static_cast<double>(st.evaluated);
   state.counters["screen_s"] = st.screen_seconds;
   state.counters["simulate_s"] = st.evaluate_seconds;
+  state.counters["des_s"] = st.des_seconds;
   state.counters["screen_configs_per_s"] = static_cast<double>(st.screened) / st.screen_seconds;
 }
 BENCHMARK(BM_ExhaustiveSearchGpt3On1024A100)
-    ->Arg(1)
-    ->Arg(2)
+    ->Args({1, 0})
+    ->Args({2, 0})
+    ->Args({1, 32})
+    ->Args({2, 32})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
