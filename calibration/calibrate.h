@@ -50,8 +50,9 @@ CalibrateOutcome calibrate(const CalibrateOptions& options);
 std::string gpu_designator(const std::string& device);
 
 /// Bytes per element the workload model counts over the bytes the CPU executor moves: 1 for
-/// memory-bound kernels (the layer_mix benchmark already counts model bytes), 2/8 for messages
-/// (the model sends bf16 activations, the executor float64).
+/// memory-bound kernels (the element-wise fit from the executor's layer passes, and layer_mix,
+/// already count model bytes), 2/8 for messages (the model sends bf16 activations, the executor
+/// float64).
 inline constexpr double kCpuMemoryBytesRatio = 1.0;
 inline constexpr double kCpuLinkBytesRatio = 0.25;
 
