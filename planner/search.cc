@@ -23,6 +23,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kBuckets = 16;
+constexpr int kMaxMicrobatches = 65535;  // SearchConfig::microbatches is 16 bits
 
 double now_seconds() {
   using C = std::chrono::steady_clock;
@@ -420,10 +421,11 @@ class Searcher {
                    sp.zero.size(),      sp.offload.size(),   sp.end_trim.size()};
     inner_ = in;
     for (int n : sp.gpu_counts)
-      for (const Tpd& f : factorisations(n, pr.model, sp.max_tensor_parallel))
+      for (const Tpd& f : space_factorisations(sp, n, pr.model))
         for (int b : sp.micro_batches)
           for (int B : sp.global_batches)
-            if (B % (b * f.d) == 0) cells_.push_back({f.t, f.p, f.d, b, B / (b * f.d)});
+            if (B % (b * f.d) == 0 && B / (b * f.d) <= kMaxMicrobatches)
+              cells_.push_back({f.t, f.p, f.d, b, B / (b * f.d)});
     result_.stats.space = space_size(sp, pr.model);
   }
 

@@ -112,6 +112,8 @@ struct SearchSpace {
   std::vector<int> offload{0, 1};
   std::vector<int> end_trim{0, 1, 2};
   int max_tensor_parallel = 64;  ///< t limit (heads must divide as well)
+  /// Allowed t, p and d (empty = any that multiplies to a GPU count): set by constrain_space.
+  std::vector<int> tensor_parallel, pipeline_parallel, data_parallel;
 };
 
 /// Every (t, p, d) with t*p*d == n, t dividing the heads and t <= max_t, p <= layers.
@@ -120,6 +122,39 @@ struct Tpd {
   int t, p, d;
 };
 std::vector<Tpd> factorisations(int n, const ModelShape& model, int max_t);
+
+/// factorisations(n, model, space.max_tensor_parallel) restricted to the space's allowed t, p, d.
+std::vector<Tpd> space_factorisations(const SearchSpace& space, int n, const ModelShape& model);
+
+/// What the user allows (`pipewright plan --tp 8 --pp 8 --schedules interleaved ...`). Every
+/// list, when not empty, is the set of values the search may use; empty lists leave that
+/// dimension free. The search covers only the intersection with the default space.
+struct SearchConstraints {
+  std::vector<int> tp, pp, dp;         ///< tensor / pipeline / data-parallel degrees
+  std::vector<int> micro_batch;        ///< microbatch sizes (replace the default 1, 2, 4, 8)
+  std::vector<int> global_batch;       ///< sequences per iteration (replace the scenario's or grid)
+  std::vector<std::string> schedules;  ///< generator names (every v of interleaved-style ones)
+  std::vector<Recompute> recompute;
+  std::vector<int> zero;               ///< ZeRO stages 0..3
+  std::vector<int> sequence_parallel;  ///< subset of {0, 1}
+  std::vector<int> offload;            ///< subset of {0, 1}
+  int gpus = 0;                        ///< exactly this many GPUs; 0 = the usual sweep
+  bool empty() const;
+  /// The constraints as the command line spells them, e.g. "--tp 8 --pp 8 --schedules
+  /// interleaved" (fixed flag order; "" when empty).
+  std::string describe() const;
+};
+
+/// Restricts `space` (a default_space) to `c` for `model` on a cluster of `cluster_gpus`.
+/// Throws ConfigError whose key names the flags involved and whose message says why no
+/// configuration satisfies them (with the nearest allowed values where cheap) when the
+/// constraints contradict the model, the cluster or each other: a t that does not divide the
+/// heads, a p above the layer count, no t*p*d equal to a GPU count searched, no microbatch size
+/// times d dividing a global batch, an unknown schedule name ("did you mean"), schedules that
+/// cannot run at any allowed p or recompute option, sequence parallelism with t = 1 only, ZeRO
+/// with d = 1 only. GPU counts without a factorisation are dropped from the sweep.
+void constrain_space(const SearchConstraints& c, const ModelShape& model, int cluster_gpus,
+                     SearchSpace* space);
 
 /// The number of configurations of `space` before validity checks (the product of its lists,
 /// summing over factorisations of each GPU count).

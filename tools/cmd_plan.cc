@@ -2,9 +2,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "core/error.h"
@@ -40,7 +42,130 @@ struct PlanOptions {
   int des_top = 32;
   int max_gpus = 1 << 16;
   bool shortest_time = false;
+  // Search constraints, as typed (comma-separated lists; parsed by parse_constraints).
+  std::string tp, pp, dp, micro_batch, global_batch, schedules, recompute, zero;
+  std::string sequence_parallel, offload;  ///< on | off | both
+  int gpus = -1;                           ///< -1: not given
 };
+
+std::vector<std::string> split_list(const std::string& flag, const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', at);
+    out.push_back(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (out.back().empty())
+      throw ConfigError("", flag + " " + text,
+                        "expected a comma-separated list with no empty items");
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
+}
+
+std::vector<int> int_list(const std::string& flag, const std::string& text) {
+  std::vector<int> out;
+  if (text.empty()) return out;
+  for (const std::string& item : split_list(flag, text)) {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || end != item.data() + item.size())
+      throw ConfigError("", flag + " " + text,
+                        "expected a comma-separated list of integers, got '" + item + "'");
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<int> on_off(const std::string& flag, const std::string& text) {
+  if (text.empty()) return {};
+  if (text == "on") return {1};
+  if (text == "off") return {0};
+  if (text == "both") return {0, 1};
+  throw ConfigError("", flag + " " + text,
+                    "expected on, off or both (did you mean '" +
+                        nearest_name(text, {"on", "off", "both"}) + "'?)");
+}
+
+SearchConstraints parse_constraints(const PlanOptions& o) {
+  SearchConstraints c;
+  c.tp = int_list("--tp", o.tp);
+  c.pp = int_list("--pp", o.pp);
+  c.dp = int_list("--dp", o.dp);
+  c.micro_batch = int_list("--microbatch-size", o.micro_batch);
+  c.global_batch = int_list("--global-batch", o.global_batch);
+  c.zero = int_list("--zero", o.zero);
+  if (!o.schedules.empty()) c.schedules = split_list("--schedules", o.schedules);
+  if (!o.recompute.empty())
+    for (const std::string& name : split_list("--recompute", o.recompute)) {
+      Recompute r;
+      if (!hw::parse_recompute(name, &r))
+        throw ConfigError("", "--recompute " + o.recompute,
+                          "expected none, selective or full (did you mean '" +
+                              nearest_name(name, {"none", "selective", "full"}) + "'?)");
+      c.recompute.push_back(r);
+    }
+  c.sequence_parallel = on_off("--sequence-parallel", o.sequence_parallel);
+  c.offload = on_off("--offload", o.offload);
+  if (o.gpus != -1 && o.gpus < 1) throw ConfigError("", "--gpus", "expected a GPU count >= 1");
+  c.gpus = std::max(0, o.gpus);
+  return c;
+}
+
+// The constraints as JSON: the flags as typed and each list.
+nlohmann::json constraints_json(const SearchConstraints& c) {
+  nlohmann::json j;
+  j["flags"] = c.describe();
+  if (c.gpus > 0) j["gpus"] = c.gpus;
+  const std::pair<const char*, const std::vector<int>*> lists[] = {
+      {"tensor_parallel", &c.tp},
+      {"pipeline_parallel", &c.pp},
+      {"data_parallel", &c.dp},
+      {"micro_batch_size", &c.micro_batch},
+      {"global_batch_size", &c.global_batch},
+      {"zero_stage", &c.zero}};
+  for (const auto& [key, list] : lists)
+    if (!list->empty()) j[key] = *list;
+  if (!c.schedules.empty()) j["schedule"] = c.schedules;
+  if (!c.recompute.empty()) {
+    std::vector<std::string> rc;
+    for (Recompute r : c.recompute) rc.emplace_back(recompute_name(r));
+    j["recompute"] = rc;
+  }
+  if (!c.sequence_parallel.empty()) j["sequence_parallel"] = c.sequence_parallel;
+  if (!c.offload.empty()) j["optimizer_offload"] = c.offload;
+  return j;
+}
+
+// The rendered report with the constraints named: a line under the table's first line, or a
+// "constraints" member of the JSON object.
+std::string with_constraints(const std::string& report, const SearchConstraints& c, bool json) {
+  if (c.empty()) return report;
+  if (json) {
+    nlohmann::json j = nlohmann::json::parse(report);
+    j["constraints"] = constraints_json(c);
+    return j.dump(2) + "\n";
+  }
+  const std::size_t eol = report.find('\n') + 1;
+  return report.substr(0, eol) + "constraints: " + c.describe() +
+         " (the search covers only configurations that satisfy them)\n" + report.substr(eol);
+}
+
+// A constrained space in which the screen found no well-formed configuration at all: the
+// constraints contradict what the schedules accept (exit 2, naming them).
+void check_not_empty(const SearchConstraints& c, const SearchSpace& space, const SearchResult& r) {
+  if (c.empty() || r.stats.valid > 0) return;
+  std::string why;
+  for (const ScheduleOption& o : space.schedules) {
+    if ((o.memory_aware || o.name == "v-half" || o.name == "v-min") &&
+        why.find("memory-controllable") == std::string::npos)
+      why += "; memory-controllable schedules (" + o.name +
+             ", ...) are searched only for p <= 16 and only when memory binds";
+    if (o.takes_v && why.find("p*v") == std::string::npos)
+      why += "; " + o.name + " needs p*v <= the model's layers";
+  }
+  throw ConfigError("", c.describe(),
+                    "no well-formed configuration satisfies these constraints" + why);
+}
 
 PlanScenario resolve_scenario(const PlanOptions& o) {
   if (!o.scenario.empty()) return load_plan_scenario(o.scenario);
@@ -156,9 +281,15 @@ int run_plan(const PlanOptions& o) {
     throw ConfigError("", "--format", "expected table or json");
   const PlanScenario sc = resolve_scenario(o);
   const PlanProblem pr = make_problem(o, sc);
+  const SearchConstraints cons = parse_constraints(o);
   const GeneratorRegistry registry = default_registry();
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (o.shortest_time) {
+    if (!cons.empty())
+      throw ConfigError("", "--shortest-time " + cons.describe(),
+                        "the sweep chooses the GPU count, batch and configuration itself and "
+                        "takes no search constraints; plan one point with constraints instead "
+                        "(pipewright plan --gpus N --global-batch B ...)");
     ShortestTimeOptions so;
     so.threads = o.threads;
     so.max_gpus = o.max_gpus;
@@ -169,7 +300,13 @@ int run_plan(const PlanOptions& o) {
     return 0;
   }
   std::vector<std::string> skipped;
-  const SearchSpace space = default_space(pr, registry, global_batches(pr, sc), &skipped);
+  SearchSpace space = default_space(pr, registry, global_batches(pr, sc), &skipped);
+  if (cons.global_batch.size() > 1 && (pr.objective == Objective::kTime || pr.target.empty()))
+    throw ConfigError("", cons.describe(),
+                      "several global batches need an objective that compares them: iteration "
+                      "time grows with the batch; give one, or use --objective time-to-loss (or "
+                      "cost) with --target-loss or --tokens");
+  if (!cons.empty()) constrain_space(cons, pr.model, pr.num_gpus, &space);
   SearchOptions opts;
   opts.top = o.top;
   opts.threads = o.threads;
@@ -177,6 +314,7 @@ int run_plan(const PlanOptions& o) {
   if (tty) opts.progress = progress_bar;
   const SearchResult result = run_search(pr, space, registry, opts);
   if (tty) std::fputs("\r\033[K", stderr);
+  check_not_empty(cons, space, result);
   PlanReportInput in{&pr,
                      &space,
                      &result,
@@ -186,7 +324,11 @@ int run_plan(const PlanOptions& o) {
                      sc.published_source,
                      sc.published_tflops};
   const CostModel model(pr, space);
-  if (sc.has_parallel) {
+  // The published configuration is compared at its own batch only.
+  const bool same_batch =
+      cons.global_batch.empty() ||
+      (cons.global_batch.size() == 1 && cons.global_batch[0] == sc.parallel.global_batch_size);
+  if (sc.has_parallel && same_batch) {
     SearchConfig pc;
     std::string why;
     // Scored by the same engine as the ranking's first row.
@@ -196,7 +338,9 @@ int run_plan(const PlanOptions& o) {
       in.published = des ? evaluate_config_des(model, registry, *prof, pc, opts.des_options)
                          : evaluate_config(model, registry, pc);
   }
-  std::fputs((o.format == "json" ? render_json(in) : render_table(in)).c_str(), stdout);
+  const bool json = o.format == "json";
+  std::fputs(with_constraints(json ? render_json(in) : render_table(in), cons, json).c_str(),
+             stdout);
   if (result.top.empty()) return 0;
   const SearchConfig& best = result.top[0].config;
   if (!o.report.empty()) write_plan_report(o.report, model, registry, space, result, sc.cluster);
@@ -204,7 +348,8 @@ int run_plan(const PlanOptions& o) {
     Provenance prov;
     prov.version = "pipewright 0.1.0";
     prov.profile_source = sc.cluster;
-    prov.command = "pipewright plan" + (o.scenario.empty() ? std::string() : " " + o.scenario);
+    prov.command = "pipewright plan" + (o.scenario.empty() ? std::string() : " " + o.scenario) +
+                   (cons.empty() ? std::string() : " " + cons.describe());
     const Plan plan = build_plan(model, registry, best, sc.cluster, prov);
     if (!o.emit.empty()) save_plan(o.emit, plan);
     if (!o.export_csv.empty())
@@ -240,6 +385,20 @@ void register_plan(CLI::App& app, int* status) {
                 "fastest possible time to train with unlimited GPUs of this type");
   sub->add_option("--max-gpus", o->max_gpus, "--shortest-time: largest GPU count swept")
       ->capture_default_str();
+  // Search constraints: each restricts one dimension of the space (comma-separated lists).
+  sub->add_option("--gpus", o->gpus, "use exactly N GPUs (default: the cluster's, or fewer)");
+  sub->add_option("--tp", o->tp, "allowed tensor-parallel degrees, e.g. 1,2,4,8");
+  sub->add_option("--pp", o->pp, "allowed pipeline-parallel degrees");
+  sub->add_option("--dp", o->dp, "allowed data-parallel degrees");
+  sub->add_option("--microbatch-size", o->micro_batch, "allowed microbatch sizes (sequences)");
+  sub->add_option("--global-batch", o->global_batch,
+                  "global batch(es) in sequences (default: the scenario's, or the critical-batch "
+                  "grid with a target)");
+  sub->add_option("--schedules", o->schedules, "allowed schedules (generator names)");
+  sub->add_option("--recompute", o->recompute, "allowed recomputation: none,selective,full");
+  sub->add_option("--zero", o->zero, "allowed ZeRO stages (0..3)");
+  sub->add_option("--sequence-parallel", o->sequence_parallel, "on | off | both (default)");
+  sub->add_option("--offload", o->offload, "optimizer offload: on | off | both (default)");
   sub->callback([o, status] { *status = run_plan(*o); });
 }
 
