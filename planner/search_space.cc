@@ -358,9 +358,9 @@ void keep_schedules(const SearchConstraints& c, SearchSpace* s) {
     if (std::find(names.begin(), names.end(), o.name) == names.end()) names.push_back(o.name);
   for (const std::string& n : c.schedules)
     if (std::find(names.begin(), names.end(), n) == names.end())
-      throw ConfigError(
-          "", "--schedules " + join(c.schedules),
-          fmt::format("unknown schedule '{}' (did you mean '{}'?)", n, nearest_name(n, names)));
+      throw ConfigError("", "--schedules " + join(c.schedules),
+                        fmt::format("unknown schedule '{}' (did you mean '{}'? searched: {})", n,
+                                    nearest_name(n, names), join(names)));
   std::vector<ScheduleOption> kept;
   for (const ScheduleOption& o : s->schedules)
     if (std::find(c.schedules.begin(), c.schedules.end(), o.name) != c.schedules.end())
@@ -390,11 +390,11 @@ void check_combinations(const SearchConstraints& c, const std::string& f_tpd,
                       "these schedules recompute explicitly (R actions) and need --recompute full");
   }
   if (s.sequence_parallel == std::vector<int>{1} && *ts.rbegin() == 1)
-    throw ConfigError("", flags({on_off_flag("--sequence-parallel", c.sequence_parallel), f_tpd}),
+    throw ConfigError("", flags({f_tpd, on_off_flag("--sequence-parallel", c.sequence_parallel)}),
                       "sequence parallelism splits activations across the tensor-parallel group "
                       "and needs t > 1, but only t = 1 is left");
   if (s.zero.front() > 0 && *ds.rbegin() == 1)
-    throw ConfigError("", flags({int_flag("--zero", c.zero), f_tpd}),
+    throw ConfigError("", flags({f_tpd, int_flag("--zero", c.zero)}),
                       "ZeRO shards across data-parallel replicas and needs d > 1, but only d = 1 "
                       "is left");
 }

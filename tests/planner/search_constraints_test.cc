@@ -1,0 +1,220 @@
+// Search constraints (`pipewright plan --tp ... --schedules ...`): every configuration the
+// search scores satisfies them, a subset of the space never beats the whole space, the result
+// stays deterministic, and contradictions are refused naming the flags.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "planner/search.h"
+
+namespace pw {
+namespace {
+
+PlanProblem problem(const std::string& model, int gpus) {
+  PlanProblem pr;
+  EXPECT_TRUE(model_preset(model, &pr.model));
+  EXPECT_TRUE(gpu_node_preset("dgx-a100-80gb", &pr.gpu));
+  pr.num_gpus = gpus;
+  return pr;
+}
+
+SearchOptions exhaustive_evaluator() {
+  SearchOptions o;
+  o.des_top = 0;  // the evaluator's ranking: branch and bound makes it exact
+  o.keep_all = true;
+  o.max_evaluations = 1 << 30;
+  return o;
+}
+
+bool in(const std::vector<int>& list, int x) {
+  return list.empty() || std::find(list.begin(), list.end(), x) != list.end();
+}
+
+// The ConfigError's key (the flags it names) for `c`, or "" when constrain_space accepts it.
+std::string refused(const SearchConstraints& c, const PlanProblem& pr, SearchSpace space) {
+  try {
+    constrain_space(c, pr.model, pr.num_gpus, &space);
+  } catch (const ConfigError& e) {
+    return e.key();
+  }
+  return "";
+}
+
+TEST(SearchConstraints, EveryScoredConfigurationSatisfiesThem) {
+  const GeneratorRegistry reg = default_registry();
+  const PlanProblem pr = problem("megatron-1.7b", 16);  // 24 heads, 24 layers
+  SearchSpace space = default_space(pr, reg, {64});
+  SearchConstraints c;
+  c.tp = {1, 2};
+  c.pp = {2, 4};
+  c.micro_batch = {1, 2};
+  c.schedules = {"1f1b", "zb-h1", "interleaved"};
+  c.recompute = {Recompute::kNone, Recompute::kFull};
+  c.zero = {0, 1};
+  c.sequence_parallel = {0};
+  c.offload = {0};
+  constrain_space(c, pr.model, pr.num_gpus, &space);
+  const SearchResult r = run_search(pr, space, reg, exhaustive_evaluator());
+  ASSERT_GT(r.all.size(), 10u);
+  ASSERT_FALSE(r.top.empty());
+  for (const Evaluated& e : r.all) {
+    const SearchConfig& x = e.config;
+    const std::string what = describe_config(space, x);
+    EXPECT_TRUE(in(c.tp, x.t) && in(c.pp, x.p) && in(c.micro_batch, x.micro_batch)) << what;
+    EXPECT_NE(std::find(c.schedules.begin(), c.schedules.end(), space.schedules[x.schedule].name),
+              c.schedules.end())
+        << what;
+    EXPECT_NE(static_cast<Recompute>(x.recompute), Recompute::kSelective) << what;
+    EXPECT_LE(x.zero, 1) << what;
+    EXPECT_EQ(x.sequence_parallel, 0) << what;
+    EXPECT_EQ(x.offload, 0) << what;
+    EXPECT_EQ(x.global_batch(), 64) << what;
+    EXPECT_LE(x.gpus(), 16) << what;
+  }
+}
+
+TEST(SearchConstraints, GpusUsesExactlyThatCount) {
+  const GeneratorRegistry reg = default_registry();
+  const PlanProblem pr = problem("megatron-1.7b", 32);
+  SearchSpace space = default_space(pr, reg, {64});
+  ASSERT_GT(space.gpu_counts.size(), 1u);  // the default sweeps 32, 16, 8
+  SearchConstraints c;
+  c.gpus = 16;
+  c.pp = {2};
+  constrain_space(c, pr.model, pr.num_gpus, &space);
+  EXPECT_EQ(space.gpu_counts, std::vector<int>{16});
+  const SearchResult r = run_search(pr, space, reg, exhaustive_evaluator());
+  ASSERT_FALSE(r.all.empty());
+  for (const Evaluated& e : r.all) {
+    EXPECT_EQ(e.config.gpus(), 16);
+    EXPECT_EQ(e.config.p, 2);
+  }
+}
+
+// A subset of the space cannot win: the constrained best is at best equal to the unconstrained
+// best (same evaluator, exact ranking), and it is the best of the constrained rows of an
+// unconstrained exhaustive search.
+TEST(SearchConstraints, ASubsetNeverBeatsTheWholeSpace) {
+  const GeneratorRegistry reg = default_registry();
+  const PlanProblem pr = problem("megatron-1.7b", 16);
+  SearchSpace whole = default_space(pr, reg, {64});
+  whole.gpu_counts = {16};
+  whole.micro_batches = {1, 2};
+  whole.zero = {0, 1};
+  whole.end_trim = {0, 1};
+  SearchSpace part = whole;
+  SearchConstraints c;
+  c.tp = {2};
+  c.pp = {4};
+  c.schedules = {"1f1b", "interleaved"};
+  constrain_space(c, pr.model, pr.num_gpus, &part);
+  SearchOptions o = exhaustive_evaluator();
+  o.prune = false;
+  const SearchResult all = run_search(pr, whole, reg, o);
+  const SearchResult sub = run_search(pr, part, reg, exhaustive_evaluator());
+  ASSERT_FALSE(all.top.empty());
+  ASSERT_FALSE(sub.top.empty());
+  EXPECT_FALSE(sub.stats.budget_hit);
+  EXPECT_GE(sub.top[0].objective, all.top[0].objective);
+  double best_in_subset = 1e300;
+  for (const Evaluated& e : all.all) {
+    const std::string& name = whole.schedules[e.config.schedule].name;
+    if (e.feasible && e.config.t == 2 && e.config.p == 4 &&
+        (name == "1f1b" || name == "interleaved"))
+      best_in_subset = std::min(best_in_subset, e.objective);
+  }
+  EXPECT_DOUBLE_EQ(sub.top[0].objective, best_in_subset);
+}
+
+TEST(SearchConstraints, ResultDoesNotDependOnThreadCount) {
+  const GeneratorRegistry reg = default_registry();
+  const PlanProblem pr = problem("megatron-1.7b", 16);
+  SearchSpace space = default_space(pr, reg, {64});
+  SearchConstraints c;
+  c.pp = {2, 4};
+  c.schedules = {"zb-h1", "1f1b"};
+  constrain_space(c, pr.model, pr.num_gpus, &space);
+  SearchOptions o;
+  o.des_top = 0;
+  o.threads = 1;
+  const SearchResult one = run_search(pr, space, reg, o);
+  o.threads = 2;
+  const SearchResult two = run_search(pr, space, reg, o);
+  ASSERT_EQ(one.top.size(), two.top.size());
+  for (std::size_t i = 0; i < one.top.size(); ++i) {
+    EXPECT_EQ(one.top[i].config, two.top[i].config);
+    EXPECT_EQ(one.top[i].iteration, two.top[i].iteration);
+  }
+}
+
+TEST(SearchConstraints, ContradictionsNameTheFlags) {
+  const GeneratorRegistry reg = default_registry();
+  const PlanProblem pr = problem("gpt3-175b", 1024);  // 96 heads, 96 layers
+  const SearchSpace space = default_space(pr, reg, {1536});
+  SearchConstraints c;
+  c.tp = {5};  // 96 = 2^5 * 3: 5 does not divide the heads
+  EXPECT_EQ(refused(c, pr, space), "--tp 5");
+  c = {};
+  c.pp = {128};  // more stages than layers
+  EXPECT_EQ(refused(c, pr, space), "--pp 128");
+  c = {};
+  c.tp = {16};
+  c.pp = {64};
+  c.dp = {2};  // 16 * 64 * 2 = 2048 > 1024
+  EXPECT_EQ(refused(c, pr, space), "--tp 16 --pp 64 --dp 2");
+  c = {};
+  c.tp = {3};  // divides 96 heads, but no power-of-two GPU count
+  EXPECT_EQ(refused(c, pr, space), "--tp 3");
+  c = {};
+  c.gpus = 2048;
+  EXPECT_EQ(refused(c, pr, space), "--gpus 2048");
+  c = {};
+  c.schedules = {"interleavd"};
+  EXPECT_EQ(refused(c, pr, space), "--schedules interleavd");
+  c = {};
+  c.pp = {1};
+  c.schedules = {"zb-v"};  // a V schedule has two stages per GPU
+  EXPECT_EQ(refused(c, pr, space), "--pp 1 --schedules zb-v");
+  c = {};
+  c.schedules = {"1f1b-r"};
+  c.recompute = {Recompute::kNone};
+  EXPECT_EQ(refused(c, pr, space), "--schedules 1f1b-r --recompute none");
+  c = {};
+  c.tp = {1};
+  c.sequence_parallel = {1};
+  EXPECT_EQ(refused(c, pr, space), "--tp 1 --sequence-parallel on");
+  c = {};
+  c.dp = {1};
+  c.zero = {2, 3};
+  EXPECT_EQ(refused(c, pr, space), "--dp 1 --zero 2,3");
+  c = {};
+  c.micro_batch = {7};  // 1536 = 2^9 * 3
+  EXPECT_EQ(refused(c, pr, space), "--microbatch-size 7");
+  c = {};
+  c.zero = {4};
+  EXPECT_EQ(refused(c, pr, space), "--zero 4");
+  c = {};
+  c.tp = {8};
+  c.pp = {8};
+  c.schedules = {"interleaved"};
+  EXPECT_EQ(refused(c, pr, space), "");
+}
+
+TEST(SearchConstraints, DescribeSpellsTheCommandLine) {
+  SearchConstraints c;
+  EXPECT_TRUE(c.empty());
+  c.gpus = 512;
+  c.tp = {8};
+  c.pp = {2, 4};
+  c.schedules = {"1f1b", "zb-h1"};
+  c.recompute = {Recompute::kSelective};
+  c.sequence_parallel = {0, 1};
+  c.offload = {0};
+  EXPECT_EQ(c.describe(),
+            "--gpus 512 --tp 8 --pp 2,4 --schedules 1f1b,zb-h1 --recompute selective "
+            "--sequence-parallel both --offload off");
+}
+
+}  // namespace
+}  // namespace pw
