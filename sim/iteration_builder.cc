@@ -13,16 +13,6 @@ namespace {
 using des::MemCategory;
 using des::StreamKind;
 
-Action label(ActionKind k, int stage, int mb) {
-  return Action{k, static_cast<std::int16_t>(stage), mb};
-}
-
-double sum_bytes(const std::vector<hw::TpComm>& v) {
-  double s = 0;
-  for (const hw::TpComm& c : v) s += c.bytes.value * c.count;
-  return s;
-}
-
 }  // namespace
 
 IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOptions& opt)
@@ -182,12 +172,20 @@ BuiltIteration IterationBuilder::build() {
   last_compute_.assign(R, -1);
   first_backward_.assign(R, -1);
   dp_tasks_.assign(R, {});
+  out_.action_send.assign(static_cast<std::size_t>(R) * num_actions_, -1);
   build_passes();
   build_transfers();
   build_data_parallel();
   build_optimizer();
   resolve_routes();
   out_.graph.finalize();
+  out_.num_actions = num_actions_;
+  out_.action_first.resize(pass_.size());
+  out_.action_last.resize(pass_.size());
+  for (std::size_t k = 0; k < pass_.size(); ++k) {
+    out_.action_first[k] = pass_[k].first;
+    out_.action_last[k] = pass_[k].last;
+  }
   return std::move(out_);
 }
 

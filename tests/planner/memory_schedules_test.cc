@@ -295,7 +295,8 @@ TEST(BuildingBlock, FastSqueezeEqualsTheEvaluatorOnThePlainRepetition) {
   std::mt19937 rng(7);
   for (int p : {2, 3, 5, 8}) {
     for (int m : {1, 3, 8, 40}) {
-      UniformCosts c{1 + rng() % 4, 1 + rng() % 4, 1 + rng() % 4, 0, rng() % 3};
+      auto draw = [&](int n) { return static_cast<TimePs>(rng() % static_cast<unsigned>(n)); };
+      UniformCosts c{1 + draw(4), 1 + draw(4), 1 + draw(4), 0, draw(3)};
       c.mw_over_mb = 0.25;
       const CostTable costs = make_uniform_cost_table(v_placement(p), c);
       for (const VOffsets& o : {v_min_offsets(p), v_half_offsets(p)}) {

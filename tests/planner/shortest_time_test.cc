@@ -61,17 +61,26 @@ TEST(ShortestTime, SweepsBatchesAroundTheCriticalBatchWithKaplanSteps) {
   EXPECT_EQ(hi, 8192);
   // Hand values of steps(B) at three batches.
   for (const ShortestTimePoint& p : r.points) {
-    if (p.global_batch == 128) EXPECT_NEAR(p.steps / 164454, 1.0, 2 * kRel);
-    if (p.global_batch == 1024) EXPECT_NEAR(p.steps / 33401, 1.0, 2 * kRel);
-    if (p.global_batch == 8192) EXPECT_NEAR(p.steps / 17020, 1.0, 2 * kRel);
+    if (p.global_batch == 128) {
+      EXPECT_NEAR(p.steps / 164454, 1.0, 2 * kRel);
+    }
+    if (p.global_batch == 1024) {
+      EXPECT_NEAR(p.steps / 33401, 1.0, 2 * kRel);
+    }
+    if (p.global_batch == 8192) {
+      EXPECT_NEAR(p.steps / 17020, 1.0, 2 * kRel);
+    }
   }
 }
 
 TEST(ShortestTime, ChoosesTheFastestPointAndSaysWhatBoundsIt) {
   const ShortestTimeResult r = run(problem_1_7b(2.5));
   ASSERT_TRUE(r.feasible);
-  for (const ShortestTimePoint& p : r.points)
-    if (p.feasible) EXPECT_LE(r.best.days, p.days) << p.global_batch << " x " << p.gpus;
+  for (const ShortestTimePoint& p : r.points) {
+    if (p.feasible) {
+      EXPECT_LE(r.best.days, p.days) << p.global_batch << " x " << p.gpus;
+    }
+  }
   EXPECT_TRUE(r.best.feasible);
   // The bound line quotes the critical batch and the step count relative to S_min, which is
   // 1 + B_crit / B at the chosen batch.
