@@ -146,8 +146,13 @@ std::string with_constraints(const std::string& report, const SearchConstraints&
     return j.dump(2) + "\n";
   }
   const std::size_t eol = report.find('\n') + 1;
+  std::string rest = report.substr(eol);
+  // "no feasible plan" speaks of the constrained space, not of every configuration.
+  const std::string any = "under any configuration;";
+  if (const std::size_t at = rest.find(any); at != std::string::npos)
+    rest.replace(at, any.size(), "under any configuration these constraints allow;");
   return report.substr(0, eol) + "constraints: " + c.describe() +
-         " (the search covers only configurations that satisfy them)\n" + report.substr(eol);
+         " (the search covers only configurations that satisfy them)\n" + rest;
 }
 
 // A constrained space in which the screen found no well-formed configuration at all: the

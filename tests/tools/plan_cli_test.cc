@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -81,6 +82,157 @@ TEST(PlanCli, ShortestTimeRejectsAZeroGpuCeiling) {
   const int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc));
   EXPECT_EQ(WEXITSTATUS(rc), 2);
+}
+
+// --- Search constraints -----------------------------------------------------------------------
+
+struct PlanRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+// Runs `pipewright plan ARGS`, capturing stdout and stderr.
+PlanRun plan(const std::string& args) {
+  static int n = 0;
+  const auto base = std::filesystem::temp_directory_path() /
+                    ("pw_plan_cons_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+  const std::string out = base.string() + ".out", err = base.string() + ".err";
+  const int rc = std::system((pipewright() + " plan " + args + " > " + out + " 2> " + err).c_str());
+  PlanRun r;
+  r.rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+std::string scenario(const std::string& name) {
+  return std::string(PW_SOURCE_DIR) + "/scenarios/" + name;
+}
+
+bool one_of(const std::vector<int>& allowed, int x) {
+  return std::find(allowed.begin(), allowed.end(), x) != allowed.end();
+}
+
+TEST(PlanCli, EveryRowSatisfiesTheConstraints) {
+  const PlanRun r =
+      plan(scenario("megatron/weak-scaling-1.7b.yaml") +
+           " --tp 1,2 --pp 2,4 --schedules 1f1b,zb-h1,interleaved --recompute none,full "
+           "--zero 0,1 --sequence-parallel off --offload off --microbatch-size 1,2 "
+           "--gpus 16 --top 20 --format json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["constraints"]["flags"].get<std::string>(),
+            "--gpus 16 --tp 1,2 --pp 2,4 --microbatch-size 1,2 --schedules 1f1b,zb-h1,interleaved "
+            "--recompute none,full --zero 0,1 --sequence-parallel off --offload off");
+  ASSERT_TRUE(j["feasible"].get<bool>());
+  std::size_t rows = 0;
+  for (const char* list : {"top", "pareto"})
+    for (const auto& row : j[list]) {
+      const auto& c = row["config"];
+      const std::string what = c.dump();
+      ++rows;
+      EXPECT_TRUE(one_of({1, 2}, c["tensor_parallel"].get<int>())) << what;
+      EXPECT_TRUE(one_of({2, 4}, c["pipeline_parallel"].get<int>())) << what;
+      EXPECT_EQ(c["tensor_parallel"].get<int>() * c["pipeline_parallel"].get<int>() *
+                    c["data_parallel"].get<int>(),
+                16)
+          << what;
+      EXPECT_TRUE(one_of({1, 2}, c["micro_batch_size"].get<int>())) << what;
+      const std::string s = c["schedule"].get<std::string>();
+      EXPECT_TRUE(s == "1f1b" || s == "zb-h1" || s == "interleaved") << what;
+      EXPECT_NE(c["recompute"].get<std::string>(), "selective") << what;
+      EXPECT_LE(c["zero_stage"].get<int>(), 1) << what;
+      EXPECT_FALSE(c["sequence_parallel"].get<bool>()) << what;
+      EXPECT_FALSE(c["optimizer_offload"].get<bool>()) << what;
+      EXPECT_EQ(c["global_batch_size"].get<int>(), 512) << what;  // the scenario's
+    }
+  EXPECT_GT(rows, 5u);
+}
+
+// Megatron's GPT-3 layout: t = 8, p = 8, interleaved. The constrained space is a subset of the
+// whole one, so its best cannot be faster. Both runs rank with the fixed-cost evaluator
+// (--des-top 0), whose ranking branch and bound makes exact; the DES tier re-simulates only the
+// evaluator's best 32 of each search, which does not make the same promise.
+TEST(PlanCli, Gpt3TpPpInterleavedGivesOnlyThoseRowsAndNeverBeatsTheWholeSpace) {
+  const PlanRun part =
+      plan("--tp 8 --pp 8 --schedules interleaved --des-top 0 --top 10 --format json");
+  ASSERT_EQ(part.rc, 0) << part.err;
+  const PlanRun whole = plan("--des-top 0 --top 1 --format json");
+  ASSERT_EQ(whole.rc, 0) << whole.err;
+  const nlohmann::json p = nlohmann::json::parse(part.out), w = nlohmann::json::parse(whole.out);
+  ASSERT_TRUE(p["feasible"].get<bool>());
+  EXPECT_FALSE(p["stats"]["budget_hit"].get<bool>());
+  EXPECT_FALSE(w["stats"]["budget_hit"].get<bool>());
+  EXPECT_FALSE(w.contains("constraints"));
+  EXPECT_EQ(p["top"].size(), 10u);
+  for (const char* list : {"top", "pareto"})
+    for (const auto& row : p[list]) {
+      EXPECT_EQ(row["config"]["tensor_parallel"].get<int>(), 8);
+      EXPECT_EQ(row["config"]["pipeline_parallel"].get<int>(), 8);
+      EXPECT_EQ(row["config"]["schedule"].get<std::string>(), "interleaved");
+    }
+  EXPECT_GE(p["top"][0]["iteration_s"].get<double>(), w["top"][0]["iteration_s"].get<double>());
+}
+
+TEST(PlanCli, ConstrainedOutputDoesNotDependOnThreadCount) {
+  const std::string args = scenario("megatron/weak-scaling-1.7b.yaml") +
+                           " --pp 2,4 --schedules zb-h1,1f1b,interleaved --format json --threads ";
+  const PlanRun one = plan(args + "1"), two = plan(args + "2");
+  ASSERT_EQ(one.rc, 0) << one.err;
+  EXPECT_EQ(one.out, two.out);
+}
+
+// Contradictions: exit 2 with one line naming the flags and why (GPT-3: 96 heads, 96 layers,
+// 1024 GPUs, B = 1536 = 2^9 * 3).
+TEST(PlanCli, ContradictoryConstraintsExit2NamingTheFlags) {
+  const struct {
+    const char* args;
+    const char* names;  // the flags as the message names them
+    const char* why;    // a word of the reason
+  } cases[] = {
+      {"--tp 5", "--tp 5", "heads"},
+      {"--tp 3", "--tp 3", "t*p*d"},  // 3 divides 96 but no power-of-two GPU count
+      {"--tp 16 --pp 64 --dp 2", "--tp 16 --pp 64 --dp 2", "at least 2048"},
+      {"--pp 128", "--pp 128", "layers"},
+      {"--gpus 2048", "--gpus 2048", "1024"},
+      {"--schedules interleavd", "--schedules interleavd", "did you mean 'interleaved'"},
+      {"--pp 1 --schedules zb-v", "--pp 1 --schedules zb-v", "p >= 2"},
+      {"--schedules 1f1b-r --recompute none", "--schedules 1f1b-r --recompute none", "full"},
+      {"--tp 1 --sequence-parallel on", "--tp 1 --sequence-parallel on", "t > 1"},
+      {"--dp 1 --zero 3", "--dp 1 --zero 3", "d > 1"},
+      {"--microbatch-size 7", "--microbatch-size 7", "1536"},
+      {"--pp 32 --schedules v-half", "--pp 32 --schedules v-half", "p <= 16"},
+      {"--global-batch 512,1024", "--global-batch 512,1024", "objective"},
+      {"--zero 4", "--zero 4", "0..3"},
+      {"--tp 8,x", "--tp 8,x", "integers"},
+      {"--offload maybe", "--offload maybe", "on, off or both"},
+      {"--shortest-time --tp 8", "--shortest-time --tp 8", "no search constraints"},
+  };
+  for (const auto& k : cases) {
+    const PlanRun r = plan(k.args);
+    EXPECT_EQ(r.rc, 2) << k.args;
+    EXPECT_EQ(occurrences(r.err, "\n"), 1u) << k.args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind(std::string("pipewright: error: ") + k.names + ":", 0), 0u)
+        << k.args << ": " << r.err;
+    EXPECT_NE(r.err.find(k.why), std::string::npos) << k.args << ": " << r.err;
+  }
+}
+
+// Nothing fits the constrained space: the usual "no feasible plan" result, exit 0. With t = 1
+// and p = 1 every GPU holds GPT-3's 174.6e9 parameters: 2 bytes of weights alone are 349 GB.
+TEST(PlanCli, ConstrainedSpaceWhereNothingFitsIsNoFeasiblePlan) {
+  const PlanRun r = plan("--tp 1 --pp 1 --zero 0");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("constraints: --tp 1 --pp 1 --zero 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no feasible plan"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("these constraints allow"), std::string::npos) << r.out;
+  const PlanRun j = plan("--tp 1 --pp 1 --zero 0 --format json");
+  ASSERT_EQ(j.rc, 0) << j.err;
+  const nlohmann::json o = nlohmann::json::parse(j.out);
+  EXPECT_FALSE(o["feasible"].get<bool>());
+  EXPECT_GT(o["min_memory_needed_gb"].get<double>(), 349);
 }
 
 }  // namespace
