@@ -329,11 +329,15 @@ int run_plan(const PlanOptions& o) {
                      sc.published_source,
                      sc.published_tflops};
   const CostModel model(pr, space);
-  // The published configuration is compared at its own batch only.
+  // The published configuration is compared at its own batch and GPU count only.
+  const ParallelConfig& pub = sc.parallel;
   const bool same_batch =
       cons.global_batch.empty() ||
-      (cons.global_batch.size() == 1 && cons.global_batch[0] == sc.parallel.global_batch_size);
-  if (sc.has_parallel && same_batch) {
+      (cons.global_batch.size() == 1 && cons.global_batch[0] == pub.global_batch_size);
+  const bool same_gpus =
+      cons.gpus == 0 ||
+      cons.gpus == pub.tensor_parallel * pub.pipeline_parallel * pub.data_parallel;
+  if (sc.has_parallel && same_batch && same_gpus) {
     SearchConfig pc;
     std::string why;
     // Scored by the same engine as the ranking's first row.
