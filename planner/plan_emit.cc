@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "core/error.h"
 #include "core/lowering.h"
 #include "planner/search.h"
 #include "sim/evaluator.h"
+#include "sim/plan_prediction.h"
 
 namespace pw {
 
@@ -58,8 +62,29 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   return pc;
 }
 
+namespace {
+
+/// The evaluator's prediction (the fallback): fixed per-(stage, kind) costs from the planner's
+/// cost model, hops on the send -> receive edges, DP and optimizer added to the iteration.
+void predict_with_evaluator(const CostModel& model, const SearchConfig& c, const Schedule& s,
+                            double eval_iteration, Plan* plan) {
+  const CostTable table = config_cost_table(model, c, s);
+  Evaluator ev(plan->schedule);
+  const EvalResult& r = ev.run(table);
+  const DependencyGraph& g = ev.graph();
+  plan->predicted.clear();
+  plan->predicted.reserve(r.start.size());
+  for (int d = 0; d + 1 < static_cast<int>(g.device_begin.size()); ++d)
+    for (int id = g.device_begin[d]; id < g.device_begin[d + 1]; ++id)
+      plan->predicted.push_back({d, id - g.device_begin[d], r.start[id], r.end[id]});
+  plan->predicted_iteration = seconds_to_ps(eval_iteration);
+}
+
+}  // namespace
+
 Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const SearchConfig& c,
-                const std::string& cluster, const Provenance& provenance) {
+                const std::string& cluster, const Provenance& provenance,
+                const EmitOptions& options, std::string* source) {
   Schedule s;
   const Evaluated e = evaluate_config(model, registry, c, &s);
   if (s.actions.empty())
@@ -68,18 +93,39 @@ Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const
   plan.model = model.problem().model;
   plan.cluster = cluster;
   plan.config = parallel_from_config(model.space(), c);
-  const CostTable table = config_cost_table(model, c, s);
   plan.schedule = lower_communication(s);
-  Evaluator ev(plan.schedule);
-  const EvalResult& r = ev.run(table);
-  const DependencyGraph& g = ev.graph();
-  plan.predicted.reserve(r.start.size());
-  for (int d = 0; d + 1 < static_cast<int>(g.device_begin.size()); ++d)
-    for (int id = g.device_begin[d]; id < g.device_begin[d + 1]; ++id)
-      plan.predicted.push_back({d, id - g.device_begin[d], r.start[id], r.end[id]});
-  plan.predicted_iteration = seconds_to_ps(e.iteration);
   for (int rank = 0; rank < c.p; ++rank) plan.rank_to_gpu.push_back(rank * c.t * c.d);
   plan.provenance = provenance;
+
+  // The plan's own lowered schedule on the DES, with the input and options `simulate --plan`
+  // rebuilds (sim/plan_prediction.h), so the plan re-simulates to its own prediction.
+  std::string used = kPredictionEvaluator, why;
+  if (!options.des) {
+    why = "the ranking was by the evaluator";
+  } else if (const std::optional<hw::HardwareProfile> profile = des_profile(model.problem())) {
+    IterationOptions opt = options.des_options;
+    opt.representative = true;  // as the ranking (des_rescore)
+    opt.trace = false;
+    ParallelConfig par = plan.config;
+    par.virtual_stages = std::max(1, par.virtual_stages);
+    try {
+      std::vector<ActionTiming> timings;
+      const IterationResult r = simulate_iteration(
+          plan_iteration_input(plan.model, par, *profile, plan.schedule), opt, &timings);
+      plan.predicted = std::move(timings);
+      plan.predicted_iteration = r.iteration;
+      used = kPredictionDes;
+    } catch (const std::exception& ex) {
+      why = std::string("the simulator refused it: ") + ex.what();
+    }
+  } else {
+    why = fmt::format("no hardware profile for '{}'", model.problem().gpu.name);
+  }
+  if (used == kPredictionEvaluator) predict_with_evaluator(model, c, s, e.iteration, &plan);
+  std::string& ps = plan.provenance.profile_source;
+  ps += fmt::format("{}prediction_source: {}", ps.empty() ? "" : "; ", used);
+  if (!why.empty()) ps += " (" + why + ")";
+  if (source) *source = used;
   return plan;
 }
 

@@ -1,12 +1,14 @@
 #pragma once
 /// From a chosen configuration to an executable plan (core/plan.h): the generated schedule with
 /// its layer split, communication made explicit (core/lowering.h), predicted per-action times
-/// from the evaluator, the rank-to-GPU map and provenance. Also the PyTorch pipelining CSV.
+/// from the discrete-event simulator the planner ranks with (the evaluator where it cannot run),
+/// the rank-to-GPU map and provenance.
 #include <string>
 
 #include "core/plan.h"
 #include "planner/generator.h"
 #include "planner/screen.h"
+#include "sim/iteration.h"
 
 namespace pw {
 
@@ -18,9 +20,28 @@ bool config_from_parallel(const SearchSpace& space, const ParallelConfig& pc, Se
 /// The inverse: the core ParallelConfig of a search configuration.
 ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig& c);
 
+/// How build_plan predicts a plan's per-action times and iteration.
+struct EmitOptions {
+  /// true: the discrete-event simulator (the planner's final tier) on the plan's own lowered
+  /// schedule, with the hardware profile of des_profile(problem) and `des_options`, so that
+  /// `pipewright simulate --plan` re-simulates the plan to its own prediction. Falls back to the
+  /// fixed-cost evaluator when there is no profile or the simulator refuses the configuration.
+  /// false: the evaluator (as when the ranking itself came from the evaluator).
+  bool des = true;
+  IterationOptions des_options;  ///< as SearchOptions::des_options (representative GPUs)
+};
+
+/// Which engine predicted a plan: "des" or "evaluator".
+inline constexpr const char* kPredictionDes = "des";
+inline constexpr const char* kPredictionEvaluator = "evaluator";
+
 /// Builds the plan of `c`: throws ConfigError when the generator refuses it. Megatron rank
 /// order (tensor innermost, then data, then pipeline): pipeline rank r runs on GPU r * t * d.
+/// The engine that predicted it is recorded in provenance.profile_source as
+/// "<profile_source>; prediction_source: des|evaluator" (with the reason of a fallback), and
+/// returned in `*source` when given.
 Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const SearchConfig& c,
-                const std::string& cluster, const Provenance& provenance);
+                const std::string& cluster, const Provenance& provenance,
+                const EmitOptions& options = {}, std::string* source = nullptr);
 
 }  // namespace pw

@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "hwmodels/topology.h"
+#include "planner/plan_emit.h"
 #include "planner/search.h"
+#include "sim/plan_prediction.h"
 
 namespace pw {
 
@@ -29,27 +31,10 @@ std::optional<hw::HardwareProfile> des_profile(const PlanProblem& problem) {
 IterationInput des_input(const PlanProblem& problem, const hw::HardwareProfile& profile,
                          const SearchSpace& space, const SearchConfig& c,
                          const Schedule& schedule) {
-  const ScheduleOption& so = space.schedules[c.schedule];
-  IterationInput in;
-  in.model = problem.model;
-  if (in.model.ffn_hidden_size == 0) in.model.ffn_hidden_size = 4 * in.model.hidden_size;
-  ParallelConfig& par = in.parallel;
-  par.tensor_parallel = c.t;
-  par.pipeline_parallel = c.p;
-  par.data_parallel = c.d;
-  par.virtual_stages = std::max(1, so.v);
-  par.micro_batch_size = c.micro_batch;
-  par.global_batch_size = c.global_batch();
-  par.sequence_parallel = c.sequence_parallel != 0 && c.t > 1;
-  par.recompute = recompute_name(static_cast<Recompute>(c.recompute));
-  par.zero_stage = c.zero;
-  par.optimizer_offload = c.offload != 0;
-  par.schedule = so.name;
-  in.profile = profile;
-  const int per_node = std::max(1, profile.node.gpus_per_node);
-  in.topology = hw::topology_spec(profile, (c.gpus() + per_node - 1) / per_node);
-  in.schedule = schedule;
-  return in;
+  // The same input `plan --emit` predicts a plan with and `simulate --plan` re-simulates.
+  ParallelConfig par = parallel_from_config(space, c);
+  par.virtual_stages = std::max(1, par.virtual_stages);
+  return plan_iteration_input(problem.model, par, profile, schedule);
 }
 
 void des_rescore(const PlanProblem& problem, const hw::HardwareProfile& profile,

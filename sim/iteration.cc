@@ -181,6 +181,11 @@ const char* comm_kind_name(CommKind k) {
 }
 
 IterationResult simulate_iteration(const IterationInput& in, const IterationOptions& opt) {
+  return simulate_iteration(in, opt, nullptr);
+}
+
+IterationResult simulate_iteration(const IterationInput& in, const IterationOptions& opt,
+                                   std::vector<ActionTiming>* timings) {
   detail::IterationBuilder builder(in, opt);
   BuiltIteration b = builder.build();
   des::Engine engine(b.link_capacity);
@@ -278,6 +283,7 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
   }
   res.worst_overflow = std::max(0.0, res.worst_overflow);
   if (opt.trace) fill_trace(b, er, &res.trace);
+  if (timings) detail::action_timings(in.schedule, b, er, timings);
   return res;
 }
 

@@ -71,11 +71,11 @@ struct DeviceMemory {
 struct IterationResult {
   TimePs iteration = 0;  ///< first compute start to the last optimizer step's end
   double tokens_per_sec = 0;
-  double tflops_per_gpu = 0;           ///< hardware FLOPs (recomputation counted, as Megatron)
-  double model_tflops_per_gpu = 0;     ///< model FLOPs only
-  double mfu = 0, hfu = 0;             ///< over the GPU's dense bf16 peak
-  double bubble_rate = 0;              ///< (span - busy) / span of the busiest compute stream
-  double bubble_fraction = 0;          ///< (span - busy) / busy
+  double tflops_per_gpu = 0;        ///< hardware FLOPs (recomputation counted, as Megatron)
+  double model_tflops_per_gpu = 0;  ///< model FLOPs only
+  double mfu = 0, hfu = 0;          ///< over the GPU's dense bf16 peak
+  double bubble_rate = 0;           ///< (span - busy) / span of the busiest compute stream
+  double bubble_fraction = 0;       ///< (span - busy) / busy
   /// Pipeline bubble alone, same convention as bubble_rate: (span - busy - C) / span, where C is
   /// the time the busiest GPU spends inside its compute span on exposed communication (TP, PP, DP)
   /// rather than waiting for another stage. bubble_rate minus this is exposed communication.
@@ -104,5 +104,17 @@ struct IterationInput {
 /// Simulates one iteration. Bad configurations are rejected earlier by the scenario loader;
 /// here only invariants are asserted.
 IterationResult simulate_iteration(const IterationInput& in, const IterationOptions& opt = {});
+
+/// As above, and fills `timings` (when not null) with the simulated interval of every action of
+/// `in.schedule` on its pipeline rank's representative GPU (tensor rank 0, data rank 0), in
+/// device-major order: from the start of the action's compute to the end of its TP collective;
+/// an explicit SEND_F/SEND_B lasts until its transfer completes (Megatron's blocking send), a
+/// RECV and other explicit communication or markers take no time (the simulator models the
+/// transfers and the DP reduction itself). Every action starts after its prerequisites (core/
+/// dependency.h) have ended, and, with blocking_p2p (the default), after its predecessor on the
+/// device has. This is what `pipewright plan
+/// --emit` stores as a plan's predicted times (see sim/plan_prediction.h).
+IterationResult simulate_iteration(const IterationInput& in, const IterationOptions& opt,
+                                   std::vector<ActionTiming>* timings);
 
 }  // namespace pw

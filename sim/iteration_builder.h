@@ -11,6 +11,7 @@
 #include "hwmodels/rank_layout.h"
 #include "hwmodels/topology.h"
 #include "hwmodels/transformer.h"
+#include "sim/engine.h"
 #include "sim/iteration.h"
 #include "sim/task_graph.h"
 
@@ -32,7 +33,20 @@ struct BuiltIteration {
   std::vector<std::uint8_t> comm_kind;  ///< per task: CommKind or kComputeTag
   std::vector<std::int32_t> flow_to;    ///< per task: consumer task of a PP send, or -1
   double offload_gpu_share = 1;
+  /// Per (simulated rank, schedule action), index sim * num_actions + action id (device-major,
+  /// as core/dependency.h numbers them): the task that starts the action and the task whose end
+  /// completes it (its compute, or the TP collective that follows it).
+  std::size_t num_actions = 0;
+  std::vector<std::int32_t> action_first, action_last;
+  /// Same indexing: for an explicit SEND_F/SEND_B, the PP send task it feeds (else -1).
+  std::vector<std::int32_t> action_send;
 };
+
+/// Per-action intervals of `schedule` (the one `b` was built from) on each pipeline rank's
+/// representative GPU (tensor rank 0, data rank 0): start of the action's first task to the end
+/// of its last; an explicit SEND lasts until its transfer completes. Device-major order.
+void action_timings(const Schedule& schedule, const BuiltIteration& b, const des::EngineResult& er,
+                    std::vector<ActionTiming>* out);
 
 class IterationBuilder {
  public:

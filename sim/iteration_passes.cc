@@ -214,6 +214,8 @@ void IterationBuilder::build_transfers() {
             add_comm(sim, StreamKind::kPpRecv, c, CommKind::kPp,
                      label(fwd ? ActionKind::kRecvF : ActionKind::kRecvB, ra.stage, da.microbatch));
         out_.graph.add_dep(src.last, send);
+        if (da.kind == ActionKind::kSendF || da.kind == ActionKind::kSendB)
+          out_.action_send[static_cast<std::size_t>(ssim) * num_actions_ + dep] = send;
         // Megatron's p2p calls wait for their requests: the sender's next pass starts only
         // after its send completes.
         if (opt_.blocking_p2p && dep + 1 < dep_.device_begin[spr + 1]) {

@@ -18,6 +18,7 @@
 #include "hwmodels/topology.h"
 #include "sim/engine.h"
 #include "sim/iteration.h"
+#include "sim/plan_prediction.h"
 #include "sim/task_graph.h"
 #include "tools/simulate_scenario.h"
 
@@ -62,8 +63,8 @@ bool complete_shape(const ModelShape& m) {
 
 // --- rebuilt on the plan's hardware profile ------------------------------------------------------
 
-/// The scenario the plan was made for: its model, its profile, enough nodes for t*p*d GPUs and
-/// its configuration. Checks what the simulator would otherwise assert.
+/// The scenario the plan was made for, with its profile resolved (run_rebuilt fills in the
+/// model, configuration and topology). Checks what the simulator would otherwise assert.
 hw::Scenario plan_scenario(const Plan& plan, const std::string& file) {
   const ParallelConfig& c = plan.config;
   const Placement& pl = plan.schedule.placement;
@@ -101,41 +102,42 @@ hw::Scenario plan_scenario(const Plan& plan, const std::string& file) {
          "a stage without layers cannot be costed; expected at least one layer per stage");
   hw::Scenario s;
   s.file = file;
-  s.model = plan.model;
-  if (s.model.ffn_hidden_size == 0) s.model.ffn_hidden_size = 4 * s.model.hidden_size;
   const std::string dir = std::filesystem::path(file).parent_path().string();
   s.profile = hw::resolve_profile(plan.cluster, dir, file, "cluster");
   const long long gpus = 1LL * c.tensor_parallel * c.pipeline_parallel * c.data_parallel;
   const int per_node = std::max(1, s.profile.node.gpus_per_node);
-  const long long nodes = (gpus + per_node - 1) / per_node;
-  need(nodes <= 1'000'000, "config", fmt::format("t*p*d = {} GPUs is too many", gpus));
-  s.topology = hw::topology_spec(s.profile, static_cast<int>(nodes));
-  // A plan smaller than one node uses that many GPUs of it (as `gpus_per_node` in a scenario).
-  if (gpus < per_node) s.topology.node.gpus_per_node = static_cast<int>(gpus);
-  s.parallel = c;
-  if (c.tensor_parallel == 1) s.parallel.sequence_parallel = false;
+  need((gpus + per_node - 1) / per_node <= 1'000'000, "config",
+       fmt::format("t*p*d = {} GPUs is too many", gpus));
   return s;
 }
 
 int run_rebuilt(const ScenarioSimOptions& opts, const Plan& plan) {
-  const hw::Scenario s = plan_scenario(plan, opts.plan);
-  IterationInput in;
-  in.model = s.model;
-  in.parallel = s.parallel;
-  in.profile = s.profile;
-  in.topology = s.topology;
-  in.schedule = plan.schedule;  // the plan's own (lowered) schedule, not a regenerated one
-  const IterationResult r = simulate_iteration(in, iteration_options(opts, false));
+  hw::Scenario s = plan_scenario(plan, opts.plan);
+  // The plan's own (lowered) schedule, not a regenerated one, with the input `plan --emit`
+  // predicted it with (sim/plan_prediction.h); the summary shows what was simulated.
+  const IterationInput in = plan_iteration_input(plan.model, plan.config, s.profile, plan.schedule);
+  s.model = in.model;
+  s.parallel = in.parallel;
+  s.topology = in.topology;
+  std::vector<ActionTiming> times;
+  const IterationResult r = simulate_iteration(in, iteration_options(opts, false), &times);
+  const TimingAgreement agree = compare_timings(plan.schedule, plan.predicted, times);
   if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(r.trace));
   std::string text;
   if (opts.format == "json") {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(scenario_summary(s, r, true));
     add_comparison(&j, opts.plan, "rebuilt", plan.predicted_iteration, r.iteration);
+    j["predicted_actions"] = {{"compared", agree.compared},
+                              {"identical", agree.exact},
+                              {"worst_difference_ms", ms(agree.worst)}};
     text = j.dump(2) + "\n";
   } else {
     text = scenario_summary(s, r, false, "plan");
     text += fmt::format("{:<28}rebuilt on profile '{}' ({} GPU(s) per node)\n", "costs",
                         plan.cluster, s.topology.node.gpus_per_node);
+    if (agree.compared > 0)
+      text += fmt::format("{:<28}{} of {} re-simulated identically, worst difference {:.3f} ms\n",
+                          "predicted action times", agree.exact, agree.compared, ms(agree.worst));
     text += comparison_line(plan.predicted_iteration, r.iteration);
   }
   std::fputs(text.c_str(), stdout);

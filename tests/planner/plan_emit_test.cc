@@ -1,12 +1,18 @@
-// Emitted plans validate, carry explicit communication and predicted times, and round-trip.
+// Emitted plans validate, carry explicit communication and predicted times, and round-trip; their
+// predicted times come from the discrete-event simulation that ranks configurations, so a plan
+// re-simulates to its own prediction (the evaluator only where the simulator cannot run).
 #include "planner/plan_emit.h"
 
 #include <gtest/gtest.h>
 
+#include "core/dependency.h"
 #include "core/lowering.h"
 #include "core/plan_io.h"
 #include "core/validator.h"
+#include "hwmodels/gpu_model.h"
+#include "hwmodels/transformer.h"
 #include "planner/search.h"
+#include "sim/plan_prediction.h"
 
 namespace pw {
 namespace {
@@ -42,6 +48,175 @@ TEST(PlanEmit, BestPlanValidatesAndLoadsBackIdentically) {
   TimePs last = 0;
   for (const ActionTiming& t : plan.predicted) last = std::max(last, t.end);
   EXPECT_GE(plan.predicted_iteration, last);
+}
+
+// --- predictions from the discrete-event simulator --------------------------------------------
+
+/// Megatron 1.7B (24 layers, h = 2304, 24 heads) on one DGX A100 node of 8 GPUs, B = 16.
+struct Small {
+  PlanProblem pr;
+  GeneratorRegistry reg = default_registry();
+  SearchSpace space;
+  Small() {
+    EXPECT_TRUE(model_preset("megatron-1.7b", &pr.model));
+    EXPECT_TRUE(gpu_node_preset("dgx-a100-80gb", &pr.gpu));
+    pr.num_gpus = 8;
+    pr.profile = hw::resolve_profile("dgx-a100-80gb", "", "", "");
+    space = default_space(pr, reg, {16});
+  }
+  SearchConfig config(int t, int p, int d, const std::string& schedule, int v = 1) const {
+    ParallelConfig pc;
+    pc.tensor_parallel = t;
+    pc.pipeline_parallel = p;
+    pc.data_parallel = d;
+    pc.virtual_stages = v;
+    pc.micro_batch_size = 1;
+    pc.global_batch_size = 16;
+    pc.schedule = schedule;
+    SearchConfig c;
+    std::string why;
+    EXPECT_TRUE(config_from_parallel(space, pc, &c, &why)) << why;
+    return c;
+  }
+};
+
+const Provenance kProv{"pipewright 0.1.0", "dgx-a100-80gb", "", "pipewright plan test"};
+
+/// Each action starts after every prerequisite (core/dependency.h) and, blocking sends being the
+/// default, after its predecessor on the same device has ended.
+void expect_consistent_with_dependencies(const Plan& plan) {
+  const DependencyGraph g = build_dependency_graph(plan.schedule);
+  ASSERT_EQ(plan.predicted.size(), g.size());
+  std::vector<TimePs> start(g.size()), end(g.size());
+  for (const ActionTiming& t : plan.predicted) {
+    const std::size_t id = static_cast<std::size_t>(g.device_begin[t.device] + t.index);
+    start[id] = t.start;
+    end[id] = t.end;
+  }
+  for (std::size_t id = 0; id < g.size(); ++id) {
+    EXPECT_LE(start[id], end[id]) << describe_action(g.action[id]);
+    for (int k = g.dep_begin[id]; k < g.dep_begin[id + 1]; ++k)
+      EXPECT_GE(start[id], end[g.dep[k]])
+          << describe_action(g.action[id]) << " starts before its prerequisite "
+          << describe_action(g.action[g.dep[k]]) << " ends";
+    const int d = g.device_of[id];
+    if (static_cast<int>(id) > g.device_begin[d]) {
+      EXPECT_GE(start[id], end[id - 1]) << describe_action(g.action[id]) << " on device " << d;
+    }
+  }
+}
+
+TEST(PlanEmit, DesPredictionResimulatesExactlyAndRespectsDependencies) {
+  const Small s;
+  const CostModel model(s.pr, s.space);
+  // Tensor, pipeline and data parallelism together; a split backward (W) and interleaving.
+  const SearchConfig configs[] = {s.config(2, 4, 1, "1f1b"), s.config(1, 4, 2, "zb-h1"),
+                                  s.config(2, 2, 2, "interleaved", 2)};
+  for (const SearchConfig& c : configs) {
+    const std::string what = describe_config(s.space, c);
+    std::string source;
+    const Plan plan = build_plan(model, s.reg, c, "dgx-a100-80gb", kProv, {}, &source);
+    EXPECT_EQ(source, kPredictionDes) << what;
+    EXPECT_EQ(plan.provenance.profile_source, "dgx-a100-80gb; prediction_source: des") << what;
+    EXPECT_EQ(check_schedule(plan.schedule), "") << what;
+    ASSERT_TRUE(has_explicit_communication(plan.schedule)) << what;
+    expect_consistent_with_dependencies(plan);
+
+    // Re-simulated from the file, as `simulate --plan` does: the same iteration and the same
+    // interval for every action, to the picosecond.
+    const Plan back = parse_plan(plan_to_text(plan, DocFormat::kYaml), DocFormat::kYaml, "rt");
+    EXPECT_EQ(back, plan) << what;
+    std::vector<ActionTiming> times;
+    const IterationResult r = simulate_iteration(
+        plan_iteration_input(back.model, back.config, hw::resolve_profile(back.cluster, "", "", ""),
+                             back.schedule),
+        IterationOptions{}, &times);
+    EXPECT_EQ(r.iteration, plan.predicted_iteration) << what;
+    EXPECT_EQ(times, plan.predicted) << what;
+
+    // The ranking's DES figure for the same configuration (its schedule before lowering).
+    const Evaluated ranked = evaluate_config_des(model, s.reg, *s.pr.profile, c);
+    ASSERT_EQ(ranked.tier, Tier::kDes);
+    EXPECT_NEAR(ranked.iteration, ps_to_seconds(plan.predicted_iteration), 1e-9 * ranked.iteration)
+        << what;
+
+    // Deterministic: a second emission is byte-identical (the plan carries no date here).
+    EXPECT_EQ(plan_to_text(build_plan(model, s.reg, c, "dgx-a100-80gb", kProv), DocFormat::kYaml),
+              plan_to_text(plan, DocFormat::kYaml))
+        << what;
+  }
+}
+
+TEST(PlanEmit, PredictedPassTimesAreTheWorkloadModelsStageCosts) {
+  // With free communication (no transfers, no compute slowdown) each pass lasts exactly its
+  // stage's hwmodels cost: F = f, B = b, W = w (no recomputation), SEND/RECV take no time. This
+  // pins which action each predicted interval belongs to.
+  const Small s;
+  const CostModel model(s.pr, s.space);
+  const SearchConfig c = s.config(1, 4, 1, "zb-h1");
+  EmitOptions opt;
+  opt.des_options.free_communication = true;
+  const Plan plan = build_plan(model, s.reg, c, "dgx-a100-80gb", kProv, opt);
+  const hw::GpuModel gpu(s.pr.profile->gpu);
+  const hw::WorkloadOptions wo = hw::workload_options(
+      plan_iteration_input(plan.model, plan.config, *s.pr.profile, plan.schedule).parallel, false);
+  const Placement& pl = plan.schedule.placement;
+  std::vector<hw::StageCosts> costs;
+  for (const StageInfo& st : pl.stages)
+    costs.push_back(hw::stage_costs(plan.model, gpu, wo, st.layer_begin, st.layer_end,
+                                    st.index == 0, st.index == pl.stages_per_pipeline() - 1));
+  int passes = 0;
+  for (const ActionTiming& t : plan.predicted) {
+    const Action& a = plan.schedule.actions[t.device][t.index];
+    const TimePs dur = t.end - t.start;
+    switch (a.kind) {
+      case ActionKind::kF:
+        EXPECT_EQ(dur, costs[a.stage].f) << describe_action(a);
+        ++passes;
+        break;
+      case ActionKind::kB:
+        EXPECT_EQ(dur, costs[a.stage].b) << describe_action(a);
+        ++passes;
+        break;
+      case ActionKind::kW:
+        EXPECT_EQ(dur, costs[a.stage].w) << describe_action(a);
+        ++passes;
+        break;
+      default:
+        EXPECT_EQ(dur, 0) << describe_action(a);
+    }
+  }
+  EXPECT_EQ(passes, 3 * 4 * 16);  // F, B and W of 16 microbatches on 4 stages
+}
+
+TEST(PlanEmit, EvaluatorFallbackWithoutAProfileOrWhenAsked) {
+  Small s;
+  const SearchConfig c = s.config(1, 4, 2, "1f1b");
+  {
+    // Asked for the evaluator (a ranking made without the DES).
+    const CostModel model(s.pr, s.space);
+    EmitOptions opt;
+    opt.des = false;
+    std::string source;
+    const Plan plan = build_plan(model, s.reg, c, "dgx-a100-80gb", kProv, opt, &source);
+    EXPECT_EQ(source, kPredictionEvaluator);
+    EXPECT_EQ(plan.provenance.profile_source,
+              "dgx-a100-80gb; prediction_source: evaluator (the ranking was by the evaluator)");
+    EXPECT_EQ(plan.predicted_iteration, seconds_to_ps(evaluate_config(model, s.reg, c).iteration));
+    expect_consistent_with_dependencies(plan);
+  }
+  // A GPU with no hardware profile: the DES cannot run.
+  s.pr.profile.reset();
+  s.pr.gpu.name = "my-gpu";
+  const CostModel model(s.pr, s.space);
+  std::string source;
+  const Plan plan = build_plan(model, s.reg, c, "my-gpu", Provenance{}, {}, &source);
+  EXPECT_EQ(source, kPredictionEvaluator);
+  EXPECT_EQ(plan.provenance.profile_source,
+            "prediction_source: evaluator (no hardware profile for 'my-gpu')");
+  EXPECT_EQ(plan.predicted_iteration, seconds_to_ps(evaluate_config(model, s.reg, c).iteration));
+  EXPECT_EQ(plan.predicted.size(), plan.schedule.total_actions());
+  expect_consistent_with_dependencies(plan);
 }
 
 }  // namespace
