@@ -359,7 +359,9 @@ int run_plan(const PlanOptions& o) {
     prov.profile_source = sc.cluster;
     prov.command = "pipewright plan" + (o.scenario.empty() ? std::string() : " " + o.scenario) +
                    (cons.empty() ? std::string() : " " + cons.describe());
-    const Plan plan = build_plan(model, registry, best, sc.cluster, prov);
+    // Predicted by the engine that ranked it (sim/plan_prediction.h: the DES re-simulates it).
+    const Plan plan = build_plan(model, registry, best, sc.cluster, prov,
+                                 EmitOptions{result.top[0].tier == Tier::kDes, opts.des_options});
     if (!o.emit.empty()) save_plan(o.emit, plan);
     if (!o.export_csv.empty())
       save_pytorch_csv(o.export_csv, plan.schedule, CsvForm::kComputeComms);
