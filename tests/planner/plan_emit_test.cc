@@ -111,7 +111,8 @@ TEST(PlanEmit, DesPredictionResimulatesExactlyAndRespectsDependencies) {
   const CostModel model(s.pr, s.space);
   // Tensor, pipeline and data parallelism together; a split backward (W) and interleaving.
   const SearchConfig configs[] = {s.config(2, 4, 1, "1f1b"), s.config(1, 4, 2, "zb-h1"),
-                                  s.config(2, 2, 2, "interleaved", 2)};
+                                  s.config(2, 2, 2, "interleaved", 2),
+                                  s.config(2, 4, 1, "dualpipev", 2)};
   for (const SearchConfig& c : configs) {
     const std::string what = describe_config(s.space, c);
     std::string source;
@@ -134,11 +135,19 @@ TEST(PlanEmit, DesPredictionResimulatesExactlyAndRespectsDependencies) {
     EXPECT_EQ(r.iteration, plan.predicted_iteration) << what;
     EXPECT_EQ(times, plan.predicted) << what;
 
-    // The ranking's DES figure for the same configuration (its schedule before lowering).
+    // The ranking's DES figure for the same configuration (its schedule before lowering): the
+    // same, except where lowering serialises two sends of one action. After an OVERLAP_F_B the
+    // lowered list has SEND_F, SEND_B, and the simulator's blocking send holds the next action
+    // (the SEND_B marker) until the first transfer ends, where the unlowered action's two
+    // transfers run together: DualPipeV's lowered plan is slightly slower (here 402.683 ms against
+    // 402.633 ms, 0.012%; 0.004% on the GPT-3 default).
     const Evaluated ranked = evaluate_config_des(model, s.reg, *s.pr.profile, c);
     ASSERT_EQ(ranked.tier, Tier::kDes);
-    EXPECT_NEAR(ranked.iteration, ps_to_seconds(plan.predicted_iteration), 1e-9 * ranked.iteration)
+    const bool two_sends = plan.config.schedule == "dualpipev";
+    EXPECT_NEAR(ranked.iteration, ps_to_seconds(plan.predicted_iteration),
+                (two_sends ? 1e-3 : 1e-9) * ranked.iteration)
         << what;
+    EXPECT_LE(ranked.iteration, ps_to_seconds(plan.predicted_iteration) * (1 + 1e-12)) << what;
 
     // Deterministic: a second emission is byte-identical (the plan carries no date here).
     EXPECT_EQ(plan_to_text(build_plan(model, s.reg, c, "dgx-a100-80gb", kProv), DocFormat::kYaml),
