@@ -113,6 +113,7 @@ CalibrateOutcome calibrate(const CalibrateOptions& o) {
     base_gpu.sm_count = raw.provenance.compute_units;
   } else {
     po.memory_bytes_ratio = kCpuMemoryBytesRatio;
+    po.elementwise_bytes_ratio = kCpuElementwiseBytesRatio;
     po.link_bytes_ratio = kCpuLinkBytesRatio;
   }
   CalibrateOutcome out;

@@ -49,11 +49,14 @@ CalibrateOutcome calibrate(const CalibrateOptions& options);
 /// The GPU model designator in a device name ("NVIDIA H100 80GB HBM3" -> "H100"); "" if none.
 std::string gpu_designator(const std::string& device);
 
-/// Bytes per element the workload model counts over the bytes the CPU executor moves: 1 for
-/// memory-bound kernels (the element-wise fit from the executor's layer passes, and layer_mix,
-/// already count model bytes), 2/8 for messages (the model sends bf16 activations, the executor
-/// float64).
-inline constexpr double kCpuMemoryBytesRatio = 1.0;
+/// Bytes the workload model counts over the bytes the CPU executor moves for the same work:
+/// 0.5 for the streaming work the profile's HBM bandwidth times (Adam: 28 model bytes per
+/// parameter, fp32 state and bf16 weight/gradient, against 56 in the executor, whose parameters,
+/// gradients and both moments are float64: reads 4 x 8, writes 3 x 8), 1 for the element-wise
+/// throughput (the fit to the executor's layer passes, and layer_mix, already count model bytes),
+/// 2/8 for messages (the model sends bf16 activations, the executor float64).
+inline constexpr double kCpuMemoryBytesRatio = 0.5;
+inline constexpr double kCpuElementwiseBytesRatio = 1.0;
 inline constexpr double kCpuLinkBytesRatio = 0.25;
 
 }  // namespace pw::calibration

@@ -239,9 +239,9 @@ PassModel pass_model(const LayerSample& l, const hw::GpuModel& gpu) {
   return pm;
 }
 
-/// Fits memory_pooled from the executor's layer passes (see FitResult::memory_pooled) and
-/// fills layer_checks. Returns false (nothing set) when the passes leave no element-wise time
-/// to fit (the modelled GEMMs alone reach the measured times).
+/// Fits the element-wise throughput from the executor's layer passes (see
+/// FitResult::elementwise) and fills layer_checks. Returns false (nothing set) when the passes
+/// leave no element-wise time to fit (the modelled GEMMs alone reach the measured times).
 bool fit_layer_passes(FitResult& r, const std::string& source) {
   const GemmFit* g = &r.gemms.front();
   for (const auto& f : r.gemms)
@@ -258,8 +258,9 @@ bool fit_layer_passes(FitResult& r, const std::string& source) {
   }
   if (den <= 0 || num <= 0) return false;
   double x = num / den;
-  r.memory_pooled = AlphaBetaFit{0.0, x, {}};
-  r.memory_source = "executor layer passes";
+  r.elementwise = AlphaBetaFit{0.0, x, {}};
+  r.elementwise_source = "executor layer passes";
+  r.has_elementwise = true;
   std::vector<double> pred_fb, meas_fb;
   std::vector<std::string> label_fb;
   for (const char* pass : {"forward", "backward_input", "backward_weight"}) {
@@ -281,7 +282,7 @@ bool fit_layer_passes(FitResult& r, const std::string& source) {
       r.layer_checks.emplace_back(pass,
                                   score(pred, meas, [&](std::size_t i) { return labels[i]; }));
   }
-  r.memory_pooled.quality = score(pred_fb, meas_fb, [&](std::size_t i) { return label_fb[i]; });
+  r.elementwise.quality = score(pred_fb, meas_fb, [&](std::size_t i) { return label_fb[i]; });
   (void)source;
   return true;
 }
@@ -311,18 +312,42 @@ FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
       [](const CollectiveSample& c) { return c.bytes; });
   for (auto& c : r.collectives) c.bus_factor = busbw_factor(c.op, c.ranks);
   r.raw = raw;
-  if (!raw.layers.empty() && fit_layer_passes(r, source)) return r;
-  // Older raw files: the executor's element-wise mix, when measured, is the one bandwidth.
-  bool has_mix = std::any_of(raw.memory.begin(), raw.memory.end(),
-                             [](const MemorySample& m) { return m.kernel == "layer_mix"; });
+  // Element-wise throughput: the executor's layer passes, else (older raw files) its
+  // element-wise mix when measured; GPUs have neither.
+  if (raw.layers.empty() || !fit_layer_passes(r, source)) {
+    std::vector<double> b, t;
+    for (const auto& m : raw.memory) {
+      if (m.kernel != "layer_mix") continue;
+      b.push_back(m.bytes);
+      t.push_back(m.time.median_s);
+    }
+    if (!b.empty()) {
+      r.elementwise = fit_alpha_beta(b, t, source, "memory[layer_mix]");
+      r.elementwise_source = "layer_mix";
+      r.has_elementwise = true;
+    }
+  }
+  if (r.has_elementwise) {
+    // The streaming figure apart from it: the copy kernel (reads and writes in equal parts, as
+    // the optimizer step and the offload copies stream their state).
+    const SeriesFit* copy = nullptr;
+    for (const auto& m : r.memory)
+      if (m.op == "copy") copy = &m;
+    if (copy == nullptr)
+      throw ConfigError(source, "memory",
+                        "no 'copy' kernel measured: the profile's streaming bandwidth "
+                        "(gpu.hbm_bandwidth_gb_per_s) is fitted from it");
+    r.memory_pooled = copy->fit;
+    r.memory_source = "copy kernel";
+    return r;
+  }
   std::vector<double> b, t;
   for (const auto& m : raw.memory) {
-    if (has_mix && m.kernel != "layer_mix") continue;
     b.push_back(m.bytes);
     t.push_back(m.time.median_s);
   }
   r.memory_pooled = fit_alpha_beta(b, t, source, "memory");
-  r.memory_source = has_mix ? "layer_mix" : "all memory kernels";
+  r.memory_source = "all memory kernels";
   return r;
 }
 
@@ -365,9 +390,14 @@ std::string fit_report(const FitResult& fit) {
   };
   series(fit.memory);
   out += fmt::format("memory {:<24} alpha={:.2f} us bw={:.2f} GB/s  {} (from {})\n",
-                     "(profile bandwidth)", fit.memory_pooled.alpha_s * 1e6,
+                     "(streaming, hbm)", fit.memory_pooled.alpha_s * 1e6,
                      fit.memory_pooled.bandwidth() * 1e-9, quality(fit.memory_pooled.quality),
                      fit.memory_source);
+  if (fit.has_elementwise)
+    out += fmt::format("memory {:<24} alpha={:.2f} us bw={:.2f} GB/s  {} (from {})\n",
+                       "(element-wise)", fit.elementwise.alpha_s * 1e6,
+                       fit.elementwise.bandwidth() * 1e-9, quality(fit.elementwise.quality),
+                       fit.elementwise_source);
   for (const auto& [pass, q] : fit.layer_checks)
     out += fmt::format("layer {:<25} hwmodels vs executor  {}\n", pass, quality(q));
   series(fit.transfers);

@@ -79,15 +79,24 @@ struct FitResult {
   std::vector<GemmFit> gemms;
   RawResults raw;                 ///< the measurements fitted (for tables)
   std::vector<SeriesFit> memory;  ///< one per memory kernel
-  /// The one HBM bandwidth hwmodels has. CPU with layer samples: the element-wise throughput
-  /// that makes hwmodels' layer model reproduce the executor's measured F and B passes (one
-  /// parameter, relative least squares over the passes: pass = modelled GEMMs + memory-bound
-  /// ops x kernel latency + model bytes / bandwidth; alpha 0). Else the "layer_mix" kernel when
-  /// measured (older raw files), else every memory kernel pooled (GPU).
+  /// Streaming memory bandwidth, the profile's hbm figure (what hwmodels times the optimizer
+  /// step, copies and offload with), in the bytes the measured kernels moved. When the
+  /// element-wise throughput is fitted on its own (`elementwise`), the "copy" kernel's fit; else
+  /// every memory kernel pooled (GPU).
   AlphaBetaFit memory_pooled;
-  std::string memory_source;  ///< which of the three memory_pooled is
+  std::string memory_source;  ///< "copy kernel" | "all memory kernels"
+  /// Element-wise throughput of the layer model's memory-bound ops, in the workload model's
+  /// bytes (the profile's gpu.elementwise_gb_per_s). CPU with layer samples: the throughput that
+  /// makes hwmodels' layer model reproduce the executor's measured F and B passes (one
+  /// parameter, relative least squares over the passes: pass = modelled GEMMs + memory-bound
+  /// ops x kernel latency + model bytes / throughput; alpha 0). Else the "layer_mix" kernel when
+  /// measured (older raw files). has_elementwise is false when neither was measured (GPU): the
+  /// layer model then uses the streaming figure.
+  bool has_elementwise = false;
+  AlphaBetaFit elementwise;
+  std::string elementwise_source;  ///< "executor layer passes" | "layer_mix"
   /// CPU with layer samples: hwmodels' layer model (hw::layer_ops with the fitted GEMMs, the
-  /// kernel latency and memory_pooled) against the executor's measured layer passes, one entry
+  /// kernel latency and `elementwise`) against the executor's measured layer passes, one entry
   /// per pass (forward, backward_input, backward_weight). Empty otherwise.
   std::vector<std::pair<std::string, FitQuality>> layer_checks;
   std::vector<SeriesFit> transfers;    ///< one per link
@@ -97,7 +106,8 @@ struct FitResult {
 };
 
 /// Fits all models; `base` and `peak_flops` as for fit_gemms. Throws ConfigError(source, ...)
-/// when a section has too few points to fit.
+/// when a section has too few points to fit, or when the element-wise throughput is fitted but
+/// no "copy" kernel was measured for the streaming bandwidth.
 FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
                   const std::function<double(const std::string&)>& peak_flops,
                   const std::string& source);

@@ -133,6 +133,9 @@ std::string cpu_profile(const FitResult& fit, const ProfileOptions& o) {
   gpu["hbm_capacity_gb"] = num(p.memory_bytes / ranks_per_node * 1e-9);
   gpu["hbm_bandwidth_gb_per_s"] = num(fit.memory_pooled.bandwidth() * o.memory_bytes_ratio * 1e-9);
   gpu["hbm_efficiency"] = 1;
+  if (fit.has_elementwise)
+    gpu["elementwise_gb_per_s"] =
+        num(fit.elementwise.bandwidth() * o.elementwise_bytes_ratio * 1e-9);
   gpu["kernel_latency_us"] = num(g.kernel_latency_s * 1e6);
   gpu["gemm"] = gemm_node(g, true, src);
   if (g.quality.worst_residual > fit.table_threshold) {
@@ -140,9 +143,13 @@ std::string cpu_profile(const FitResult& fit, const ProfileOptions& o) {
   }
   gpu["source"] = fmt::format(
       "peak = fitted asymptotic {} GEMM rate (compute_dtype: the CPU backend computes every "
-      "dtype in float64); memory bandwidth = pooled fit of {} kernels x {} (model bytes per "
-      "element / 8); {}",
-      g.dtype, fit.memory.size(), o.memory_bytes_ratio, src);
+      "dtype in float64); hbm bandwidth = {} fit x {} (model bytes of the optimizer step per "
+      "executor byte){}; {}",
+      g.dtype, fit.memory_source, o.memory_bytes_ratio,
+      fit.has_elementwise ? fmt::format("; elementwise = fit to the {} x {} (model bytes)",
+                                        fit.elementwise_source, o.elementwise_bytes_ratio)
+                          : std::string(),
+      src);
   doc["gpu"] = gpu;
   std::string link_src = fmt::format(
       "MPI ping-pong alpha {:.2f} us, bandwidth {:.2f} GB/s, R2(log) {:.4f}; {}",
@@ -204,6 +211,11 @@ std::string cuda_profile(const FitResult& fit, const ProfileOptions& o) {
                                             : gpu["hbm_bandwidth_gb_per_s"].as<double>() * 1e9;
   gpu["hbm_bandwidth_gb_per_s"] = num(datasheet * 1e-9);
   gpu["hbm_efficiency"] = num(std::min(1.0, fit.memory_pooled.bandwidth() / datasheet));
+  if (fit.has_elementwise)
+    gpu["elementwise_gb_per_s"] =
+        num(fit.elementwise.bandwidth() * o.elementwise_bytes_ratio * 1e-9);
+  else
+    gpu.remove("elementwise_gb_per_s");  // a base profile's figure describes another device
   gpu["kernel_latency_us"] = num(g.kernel_latency_s * 1e6);
   YAML::Node gemm = gemm_node(g, false, src);
   if (gpu["gemm"]["tiles"]) gemm["tiles"] = gpu["gemm"]["tiles"];

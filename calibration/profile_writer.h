@@ -5,13 +5,16 @@
 /// CPU backend: the whole profile comes from measurement. One executor rank is one "GPU" with one
 /// compute unit (no wave quantisation: a single 1x1 tile); the fp64 Eigen GEMM fit gives the peak
 /// (the fitted asymptote, max_efficiency 1) written under every dtype, since the executor's CPU
-/// backend computes in float64 whatever dtype the workload model asks for; MPI ping-pong gives
+/// backend computes in float64 whatever dtype the workload model asks for; the copy kernel gives
+/// the streaming (HBM) bandwidth and the executor's layer passes the element-wise throughput
+/// (gpu.elementwise_gb_per_s), far apart on a CPU; MPI ping-pong gives
 /// the intra-node link (latency = one-way alpha / 2: a GPU-switch-GPU route has two hops) and the
 /// all-reduce alpha the collective step latency.
 ///
 /// CUDA backend: a base profile (shipped or given) supplies the node and fabric; calibration
 /// replaces the GPU section (peaks from the device, fitted GEMM and HBM efficiency, kernel
-/// latency, measured GEMM table) and, where measured, the intra-node link efficiency and
+/// latency, measured GEMM table; element-wise throughput only when the raw data has executor layer
+/// passes or layer_mix) and, where measured, the intra-node link efficiency and
 /// latency, the PCIe efficiency and the collective step latency.
 #include <string>
 #include <vector>
@@ -26,10 +29,15 @@ struct ProfileOptions {
   /// Base profile YAML text and its file name (required for the CUDA backend, unused for CPU).
   std::string base_text;
   std::string base_file;
-  /// Bytes per element the workload model counts for memory-bound kernels, over the bytes per
-  /// element the measured kernels moved (CPU: the model counts 2-byte activations, the CPU
-  /// executor moves 8-byte doubles, so 0.25); the written bandwidth is scaled by it.
+  /// Bytes the workload model counts for the streaming work the profile's HBM figure times (the
+  /// optimizer step, copies), over the bytes the measured copy kernel moved for the same work;
+  /// the written hbm_bandwidth_gb_per_s is the measured streaming bandwidth times it. CPU: Adam's
+  /// state is fp32 in the model (28 bytes per parameter) and float64 in the executor (56), so
+  /// 0.5.
   double memory_bytes_ratio = 1.0;
+  /// The same for the element-wise throughput (gpu.elementwise_gb_per_s), when fitted. CPU: 1,
+  /// the fit to the executor's layer passes already counts model bytes.
+  double elementwise_bytes_ratio = 1.0;
   /// The same for messages (CPU: the model sends 2-byte activations, the CPU executor sends
   /// 8-byte doubles: 0.25); link and collective bandwidths are scaled by it.
   double link_bytes_ratio = 1.0;

@@ -121,4 +121,16 @@ TimePs GpuModel::memory_bound_time(Bytes bytes) const {
   return seconds_to_ps(bytes.value / bw) + spec_.kernel_latency;
 }
 
+double GpuModel::elementwise_rate() const {
+  // The same product as memory_bound_time when unset, so profiles without the field give the
+  // same picoseconds as before it existed.
+  return spec_.elementwise_bandwidth.value > 0 ? spec_.elementwise_bandwidth.value
+                                               : spec_.hbm_bandwidth.value * spec_.hbm_efficiency;
+}
+
+TimePs GpuModel::elementwise_time(Bytes bytes) const {
+  if (bytes.value <= 0) return 0;
+  return seconds_to_ps(bytes.value / elementwise_rate()) + spec_.kernel_latency;
+}
+
 }  // namespace pw::hw

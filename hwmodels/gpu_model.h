@@ -1,7 +1,9 @@
 #pragma once
 /// GPU compute model: peak FLOP/s per data type, HBM capacity and bandwidth, GEMM efficiency by
 /// shape (fitted formula with wave quantisation over the SMs and a choice of tile sizes, optionally
-/// corrected by a measured table that calibration fills in) and memory-bound kernel time.
+/// corrected by a measured table that calibration fills in), streaming memory-bound kernel time
+/// (optimizer step, copies) and element-wise kernel time (the layer model's memory-bound ops),
+/// which may have its own measured throughput.
 #include <array>
 #include <string>
 #include <vector>
@@ -44,7 +46,13 @@ struct GpuSpec {
   std::array<double, kNumDTypes> peak_flops{};  ///< dense FLOP/s per DType (0 = unsupported)
   Bytes hbm_capacity{80e9};
   BytesPerSec hbm_bandwidth{2.039e12};
-  double hbm_efficiency = 0.8;        ///< achieved / datasheet HBM bandwidth for streaming kernels
+  double hbm_efficiency = 0.8;  ///< achieved / datasheet HBM bandwidth for streaming kernels
+  /// Achieved throughput of the layer model's element-wise kernels (LayerNorm, GeLU, softmax,
+  /// dropout, residual adds, cross-entropy), in model bytes per second; no efficiency applies.
+  /// 0 (the default, and a profile without gpu.elementwise_gb_per_s) = hbm_bandwidth x
+  /// hbm_efficiency, the streaming figure. Calibration of the CPU backend sets it: there the
+  /// executor's scalar element-wise code runs far below the machine's streaming bandwidth.
+  BytesPerSec elementwise_bandwidth{0};
   TimePs kernel_latency = 3'000'000;  ///< fixed launch + tail cost per kernel (ps)
   double gemm_max_efficiency = 0.8;   ///< best achieved / peak for large, well-shaped GEMMs
   double gemm_k_half = 256;           ///< K at which the K-loop pipeline reaches half efficiency
@@ -67,9 +75,15 @@ class GpuModel {
   /// Time of 2*m*n*k*batch FLOPs at the modelled efficiency, plus the kernel latency. Zero-sized
   /// GEMMs take 0.
   TimePs gemm_time(long long m, long long n, long long k, DType d, long long batch = 1) const;
-  /// Time of a memory-bound kernel moving `bytes` (reads + writes) through HBM, plus the kernel
-  /// latency; 0 bytes take 0.
+  /// Time of a streaming memory-bound kernel (optimizer step, copies) moving `bytes` (reads +
+  /// writes) at hbm_bandwidth x hbm_efficiency, plus the kernel latency; 0 bytes take 0.
   TimePs memory_bound_time(Bytes bytes) const;
+  /// Time of one of the layer model's element-wise kernels moving `bytes` (reads + writes) at
+  /// the element-wise throughput (elementwise_bandwidth; hbm_bandwidth x hbm_efficiency when it
+  /// is 0, bit-for-bit memory_bound_time then), plus the kernel latency; 0 bytes take 0.
+  TimePs elementwise_time(Bytes bytes) const;
+  /// The throughput elementwise_time divides by (bytes per second).
+  double elementwise_rate() const;
   /// The fitted formula alone (no measured correction).
   double fitted_gemm_efficiency(long long m, long long n, long long k, long long batch = 1) const;
 

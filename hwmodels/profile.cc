@@ -128,8 +128,8 @@ void apply_compute_dtype(const ConfigMap& gpu, DType cd, GpuSpec* g) {
 
 GpuSpec parse_gpu(const ConfigMap& m, std::optional<DType>* compute_dtype) {
   m.check_keys({"name", "sm_count", "peak_tflops", "compute_dtype", "hbm_capacity_gb",
-                "hbm_bandwidth_gb_per_s", "hbm_efficiency", "kernel_latency_us", "gemm",
-                "gemm_measured", "source"});
+                "hbm_bandwidth_gb_per_s", "hbm_efficiency", "elementwise_gb_per_s",
+                "kernel_latency_us", "gemm", "gemm_measured", "source"});
   GpuSpec g;
   g.name = m.text("name");
   g.sm_count = static_cast<int>(m.integer("sm_count"));
@@ -156,6 +156,9 @@ GpuSpec parse_gpu(const ConfigMap& m, std::optional<DType>* compute_dtype) {
   g.hbm_bandwidth = gigabytes_per_sec(m.positive("hbm_bandwidth_gb_per_s"));
   g.hbm_efficiency = m.positive("hbm_efficiency");
   if (g.hbm_efficiency > 1.0) m.fail("hbm_efficiency", "expected a number in (0, 1]");
+  // Optional: absent keeps elementwise_bandwidth 0, i.e. hbm_bandwidth x hbm_efficiency.
+  if (m.has("elementwise_gb_per_s"))
+    g.elementwise_bandwidth = gigabytes_per_sec(m.positive("elementwise_gb_per_s"));
   g.kernel_latency = seconds_to_ps(m.positive_or("kernel_latency_us", 3.0, true) * 1e-6);
   parse_gemm(m.child("gemm"), &g);
   parse_measured(m, &g);

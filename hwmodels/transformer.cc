@@ -271,8 +271,8 @@ Flops total_flops(const std::vector<LayerOp>& ops) {
 TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtype) {
   TimePs t = 0;
   for (const LayerOp& op : ops) {
-    t += op.gemm ? gpu.gemm_time(op.m, op.n, op.k, dtype, op.batch)
-                 : gpu.memory_bound_time(op.bytes);
+    t +=
+        op.gemm ? gpu.gemm_time(op.m, op.n, op.k, dtype, op.batch) : gpu.elementwise_time(op.bytes);
   }
   return t;
 }

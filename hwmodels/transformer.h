@@ -67,7 +67,8 @@ std::vector<TpComm> head_tp_comms(const ModelShape& m, const WorkloadOptions& o,
 
 /// Sum of the ops' FLOPs.
 Flops total_flops(const std::vector<LayerOp>& ops);
-/// Sum of the ops' times on `gpu`.
+/// Sum of the ops' times on `gpu`: GEMMs by GpuModel::gemm_time, memory-bound ops by
+/// GpuModel::elementwise_time (the element-wise throughput, not the streaming bandwidth).
 TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtype);
 
 /// Activation bytes one layer holds from F until B, per microbatch per TP rank (Korthikanti et

@@ -106,6 +106,15 @@ DpGroup dp_group(const GpuNodeSpec& g, const SearchConfig& c) {
   return out;
 }
 
+// Element-wise kernels (layer norms, GeLU, softmax, cross-entropy) at the profile's element-wise
+// throughput when it gives one (a calibrated CPU: far below its streaming bandwidth), else at
+// the streaming figure as before; streaming work (the optimizer step) keeps hbm_bw.
+double elementwise_rate(const PlanProblem& pr) {
+  if (pr.profile && pr.profile->gpu.elementwise_bandwidth.value > 0)
+    return pr.profile->gpu.elementwise_bandwidth.value;
+  return pr.gpu.hbm_bw * pr.gpu.hbm_efficiency;
+}
+
 LayerCosts layer_costs(const PlanProblem& pr, const SearchConfig& c, double act) {
   const ModelShape& m = pr.model;
   const GpuNodeSpec& g = pr.gpu;
@@ -119,7 +128,7 @@ LayerCosts layer_costs(const PlanProblem& pr, const SearchConfig& c, double act)
   // Elementwise kernels stream about twice the stored activations; sequence parallelism shards
   // the LayerNorm/dropout part of them over the tensor-parallel group.
   const double act_ew = c.sequence_parallel ? s * b * h * (34 / t + 5 * a * s / (h * t)) : act_none;
-  const double ew = 2 * act_ew / (g.hbm_bw * g.hbm_efficiency);
+  const double ew = 2 * act_ew / elementwise_rate(pr);
   const double kl = g.kernel_latency;
   LayerCosts lc;
   double ar = 0;
@@ -202,7 +211,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const LayerCosts lc = layer_costs(pr, c, layer_activation(c));
   const double rate = g.peak_flops * g.gemm_efficiency;
   const double logit = 2 * b * s * h * V / t / rate;
-  const double ce = 3 * 4 * s * b * V / t / (g.hbm_bw * g.hbm_efficiency);
+  const double ce = 3 * 4 * s * b * V / t / elementwise_rate(pr);
   out->f.resize(S);
   out->b.resize(S);
   out->w.resize(S);

@@ -23,7 +23,8 @@ namespace {
 Timing exact(double t) { return {t, t, t, 1}; }
 
 /// A CPU run with known parameters: GEMM rate 20 GFLOP/s + 0.3 us per call; element-wise mix
-/// 5 GB/s (model bytes) + 1 us; MPI ping-pong 0.8 us + 8 GB/s; MPI all-reduce x2 3 us + 4 GB/s.
+/// 5 GB/s (model bytes) + 1 us; copy 40 GB/s + 0.2 us; MPI ping-pong 0.8 us + 8 GB/s; MPI
+/// all-reduce x2 3 us + 4 GB/s.
 RawResults synthetic_cpu(double shape_skew) {
   RawResults raw;
   raw.provenance.backend = "cpu";
@@ -37,8 +38,10 @@ RawResults synthetic_cpu(double shape_skew) {
     double t = (3e-7 + 2.0 * s.m * s.n * s.k * s.batch / 20e9) * skew;
     raw.gemms.push_back({s.op, "fp64", s.m, s.n, s.k, s.batch, exact(t)});
   }
-  for (double b = 1e4; b <= 1e8; b *= 10)
+  for (double b = 1e4; b <= 1e8; b *= 10) {
     raw.memory.push_back({"layer_mix", "fp64", b, exact(1e-6 + b / 5e9)});
+    raw.memory.push_back({"copy", "fp64", b, exact(2e-7 + b / 40e9)});
+  }
   for (double b = 8; b <= 1e8; b *= 8) {
     raw.transfers.push_back({"mpi_p2p", b, exact(0.8e-6 + b / 8e9)});
     raw.collectives.push_back({"mpi", "all_reduce", 2, b, exact(3e-6 + b / 4e9), 0});
@@ -70,7 +73,9 @@ TEST(CpuProfile, LoadsInHwmodelsWithTheKnownParameters) {
   double bf16 = p.gpu.peak_flops[static_cast<int>(hw::DType::kBf16)];
   EXPECT_NEAR(bf16 * p.gpu.gemm_max_efficiency, 20e9, 0.01 * 20e9);
   EXPECT_NEAR(ps_to_seconds(p.gpu.kernel_latency), 3e-7, 0.01 * 3e-7);
-  EXPECT_NEAR(p.gpu.hbm_bandwidth.value * p.gpu.hbm_efficiency, 5e9, 0.01 * 5e9);
+  // Streaming (hbm) = the copy kernel (memory_bytes_ratio 1 here); element-wise = layer_mix.
+  EXPECT_NEAR(p.gpu.hbm_bandwidth.value * p.gpu.hbm_efficiency, 40e9, 0.01 * 40e9);
+  EXPECT_NEAR(p.gpu.elementwise_bandwidth.value, 5e9, 0.01 * 5e9);
   EXPECT_TRUE(p.gpu.measured.empty());  // exact data: the formula needs no table
   // MPI link: a GPU-switch-GPU route has two hops, so each carries half the one-way latency.
   EXPECT_NEAR(ps_to_seconds(p.node.intra.latency), 0.4e-6, 0.01 * 0.4e-6);
@@ -174,6 +179,29 @@ TEST(CpuProfile, IsByteIdenticalForTheSameInput) {
   EXPECT_EQ(profile_yaml(fit, po), profile_yaml(fit, po));
 }
 
+TEST(CpuProfile, BytesRatiosScaleTheirOwnFigureOnly) {
+  ProfileOptions po;
+  po.name = "ratios";
+  po.memory_bytes_ratio = 0.5;
+  po.elementwise_bytes_ratio = 2.0;
+  hw::HardwareProfile p = write_and_load(synthetic_cpu(1.0), cpu_base(), po);
+  EXPECT_NEAR(p.gpu.hbm_bandwidth.value, 0.5 * 40e9, 0.01 * 20e9);
+  EXPECT_NEAR(p.gpu.elementwise_bandwidth.value, 2.0 * 5e9, 0.01 * 10e9);
+}
+
+TEST(CpuProfile, ElementwiseWithoutACopyKernelIsBadInput) {
+  RawResults raw = synthetic_cpu(1.0);
+  std::erase_if(raw.memory, [](const MemorySample& m) { return m.kernel == "copy"; });
+  try {
+    fit_all(
+        raw, cpu_base(), [](const std::string&) { return 0.0; }, "raw.json");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("raw.json: memory: no 'copy' kernel"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CpuProfile, NeedsTheMpiLink) {
   RawResults raw = synthetic_cpu(1.0);
   raw.transfers.clear();
@@ -233,6 +261,9 @@ TEST(CudaProfile, OverridesTheBaseWithTheFittedGpu) {
   EXPECT_EQ(p.gpu.gemm_k_half, 128);
   EXPECT_NEAR(ps_to_seconds(p.gpu.kernel_latency), 5e-6, 0.05e-6);
   EXPECT_NEAR(p.gpu.hbm_efficiency, 3.0 / 3.35, 0.01 * 3.0 / 3.35);
+  // No element-wise measurement on the GPU: the layer model keeps the streaming figure.
+  EXPECT_FALSE(fit.has_elementwise);
+  EXPECT_EQ(p.gpu.elementwise_bandwidth.value, 0.0);
   // send/recv 360 GB/s over a 450 GB/s NVSwitch port; latency split over two hops.
   EXPECT_NEAR(p.node.intra.efficiency, 0.8, 0.008);
   EXPECT_NEAR(ps_to_seconds(p.node.intra.latency), 3e-6, 0.03e-6);
