@@ -54,6 +54,10 @@ struct Provenance {
   std::string profile_source;  ///< hardware profile file or name
   std::string created;         ///< ISO date (left empty in tests for byte-stable output)
   std::string command;         ///< command line that produced it
+  /// Which engine produced `predicted`: "des" (the discrete-event simulator), "evaluator" (the
+  /// fixed-cost evaluator), optionally followed by the reason of a fallback in parentheses;
+  /// empty when not recorded (optional in the file).
+  std::string prediction_source;
   friend bool operator==(const Provenance&, const Provenance&) = default;
 };
 

@@ -120,17 +120,22 @@ std::vector<ActionTiming> timings_from_doc(const Doc& d, const R& r, const Sched
 }
 
 Doc provenance_to_doc(const Provenance& p) {
-  return Doc{{"version", p.version},
-             {"profile_source", p.profile_source},
-             {"created", p.created},
-             {"command", p.command}};
+  Doc d{{"version", p.version},
+        {"profile_source", p.profile_source},
+        {"created", p.created},
+        {"command", p.command}};
+  if (!p.prediction_source.empty()) d["prediction_source"] = p.prediction_source;
+  return d;
 }
 
 Provenance provenance_from_doc(const Doc& d, const R& r) {
   const std::string p = "provenance";
-  r.expect_keys(d, p, {"version", "profile_source", "created", "command"});
-  return Provenance{get_str(d, r, p, "version"), get_str(d, r, p, "profile_source"),
-                    get_str(d, r, p, "created"), get_str(d, r, p, "command")};
+  r.expect_keys(d, p, {"version", "profile_source", "created", "command", "prediction_source"});
+  Provenance out{get_str(d, r, p, "version"), get_str(d, r, p, "profile_source"),
+                 get_str(d, r, p, "created"), get_str(d, r, p, "command"), ""};
+  if (d.contains("prediction_source"))
+    out.prediction_source = get_str(d, r, p, "prediction_source");
+  return out;
 }
 
 }  // namespace

@@ -122,9 +122,8 @@ Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const
     why = fmt::format("no hardware profile for '{}'", model.problem().gpu.name);
   }
   if (used == kPredictionEvaluator) predict_with_evaluator(model, c, s, e.iteration, &plan);
-  std::string& ps = plan.provenance.profile_source;
-  ps += fmt::format("{}prediction_source: {}", ps.empty() ? "" : "; ", used);
-  if (!why.empty()) ps += " (" + why + ")";
+  plan.provenance.prediction_source = used;
+  if (!why.empty()) plan.provenance.prediction_source += " (" + why + ")";
   if (source) *source = used;
   return plan;
 }

@@ -37,9 +37,9 @@ inline constexpr const char* kPredictionEvaluator = "evaluator";
 
 /// Builds the plan of `c`: throws ConfigError when the generator refuses it. Megatron rank
 /// order (tensor innermost, then data, then pipeline): pipeline rank r runs on GPU r * t * d.
-/// The engine that predicted it is recorded in provenance.profile_source as
-/// "<profile_source>; prediction_source: des|evaluator" (with the reason of a fallback), and
-/// returned in `*source` when given.
+/// The engine that predicted it is recorded in provenance.prediction_source as "des" or
+/// "evaluator" (followed by the reason of a fallback in parentheses), and returned in `*source`
+/// when given.
 Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const SearchConfig& c,
                 const std::string& cluster, const Provenance& provenance,
                 const EmitOptions& options = {}, std::string* source = nullptr);

@@ -22,7 +22,7 @@ Plan sample_plan() {
   p.rank_to_gpu = {0, 2, 4, 6};
   p.predicted = {{0, 0, 0, 1'000'000'000}, {3, 2, 5'000'000'000, 7'123'456'789'012}};
   p.predicted_iteration = 7'123'456'789'012;
-  p.provenance = Provenance{"0.1.0", "profile.yaml", "", "pipewright simulate --pp 4"};
+  p.provenance = Provenance{"0.1.0", "profile.yaml", "", "pipewright simulate --pp 4", ""};
   return p;
 }
 
@@ -39,6 +39,18 @@ TEST(PlanIo, RoundTripIsLosslessInBothSyntaxes) {
   const Plan p = sample_plan();
   for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
     EXPECT_EQ(parse_plan(plan_to_text(p, f), f, "t"), p);
+}
+
+TEST(PlanIo, PredictionSourceRoundTripsAndIsOptional) {
+  Plan p = sample_plan();
+  p.provenance.prediction_source = "evaluator (no hardware profile for 'my-gpu')";
+  for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
+    EXPECT_EQ(parse_plan(plan_to_text(p, f), f, "t"), p);
+  // A plan written before the field existed (no key) loads with an empty source.
+  const Plan older = sample_plan();
+  const std::string text = plan_to_text(older, DocFormat::kYaml);
+  EXPECT_EQ(text.find("prediction_source"), std::string::npos);
+  EXPECT_EQ(parse_plan(text, DocFormat::kYaml, "t").provenance.prediction_source, "");
 }
 
 TEST(PlanIo, OutputIsDeterministic) {

@@ -32,7 +32,7 @@ TEST(PlanEmit, BestPlanValidatesAndLoadsBackIdentically) {
     if (e.config.p > 1) c = e.config;
   const CostModel model(pr, space);
   const Plan plan =
-      build_plan(model, reg, c, "dgx-a100-80gb", Provenance{"pipewright 0.1.0", "", "", ""});
+      build_plan(model, reg, c, "dgx-a100-80gb", Provenance{"pipewright 0.1.0", "", "", "", ""});
   EXPECT_EQ(check_schedule(plan.schedule), "");
   EXPECT_EQ(plan.rank_to_gpu.size(), static_cast<std::size_t>(c.p));
   EXPECT_EQ(plan.predicted.size(), plan.schedule.total_actions());
@@ -80,7 +80,7 @@ struct Small {
   }
 };
 
-const Provenance kProv{"pipewright 0.1.0", "dgx-a100-80gb", "", "pipewright plan test"};
+const Provenance kProv{"pipewright 0.1.0", "dgx-a100-80gb", "", "pipewright plan test", ""};
 
 /// Each action starts after every prerequisite (core/dependency.h) and, blocking sends being the
 /// default, after its predecessor on the same device has ended.
@@ -118,7 +118,8 @@ TEST(PlanEmit, DesPredictionResimulatesExactlyAndRespectsDependencies) {
     std::string source;
     const Plan plan = build_plan(model, s.reg, c, "dgx-a100-80gb", kProv, {}, &source);
     EXPECT_EQ(source, kPredictionDes) << what;
-    EXPECT_EQ(plan.provenance.profile_source, "dgx-a100-80gb; prediction_source: des") << what;
+    EXPECT_EQ(plan.provenance.profile_source, "dgx-a100-80gb") << what;
+    EXPECT_EQ(plan.provenance.prediction_source, "des") << what;
     EXPECT_EQ(check_schedule(plan.schedule), "") << what;
     ASSERT_TRUE(has_explicit_communication(plan.schedule)) << what;
     expect_consistent_with_dependencies(plan);
@@ -209,8 +210,7 @@ TEST(PlanEmit, EvaluatorFallbackWithoutAProfileOrWhenAsked) {
     std::string source;
     const Plan plan = build_plan(model, s.reg, c, "dgx-a100-80gb", kProv, opt, &source);
     EXPECT_EQ(source, kPredictionEvaluator);
-    EXPECT_EQ(plan.provenance.profile_source,
-              "dgx-a100-80gb; prediction_source: evaluator (the ranking was by the evaluator)");
+    EXPECT_EQ(plan.provenance.prediction_source, "evaluator (the ranking was by the evaluator)");
     EXPECT_EQ(plan.predicted_iteration, seconds_to_ps(evaluate_config(model, s.reg, c).iteration));
     expect_consistent_with_dependencies(plan);
   }
@@ -221,8 +221,7 @@ TEST(PlanEmit, EvaluatorFallbackWithoutAProfileOrWhenAsked) {
   std::string source;
   const Plan plan = build_plan(model, s.reg, c, "my-gpu", Provenance{}, {}, &source);
   EXPECT_EQ(source, kPredictionEvaluator);
-  EXPECT_EQ(plan.provenance.profile_source,
-            "prediction_source: evaluator (no hardware profile for 'my-gpu')");
+  EXPECT_EQ(plan.provenance.prediction_source, "evaluator (no hardware profile for 'my-gpu')");
   EXPECT_EQ(plan.predicted_iteration, seconds_to_ps(evaluate_config(model, s.reg, c).iteration));
   EXPECT_EQ(plan.predicted.size(), plan.schedule.total_actions());
   expect_consistent_with_dependencies(plan);
