@@ -177,16 +177,26 @@ std::string render_table(const PlanReportInput& in) {
                    model_tflops_per_gpu(pr, best), limits_line(pr, *in.space, best));
   if (in.published) {
     const Evaluated& p = *in.published;
-    if (p.feasible)
+    if (p.feasible) {
+      // The published configuration can lie outside a constrained space (or, rarely, beyond the
+      // DES tier's re-simulated rows) and beat the planner's choice: say "slower", never
+      // "-X% faster".
+      const double gain = 100 * (p.iteration / best.iteration - 1);
+      const std::string verdict =
+          gain >= 0 ? fmt::format("{:.1f}% faster", gain)
+                    : fmt::format(
+                          "{:.1f}% slower (is the published configuration outside the "
+                          "constraints?)",
+                          100 * (best.iteration / p.iteration - 1));
       o += fmt::format(
           "published configuration ({}): {} -> {:.3f} s per iteration ({}); the planner's "
-          "choice is {:.1f}% faster\n",
+          "choice is {}\n",
           in.published_source.empty() ? "scenario" : in.published_source,
-          describe_config(*in.space, p.config), p.iteration, tier_name(p.tier),
-          100 * (p.iteration / best.iteration - 1));
-    else
+          describe_config(*in.space, p.config), p.iteration, tier_name(p.tier), verdict);
+    } else {
       o += fmt::format("published configuration: {} is not feasible here: {}\n",
                        describe_config(*in.space, p.config), p.why_not);
+    }
   }
   const TrainTime tt = train_time(pr, best);
   if (tt.feasible)
