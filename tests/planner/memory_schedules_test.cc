@@ -17,31 +17,14 @@
 #include "planner/v_schedules.h"
 #include "planner/zb_auto.h"
 #include "sim/evaluator.h"
+#include "unit_costs.h"
 
 namespace pw {
 namespace {
 
-// F = B = W = 1 slot. `mw` = M_W / M_B: 1 keeps a chunk's activation until its W (the accounting
-// under which the published V-Min / V-Half peaks hold), 0 frees it at B.
-UniformCosts unit(double mw) {
-  UniformCosts c{1, 1, 1, 0, 0};
-  c.mw_over_mb = mw;
-  return c;
-}
-
-GeneratorParams params(int p, int m, double mw) {
-  GeneratorParams gp;
-  gp.p = p;
-  gp.m = m;
-  gp.costs = unit(mw);
-  return gp;
-}
-
-double max_peak(const EvalResult& r) {
-  double pk = 0;
-  for (const DeviceStats& d : r.device) pk = std::max(pk, d.peak_memory);
-  return pk;
-}
+using testing::max_peak;
+using testing::params;
+using testing::unit;
 
 EvalResult run(const std::string& name, const GeneratorParams& gp, bool recompute = false) {
   Schedule s = generate_schedule(default_registry(), name, gp);

@@ -14,29 +14,14 @@
 #include "planner/generator.h"
 #include "planner/v_schedules.h"
 #include "sim/evaluator.h"
+#include "unit_costs.h"
 
 namespace pw {
 namespace {
 
-UniformCosts unit(double mw) {
-  UniformCosts c{1, 1, 1, 0, 0};
-  c.mw_over_mb = mw;
-  return c;
-}
-
-GeneratorParams params(int p, int m, double mw) {
-  GeneratorParams gp;
-  gp.p = p;
-  gp.m = m;
-  gp.costs = unit(mw);
-  return gp;
-}
-
-double max_peak(const EvalResult& r) {
-  double pk = 0;
-  for (const DeviceStats& d : r.device) pk = std::max(pk, d.peak_memory);
-  return pk;
-}
+using testing::max_peak;
+using testing::params;
+using testing::unit;
 
 EvalResult run(const std::string& name, const GeneratorParams& gp) {
   const Schedule s = generate_schedule(default_registry(), name, gp);
