@@ -217,6 +217,15 @@ TEST(Search, ModelThatCannotFitSaysHowMuchMemoryItNeeds) {
 namespace pw {
 namespace {
 
+// t = d = 1, microbatch 1: pure pipeline parallelism with `name` on p devices, m microbatches.
+SearchConfig pipeline_only(const SearchSpace& space, const char* name, int p, int m) {
+  SearchConfig c;
+  c.t = 1, c.p = p, c.d = 1, c.micro_batch = 1, c.microbatches = m;
+  for (std::size_t i = 0; i < space.schedules.size(); ++i)
+    if (space.schedules[i].name == name) c.schedule = static_cast<std::uint8_t>(i);
+  return c;
+}
+
 // The controllable-memory paper's 98.5B model (78 layers, h 10240, sequence 1024), pure pipeline.
 // The paper places embedding and head as chunks too (80 chunks on 40 GPUs); with layers only,
 // 78 layers give 2p = 78 V chunks at p = 39, one layer each. Published order: V-ZB > ZB-1p > 1F1B.
@@ -235,11 +244,7 @@ TEST(Search, RanksVzbAboveZb1pAbove1f1bOnThe98BModel) {
   SearchSpace space = default_space(pr, reg, {117});
   const CostModel model(pr, space);
   auto time_of = [&](const char* name) {
-    SearchConfig c;
-    c.t = 1, c.p = 39, c.d = 1, c.micro_batch = 1, c.microbatches = 117;
-    for (std::size_t i = 0; i < space.schedules.size(); ++i)
-      if (space.schedules[i].name == name) c.schedule = static_cast<std::uint8_t>(i);
-    const Evaluated e = evaluate_config(model, reg, c);
+    const Evaluated e = evaluate_config(model, reg, pipeline_only(space, name, 39, 117));
     EXPECT_GT(e.iteration, 0) << name << ": " << e.why_not;
     return e.iteration;
   };
@@ -259,11 +264,7 @@ TEST(Search, Zb2pRunsAtTwiceZb1pMemoryWhenItFits) {
   SearchSpace space = default_space(pr, reg, {64});
   const CostModel model(pr, space);
   auto run = [&](const char* name) {
-    SearchConfig c;
-    c.t = 1, c.p = 8, c.d = 1, c.micro_batch = 1, c.microbatches = 64;
-    for (std::size_t i = 0; i < space.schedules.size(); ++i)
-      if (space.schedules[i].name == name) c.schedule = static_cast<std::uint8_t>(i);
-    const Evaluated e = evaluate_config(model, reg, c);
+    const Evaluated e = evaluate_config(model, reg, pipeline_only(space, name, 8, 64));
     EXPECT_TRUE(e.feasible) << name << ": " << e.why_not;
     return e;
   };
