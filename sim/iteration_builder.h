@@ -26,6 +26,11 @@ struct SimRank {
 /// Per task: the communication kind (or 255 for compute) and trace extras.
 inline constexpr std::uint8_t kComputeTag = 255;
 
+/// The schedule action a task stands for (its label in traces and per-action timings).
+inline Action label(ActionKind k, int stage, int mb) {
+  return Action{k, static_cast<std::int16_t>(stage), mb};
+}
+
 struct BuiltIteration {
   des::TaskGraph graph;
   std::vector<double> link_capacity;  ///< bytes/s, topology links then PCIe links

@@ -13,10 +13,6 @@ namespace {
 using des::MemCategory;
 using des::StreamKind;
 
-Action label(ActionKind k, int stage, int mb) {
-  return Action{k, static_cast<std::int16_t>(stage), mb};
-}
-
 // What one action costs on one TP rank: compute time, TP collectives, activation memory.
 struct PassCost {
   TimePs dur = 0;

@@ -14,10 +14,6 @@ namespace {
 using des::MemCategory;
 using des::StreamKind;
 
-Action label(ActionKind k, int stage, int mb) {
-  return Action{k, static_cast<std::int16_t>(stage), mb};
-}
-
 // Adam with bf16 weights and fp32 master/momentum/variance: reads master, m, v and the gradient,
 // writes master, m, v and the bf16 weight: about 28 bytes of HBM traffic per parameter.
 constexpr double kAdamBytesPerParam = 28.0;
