@@ -139,12 +139,29 @@ std::vector<LayerOp> backward_input_ops(const std::vector<LayerOp>& fwd, bool fl
   return ops;
 }
 
-// W: dW = X^T dY (k x n from k x m times m x n) for each weight GEMM.
-std::vector<LayerOp> backward_weight_ops(const std::vector<LayerOp>& fwd) {
+// A column sum over `rows` of a rows x width gradient: reads it, writes the width-long sum.
+LayerOp reduction(const char* name, double rows, double width) {
+  return mem(name, kAct * (rows * width + width));
+}
+
+// W: dW = X^T dY (k x n from k x m times m x n) for each weight GEMM, then the parameter
+// reductions the executor's W also does: each bias gradient is the sum of its GEMM's output
+// gradient over tokens, and each layer norm's gamma/beta gradients read the normalised input and
+// the output gradient (tokens x h, sharded by t with SP) and write 2h. The row-parallel biases
+// (proj, mlp_down) see the SP-sharded output gradient; the column-parallel ones all tokens.
+std::vector<LayerOp> backward_weight_ops(const Dims& d, const std::vector<LayerOp>& fwd) {
   std::vector<LayerOp> ops;
   for (const LayerOp& f : fwd) {
     if (f.gemm && !is_attention_core(f)) ops.push_back(gemm(f.name, f.k, f.n, f.m, f.batch));
   }
+  const double tokens = double(d.tokens), h = double(d.h);
+  const double sharded = tokens * d.sp_div;
+  ops.push_back(mem("layernorm1_param_grad", kAct * (2 * sharded * h + 2 * h)));
+  ops.push_back(reduction("qkv_bias_grad", tokens, double(3 * d.h / d.t)));
+  ops.push_back(reduction("proj_bias_grad", sharded, h));
+  ops.push_back(mem("layernorm2_param_grad", kAct * (2 * sharded * h + 2 * h)));
+  ops.push_back(reduction("mlp_up_bias_grad", tokens, double(d.f / d.t)));
+  ops.push_back(reduction("mlp_down_bias_grad", sharded, h));
   return ops;
 }
 
@@ -164,7 +181,7 @@ std::vector<LayerOp> layer_ops(const ModelShape& m, const WorkloadOptions& o, Pa
     case Pass::kBackwardInput:
       return backward_input_ops(forward_ops(d, flash, false), flash);
     case Pass::kBackwardWeight:
-      return backward_weight_ops(forward_ops(d, flash, false));
+      return backward_weight_ops(d, forward_ops(d, flash, false));
     case Pass::kRecompute:
       if (o.recompute == Recompute::kFull) return forward_ops(d, flash, false);
       if (o.recompute == Recompute::kSelective && !flash) return forward_ops(d, flash, true);
@@ -230,8 +247,9 @@ std::vector<LayerOp> head_ops(const ModelShape& m, const WorkloadOptions& o, Pas
     case Pass::kBackwardInput:
       return {mem("cross_entropy", (4.0 + kAct) * logits), gemm("logits", d.tokens, d.h, d.v / d.t),
               mem("final_layernorm", 1.5 * 2 * kAct * th * d.sp_div)};
-    case Pass::kBackwardWeight:
-      return {gemm("logits", d.h, d.v / d.t, d.tokens)};
+    case Pass::kBackwardWeight:  // plus the final layer norm's gamma/beta gradients
+      return {gemm("logits", d.h, d.v / d.t, d.tokens),
+              mem("final_layernorm_param_grad", kAct * (2 * th * d.sp_div + 2 * double(d.h)))};
     default:
       return {};
   }

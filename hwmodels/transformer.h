@@ -55,12 +55,17 @@ struct TpComm {
 
 /// The kernels of one transformer layer's `pass` on one TP rank for one microbatch. The
 /// recompute pass is the attention core (selective) or the whole forward (full); empty for none.
+/// W holds the weight GEMMs and the parameter reductions: qkv/proj/mlp_up/mlp_down bias
+/// gradients (`*_bias_grad`, read tokens x width, write width) and the two layer norms'
+/// gamma/beta gradients (`layernorm{1,2}_param_grad`, read 2 x tokens x h, write 2h); tokens
+/// outside the TP region are divided by t with sequence parallelism.
 std::vector<LayerOp> layer_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass);
 /// TP collectives of one layer's `pass` (none when tp == 1).
 std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass);
 /// Kernels of the embedding (first stage) for `pass`.
 std::vector<LayerOp> embedding_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass);
-/// Kernels of the final layer norm, logits GEMM and cross-entropy (last stage) for `pass`.
+/// Kernels of the final layer norm, logits GEMM and cross-entropy (last stage) for `pass` (W:
+/// the logits weight gradient and the final layer norm's gamma/beta gradients).
 std::vector<LayerOp> head_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass);
 std::vector<TpComm> embedding_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass);
 std::vector<TpComm> head_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass);

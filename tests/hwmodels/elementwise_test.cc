@@ -72,7 +72,8 @@ TimePs streaming_ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, 
   return t;
 }
 
-/// Stage times as stage_costs computed them before the field (same sums, streaming ops time).
+/// Stage times as stage_costs computed them before the field (same sums over the same op lists,
+/// W's bias and layer-norm reductions included; streaming ops time).
 std::array<TimePs, 4> streaming_stage_times(const ModelShape& m, const GpuModel& gpu,
                                             const WorkloadOptions& o, int layers, bool first,
                                             bool last) {
@@ -149,6 +150,9 @@ TEST(ElementwiseTime, LayerModelMemoryBoundOpsUseTheField) {
       else
         bytes += op.bytes.value;
     }
+    // W's memory-bound ops are the bias and layer-norm parameter reductions: 9h + f = 13312
+    // parameters, each read over 512 tokens and written once, 2 bytes: 2 * 513 * 13312.
+    if (pass == Pass::kBackwardWeight) EXPECT_DOUBLE_EQ(bytes, 2.0 * 513 * (9 * 1024 + 4096));
     // Pass time = GEMMs + memory-bound bytes / throughput (no kernel latency here); the GEMMs
     // are the same on both, the bytes go at 1.6e12 B/s without the field and 0.4e12 with it.
     const auto ops = layer_ops(m, o, pass);

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "hwmodels/memory.h"
 #include "hwmodels/model_presets.h"
@@ -80,6 +82,76 @@ TEST(FlopsAreIndependentOfTensorParallelism, SumOverRanksIsConstant) {
     EXPECT_NEAR(8 * total_flops(layer_ops(m, o8, p)).value / total_flops(layer_ops(m, o1, p)).value,
                 1.0, 1e-12);
   }
+}
+
+/// Sum of the memory-bound ops' bytes (and, via `names`, their names in order).
+double elementwise_bytes(const std::vector<LayerOp>& ops,
+                         std::vector<std::string>* names = nullptr) {
+  double bytes = 0;
+  for (const LayerOp& op : ops) {
+    if (op.gemm) continue;
+    bytes += op.bytes.value;
+    if (names) names->push_back(op.name);
+  }
+  return bytes;
+}
+
+double op_bytes(const std::vector<LayerOp>& ops, const std::string& name) {
+  for (const LayerOp& op : ops)
+    if (name == op.name) return op.bytes.value;
+  ADD_FAILURE() << "no op " << name;
+  return -1;
+}
+
+// Small shape h 64, a 4, f 256, s 32, b 2 (64 tokens), t 4 with sequence parallelism (16 tokens
+// per rank outside the TP region), 2 bytes per element. A reduction reads tokens x width and
+// writes width; a layer norm's gamma/beta gradient reads x-hat and dY (2 x tokens x h), writes 2h.
+TEST(WeightGradientPass, CountsBiasAndLayerNormParameterGradients) {
+  ModelShape m{"small", 1, 64, 4, 256, 32, 1000};
+  WorkloadOptions o;
+  o.tp = 4;
+  o.micro_batch = 2;
+  o.sequence_parallel = true;
+  const auto w = layer_ops(m, o, Pass::kBackwardWeight);
+  EXPECT_DOUBLE_EQ(op_bytes(w, "layernorm1_param_grad"), 4352);  // 2 (2*16*64 + 2*64)
+  EXPECT_DOUBLE_EQ(op_bytes(w, "qkv_bias_grad"), 6240);          // 2 (64*48 + 48), 3h/t = 48
+  EXPECT_DOUBLE_EQ(op_bytes(w, "proj_bias_grad"), 2176);         // 2 (16*64 + 64)
+  EXPECT_DOUBLE_EQ(op_bytes(w, "layernorm2_param_grad"), 4352);  // as layernorm1
+  EXPECT_DOUBLE_EQ(op_bytes(w, "mlp_up_bias_grad"), 8320);       // 2 (64*64 + 64), f/t = 64
+  EXPECT_DOUBLE_EQ(op_bytes(w, "mlp_down_bias_grad"), 2176);     // as proj
+  std::vector<std::string> names;
+  // 4352 + 6240 + 2176 + 4352 + 8320 + 2176 = 27616, and nothing else memory-bound in W.
+  EXPECT_DOUBLE_EQ(elementwise_bytes(w, &names), 27616);
+  EXPECT_EQ(names.size(), 6u);
+  // The weight GEMMs are unchanged: 2 * 64 tokens * (3h*h + h*h + 2hf) / t = 1572864 FLOPs.
+  EXPECT_DOUBLE_EQ(total_flops(w).value, 2.0 * 64 * (3 * 64 * 64 + 64 * 64 + 2 * 64 * 256) / 4);
+
+  // Without SP every term sees all 64 tokens: LN 2 (2*64*64 + 128) = 16640 each, proj and
+  // mlp_down 2 (64*64 + 64) = 8320 each; 2*16640 + 6240 + 3*8320 = 64480.
+  o.sequence_parallel = false;
+  EXPECT_DOUBLE_EQ(elementwise_bytes(layer_ops(m, o, Pass::kBackwardWeight)), 64480);
+
+  // At t = 1 the reductions write exactly the layer's 9h + f bias and layer-norm parameters
+  // and read them once per token: 2 (tokens + 1)(9h + f) = 2 * 65 * 832 = 108160.
+  o.tp = 1;
+  EXPECT_DOUBLE_EQ(elementwise_bytes(layer_ops(m, o, Pass::kBackwardWeight)), 108160);
+}
+
+TEST(WeightGradientPass, ForwardAndInputGradientBytesUnchanged) {
+  ModelShape m{"small", 1, 64, 4, 256, 32, 1000};
+  WorkloadOptions o;
+  o.tp = 4;
+  o.micro_batch = 2;
+  o.sequence_parallel = true;
+  // th/t = 1024 (SP), s^2 elements = b a / t heads * s^2 = 2 * 1024 = 2048, gelu 64 * 64 = 4096:
+  // LN1 4*1024 + softmax 4*2048 + dropout 5*2048 + dropout_residual1 7*1024 + LN2 4*1024
+  // + gelu 4*4096 + dropout_residual2 7*1024 = 57344; B's memory-bound kernels are 1.5x that.
+  EXPECT_DOUBLE_EQ(elementwise_bytes(layer_ops(m, o, Pass::kForward)), 57344);
+  EXPECT_DOUBLE_EQ(elementwise_bytes(layer_ops(m, o, Pass::kBackwardInput)), 1.5 * 57344);
+  // The last stage's W adds the final layer norm's gamma/beta: 2 (2*16*64 + 2*64) = 4352.
+  EXPECT_DOUBLE_EQ(op_bytes(head_ops(m, o, Pass::kBackwardWeight), "final_layernorm_param_grad"),
+                   4352);
+  EXPECT_DOUBLE_EQ(elementwise_bytes(head_ops(m, o, Pass::kBackwardWeight)), 4352);
 }
 
 // Korthikanti et al. rows for the GPT-3 175B shape, t = 8, b = 1.
