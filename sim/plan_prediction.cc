@@ -55,10 +55,50 @@ namespace detail {
 void action_timings(const Schedule& schedule, const BuiltIteration& b, const des::EngineResult& er,
                     std::vector<ActionTiming>* out) {
   const int D = schedule.placement.num_devices;
+  const int S = schedule.placement.num_stages();
   std::vector<int> rep(static_cast<std::size_t>(D), -1);
   for (int k = 0; k < static_cast<int>(b.ranks.size()); ++k) {
     const SimRank& r = b.ranks[k];
     if (r.tr == 0 && r.dr == 0 && r.pr < D && rep[r.pr] < 0) rep[r.pr] = k;
+  }
+  // The simulator models the DP reduction and the optimizer step itself (tasks labelled
+  // REDUCE_GRAD with the stage, and OPT); an explicit REDUCE_GRAD / OPT action of the schedule is
+  // only a zero-time marker there. Such an action takes the interval of the modelled tasks of its
+  // kind on its representative GPU: REDUCE_GRAD of stage s, first to last bucket of s; OPT, first
+  // to last optimizer task (with offload: the GPU share and the host update). Tasks that take no
+  // time are left out (an offload share of 0 leaves an empty GPU update); without any task of its
+  // kind (REDUCE_GRAD at d = 1), the action keeps its marker's zero-length interval.
+  constexpr TimePs kNone = -1;
+  const std::size_t G = b.graph.size();
+  std::vector<std::uint8_t> is_action(G, 0);
+  for (std::size_t k = 0; k < b.action_first.size(); ++k) {
+    if (b.action_first[k] >= 0) is_action[b.action_first[k]] = 1;
+    if (b.action_last[k] >= 0) is_action[b.action_last[k]] = 1;
+  }
+  std::vector<int> rep_of_sim(b.ranks.size(), -1);
+  for (int d = 0; d < D; ++d)
+    if (rep[d] >= 0) rep_of_sim[rep[d]] = d;
+  // Per device: [0, S) reduce-grad intervals by stage, [S] the optimizer.
+  const std::size_t W = static_cast<std::size_t>(S) + 1;
+  std::vector<TimePs> lo(static_cast<std::size_t>(D) * W, kNone), hi(lo.size(), kNone);
+  for (std::size_t t = 0; t < G; ++t) {
+    if (is_action[t] || er.end[t] <= er.start[t]) continue;  // markers, empty shares
+    const des::Task& task = b.graph.task(static_cast<std::int32_t>(t));
+    if (task.device < 0 || task.device >= static_cast<int>(rep_of_sim.size())) continue;
+    const int d = rep_of_sim[task.device];
+    if (d < 0) continue;
+    std::size_t slot;
+    if (task.label.kind == ActionKind::kOptStep) {
+      slot = static_cast<std::size_t>(S);
+    } else if (task.label.kind == ActionKind::kReduceGrad && task.label.stage >= 0 &&
+               task.label.stage < S) {
+      slot = static_cast<std::size_t>(task.label.stage);
+    } else {
+      continue;
+    }
+    const std::size_t i = static_cast<std::size_t>(d) * W + slot;
+    lo[i] = lo[i] == kNone ? er.start[t] : std::min(lo[i], er.start[t]);
+    hi[i] = hi[i] == kNone ? er.end[t] : std::max(hi[i], er.end[t]);
   }
   out->clear();
   out->reserve(b.num_actions);
@@ -70,10 +110,19 @@ void action_timings(const Schedule& schedule, const BuiltIteration& b, const des
     for (int k = 0; k < n; ++k, ++id) {
       const std::int32_t first = b.action_first[base + id], last = b.action_last[base + id];
       PW_ASSERT(first >= 0 && last >= 0, "an action without simulated tasks");
-      TimePs end = er.end[last];
+      TimePs start = er.start[first], end = er.end[last];
       const std::int32_t send = b.action_send[base + id];
       if (send >= 0) end = std::max(end, er.end[send]);
-      out->push_back(ActionTiming{d, k, er.start[first], end});
+      const Action& a = schedule.actions[d][k];
+      std::size_t slot = W;
+      if (a.kind == ActionKind::kOptStep) slot = static_cast<std::size_t>(S);
+      if (a.kind == ActionKind::kReduceGrad && a.stage >= 0 && a.stage < S)
+        slot = static_cast<std::size_t>(a.stage);
+      if (slot < W && lo[static_cast<std::size_t>(d) * W + slot] != kNone) {
+        start = lo[static_cast<std::size_t>(d) * W + slot];
+        end = hi[static_cast<std::size_t>(d) * W + slot];
+      }
+      out->push_back(ActionTiming{d, k, start, end});
     }
   }
 }

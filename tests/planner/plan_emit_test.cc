@@ -3,7 +3,10 @@
 // re-simulates to its own prediction (the evaluator only where the simulator cannot run).
 #include "planner/plan_emit.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <limits>
 
 #include "core/dependency.h"
 #include "core/lowering.h"
@@ -44,10 +47,16 @@ TEST(PlanEmit, BestPlanValidatesAndLoadsBackIdentically) {
     const Plan back = parse_plan(plan_to_text(plan, f), f, "round trip");
     EXPECT_EQ(back, plan);
   }
-  // Predicted iteration includes the data-parallel and optimizer time beyond the makespan.
-  TimePs last = 0;
-  for (const ActionTiming& t : plan.predicted) last = std::max(last, t.end);
-  EXPECT_GE(plan.predicted_iteration, last);
+  // The predicted iteration runs from the first compute start (after a ZeRO-3 weight gather, when
+  // there is one) to the last end, so it covers every predicted action, the trailing OPT included
+  // (a ZeRO-1/2 parameter all-gather after the optimizer may end later still).
+  TimePs first = std::numeric_limits<TimePs>::max(), last = 0;
+  for (const ActionTiming& t : plan.predicted) {
+    first = std::min(first, t.start);
+    last = std::max(last, t.end);
+  }
+  EXPECT_GE(plan.predicted_iteration, last - first);
+  for (const auto& list : plan.schedule.actions) EXPECT_EQ(list.back().kind, ActionKind::kOptStep);
 }
 
 // --- predictions from the discrete-event simulator --------------------------------------------
@@ -175,7 +184,7 @@ TEST(PlanEmit, PredictedPassTimesAreTheWorkloadModelsStageCosts) {
   for (const StageInfo& st : pl.stages)
     costs.push_back(hw::stage_costs(plan.model, gpu, wo, st.layer_begin, st.layer_end,
                                     st.index == 0, st.index == pl.stages_per_pipeline() - 1));
-  int passes = 0;
+  int passes = 0, optimizer = 0;
   for (const ActionTiming& t : plan.predicted) {
     const Action& a = plan.schedule.actions[t.device][t.index];
     const TimePs dur = t.end - t.start;
@@ -192,11 +201,119 @@ TEST(PlanEmit, PredictedPassTimesAreTheWorkloadModelsStageCosts) {
         EXPECT_EQ(dur, costs[a.stage].w) << describe_action(a);
         ++passes;
         break;
+      case ActionKind::kOptStep: {
+        // Adam on the device's parameters (one stage per device here, t = 1, d = 1, no ZeRO):
+        // 28 bytes of HBM traffic per parameter (fp32 master, m, v and the gradient read; master,
+        // m, v and the bf16 weight written) at hbm_bandwidth x hbm_efficiency, plus one kernel
+        // latency (hwmodels/gpu_model.h memory_bound_time).
+        const StageInfo& st = pl.stages[t.device];
+        const double params =
+            hw::stage_parameter_count(plan.model, 1, st.layer_end - st.layer_begin, st.index == 0,
+                                      st.index == pl.stages_per_pipeline() - 1, 4);
+        const hw::GpuSpec& g = s.pr.profile->gpu;
+        EXPECT_EQ(dur, seconds_to_ps(28 * params / (g.hbm_bandwidth.value * g.hbm_efficiency)) +
+                           g.kernel_latency)
+            << describe_action(a) << " on device " << t.device;
+        ++optimizer;
+        break;
+      }
       default:
         EXPECT_EQ(dur, 0) << describe_action(a);
     }
   }
   EXPECT_EQ(passes, 3 * 4 * 16);  // F, B and W of 16 microbatches on 4 stages
+  EXPECT_EQ(optimizer, 4);        // one OPT per device
+}
+
+/// The REDUCE_GRAD / OPT actions `plan --emit` appends: per device, the REDUCE_GRADs of the
+/// stages it holds (d > 1 only) in the order their last backward runs, then one OPT, last.
+void expect_end_of_iteration_actions(const Plan& plan, const std::string& what) {
+  const Placement& pl = plan.schedule.placement;
+  for (int d = 0; d < pl.num_devices; ++d) {
+    const std::vector<Action>& list = plan.schedule.actions[d];
+    ASSERT_FALSE(list.empty()) << what;
+    EXPECT_EQ(list.back(), (Action{ActionKind::kOptStep, -1, -1})) << what << " device " << d;
+    std::vector<int> want;  // the device's stages, by the position of their last W/BW
+    for (const Action& a : list)
+      if (a.kind == ActionKind::kW || a.kind == ActionKind::kBW) {
+        std::erase(want, static_cast<int>(a.stage));
+        want.push_back(a.stage);
+      }
+    if (plan.config.data_parallel == 1) want.clear();
+    std::vector<int> got;
+    for (const Action& a : list) {
+      EXPECT_FALSE(a.kind == ActionKind::kOptStep && &a != &list.back()) << what;
+      if (a.kind == ActionKind::kReduceGrad) got.push_back(a.stage);
+    }
+    EXPECT_EQ(got, want) << what << " device " << d;
+    for (std::size_t k = 0; k < got.size(); ++k)  // right before the OPT
+      EXPECT_EQ(list[list.size() - 1 - got.size() + k].kind, ActionKind::kReduceGrad) << what;
+  }
+}
+
+TEST(PlanEmit, EndsEveryDeviceWithReduceGradAndOptimizerFromTheSimulatorsTasks) {
+  const Small s;
+  const CostModel model(s.pr, s.space);
+  SearchConfig offload = s.config(1, 4, 2, "1f1b");
+  offload.offload = 1;
+  const SearchConfig configs[] = {s.config(2, 4, 1, "1f1b"), s.config(1, 4, 2, "zb-h1"),
+                                  s.config(2, 2, 2, "interleaved", 2), offload};
+  for (const SearchConfig& c : configs) {
+    const std::string what = describe_config(s.space, c);
+    std::string source;
+    const Plan plan = build_plan(model, s.reg, c, "dgx-a100-80gb", kProv, {}, &source);
+    ASSERT_EQ(source, kPredictionDes) << what;
+    EXPECT_EQ(check_schedule(plan.schedule), "") << what;
+    expect_end_of_iteration_actions(plan, what);
+    expect_consistent_with_dependencies(plan);
+    const Plan back = parse_plan(plan_to_text(plan, DocFormat::kYaml), DocFormat::kYaml, "rt");
+    EXPECT_EQ(back, plan) << what;
+
+    // The predicted REDUCE_GRAD / OPT intervals are those of the simulator's own reduction and
+    // optimizer tasks: first to last slice of the kind on the pipeline rank's representative GPU
+    // in the trace (zero-time markers leave no slice); with offload, the host update counts.
+    IterationOptions opt;
+    opt.trace = true;
+    const IterationResult r = simulate_iteration(
+        plan_iteration_input(plan.model, plan.config, *s.pr.profile, plan.schedule), opt);
+    EXPECT_EQ(r.iteration, plan.predicted_iteration) << what;
+    for (const ActionTiming& t : plan.predicted) {
+      const Action& a = plan.schedule.actions[t.device][t.index];
+      if (a.kind != ActionKind::kOptStep && a.kind != ActionKind::kReduceGrad) continue;
+      const std::string gpu = fmt::format("(pp {}, tp 0, dp 0)", t.device);
+      TimePs lo = -1, hi = -1;
+      for (const TraceSlice& sl : r.trace.slices) {
+        if (r.trace.process_names[sl.pid].find(gpu) == std::string::npos) continue;
+        const bool match = a.kind == ActionKind::kOptStep
+                               ? sl.name == "OPT"
+                               : sl.name.starts_with("REDUCE_GRAD") && sl.stage == a.stage;
+        if (!match) continue;
+        lo = lo < 0 ? sl.start : std::min(lo, sl.start);
+        hi = std::max(hi, sl.start + sl.duration);
+      }
+      ASSERT_GE(lo, 0) << what << ": no simulated task for " << describe_action(a);
+      EXPECT_EQ(t.start, lo) << what << " " << describe_action(a) << " device " << t.device;
+      EXPECT_EQ(t.end, hi) << what << " " << describe_action(a) << " device " << t.device;
+      EXPECT_GT(t.end, t.start) << what << " " << describe_action(a);
+    }
+  }
+}
+
+TEST(PlanEmit, AppendEndOfIterationKeepsExplicitOnes) {
+  GeneratorParams gp;
+  gp.p = 2;
+  gp.m = 2;
+  Schedule s = generate_schedule(default_registry(), "1f1b", gp);
+  Schedule once = s;
+  append_end_of_iteration(&once, 1);
+  for (const auto& list : once.actions) EXPECT_EQ(list.back().kind, ActionKind::kOptStep);
+  EXPECT_EQ(once.total_actions(), s.total_actions() + 2);  // d = 1: no REDUCE_GRAD
+  Schedule twice = once;
+  append_end_of_iteration(&twice, 2);  // an OPT is already there: left alone
+  EXPECT_EQ(twice.actions, once.actions);
+  append_end_of_iteration(&s, 2);
+  EXPECT_EQ(s.total_actions(), once.total_actions() + 2);  // one stage per device
+  EXPECT_EQ(check_schedule(s), "");
 }
 
 TEST(PlanEmit, EvaluatorFallbackWithoutAProfileOrWhenAsked) {
@@ -225,6 +342,15 @@ TEST(PlanEmit, EvaluatorFallbackWithoutAProfileOrWhenAsked) {
   EXPECT_EQ(plan.predicted_iteration, seconds_to_ps(evaluate_config(model, s.reg, c).iteration));
   EXPECT_EQ(plan.predicted.size(), plan.schedule.total_actions());
   expect_consistent_with_dependencies(plan);
+  // The fallback keeps the end-of-iteration actions but predicts them as taking no time (the
+  // fixed-cost tables have no DP or optimizer entry); the iteration figure above includes them.
+  expect_end_of_iteration_actions(plan, "fallback");
+  for (const ActionTiming& t : plan.predicted) {
+    const ActionKind k = plan.schedule.actions[t.device][t.index].kind;
+    if (k == ActionKind::kOptStep || k == ActionKind::kReduceGrad) {
+      EXPECT_EQ(t.end, t.start);
+    }
+  }
 }
 
 }  // namespace

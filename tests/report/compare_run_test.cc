@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "planner/generator.h"
 #include "report/build.h"
+#include "report/report.h"
 
 namespace pw {
 namespace {
@@ -53,6 +54,59 @@ TEST(CompareRun, PerKindAndIterationErrors) {
   // Iteration: predicted 9 ms (hand schedule of 1F1B p=2 m=2), measured 10 ms: -10%.
   EXPECT_EQ(c.iteration.predicted, millis_to_ps(9));
   EXPECT_NEAR(c.iteration.error(), -0.1, 1e-12);
+}
+
+// Plans from `plan --emit` end every device with REDUCE_GRAD (d > 1) and OPT (planner/
+// plan_emit.h): the same 1F1B p=2 m=2 with REDUCE_GRAD of the device's stage (0.25 ms predicted
+// and measured) and OPT (0.5 ms predicted, 0.6 ms measured) after its four passes.
+TEST(CompareRun, OptimizerAndReduceGradientRows) {
+  GeneratorParams gp;
+  gp.p = 2;
+  gp.m = 2;
+  Plan plan;
+  plan.schedule = generate_schedule(default_registry(), "1f1b", gp);
+  for (int d = 0; d < 2; ++d) {
+    plan.schedule.actions[d].push_back({ActionKind::kReduceGrad, static_cast<std::int16_t>(d), -1});
+    plan.schedule.actions[d].push_back({ActionKind::kOptStep, -1, -1});
+  }
+  const TimePs ms = millis_to_ps(1);
+  CostTable table =
+      make_uniform_cost_table(plan.schedule.placement, UniformCosts{ms, ms, ms, 0, 0});
+  for (int st = 0; st < 2; ++st) {
+    table.time(st, ActionKind::kReduceGrad) = ms / 4;
+    table.time(st, ActionKind::kOptStep) = ms / 2;
+  }
+  const EvalResult r = evaluate(plan.schedule, table);
+  MeasuredRun run;
+  std::size_t id = 0;
+  for (int d = 0; d < 2; ++d) {
+    for (int k = 0; k < 6; ++k, ++id) {
+      plan.predicted.push_back({d, k, r.start[id], r.end[id]});
+      const Action& a = plan.schedule.actions[d][k];
+      const TimePs dur = a.kind == ActionKind::kOptStep ? ms * 6 / 10 : r.end[id] - r.start[id];
+      run.actions.push_back({d, k, a, r.start[id], r.start[id] + dur});
+    }
+  }
+  // Device 0: 9 ms of passes (the hand schedule above), then 0.25 + 0.5 ms.
+  EXPECT_EQ(r.makespan, millis_to_ps(9) + ms * 3 / 4);
+  plan.predicted_iteration = r.makespan;
+  run.iteration_time = 10 * ms;
+  const RunComparison c = compare_run(plan, run, "run.json");
+  ASSERT_EQ(c.kinds.size(), 4u);  // F, BW, collectives, optimizer
+  EXPECT_EQ(c.kinds[2].kind, "collectives");
+  EXPECT_EQ(c.kinds[2].count, 2);
+  EXPECT_EQ(c.kinds[2].predicted, ms / 2);
+  EXPECT_DOUBLE_EQ(c.kinds[2].error(), 0.0);
+  EXPECT_EQ(c.kinds[3].kind, "optimizer");
+  EXPECT_EQ(c.kinds[3].count, 2);
+  EXPECT_EQ(c.kinds[3].predicted, ms);
+  EXPECT_EQ(c.kinds[3].measured, ms * 12 / 10);
+  EXPECT_NEAR(c.kinds[3].error(), -1.0 / 6.0, 1e-12);  // (1 - 1.2) / 1.2
+  ReportInput in;
+  in.measured = c;
+  const std::string text = render_text(in);
+  EXPECT_NE(text.find("optimizer"), std::string::npos) << text;
+  EXPECT_NE(text.find("collectives"), std::string::npos) << text;
 }
 
 TEST(CompareRun, RejectsARunOfAnotherPlan) {
