@@ -108,12 +108,16 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
 /// As above, and fills `timings` (when not null) with the simulated interval of every action of
 /// `in.schedule` on its pipeline rank's representative GPU (tensor rank 0, data rank 0), in
 /// device-major order: from the start of the action's compute to the end of its TP collective;
-/// an explicit SEND_F/SEND_B lasts until its transfer completes (Megatron's blocking send), a
-/// RECV and other explicit communication or markers take no time (the simulator models the
-/// transfers and the DP reduction itself). Every action starts after its prerequisites (core/
+/// an explicit SEND_F/SEND_B lasts until its transfer completes (Megatron's blocking send); an
+/// explicit REDUCE_GRAD of stage s takes the interval of the simulator's own DP reduction of s
+/// (first to last gradient bucket) and an explicit OPT that of the optimizer step (first to last
+/// optimizer task of the GPU, with offload its GPU share and the host update; tasks that take no
+/// time are left out); a RECV and other explicit communication or markers take no time (the
+/// simulator models the transfers itself). Every action starts after its prerequisites (core/
 /// dependency.h) have ended, and, with blocking_p2p (the default), after its predecessor on the
-/// device has. This is what `pipewright plan
-/// --emit` stores as a plan's predicted times (see sim/plan_prediction.h).
+/// device has, provided the REDUCE_GRADs are listed in the order the simulator reduces them (the
+/// order of their stages' last backward, as `plan --emit` writes them). This is what `pipewright
+/// plan --emit` stores as a plan's predicted times (see sim/plan_prediction.h).
 IterationResult simulate_iteration(const IterationInput& in, const IterationOptions& opt,
                                    std::vector<ActionTiming>* timings);
 
