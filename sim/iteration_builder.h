@@ -49,7 +49,9 @@ struct BuiltIteration {
 
 /// Per-action intervals of `schedule` (the one `b` was built from) on each pipeline rank's
 /// representative GPU (tensor rank 0, data rank 0): start of the action's first task to the end
-/// of its last; an explicit SEND lasts until its transfer completes. Device-major order.
+/// of its last; an explicit SEND lasts until its transfer completes; an explicit REDUCE_GRAD of a
+/// stage (OPT) spans the first to the last gradient-reduction (optimizer) task of that stage
+/// (rank), the DES modelling those apart from the schedule. Device-major order.
 void action_timings(const Schedule& schedule, const BuiltIteration& b, const des::EngineResult& er,
                     std::vector<ActionTiming>* out);
 
