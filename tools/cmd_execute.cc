@@ -1,9 +1,12 @@
 // `pipewright execute PLAN`: run a plan for real under mpirun (one process per rank).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -27,8 +30,35 @@ struct ExecuteArgs {
   exec::ExecuteOptions opt;
 };
 
+std::string quoted_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& x : items) out += fmt::format("{}\"{}\"", out.empty() ? "" : ", ", x);
+  return out;
+}
+
+/// Memory and communication strategies of the plan's configuration that the executor backends
+/// do not carry out (they run plain data/tensor/pipeline parallelism; the gradients are the same,
+/// but memory and communication times differ from what the plan predicts).
+std::vector<std::string> not_executed(const Plan& plan) {
+  std::vector<std::string> out;
+  const ParallelConfig& c = plan.config;
+  if (c.zero_stage > 0)
+    out.push_back(
+        fmt::format("ZeRO-{} (optimizer state and gradients stay replicated)", c.zero_stage));
+  if (c.sequence_parallel) out.push_back("sequence parallelism");
+  if (c.optimizer_offload) out.push_back("optimizer offload (the step runs on the device)");
+  if (c.recompute == "selective") out.push_back("selective recomputation");
+  bool has_r = false;
+  for (const auto& list : plan.schedule.actions)
+    for (const Action& x : list) has_r = has_r || x.kind == ActionKind::kR;
+  if (c.recompute == "full" && !has_r)
+    out.push_back("full recomputation (the schedule has no R actions)");
+  return out;
+}
+
 void print_summary(const Plan& plan, const ExecuteArgs& a, const exec::ExecuteResult& r) {
   const auto& pl = plan.schedule.placement;
+  const std::vector<std::string> skipped = not_executed(plan);
   if (a.format == "json") {
     std::string losses, times;
     for (std::size_t i = 0; i < r.losses.size(); ++i) {
@@ -38,10 +68,10 @@ void print_summary(const Plan& plan, const ExecuteArgs& a, const exec::ExecuteRe
     std::printf(
         "{\"backend\": \"%s\", \"ranks\": %d, \"losses\": [%s], \"iteration_times_ps\": "
         "[%s], \"checked\": %s, \"reference_loss\": %.17g, \"max_grad_rel_error\": %.3g, "
-        "\"gradients_match\": %s}\n",
+        "\"gradients_match\": %s, \"not_executed\": [%s]}\n",
         a.opt.backend.c_str(), r.num_ranks, losses.c_str(), times.c_str(),
         r.checked ? "true" : "false", r.reference_loss, r.max_grad_rel_error,
-        r.gradients_match ? "true" : "false");
+        r.gradients_match ? "true" : "false", quoted_list(skipped).c_str());
     return;
   }
   std::printf("pipewright execute: %s: schedule %s, %d stages on %d devices, %d microbatches\n",
@@ -52,6 +82,11 @@ void print_summary(const Plan& plan, const ExecuteArgs& a, const exec::ExecuteRe
       "per replica\n",
       a.opt.backend.c_str(), r.num_ranks, plan.config.data_parallel, pl.num_devices,
       plan.config.tensor_parallel, r.num_implied);
+  if (!skipped.empty())
+    std::printf(
+        "not executed by this backend (gradients unchanged; memory and times differ from "
+        "the plan's prediction): %s\n",
+        fmt::format("{}", fmt::join(skipped, "; ")).c_str());
   std::printf("%-10s %-22s %s\n", "iteration", "loss", "time (ms)");
   for (std::size_t i = 0; i < r.losses.size(); ++i)
     std::printf("%-10zu %-22.17g %.3f\n", i + 1, r.losses[i],

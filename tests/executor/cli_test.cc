@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "core/file_io.h"
 #include "core/plan_io.h"
@@ -42,6 +43,33 @@ TEST(ExecuteCli, RunsAPlanFileAndWritesMeasuredRunAndTrace) {
   for (const auto& a : m.actions) EXPECT_LE(a.start, a.end);
   EXPECT_NE(pw::read_file(kDir + "/cli_zbh1_trace.json").find("\"traceEvents\""),
             std::string::npos);
+}
+
+// The executor runs plain data/tensor/pipeline parallelism: a plan whose configuration asks for
+// ZeRO-3 and sequence parallelism still trains correctly (same gradients), and the run says which
+// of the plan's strategies it did not carry out instead of ignoring them silently.
+TEST(ExecuteCli, SaysWhichMemoryStrategiesItDoesNotCarryOut) {
+  std::string out;
+  const std::string plan = kDir + "/cli_zero3.yaml";
+  ASSERT_EQ(sh(std::string(PW_RANK_HELPER) + " --schedule 1f1b --save-plan " + plan, &out), 0);
+  std::string text = pw::read_file(plan);
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"zero_stage: 0", "zero_stage: 3"},
+        {"sequence_parallel: false", "sequence_parallel: true"}}) {
+    const auto pos = text.find(from);
+    ASSERT_NE(pos, std::string::npos) << from << "\n" << text.substr(0, 1500);
+    text.replace(pos, from.size(), to);
+  }
+  pw::write_file_atomic(plan, text);
+  out.clear();
+  const int rc = sh(std::string(PW_MPIRUN) + " --oversubscribe -np 4 " + kTool + " execute " +
+                        plan + " --check-gradients",
+                    &out);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("not executed by this backend"), std::string::npos) << out;
+  EXPECT_NE(out.find("ZeRO-3"), std::string::npos) << out;
+  EXPECT_NE(out.find("sequence parallelism"), std::string::npos) << out;
+  EXPECT_NE(out.find("PASS"), std::string::npos) << out;
 }
 
 TEST(ExecuteCli, EditedPlanFailsItsChecksum) {
