@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 
@@ -22,7 +23,7 @@ struct CalibrateArgs {
   std::string out, raw, from_raw, base, name;
   std::string mpirun = "mpirun";
   bool skip_mpi = false;
-  int ranks = 0;
+  int ranks = INT_MIN;     ///< INT_MIN: not given (the number of cores)
   std::string mpi_worker;  // hidden: this process is one rank of the MPI benchmark job
   std::vector<std::string> argv;
 };
@@ -65,7 +66,10 @@ void run(const CalibrateArgs& a, int* status) {
   o.base = a.base;
   o.name = a.name;
   o.skip_mpi = a.skip_mpi;
-  o.ranks_per_node = a.ranks;
+  if (a.ranks != INT_MIN && a.ranks < 1)
+    throw ConfigError("", "--ranks",
+                      fmt::format("expected at least 1 rank per host, got {}", a.ranks));
+  o.ranks_per_node = std::max(0, a.ranks);  // 0: the number of cores
   o.mpi.mpirun = a.mpirun;
   o.mpi.worker = {self_exe(), "calibrate"};
   if (a.quick) o.mpi.worker.push_back("--quick");

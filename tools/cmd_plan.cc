@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -24,6 +25,8 @@
 
 namespace pw::tools {
 namespace {
+
+constexpr int kNotGiven = std::numeric_limits<int>::min();  // an int flag left out
 
 constexpr const char* kDefaultScenario = "scenarios/gpt3-175b-1024-a100.yaml";
 
@@ -45,7 +48,7 @@ struct PlanOptions {
   // Search constraints, as typed (comma-separated lists; parsed by parse_constraints).
   std::string tp, pp, dp, micro_batch, global_batch, schedules, recompute, zero;
   std::string sequence_parallel, offload;  ///< on | off | both
-  int gpus = -1;                           ///< -1: not given
+  int gpus = kNotGiven;                    ///< kNotGiven: not given
 };
 
 std::vector<std::string> split_list(const std::string& flag, const std::string& text) {
@@ -106,7 +109,8 @@ SearchConstraints parse_constraints(const PlanOptions& o) {
     }
   c.sequence_parallel = on_off("--sequence-parallel", o.sequence_parallel);
   c.offload = on_off("--offload", o.offload);
-  if (o.gpus != -1 && o.gpus < 1) throw ConfigError("", "--gpus", "expected a GPU count >= 1");
+  if (o.gpus != kNotGiven && o.gpus < 1)
+    throw ConfigError("", "--gpus", fmt::format("expected a GPU count >= 1, got {}", o.gpus));
   c.gpus = std::max(0, o.gpus);
   return c;
 }

@@ -197,6 +197,8 @@ TEST(PlanCli, ContradictoryConstraintsExit2NamingTheFlags) {
       {"--tp 16 --pp 64 --dp 2", "--tp 16 --pp 64 --dp 2", "at least 2048"},
       {"--pp 128", "--pp 128", "layers"},
       {"--gpus 2048", "--gpus 2048", "1024"},
+      {"--gpus -1", "--gpus", ">= 1"},
+      {"--gpus 0", "--gpus", ">= 1"},
       {"--schedules interleavd", "--schedules interleavd", "did you mean 'interleaved'"},
       {"--pp 1 --schedules zb-v", "--pp 1 --schedules zb-v", "p >= 2"},
       {"--schedules 1f1b-r --recompute none", "--schedules 1f1b-r --recompute none", "full"},
