@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <numeric>
 #include <set>
 
@@ -351,19 +352,82 @@ void check_batches(const SearchConstraints& c, const ModelShape& m, const std::s
                   join(s.global_batches), c.global_batch.empty() ? ", the scenario's" : ""));
 }
 
-void keep_schedules(const SearchConstraints& c, SearchSpace* s) {
+// One --schedules item: "NAME" (every v) or "NAME:vK" (exactly K stages per device).
+struct ScheduleItem {
+  std::string name;
+  int v = 0;  ///< 0: every v
+};
+
+ScheduleItem parse_schedule_item(const std::string& flag, const std::string& item) {
+  const std::size_t colon = item.find(':');
+  if (colon == std::string::npos) return {item, 0};
+  ScheduleItem out{item.substr(0, colon), 0};
+  const std::string tail = item.substr(colon + 1);
+  int v = 0;
+  bool ok = tail.size() >= 2 && tail[0] == 'v';
+  if (ok) {
+    const char* end = tail.data() + tail.size();
+    const auto [stop, ec] = std::from_chars(tail.data() + 1, end, v);
+    ok = ec == std::errc() && stop == end;
+  }
+  if (!ok)
+    throw ConfigError("", flag,
+                      fmt::format("'{}': expected NAME or NAME:vK (K stages per device, e.g. "
+                                  "interleaved:v3)",
+                                  item));
+  if (v < 2)
+    throw ConfigError("", flag,
+                      fmt::format("'{}': K must be at least 2 (one stage per device is the plain "
+                                  "schedule, e.g. 1f1b)",
+                                  item));
+  out.v = v;
+  return out;
+}
+
+void keep_schedules(const SearchConstraints& c, const ModelShape& m, const std::set<int>& ps,
+                    SearchSpace* s) {
   if (c.schedules.empty()) return;
+  const std::string flag = "--schedules " + join(c.schedules);
   std::vector<std::string> names;
   for (const ScheduleOption& o : s->schedules)
     if (std::find(names.begin(), names.end(), o.name) == names.end()) names.push_back(o.name);
-  for (const std::string& n : c.schedules)
+  std::vector<ScheduleItem> items;
+  for (const std::string& text : c.schedules) {
+    const ScheduleItem it = parse_schedule_item(flag, text);
+    const std::string& n = it.name;
     if (std::find(names.begin(), names.end(), n) == names.end())
-      throw ConfigError("", "--schedules " + join(c.schedules),
+      throw ConfigError("", flag,
                         fmt::format("unknown schedule '{}' (did you mean '{}'? searched: {})", n,
                                     nearest_name(n, names), join(names)));
+    if (it.v != 0) {
+      std::vector<int> vs;
+      bool takes_v = false;
+      for (const ScheduleOption& o : s->schedules)
+        if (o.name == n && o.takes_v) {
+          takes_v = true;
+          // p*v stages of at least one layer each, with some allowed p >= 2.
+          if (std::any_of(ps.begin(), ps.end(),
+                          [&](int p) { return p >= 2 && p * o.v <= m.num_layers; }))
+            vs.push_back(o.v);
+        }
+      if (!takes_v)
+        throw ConfigError("", flag,
+                          fmt::format("'{}': {} has a fixed number of stages per device and "
+                                      "takes no :v",
+                                      text, n));
+      if (std::find(vs.begin(), vs.end(), it.v) == vs.end())
+        throw ConfigError("", flag,
+                          fmt::format("'{}': v = {} is not searched for this model and p (valid: "
+                                      "{}; p*v must not exceed the model's {} layers)",
+                                      text, it.v, vs.empty() ? "none" : join(vs), m.num_layers));
+    }
+    items.push_back(it);
+  }
   std::vector<ScheduleOption> kept;
   for (const ScheduleOption& o : s->schedules)
-    if (std::find(c.schedules.begin(), c.schedules.end(), o.name) != c.schedules.end())
+    if (std::any_of(items.begin(), items.end(), [&](const ScheduleItem& it) {
+          return it.name == o.name && (it.v == 0 || it.v == o.v);
+        }))
       kept.push_back(o);
   s->schedules = std::move(kept);
 }
@@ -470,7 +534,7 @@ void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluste
   if (!c.micro_batch.empty()) s->micro_batches = sorted_unique(c.micro_batch);
   if (!c.global_batch.empty()) s->global_batches = sorted_unique(c.global_batch);
   check_batches(c, m, f_tpd, *s);
-  keep_schedules(c, s);
+  keep_schedules(c, m, ps, s);
   s->recompute = keep(s->recompute, c.recompute);
   s->zero = keep(s->zero, c.zero);
   s->sequence_parallel = keep(s->sequence_parallel, c.sequence_parallel);

@@ -130,10 +130,13 @@ std::vector<Tpd> space_factorisations(const SearchSpace& space, int n, const Mod
 /// list, when not empty, is the set of values the search may use; empty lists leave that
 /// dimension free. The search covers only the intersection with the default space.
 struct SearchConstraints {
-  std::vector<int> tp, pp, dp;         ///< tensor / pipeline / data-parallel degrees
-  std::vector<int> micro_batch;        ///< microbatch sizes (replace the default 1, 2, 4, 8)
-  std::vector<int> global_batch;       ///< sequences per iteration (replace the scenario's or grid)
-  std::vector<std::string> schedules;  ///< generator names (every v of interleaved-style ones)
+  std::vector<int> tp, pp, dp;    ///< tensor / pipeline / data-parallel degrees
+  std::vector<int> micro_batch;   ///< microbatch sizes (replace the default 1, 2, 4, 8)
+  std::vector<int> global_batch;  ///< sequences per iteration (replace the scenario's or grid)
+  /// Generator names (every v of interleaved-style ones), or "NAME:vK" for a schedule whose
+  /// option takes v: exactly K stages per device (K >= 2, one of the searched v with p*v
+  /// within the layers for some allowed p >= 2).
+  std::vector<std::string> schedules;
   std::vector<Recompute> recompute;
   std::vector<int> zero;               ///< ZeRO stages 0..3
   std::vector<int> sequence_parallel;  ///< subset of {0, 1}
@@ -150,7 +153,8 @@ struct SearchConstraints {
 /// configuration satisfies them (with the nearest allowed values where cheap) when the
 /// constraints contradict the model, the cluster or each other: a t that does not divide the
 /// heads, a p above the layer count, no t*p*d equal to a GPU count searched, no microbatch size
-/// times d dividing a global batch, an unknown schedule name ("did you mean"), schedules that
+/// times d dividing a global batch, an unknown schedule name ("did you mean"), a ":vK" on a
+/// schedule that takes no v or with a K not searched (the valid K listed), schedules that
 /// cannot run at any allowed p or recompute option, sequence parallelism with t = 1 only, ZeRO
 /// with d = 1 only. GPU counts without a factorisation are dropped from the sweep.
 void constrain_space(const SearchConstraints& c, const ModelShape& model, int cluster_gpus,

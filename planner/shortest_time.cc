@@ -5,19 +5,48 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "planner/search_report.h"
 
 namespace pw {
 namespace {
 
-SearchSpace point_space(const SearchSpace& base, int gpus, int batch) {
+// The space searched at one sweep point: a lighter default (microbatch 1..4, ZeRO 0-1, no
+// offload) unless the constraints name that dimension, in which case they choose among all of
+// the default space's values. Throws ConfigError when the constraints leave nothing here.
+SearchSpace point_space(const SearchSpace& base, const ModelShape& model,
+                        const SearchConstraints& c, int gpus, int batch) {
   SearchSpace s = base;
   s.gpu_counts = {gpus};
   s.global_batches = {batch};
   s.micro_batches = {1, 2, 4};
-  s.zero = {0, 1};
-  s.offload = {0};
+  if (c.zero.empty()) s.zero = {0, 1};
+  if (c.offload.empty()) s.offload = {0};
   s.end_trim = {0, 1};
+  if (!c.empty()) constrain_space(c, model, gpus, &s);
+  return s;
+}
+
+// Refuses what the sweep chooses itself, and constraints that contradict the model or every
+// point of the sweep (the same checks as `plan`, over all swept GPU counts and batches).
+// Returns the constrained space used to describe configurations.
+SearchSpace check_constraints(const SearchSpace& base, const ModelShape& model,
+                              const SearchConstraints& c, const std::vector<int>& counts,
+                              const std::vector<int>& batches) {
+  SearchSpace s = base;
+  s.micro_batches = {1, 2, 4};
+  if (c.empty()) return s;
+  if (c.gpus > 0 || !c.global_batch.empty())
+    throw ConfigError("", "--shortest-time " + c.describe(),
+                      "the sweep chooses the GPU count and the global batch itself; drop --gpus "
+                      "and --global-batch (or plan one point: pipewright plan --gpus N "
+                      "--global-batch B ...)");
+  if (counts.empty()) return s;
+  s.gpu_counts = counts;
+  s.global_batches = batches;
+  SearchConstraints all = c;
+  if (all.micro_batch.empty()) all.micro_batch = {1, 2, 4};
+  constrain_space(all, model, counts.front(), &s);
   return s;
 }
 
@@ -68,11 +97,17 @@ ShortestTimeResult shortest_time(const PlanProblem& problem, const GeneratorRegi
   PlanProblem pr = problem;
   pr.objective = Objective::kTime;
   const SearchSpace base = default_space(pr, registry, {1});
-  r.space = base;
-  r.space.micro_batches = {1, 2, 4};
   const double crit_seqs = r.b_crit_tokens / problem.model.seq_length;
   const int center = static_cast<int>(std::lround(std::log2(std::max(1.0, crit_seqs))));
   const int gpn = problem.gpu.gpus_per_node;
+  const SearchConstraints& cons = options.constraints;
+  {
+    std::vector<int> counts, batches;
+    for (long long n = gpn; n <= options.max_gpus; n *= 2) counts.insert(counts.begin(), n);
+    for (int k = std::max(0, center - 3); k <= std::min(16, center + 3); ++k)
+      batches.push_back(1 << k);
+    r.space = check_constraints(base, problem.model, cons, counts, batches);
+  }
   for (int k = std::max(0, center - 3); k <= std::min(16, center + 3); ++k) {
     const int batch = 1 << k;
     double best_days = INFINITY;
@@ -88,13 +123,17 @@ ShortestTimeResult shortest_time(const PlanProblem& problem, const GeneratorRegi
       // Dozens of points: the fixed-cost evaluator ranks each (tier "eval"); the DES tier is
       // for a single search (`pipewright plan`).
       so.des_top = 0;
-      const SearchSpace space = point_space(base, n, batch);
-      const SearchResult sr = run_search(pr, space, registry, so);
       ShortestTimePoint pt;
       pt.global_batch = batch;
       pt.gpus = n;
       pt.steps = steps_at_batch(r.s_min, r.b_crit_tokens,
                                 static_cast<double>(batch) * problem.model.seq_length);
+      SearchResult sr;
+      try {
+        sr = run_search(pr, point_space(base, problem.model, cons, n, batch), registry, so);
+      } catch (const ConfigError&) {
+        // The constraints leave no configuration at this point (e.g. t*p above n).
+      }
       if (!sr.top.empty()) {
         pt.feasible = true;
         pt.best = sr.top[0];
@@ -172,6 +211,19 @@ std::string shortest_time_json(const PlanProblem& pr, const ShortestTimeResult& 
                  {"gpu_hours", r.best.days * 24 * r.best.gpus},
                  {"config", describe_config(r.space, r.best.best.config)},
                  {"bounded_by", r.bound}};
+    const SearchConfig& c = r.best.best.config;
+    const ScheduleOption& so = r.space.schedules[c.schedule];
+    j["best"]["configuration"] = {
+        {"tensor_parallel", c.t},
+        {"pipeline_parallel", c.p},
+        {"data_parallel", c.d},
+        {"micro_batch_size", c.micro_batch},
+        {"schedule", so.name},
+        {"virtual_stages", so.v},
+        {"recompute", recompute_name(static_cast<Recompute>(c.recompute))},
+        {"sequence_parallel", c.sequence_parallel != 0},
+        {"zero_stage", c.zero},
+        {"optimizer_offload", c.offload != 0}};
   }
   return j.dump(2) + "\n";
 }

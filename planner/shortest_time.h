@@ -18,6 +18,11 @@ namespace pw {
 struct ShortestTimeOptions {
   int threads = 0;
   int max_gpus = 1 << 16;  ///< sweep ceiling ("unlimited" in practice)
+  /// Applied to the search at every sweep point (constrain_space). `gpus` and `global_batch`
+  /// must be empty: they are what the sweep chooses. A point where the constraints leave no
+  /// configuration (e.g. --tp 8 --pp 8 on 8 GPUs, or a --dp that does not divide the count) is
+  /// infeasible; the rest of the sweep goes on.
+  SearchConstraints constraints;
 };
 
 /// One (batch, GPU count) point of the sweep.
@@ -43,7 +48,9 @@ struct ShortestTimeResult {
 };
 
 /// Runs the sweep for `problem` (its num_gpus is ignored; its target, or 20 tokens per
-/// parameter when it has none, defines the loss).
+/// parameter when it has none, defines the loss). Throws ConfigError naming the flags when
+/// options.constraints set --gpus or --global-batch, or contradict the model or every point of
+/// the sweep (constrain_space's checks over all swept GPU counts and batches).
 ShortestTimeResult shortest_time(const PlanProblem& problem, const GeneratorRegistry& registry,
                                  const ShortestTimeOptions& options);
 

@@ -294,17 +294,15 @@ int run_plan(const PlanOptions& o) {
   const GeneratorRegistry registry = default_registry();
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (o.shortest_time) {
-    if (!cons.empty())
-      throw ConfigError("", "--shortest-time " + cons.describe(),
-                        "the sweep chooses the GPU count, batch and configuration itself and "
-                        "takes no search constraints; plan one point with constraints instead "
-                        "(pipewright plan --gpus N --global-batch B ...)");
     ShortestTimeOptions so;
     so.threads = o.threads;
     so.max_gpus = o.max_gpus;
+    so.constraints = cons;
     const ShortestTimeResult r = shortest_time(pr, registry, so);
+    const bool json = o.format == "json";
     std::fputs(
-        (o.format == "json" ? shortest_time_json(pr, r) : shortest_time_table(pr, r)).c_str(),
+        with_constraints(json ? shortest_time_json(pr, r) : shortest_time_table(pr, r), cons, json)
+            .c_str(),
         stdout);
     return 0;
   }
@@ -409,7 +407,9 @@ void register_plan(CLI::App& app, int* status) {
   sub->add_option("--global-batch", o->global_batch,
                   "global batch(es) in sequences (default: the scenario's, or the critical-batch "
                   "grid with a target)");
-  sub->add_option("--schedules", o->schedules, "allowed schedules (generator names)");
+  sub->add_option("--schedules", o->schedules,
+                  "allowed schedules (generator names; NAME:vK pins K stages per device, e.g. "
+                  "interleaved:v3)");
   sub->add_option("--recompute", o->recompute, "allowed recomputation: none,selective,full");
   sub->add_option("--zero", o->zero, "allowed ZeRO stages (0..3)");
   sub->add_option("--sequence-parallel", o->sequence_parallel, "on | off | both (default)");

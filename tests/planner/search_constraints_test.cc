@@ -201,6 +201,46 @@ TEST(SearchConstraints, ContradictionsNameTheFlags) {
   EXPECT_EQ(refused(c, pr, space), "");
 }
 
+// NAME:vK pins the chunks per device of a schedule that takes v. GPT-3 has 96 layers; the
+// default space searches v in {2, 3, 4, 6, 8}; with p = 16, p*v <= 96 leaves v <= 6.
+TEST(SearchConstraints, ScheduleWithVKeepsOnlyThatV) {
+  const GeneratorRegistry reg = default_registry();
+  const PlanProblem pr = problem("gpt3-175b", 1024);
+  SearchSpace space = default_space(pr, reg, {1536});
+  SearchConstraints c;
+  c.tp = {8};
+  c.pp = {8};
+  c.schedules = {"interleaved:v3", "1f1b"};
+  constrain_space(c, pr.model, pr.num_gpus, &space);
+  ASSERT_EQ(space.schedules.size(), 2u);
+  for (const ScheduleOption& o : space.schedules) {
+    if (o.name == "interleaved")
+      EXPECT_EQ(o.v, 3);
+    else
+      EXPECT_EQ(o.name, "1f1b");
+  }
+  const SearchSpace whole = default_space(pr, reg, {1536});
+  c = {};
+  c.schedules = {"1f1b:v3"};  // 1f1b takes no v
+  EXPECT_EQ(refused(c, pr, whole), "--schedules 1f1b:v3");
+  c.schedules = {"interleaved:v1"};
+  EXPECT_EQ(refused(c, pr, whole), "--schedules interleaved:v1");
+  c.schedules = {"interleaved:v5"};  // not searched
+  EXPECT_EQ(refused(c, pr, whole), "--schedules interleaved:v5");
+  c.schedules = {"interleaved:3"};
+  EXPECT_EQ(refused(c, pr, whole), "--schedules interleaved:3");
+  c.pp = {16};
+  c.schedules = {"interleaved:v8"};  // 16 * 8 = 128 stages > 96 layers
+  SearchSpace s = whole;
+  try {
+    constrain_space(c, pr.model, pr.num_gpus, &s);
+    ADD_FAILURE() << "interleaved:v8 with p = 16 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "--schedules interleaved:v8");
+    EXPECT_NE(std::string(e.what()).find("valid: 2,3,4,6;"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SearchConstraints, DescribeSpellsTheCommandLine) {
   SearchConstraints c;
   EXPECT_TRUE(c.empty());

@@ -176,6 +176,48 @@ TEST(PlanCli, Gpt3TpPpInterleavedGivesOnlyThoseRowsAndNeverBeatsTheWholeSpace) {
   EXPECT_GE(p["top"][0]["iteration_s"].get<double>(), w["top"][0]["iteration_s"].get<double>());
 }
 
+// --schedules NAME:vK: only that number of chunks per device (GPT-3, t = 8, p = 8).
+TEST(PlanCli, InterleavedV3GivesOnlyV3Rows) {
+  const PlanRun r =
+      plan("--tp 8 --pp 8 --schedules interleaved:v3 --des-top 0 --top 10 --format json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["feasible"].get<bool>());
+  EXPECT_EQ(j["top"].size(), 10u);
+  for (const char* list : {"top", "pareto"})
+    for (const auto& row : j[list]) {
+      EXPECT_EQ(row["config"]["schedule"].get<std::string>(), "interleaved");
+      EXPECT_EQ(row["config"]["virtual_stages"].get<int>(), 3);
+      EXPECT_EQ(row["config"]["tensor_parallel"].get<int>(), 8);
+      EXPECT_EQ(row["config"]["pipeline_parallel"].get<int>(), 8);
+    }
+}
+
+// --shortest-time honours the constraints at every sweep point; a subset of each point's space
+// cannot be faster than the whole one, so the constrained best takes at least as many days.
+TEST(PlanCli, ShortestTimeHonoursConstraints) {
+  const std::string args = scenario("megatron/weak-scaling-1.7b.yaml") +
+                           " --shortest-time --target-loss 2.5 --max-gpus 64 --format json";
+  const PlanRun part = plan(args + " --schedules 1f1b --recompute none");
+  const PlanRun whole = plan(args);
+  ASSERT_EQ(part.rc, 0) << part.err;
+  ASSERT_EQ(whole.rc, 0) << whole.err;
+  const nlohmann::json p = nlohmann::json::parse(part.out), w = nlohmann::json::parse(whole.out);
+  ASSERT_TRUE(p["feasible"].get<bool>());
+  ASSERT_TRUE(w["feasible"].get<bool>());
+  EXPECT_EQ(p["constraints"]["flags"].get<std::string>(), "--schedules 1f1b --recompute none");
+  const auto& best = p["best"]["configuration"];
+  EXPECT_EQ(best["schedule"].get<std::string>(), "1f1b");
+  EXPECT_EQ(best["recompute"].get<std::string>(), "none");
+  for (const auto& pt : p["points"])
+    if (pt["feasible"].get<bool>()) {
+      const std::string c = pt["config"].get<std::string>();
+      EXPECT_NE(c.find(" 1f1b"), std::string::npos) << c;
+      EXPECT_EQ(c.find("rc="), std::string::npos) << c;  // describe_config omits rc=none
+    }
+  EXPECT_GE(p["best"]["days"].get<double>(), w["best"]["days"].get<double>());
+}
+
 TEST(PlanCli, ConstrainedOutputDoesNotDependOnThreadCount) {
   const std::string args = scenario("megatron/weak-scaling-1.7b.yaml") +
                            " --pp 2,4 --schedules zb-h1,1f1b,interleaved --format json --threads ";
@@ -210,7 +252,12 @@ TEST(PlanCli, ContradictoryConstraintsExit2NamingTheFlags) {
       {"--zero 4", "--zero 4", "0..3"},
       {"--tp 8,x", "--tp 8,x", "integers"},
       {"--offload maybe", "--offload maybe", "on, off or both"},
-      {"--shortest-time --tp 8", "--shortest-time --tp 8", "no search constraints"},
+      {"--schedules 1f1b:v3", "--schedules 1f1b:v3", "takes no :v"},
+      {"--schedules interleaved:v1", "--schedules interleaved:v1", "at least 2"},
+      {"--schedules interleaved:v5,1f1b", "--schedules interleaved:v5,1f1b", "2,3,4,6,8"},
+      {"--shortest-time --gpus 64", "--shortest-time --gpus 64", "chooses the GPU count"},
+      {"--shortest-time --tp 8 --global-batch 512", "--shortest-time --tp 8 --global-batch 512",
+       "global batch"},
   };
   for (const auto& k : cases) {
     const PlanRun r = plan(k.args);
