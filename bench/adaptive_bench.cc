@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "planner/adaptive.h"
+#include "planner/generator.h"
 
 namespace {
 
@@ -23,6 +24,27 @@ void run(benchmark::State& state, bool greedy_points) {
 
 void BM_AdaptiveOffsetSpace(benchmark::State& state) { run(state, false); }
 void BM_AdaptiveWithGreedyPoints(benchmark::State& state) { run(state, true); }
+
+// The V-Min / V-Half / V-ZB generators with warm-up/cool-down reordering (the planner calls
+// them once per (p, m)): unit costs, W holding nothing.
+void BM_VGenerator(benchmark::State& state, const char* name) {
+  pw::GeneratorParams gp;
+  gp.p = static_cast<int>(state.range(0));
+  gp.m = static_cast<int>(state.range(1));
+  gp.costs = pw::UniformCosts{1, 1, 1, 0, 0};
+  gp.costs.mw_over_mb = 0;
+  const pw::GeneratorRegistry reg = pw::default_registry();
+  std::size_t actions = 0;
+  for (auto _ : state) {
+    const pw::Schedule s = pw::generate_schedule(reg, name, gp);
+    actions = s.total_actions();
+    benchmark::DoNotOptimize(actions);
+  }
+  state.counters["actions"] = static_cast<double>(actions);
+}
+BENCHMARK_CAPTURE(BM_VGenerator, v_min, "v-min")->Args({16, 64})->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_VGenerator, v_half, "v-half")->Args({16, 64})->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_VGenerator, v_zb, "v-zb")->Args({16, 64})->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_AdaptiveOffsetSpace)->Args({4, 8})->Args({16, 64})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AdaptiveWithGreedyPoints)->Args({4, 8})->Args({16, 64})->Unit(benchmark::kMillisecond);
