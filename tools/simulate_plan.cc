@@ -19,6 +19,7 @@
 #include "sim/engine.h"
 #include "sim/iteration.h"
 #include "sim/plan_prediction.h"
+#include "sim/schedule_sim.h"
 #include "sim/task_graph.h"
 #include "tools/simulate_scenario.h"
 
@@ -243,20 +244,10 @@ FixedRun run_fixed(const Plan& plan, const std::string& file) {
   predicted_intervals(plan, g, file, &ps, &pe);
   const std::vector<TimePs> hop =
       inferred_hops(g, plan.schedule.placement.num_stages(), ps, pe, file);
+  std::vector<TimePs> duration(g.size());
+  for (std::size_t id = 0; id < g.size(); ++id) duration[id] = pe[id] - ps[id];
   des::TaskGraph tg;
-  tg.reset(D);
-  for (std::size_t id = 0; id < g.size(); ++id) {
-    des::Task t;
-    t.device = g.device_of[id];
-    t.duration = pe[id] - ps[id];
-    t.label = g.action[id];
-    tg.add_task(t);
-  }
-  for (std::size_t id = 0; id < g.size(); ++id)
-    for (int k = g.dep_begin[id]; k < g.dep_begin[id + 1]; ++k)
-      tg.add_dep(g.dep[k], static_cast<std::int32_t>(id),
-                 g.dep_hop[k] >= 0 ? hop[g.dep_hop[k]] : 0);
-  tg.finalize();
+  des::build_timed_schedule_graph(g, duration, hop, &tg);
   des::Engine engine;
   const des::EngineResult& er = engine.run(tg);
   PW_ASSERT(er.completed, "a validated schedule left actions unrun");
