@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -32,8 +33,13 @@ ConfigMap::ConfigMap(YAML::Node node, std::string file, std::string path, bool a
 }
 
 void ConfigMap::check_keys(const std::vector<std::string>& allowed) const {
+  std::vector<std::string> seen;
   for (const auto& kv : node_) {
     std::string key = kv.first.as<std::string>();
+    // YAML parsers keep one of two equal keys silently; a second value is never meant.
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      fail(key, "given twice; expected each key once");
+    seen.push_back(key);
     bool ok = false;
     for (const auto& a : allowed) ok = ok || a == key;
     if (!ok) {

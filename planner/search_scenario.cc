@@ -16,8 +16,12 @@ namespace {
 void check_keys(const YAML::Node& n, const std::string& file, const std::string& path,
                 const std::vector<std::string>& valid) {
   if (!n.IsMap()) throw ConfigError(file, path, "expected a mapping");
+  std::vector<std::string> seen;
   for (const auto& kv : n) {
     const std::string k = kv.first.as<std::string>();
+    if (std::find(seen.begin(), seen.end(), k) != seen.end())
+      throw ConfigError(file, path + "." + k, "given twice; expected each key once");
+    seen.push_back(k);
     if (std::find(valid.begin(), valid.end(), k) == valid.end())
       throw ConfigError(file, path + "." + k,
                         "unknown key (did you mean '" + nearest_name(k, valid) + "'?)");
@@ -90,11 +94,12 @@ void parse_cluster(const YAML::Node& n, const std::string& file, PlanScenario* s
 }
 
 void parse_parallel(const YAML::Node& n, const std::string& file, PlanScenario* s) {
-  check_keys(n, file, "parallel",
-             {"tensor_model_parallel_size", "pipeline_model_parallel_size",
-              "num_layers_per_virtual_pipeline_stage", "micro_batch_size", "global_batch_size",
-              "sequence_parallel", "recompute_granularity", "zero_stage", "schedule",
-              "optimizer_offload"});
+  check_keys(
+      n, file, "parallel",
+      {"tensor_model_parallel_size", "pipeline_model_parallel_size",
+       "num_layers_per_virtual_pipeline_stage", "micro_batch_size", "global_batch_size",
+       "sequence_parallel", "recompute_granularity", "zero_stage", "schedule", "optimizer_offload",
+       "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"});
   ParallelConfig& c = s->parallel;
   const std::string P = "parallel";
   if (n["global_batch_size"]) c.global_batch_size = positive(n, "global_batch_size", file, P);
@@ -103,6 +108,10 @@ void parse_parallel(const YAML::Node& n, const std::string& file, PlanScenario* 
   if (!s->has_parallel) return;
   c.tensor_parallel = positive(n, "tensor_model_parallel_size", file, P);
   c.pipeline_parallel = positive(n, "pipeline_model_parallel_size", file, P);
+  if (n["decoder_first_pipeline_num_layers"])
+    s->first_stage_layers = positive(n, "decoder_first_pipeline_num_layers", file, P);
+  if (n["decoder_last_pipeline_num_layers"])
+    s->last_stage_layers = positive(n, "decoder_last_pipeline_num_layers", file, P);
   if (n["micro_batch_size"]) c.micro_batch_size = positive(n, "micro_batch_size", file, P);
   if (n["sequence_parallel"])
     c.sequence_parallel = get<bool>(n, "sequence_parallel", file, P, "true or false");

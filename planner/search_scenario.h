@@ -24,6 +24,10 @@ struct PlanScenario {
   ParallelConfig parallel;    ///< global_batch_size always set (default 1536 or the section's)
   double published_tflops = 0;
   std::string published_source;
+  /// Megatron's decoder_first/last_pipeline_num_layers (0 = even split). The planner's own uneven
+  /// splits trim both end stages equally, so such a published configuration is reported as not
+  /// comparable rather than scored with another split.
+  int first_stage_layers = 0, last_stage_layers = 0;
 };
 
 /// GPT-3 175B on 128 DGX A100 80GB nodes with Megatron's published configuration (t8 p8,

@@ -345,9 +345,20 @@ int run_plan(const PlanOptions& o) {
     // Scored by the same engine as the ranking's first row.
     const std::optional<hw::HardwareProfile> prof = des_profile(pr);
     const bool des = !result.top.empty() && result.top[0].tier == Tier::kDes && prof;
-    if (config_from_parallel(space, sc.parallel, &pc, &why))
-      in.published = des ? evaluate_config_des(model, registry, *prof, pc, opts.des_options)
-                         : evaluate_config(model, registry, pc);
+    if (config_from_parallel(space, sc.parallel, &pc, &why)) {
+      if (sc.first_stage_layers > 0 || sc.last_stage_layers > 0) {
+        Evaluated e;
+        e.config = pc;
+        e.why_not = fmt::format(
+            "its uneven layer split (first stage {}, last stage {} layers) is not one the planner "
+            "searches (it trims both end stages equally); `pipewright simulate {}` simulates it",
+            sc.first_stage_layers, sc.last_stage_layers, sc.file);
+        in.published = e;
+      } else {
+        in.published = des ? evaluate_config_des(model, registry, *prof, pc, opts.des_options)
+                           : evaluate_config(model, registry, pc);
+      }
+    }
   }
   const bool json = o.format == "json";
   std::fputs(with_constraints(json ? render_json(in) : render_table(in), cons, json).c_str(),

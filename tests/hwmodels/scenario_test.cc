@@ -70,6 +70,11 @@ TEST(Scenario, UnknownKeySuggestsNearest) {
       << msg;
 }
 
+TEST(Scenario, KeyGivenTwiceIsAnErrorNotTheFirstValue) {
+  std::string msg = error_of(replace(kBase, "  zero_stage: 1", "  zero_stage: 1\n  zero_stage: 2"));
+  EXPECT_EQ(msg.rfind("s.yaml: parallel.zero_stage: given twice", 0), 0u) << msg;
+}
+
 TEST(Scenario, MissingFieldNamesKeyAndExpectation) {
   std::string text = replace(kBase, "model: {preset: gpt3-175b}",
                              "model: {num_layers: 4, num_attention_heads: 8, seq_length: 128, "

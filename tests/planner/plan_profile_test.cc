@@ -1,6 +1,7 @@
 // The planner plans on any hwmodels profile, shipped or calibrated, not only its presets.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "core/error.h"
@@ -75,6 +76,31 @@ TEST(PlanProfile, GpuPresetsFromHwmodelsProfilesKeepThePreviousFigures) {
     EXPECT_DOUBLE_EQ(g.reserved_bytes, 2e9);
     EXPECT_DOUBLE_EQ(g.cpu_adam_params_per_s, 1.5e9);
     EXPECT_EQ(g.gpus_per_node, 8);
+  }
+}
+
+// Every bundled scenario is a valid `pipewright plan` input (the planner reads the same scenario
+// format as the simulator, including Megatron's uneven-split keys), and a key given twice is
+// refused rather than read once.
+TEST(PlanScenarioFile, EveryBundledScenarioLoadsAndDuplicateKeysAreRefused) {
+  int files = 0;
+  for (const auto& e :
+       std::filesystem::recursive_directory_iterator(std::string(PW_SOURCE_DIR) + "/scenarios")) {
+    if (e.path().extension() != ".yaml") continue;
+    ++files;
+    EXPECT_NO_THROW(load_plan_scenario(e.path().string())) << e.path();
+  }
+  EXPECT_GE(files, 23);  // 10 weak-scaling + 8 Korthikanti + GPT-3 + 4 zero-bubble
+  try {
+    parse_plan_scenario(
+        "model: {preset: megatron-1.7b}\ncluster: {profile: dgx-a100-80gb, nodes: 4}\n"
+        "parallel: {global_batch_size: 512, global_batch_size: 256}\n",
+        "s.yaml");
+    ADD_FAILURE() << "duplicate key accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.global_batch_size: given twice"),
+              std::string::npos)
+        << e.what();
   }
 }
 
