@@ -3,6 +3,7 @@
 // per second per core).
 #include <benchmark/benchmark.h>
 
+#include "hwmodels/profile.h"
 #include "planner/search.h"
 
 namespace pw {
@@ -11,7 +12,7 @@ namespace {
 PlanProblem gpt3() {
   PlanProblem pr;
   model_preset("gpt3-175b", &pr.model);
-  gpu_node_preset("dgx-a100-80gb", &pr.gpu);
+  pr.profile = hw::resolve_profile("dgx-a100-80gb", "", "", "");
   pr.num_gpus = 1024;
   return pr;
 }

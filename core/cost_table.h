@@ -18,6 +18,10 @@ struct CostTable {
   std::vector<double> mem_delta;  ///< activation memory change of one action of (stage, kind)
   /// Time of one cross-device point-to-point hop (per stage boundary, sender side index).
   std::vector<TimePs> comm;
+  /// false: an OVERLAP_F_B action costs time(stage, kOverlapFB) (a fixed pair cost). true: it
+  /// costs time(stage, kOverlapFB) + time(stage2, kBW), the forward of its stage and the backward
+  /// of the stage it is paired with, as the discrete-event simulator runs it.
+  bool overlap_pairs = false;
 
   TimePs time(int stage, ActionKind k) const {
     return duration[static_cast<std::size_t>(stage) * kNumActionKinds + static_cast<int>(k)];

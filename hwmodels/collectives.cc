@@ -300,4 +300,33 @@ TimePs collective_time(CollectiveKind kind, CollectiveAlgo algo, Bytes s, const 
   return steps_time(collective_steps(kind, algo, s, net));
 }
 
+CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net) {
+  CollectiveLine line;
+  if (net.n <= 1) return line;
+  for (CollectiveAlgo a : {CollectiveAlgo::kRing, CollectiveAlgo::kTree,
+                           CollectiveAlgo::kHierarchical, CollectiveAlgo::kNvls}) {
+    if (a != CollectiveAlgo::kRing && !applicable(kind, a, net)) continue;
+    // At S = 1 byte each step moves bytes_per_rank(1) per repeat: beta is their sum over the
+    // bandwidth; alpha the latency terms. Concurrent steps (all-to-all) take the larger.
+    double alpha = 0, beta = 0, last_a = 0, last_b = 0;
+    for (const CollectiveStep& st : steps_for(kind, a, 1.0, net)) {
+      const double sa = st.repeat * st.latency_hops * ps_to_seconds(st.hop_latency);
+      const double sb = st.repeat * st.bytes_per_rank.value / st.bandwidth.value;
+      if (st.overlaps_previous) {
+        alpha += std::max(0.0, sa - last_a);
+        beta += std::max(0.0, sb - last_b);
+      } else {
+        alpha += sa;
+        beta += sb;
+      }
+      last_a = sa;
+      last_b = sb;
+    }
+    line.alpha[line.count] = alpha;
+    line.beta[line.count] = beta;
+    ++line.count;
+  }
+  return line;
+}
+
 }  // namespace pw::hw

@@ -6,6 +6,8 @@
 /// (gathered) size for all-gather/reduce-scatter, and the per-rank send buffer for all-to-all.
 /// Every algorithm is expressed as steps, and its time is the sum of its step times, so the
 /// discrete-event simulator can decompose a collective into flows and agree with this model.
+#include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -97,6 +99,23 @@ std::vector<CollectiveStep> collective_steps(CollectiveKind kind, CollectiveAlgo
 TimePs steps_time(const std::vector<CollectiveStep>& steps);
 /// Time of the collective.
 TimePs collective_time(CollectiveKind kind, CollectiveAlgo algo, Bytes s, const GroupNetwork& net);
+/// kAuto's time of one kind on one network as a function of the size S: every algorithm's time
+/// is alpha + beta * S (CollectiveStep::time is linear in bytes_per_rank, which is linear in S),
+/// and kAuto picks the fastest, so the time is the minimum of a few lines. For screens that price
+/// millions of sizes without building steps; seconds() equals collective_time to within the
+/// picosecond rounding of its steps (it is never above it by more than one picosecond per step).
+struct CollectiveLine {
+  int count = 0;  ///< algorithms (0: the group has one rank, every size takes 0)
+  std::array<double, 4> alpha{}, beta{};  ///< seconds, seconds per byte
+  double seconds(double bytes) const {
+    if (count == 0 || bytes <= 0) return 0;
+    double best = alpha[0] + beta[0] * bytes;
+    for (int i = 1; i < count; ++i) best = std::min(best, alpha[i] + beta[i] * bytes);
+    return best;
+  }
+};
+CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net);
+
 /// The algorithm kAuto resolves to for this kind, size and network.
 CollectiveAlgo choose_algorithm(CollectiveKind kind, Bytes s, const GroupNetwork& net);
 

@@ -45,6 +45,12 @@ struct GpuSpec {
   int sm_count = 108;
   std::array<double, kNumDTypes> peak_flops{};  ///< dense FLOP/s per DType (0 = unsupported)
   Bytes hbm_capacity{80e9};
+  /// HBM no training state may use: CUDA context, NCCL buffers, cuBLAS workspaces and allocator
+  /// slack (profile key gpu.reserved_memory_gb; 0 when absent). Every tier checks fit against
+  /// usable_memory().
+  Bytes reserved_memory{0};
+  /// hbm_capacity - reserved_memory: the one capacity every tier checks memory against.
+  Bytes usable_memory() const { return hbm_capacity - reserved_memory; }
   BytesPerSec hbm_bandwidth{2.039e12};
   double hbm_efficiency = 0.8;  ///< achieved / datasheet HBM bandwidth for streaming kernels
   /// Achieved throughput of the layer model's element-wise kernels (LayerNorm, GeLU, softmax,

@@ -34,6 +34,10 @@ std::vector<ModelPreset> make_presets() {
       preset("zb-6.2b", 30, 4096, 32, 1024, 51200, zb),
       preset("zb-14.6b", 46, 5120, 40, 1024, 51200, zb),
       preset("zb-28.3b", 62, 6144, 48, 1024, 51200, zb),
+      preset("megatron-1008b", 128, 25600, 160, 2048, 51200,
+             "alias of megatron-1t (the 1008B row of Narayanan et al. SC21)"),
+      preset("cm-98.5b", 78, 10240, 80, 1024, 51200,
+             "Qi et al. 2024 (controllable memory), 98.5B model; sequence 1024, V = 51200"),
   };
 }
 

@@ -129,7 +129,7 @@ void apply_compute_dtype(const ConfigMap& gpu, DType cd, GpuSpec* g) {
 GpuSpec parse_gpu(const ConfigMap& m, std::optional<DType>* compute_dtype) {
   m.check_keys({"name", "sm_count", "peak_tflops", "compute_dtype", "hbm_capacity_gb",
                 "hbm_bandwidth_gb_per_s", "hbm_efficiency", "elementwise_gb_per_s",
-                "kernel_latency_us", "gemm", "gemm_measured", "source"});
+                "reserved_memory_gb", "kernel_latency_us", "gemm", "gemm_measured", "source"});
   GpuSpec g;
   g.name = m.text("name");
   g.sm_count = static_cast<int>(m.integer("sm_count"));
@@ -153,6 +153,9 @@ GpuSpec parse_gpu(const ConfigMap& m, std::optional<DType>* compute_dtype) {
     peaks.fail("bf16", "missing; expected the dense BF16 peak in TFLOP/s (> 0)");
   }
   g.hbm_capacity = gigabytes(m.positive("hbm_capacity_gb"));
+  g.reserved_memory = gigabytes(m.positive_or("reserved_memory_gb", 0.0, true));
+  if (g.reserved_memory.value >= g.hbm_capacity.value)
+    m.fail("reserved_memory_gb", "expected less than hbm_capacity_gb");
   g.hbm_bandwidth = gigabytes_per_sec(m.positive("hbm_bandwidth_gb_per_s"));
   g.hbm_efficiency = m.positive("hbm_efficiency");
   if (g.hbm_efficiency > 1.0) m.fail("hbm_efficiency", "expected a number in (0, 1]");

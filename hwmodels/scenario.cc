@@ -21,6 +21,7 @@ const std::vector<std::string> kShapeKeys = {"num_layers",          "hidden_size
 void parse_model(const ConfigMap& m, Scenario* s) {
   std::vector<std::string> keys = kShapeKeys;
   keys.push_back("preset");
+  keys.push_back("name");
   keys.push_back("use_flash_attn");
   m.check_keys(keys);
   ModelShape& shape = s->model;
@@ -41,6 +42,7 @@ void parse_model(const ConfigMap& m, Scenario* s) {
       *out = static_cast<int>(m.integer(key, 1));
     }
   };
+  if (m.has("name")) shape.name = m.text("name");
   field("num_layers", &shape.num_layers, false);
   field("hidden_size", &shape.hidden_size, false);
   field("num_attention_heads", &shape.num_attention_heads, false);
@@ -60,6 +62,7 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
   c.check_keys({"profile", "nodes", "gpus_per_node", "fabric", "oversubscription", "leaf_ports"});
   std::string profile = c.text("profile");
   s->profile = resolve_profile(profile, base_dir, c.file(), c.key_path("profile"));
+  s->cluster_profile = profile;
   s->topology = topology_spec(s->profile, static_cast<int>(c.integer("nodes", 1)));
   TopologySpec& t = s->topology;
   t.node.gpus_per_node = static_cast<int>(c.integer_or("gpus_per_node", t.node.gpus_per_node, 1));
@@ -252,19 +255,41 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
 }
 
 Scenario parse_scenario(const std::string& text, const std::string& file,
-                        const std::string& base_dir, const ParallelOverrides& overrides) {
+                        const std::string& base_dir, const ParallelOverrides& overrides,
+                        ParallelSection section) {
   ConfigMap root(parse_yaml(text, file), file, "");
   root.check_keys({"name", "description", "model", "cluster", "parallel", "published"});
   Scenario s;
   s.file = file;
   parse_model(root.child("model"), &s);
   parse_cluster(root.child("cluster"), base_dir, &s);
-  ParallelExtras x = parse_parallel(root.child("parallel"), &s);
   if (root.has("published")) {
     ConfigMap pub = root.child("published");
-    pub.check_keys({"tflops_per_gpu", "source"});
-    s.published = PublishedFigures{pub.positive("tflops_per_gpu"), pub.text_or("source", "")};
+    pub.check_keys({"tflops_per_gpu", "iteration_time_s", "source"});
+    PublishedFigures f;
+    f.tflops_per_gpu = pub.positive_or("tflops_per_gpu", 0.0);
+    f.iteration_time_s = pub.positive_or("iteration_time_s", 0.0);
+    f.source = pub.text_or("source", "");
+    if (f.tflops_per_gpu <= 0 && f.iteration_time_s <= 0)
+      pub.fail("tflops_per_gpu", "missing; expected tflops_per_gpu or iteration_time_s");
+    s.published = f;
   }
+  if (section == ParallelSection::kOptional) {
+    const bool none = !root.has("parallel");
+    const bool batch_only = !none && root.child("parallel").has("global_batch_size") &&
+                            root.raw("parallel").size() == 1;
+    if (none || batch_only) {
+      s.has_parallel = false;
+      s.parallel = ParallelConfig{};
+      s.parallel.global_batch_size =
+          none ? 1536 : static_cast<int>(root.child("parallel").integer("global_batch_size", 1));
+      if (overrides.any())
+        throw ConfigError(file, "parallel",
+                          "missing; the parallel overrides need a configuration to override");
+      return s;
+    }
+  }
+  ParallelExtras x = parse_parallel(root.child("parallel"), &s);
   int lpv = x.layers_per_virtual;
   if (overrides.any()) {
     set_override_values(&s, overrides);
@@ -279,9 +304,10 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   return s;
 }
 
-Scenario load_scenario(const std::string& path, const ParallelOverrides& overrides) {
+Scenario load_scenario(const std::string& path, const ParallelOverrides& overrides,
+                       ParallelSection section) {
   std::string dir = std::filesystem::path(path).parent_path().string();
-  return parse_scenario(read_file(path), path, dir, overrides);
+  return parse_scenario(read_file(path), path, dir, overrides, section);
 }
 
 void apply_overrides(Scenario* s, const ParallelOverrides& o) {

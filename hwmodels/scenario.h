@@ -15,9 +15,14 @@ namespace pw::hw {
 
 /// Published throughput to compare against (`pipewright validate`).
 struct PublishedFigures {
-  double tflops_per_gpu = 0;
+  double tflops_per_gpu = 0;    ///< 0 = not given
+  double iteration_time_s = 0;  ///< 0 = not given
   std::string source;
 };
+
+/// Whether a command needs the scenario's `parallel:` section. Commands that search (plan) take
+/// it as optional: absent, or holding only global_batch_size, it names no configuration.
+enum class ParallelSection { kRequired, kOptional };
 
 /// A loaded, validated scenario.
 struct Scenario {
@@ -25,8 +30,12 @@ struct Scenario {
   ModelShape model;
   bool flash_attention = false;  ///< model.use_flash_attn
   HardwareProfile profile;
-  TopologySpec topology;    ///< profile node/fabric with the cluster's overrides and node count
-  ParallelConfig parallel;  ///< data_parallel and virtual_stages derived
+  std::string cluster_profile;  ///< cluster.profile as written (a shipped name or a path)
+  TopologySpec topology;        ///< profile node/fabric with the cluster's overrides and node count
+  ParallelConfig parallel;      ///< data_parallel and virtual_stages derived
+  /// false: the file names no configuration (ParallelSection::kOptional); `parallel` then holds
+  /// only global_batch_size (the section's, or 1536, GPT-3's batch, when it gives none).
+  bool has_parallel = true;
   /// Megatron's uneven pipeline split (parallel.decoder_first_pipeline_num_layers and
   /// decoder_last_pipeline_num_layers): transformer layers on the first / last pipeline stage,
   /// the rest spread evenly over the stages between; 0 = not given.
@@ -61,9 +70,11 @@ struct ParallelOverrides {
 /// profile paths. `overrides` replace file values before the configuration is validated (errors
 /// about the parallel sizes then name the flags, e.g. "--tp").
 Scenario parse_scenario(const std::string& text, const std::string& file,
-                        const std::string& base_dir, const ParallelOverrides& overrides = {});
-/// Reads and parses a scenario file.
-Scenario load_scenario(const std::string& path, const ParallelOverrides& overrides = {});
+                        const std::string& base_dir, const ParallelOverrides& overrides = {},
+                        ParallelSection section = ParallelSection::kRequired);
+/// Reads and parses a scenario file. Every command reads scenarios through this one function.
+Scenario load_scenario(const std::string& path, const ParallelOverrides& overrides = {},
+                       ParallelSection section = ParallelSection::kRequired);
 
 /// Applies overrides and re-validates; errors name the scenario file and the flag ("--tp").
 /// When t or p changes and --dp is not given, d is re-derived from the GPU count.

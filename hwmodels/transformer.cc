@@ -384,10 +384,19 @@ TimePs tp_comm_time(const std::vector<TpComm>& comms, const GroupNetwork& tp_gro
   return t;
 }
 
-double parameter_count(const ModelShape& m) {
+double layer_parameter_count(const ModelShape& m) {
   const double h = m.hidden_size, f = ffn_size(m);
-  const double layer = 4 * h * h + 2 * h * f + 9 * h + f;
-  return m.num_layers * layer + double(m.vocab_size) * h + double(m.seq_length) * h + 2 * h;
+  return 4 * h * h + 2 * h * f + 9 * h + f;
+}
+
+double non_embedding_parameter_count(const ModelShape& m) {
+  return m.num_layers * layer_parameter_count(m);
+}
+
+double parameter_count(const ModelShape& m) {
+  const double h = m.hidden_size;
+  return non_embedding_parameter_count(m) + double(m.vocab_size) * h + double(m.seq_length) * h +
+         2 * h;
 }
 
 double stage_parameter_count(const ModelShape& m, int tp, int layers, bool is_first, bool is_last,

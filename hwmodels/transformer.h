@@ -109,6 +109,11 @@ TimePs tp_comm_time(const std::vector<TpComm>& comms, const GroupNetwork& tp_gro
 /// L*(4h^2 + 2hf + 9h + f) + V*h + s*h + 2h, i.e. 12Lh^2(1 + 13/(12h) + (V+s)/(12Lh)) + 2h
 /// for f = 4h.
 double parameter_count(const ModelShape& m);
+/// Parameters of one transformer layer: 4h^2 + 2hf + 9h + f (QKV, projection and MLP weights
+/// and biases, two layer norms).
+double layer_parameter_count(const ModelShape& m);
+/// L x layer_parameter_count: the N of scaling laws (embeddings excluded).
+double non_embedding_parameter_count(const ModelShape& m);
 /// Parameters held by one TP rank of a stage (tied embedding copy on the last stage when p > 1).
 double stage_parameter_count(const ModelShape& m, int tp, int layers, bool is_first, bool is_last,
                              int pp);

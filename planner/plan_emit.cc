@@ -134,24 +134,19 @@ Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const
   std::string used = kPredictionEvaluator, why;
   if (!options.des) {
     why = "the ranking was by the evaluator";
-  } else if (const std::optional<hw::HardwareProfile> profile = des_profile(model.problem())) {
+  } else {
     IterationOptions opt = options.des_options;
     opt.representative = true;  // as the ranking (des_rescore)
     opt.trace = false;
     ParallelConfig par = plan.config;
     par.virtual_stages = std::max(1, par.virtual_stages);
-    try {
-      std::vector<ActionTiming> timings;
-      const IterationResult r = simulate_iteration(
-          plan_iteration_input(plan.model, par, *profile, plan.schedule), opt, &timings);
-      plan.predicted = std::move(timings);
-      plan.predicted_iteration = r.iteration;
-      used = kPredictionDes;
-    } catch (const std::exception& ex) {
-      why = std::string("the simulator refused it: ") + ex.what();
-    }
-  } else {
-    why = fmt::format("no hardware profile for '{}'", model.problem().gpu.name);
+    std::vector<ActionTiming> timings;
+    const IterationResult r = simulate_iteration(
+        plan_iteration_input(plan.model, par, model.problem().profile, plan.schedule), opt,
+        &timings);
+    plan.predicted = std::move(timings);
+    plan.predicted_iteration = r.iteration;
+    used = kPredictionDes;
   }
   if (used == kPredictionEvaluator) predict_with_evaluator(model, c, s, e.iteration, &plan);
   plan.provenance.prediction_source = used;

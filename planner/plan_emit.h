@@ -34,10 +34,9 @@ void append_end_of_iteration(Schedule* schedule, int data_parallel);
 /// How build_plan predicts a plan's per-action times and iteration.
 struct EmitOptions {
   /// true: the discrete-event simulator (the planner's final tier) on the plan's own lowered
-  /// schedule, with the hardware profile of des_profile(problem) and `des_options`, so that
-  /// `pipewright simulate --plan` re-simulates the plan to its own prediction. Falls back to the
-  /// fixed-cost evaluator when there is no profile or the simulator refuses the configuration.
-  /// false: the evaluator (as when the ranking itself came from the evaluator).
+  /// schedule, with the problem's hardware profile and `des_options`, so that `pipewright
+  /// simulate --plan` re-simulates the plan to its own prediction. false: the evaluator (as when
+  /// the ranking itself came from the evaluator).
   bool des = true;
   IterationOptions des_options;  ///< as SearchOptions::des_options (representative GPUs)
 };
@@ -53,7 +52,7 @@ inline constexpr const char* kPredictionEvaluator = "evaluator";
 /// they take no time (the iteration figure still includes the planner's DP and optimizer
 /// estimate). Megatron rank order (tensor innermost, then data, then pipeline): pipeline rank r
 /// runs on GPU r * t * d. The engine that predicted it is recorded in provenance.prediction_source
-/// as "des" or "evaluator" (followed by the reason of a fallback in parentheses), and returned in
+/// as "des" or "evaluator" (followed by the reason in parentheses), and returned in
 /// `*source` when given.
 Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const SearchConfig& c,
                 const std::string& cluster, const Provenance& provenance,

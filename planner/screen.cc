@@ -2,19 +2,38 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
+
+#include "core/error.h"
+#include "hwmodels/memory.h"
+#include "hwmodels/optimizer.h"
+#include "hwmodels/rank_layout.h"
+#include "hwmodels/topology.h"
 
 namespace pw {
 namespace {
 
-double log2_ceil(int n) { return n > 1 ? std::ceil(std::log2(static_cast<double>(n))) : 0.0; }
+constexpr hw::Pass kPasses[4] = {hw::Pass::kForward, hw::Pass::kBackwardInput,
+                                 hw::Pass::kBackwardWeight, hw::Pass::kRecompute};
 
-// Per-layer figures of one configuration (seconds per microbatch, bytes).
-struct LayerCosts {
-  double f = 0, b = 0, w = 0;
-  double act = 0, act_w = 0, act_full = 0;
-  double tp = 0;  // collective time inside f + b
-  double r = 0;   // recomputation inside b
-};
+// Bounds are lowered by this share: the DES rounds each collective step to picoseconds, the
+// screen's lines do not.
+constexpr double kBoundMargin = 1e-7;
+
+std::uint64_t cell_key(int t, int p, int d) {
+  return (std::uint64_t(t) << 40) | (std::uint64_t(p) << 20) | std::uint64_t(d);
+}
+
+// The topology the DES builds for `gpus` GPUs (sim/plan_prediction.cc: ceil(gpus / per node)
+// nodes, a partial node when the job is smaller than one).
+hw::TopologySpec job_topology(const hw::HardwareProfile& profile, long long gpus) {
+  const int per_node = std::max(1, profile.node.gpus_per_node);
+  const long long nodes = (gpus + per_node - 1) / per_node;
+  hw::TopologySpec spec = hw::topology_spec(profile, static_cast<int>(nodes));
+  if (gpus < per_node) spec.node.gpus_per_node = static_cast<int>(gpus);
+  return spec;
+}
 
 }  // namespace
 
@@ -48,23 +67,110 @@ bool split_layers(int layers, int stages, int trim, std::vector<int>* out) {
 }
 
 CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
-    : problem_(problem), space_(space) {}
+    : problem_(problem), space_(space), gpu_(problem.profile.gpu) {
+  const ModelShape& m = problem_.model;
+  // Tabulate every (t, b, sp, recompute) the space can ask for.
+  int max_n = problem_.num_gpus;
+  for (int n : space_.gpu_counts) max_n = std::max(max_n, n);
+  std::vector<int> ts, bs = space_.micro_batches;
+  for (int t = 1; t <= std::min(max_n, space_.max_tensor_parallel); ++t)
+    if (max_n % t == 0 && m.num_attention_heads % t == 0) ts.push_back(t);
+  for (int b = 1; b <= 8; ++b) bs.push_back(b);
+  std::sort(bs.begin(), bs.end());
+  bs.erase(std::unique(bs.begin(), bs.end()), bs.end());
+  t_index_.assign(ts.back() + 1, -1);
+  b_index_.assign(bs.back() + 1, -1);
+  for (std::size_t i = 0; i < ts.size(); ++i) t_index_[ts[i]] = static_cast<int>(i);
+  for (std::size_t i = 0; i < bs.size(); ++i) b_index_[bs[i]] = static_cast<int>(i);
+  num_b_ = static_cast<int>(bs.size());
+  for (int t : ts)
+    for (int b : bs)
+      for (int sp = 0; sp < 2; ++sp)
+        for (int rc = 0; rc < 3; ++rc)
+          layers_.push_back(make_layer_entry(t, b, sp != 0, static_cast<hw::Recompute>(rc)));
+  // The networks of every layout of every GPU count searched.
+  std::vector<int> counts = space_.gpu_counts;
+  counts.push_back(problem_.num_gpus);
+  for (int n : counts)
+    for (const Tpd& f : factorisations(n, m, space_.max_tensor_parallel))
+      if (!nets_.count(cell_key(f.t, f.p, f.d)))
+        nets_.emplace(cell_key(f.t, f.p, f.d), make_cell_net(f.t, f.p, f.d));
+}
+
+CostModel::LayerEntry CostModel::make_layer_entry(int t, int b, bool sp, hw::Recompute rc) const {
+  ParallelConfig par;
+  par.tensor_parallel = t;
+  par.micro_batch_size = b;
+  par.sequence_parallel = sp && t > 1;
+  par.recompute = hw::recompute_name(rc);
+  const hw::WorkloadOptions wo = hw::workload_options(par, problem_.sim.flash_attention);
+  const ModelShape& m = problem_.model;
+  LayerEntry e;
+  e.layer = hw::stage_costs(m, gpu_, wo, 0, 1, false, false);
+  e.first = hw::stage_costs(m, gpu_, wo, 0, 0, true, false);
+  e.last = hw::stage_costs(m, gpu_, wo, 0, 0, false, true);
+  if (t > 1 && !problem_.sim.free_communication) {
+    const hw::Topology topo(job_topology(problem_.profile, t));
+    const hw::RankLayout lay{t, 1, 1, topo.spec().node.gpus_per_node};
+    const hw::GroupNetwork net = hw::describe_group(topo, problem_.profile, lay.tp_group(0, 0));
+    auto tp = [&](const hw::StageCosts& c, double* out) {
+      const std::vector<hw::TpComm>* lists[4] = {&c.comm_f, &c.comm_b, &c.comm_w, &c.comm_r};
+      for (int k = 0; k < 4; ++k) out[k] = ps_to_seconds(hw::tp_comm_time(*lists[k], net));
+    };
+    tp(e.layer, e.tp);
+    tp(e.first, e.tp_first);
+    tp(e.last, e.tp_last);
+  }
+  return e;
+}
+
+CostModel::CellNet CostModel::make_cell_net(int t, int p, int d) const {
+  CellNet net;
+  if (problem_.sim.free_communication) return net;
+  const hw::Topology topo(job_topology(problem_.profile, 1LL * t * p * d));
+  const hw::RankLayout lay{t, p, d, topo.spec().node.gpus_per_node};
+  if (d > 1) {
+    const hw::GroupNetwork g = hw::describe_group(topo, problem_.profile, lay.dp_group(0, 0));
+    net.dp_all_reduce = hw::collective_line(hw::CollectiveKind::kAllReduce, g);
+    net.dp_reduce_scatter = hw::collective_line(hw::CollectiveKind::kReduceScatter, g);
+    net.dp_all_gather = hw::collective_line(hw::CollectiveKind::kAllGather, g);
+  }
+  if (t > 1) {
+    const hw::GroupNetwork g = hw::describe_group(topo, problem_.profile, lay.tp_group(0, 0));
+    net.tp_all_gather = hw::collective_line(hw::CollectiveKind::kAllGather, g);
+  }
+  if (p > 1) {
+    // The DES's point phase: route latency + one collective step, then the bytes at the
+    // route's bottleneck (contention only slows it).
+    const hw::PathInfo pi = topo.path_info(lay.gpu(0, 0, 0), lay.gpu(0, 0, 1));
+    net.hop_alpha = ps_to_seconds(pi.latency + problem_.profile.collective_step_latency);
+    net.hop_beta = 1.0 / pi.bottleneck.value;
+  }
+  return net;
+}
+
+const CostModel::LayerEntry& CostModel::layer_entry(const SearchConfig& c,
+                                                    LayerEntry* scratch) const {
+  const int ti = c.t < static_cast<int>(t_index_.size()) ? t_index_[c.t] : -1;
+  const int bi = c.micro_batch < static_cast<int>(b_index_.size()) ? b_index_[c.micro_batch] : -1;
+  if (ti >= 0 && bi >= 0)
+    return layers_[(static_cast<std::size_t>(ti) * num_b_ + bi) * 6 +
+                   (c.sequence_parallel ? 3 : 0) + c.recompute];
+  *scratch = make_layer_entry(c.t, c.micro_batch, c.sequence_parallel != 0,
+                              static_cast<hw::Recompute>(c.recompute));
+  return *scratch;
+}
+
+const CostModel::CellNet& CostModel::cell_net(const SearchConfig& c, CellNet* scratch) const {
+  const auto it = nets_.find(cell_key(c.t, c.p, c.d));
+  if (it != nets_.end()) return it->second;
+  *scratch = make_cell_net(c.t, c.p, c.d);
+  return *scratch;
+}
 
 double CostModel::layer_activation(const SearchConfig& c) const {
-  const ModelShape& m = problem_.model;
-  const double s = m.seq_length, b = c.micro_batch, h = m.hidden_size, a = m.num_attention_heads;
-  const double t = c.t, sbh = s * b * h;
-  const bool sp = c.sequence_parallel != 0;
-  switch (static_cast<Recompute>(c.recompute)) {
-    case Recompute::kFull:
-      return sp ? 2 * sbh / t : 2 * sbh;
-    case Recompute::kSelective:
-      return sp ? 34 * sbh / t : sbh * (10 + 24 / t);
-    case Recompute::kNone:
-      break;
-  }
-  const double attn = 5 * a * s / (h * t);
-  return sp ? sbh * (34 / t + attn) : sbh * (10 + 24 / t + attn);
+  LayerEntry scratch;
+  return layer_entry(c, &scratch).layer.m_b.value;
 }
 
 double CostModel::activation_unit(const SearchConfig& c) const {
@@ -72,90 +178,21 @@ double CostModel::activation_unit(const SearchConfig& c) const {
 }
 
 double CostModel::model_flops(int global_batch) const {
-  const ModelShape& m = problem_.model;
-  const double B = global_batch, s = m.seq_length, L = m.num_layers, h = m.hidden_size,
-               V = m.vocab_size;
-  return 72.0 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+  hw::WorkloadOptions wo;
+  wo.flash_attention = problem_.sim.flash_attention;
+  return hw::iteration_flops(problem_.model, wo, global_batch).model;
 }
 
-namespace {
-
-// The data-parallel group of a configuration in Megatron's rank order (tensor ranks fastest):
-// `r` ranks on each of `nodes` nodes. Its reduce-scatter (= all-gather) time is hierarchical
-// across nodes: a ring inside the node at the measured all-reduce bus bandwidth, then each rank's
-// 1/r share across the nodes over its own NIC (NCCL's rails), as hwmodels' hierarchical algorithm.
-struct DpGroup {
-  int r = 1, nodes = 1;
-  double intra_bw = 1, nic_bw = 1, intra_lat = 0, inter_lat = 0;
-  double half(double bytes) const {
-    double t = 0;
-    if (r > 1) t += (r - 1.0) / r * bytes / intra_bw + log2_ceil(r) * intra_lat;
-    if (nodes > 1) t += (nodes - 1.0) / nodes * bytes / r / nic_bw + log2_ceil(nodes) * inter_lat;
-    return t;
-  }
-};
-
-DpGroup dp_group(const GpuNodeSpec& g, const SearchConfig& c) {
-  DpGroup out;
-  out.r = std::max(1, std::min<int>(c.d, g.gpus_per_node / std::max<int>(1, c.t)));
-  out.nodes = (c.d + out.r - 1) / out.r;
-  out.intra_bw = g.intra_allreduce_bw;
-  out.nic_bw = g.inter_bw * g.inter_efficiency;
-  out.intra_lat = g.intra_latency;
-  out.inter_lat = g.inter_latency;
-  return out;
+double CostModel::hardware_flops(const SearchConfig& c) const {
+  hw::WorkloadOptions wo;
+  wo.flash_attention = problem_.sim.flash_attention;
+  wo.recompute = static_cast<hw::Recompute>(c.recompute);
+  return hw::iteration_flops(problem_.model, wo, c.global_batch()).hardware;
 }
 
-// Element-wise kernels (layer norms, GeLU, softmax, cross-entropy) at the profile's element-wise
-// throughput when it gives one (a calibrated CPU: far below its streaming bandwidth), else at
-// the streaming figure as before; streaming work (the optimizer step) keeps hbm_bw.
-double elementwise_rate(const PlanProblem& pr) {
-  if (pr.profile && pr.profile->gpu.elementwise_bandwidth.value > 0)
-    return pr.profile->gpu.elementwise_bandwidth.value;
-  return pr.gpu.hbm_bw * pr.gpu.hbm_efficiency;
+double CostModel::peak_flops() const {
+  return problem_.profile.gpu.peak_flops[static_cast<int>(hw::DType::kBf16)];
 }
-
-LayerCosts layer_costs(const PlanProblem& pr, const SearchConfig& c, double act) {
-  const ModelShape& m = pr.model;
-  const GpuNodeSpec& g = pr.gpu;
-  const double s = m.seq_length, b = c.micro_batch, h = m.hidden_size;
-  const double ffn = m.ffn_hidden_size > 0 ? m.ffn_hidden_size : 4 * h;
-  const double t = c.t, rate = g.peak_flops * g.gemm_efficiency;
-  const double gemm = 2 * b * s * (4 * h * h + 2 * h * ffn) / t;
-  const double attn = 4 * b * s * s * h / t;
-  const double a = m.num_attention_heads;
-  const double act_none = s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
-  // Elementwise kernels stream about twice the stored activations; sequence parallelism shards
-  // the LayerNorm/dropout part of them over the tensor-parallel group.
-  const double act_ew = c.sequence_parallel ? s * b * h * (34 / t + 5 * a * s / (h * t)) : act_none;
-  const double ew = 2 * act_ew / elementwise_rate(pr);
-  const double kl = g.kernel_latency;
-  LayerCosts lc;
-  double ar = 0;
-  if (c.t > 1) {
-    const bool intra = c.t <= g.gpus_per_node;
-    const double bus = intra ? g.intra_allreduce_bw : g.inter_bw * g.inter_efficiency;
-    const double lat = intra ? g.intra_latency : g.inter_latency;
-    ar = 2 * (t - 1) / t * (2 * b * s * h) / bus + 2 * log2_ceil(c.t) * lat;
-  }
-  lc.tp = 4 * ar;
-  lc.f = (gemm + attn) / rate + ew + 12 * kl + 2 * ar;
-  lc.b = (gemm + 2 * attn) / rate + 2 * ew + 10 * kl + 2 * ar;
-  lc.w = gemm / rate + 6 * kl;
-  const auto rc = static_cast<Recompute>(c.recompute);
-  if (rc == Recompute::kSelective) lc.b += attn / rate + 0.5 * ew + 4 * kl;
-  if (rc == Recompute::kFull) {
-    lc.r = lc.f;
-    lc.b += lc.f;
-    lc.tp += 2 * ar;
-  }
-  lc.act = act;
-  lc.act_w = std::min(act, 32 * s * b * h / t);
-  lc.act_full = act_none;
-  return lc;
-}
-
-}  // namespace
 
 bool CostModel::layer_split(const SearchConfig& c, std::vector<int>* layers) const {
   const ScheduleOption& so = space_.schedules[c.schedule];
@@ -200,120 +237,125 @@ void CostModel::costs_for_layers(const SearchConfig& c, const std::vector<int>& 
 
 void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const PlanProblem& pr = problem_;
-  const GpuNodeSpec& g = pr.gpu;
-  const ModelShape& m = pr.model;
   const ScheduleOption& so = space_.schedules[c.schedule];
+  const IterationOptions& opt = pr.sim;
+  LayerEntry le_scratch;
+  CellNet net_scratch;
+  const LayerEntry& le = layer_entry(c, &le_scratch);
+  const CellNet& net = cell_net(c, &net_scratch);
   const int S = out->num_stages;
-  const double t = c.t, d = c.d, s = m.seq_length, b = c.micro_batch, h = m.hidden_size,
-               V = m.vocab_size;
-  const DpGroup dpg = dp_group(g, c);
-  const bool z3 = c.zero == 3;
-  const LayerCosts lc = layer_costs(pr, c, layer_activation(c));
-  const double rate = g.peak_flops * g.gemm_efficiency;
-  const double logit = 2 * b * s * h * V / t / rate;
-  const double ce = 3 * 4 * s * b * V / t / elementwise_rate(pr);
-  out->f.resize(S);
-  out->b.resize(S);
-  out->w.resize(S);
-  out->act.resize(S);
-  out->act_w.resize(S);
-  out->r.resize(S);
-  out->act_r.resize(S);
-  out->static_mem.assign(c.p, 0.0);
-  out->gather.assign(S, 0.0);
-  // ZeRO-3: per device the two largest stages' parameters (a sweep's gathered weights and the
-  // next sweep's, prefetched).
-  std::vector<double> big1(c.p, 0.0), big2(c.p, 0.0);
-  double big_any = 0;
-  const double lp = layer_params(m) / t;
-  const double embed = (V + s) * h / t;
+  const int P = c.p;
+  const bool z3 = c.zero == 3 && c.d > 1;
+  const bool full = static_cast<Recompute>(c.recompute) == Recompute::kFull;
+  const bool has_r = static_cast<Recompute>(c.recompute) != Recompute::kNone;
+  for (std::vector<double>* v : {&out->f, &out->b, &out->w, &out->r, &out->act, &out->act_w,
+                                 &out->act_r, &out->params, &out->gather})
+    v->assign(S, 0.0);
+  out->state_mem.assign(P, 0.0);
+  out->static_mem.assign(P, 0.0);
+  out->tail.assign(P, 0.0);
+  // Per device: parameters, the two largest stages (ZeRO-3 holds a sweep's gathered weights and
+  // the next sweep's), the largest recompute working buffer, gradient-reduction time.
+  double dev_params[256] = {}, big1[256] = {}, big2[256] = {}, rbuf[256] = {}, red[256] = {},
+         regather[256] = {};
+  const int D = std::min(P, 256);
+  const hw::CollectiveLine& reduce = c.zero == 0 ? net.dp_all_reduce : net.dp_reduce_scatter;
+  double tp_total = 0, pass_total = 0;
   for (int i = 0; i < S; ++i) {
     const double n = out->layers[i];
-    const bool last = i == S - 1;
-    out->f[i] = n * lc.f + (last ? logit + ce : 0);
-    out->b[i] = n * lc.b + (last ? logit + ce : 0);
-    out->w[i] = n * lc.w + (last ? logit : 0);
-    out->act[i] = n * lc.act + (last ? 4 * s * b * V / t : 0);
-    out->act_w[i] = n * lc.act_w;
-    const bool full = static_cast<Recompute>(c.recompute) == Recompute::kFull;
-    out->r[i] = full ? n * lc.r : 0;
-    out->act_r[i] = full ? n * std::max(0.0, lc.act_full - lc.act) : 0;
+    const bool first = i == 0, last = i == S - 1;
+    auto sum_ps = [&](TimePs hw::StageCosts::*field) {
+      return static_cast<double>(static_cast<TimePs>(n) * le.layer.*field +
+                                 (first ? le.first.*field : 0) + (last ? le.last.*field : 0));
+    };
+    auto sum_tp = [&](int k) {
+      return n * le.tp[k] + (first ? le.tp_first[k] : 0) + (last ? le.tp_last[k] : 0);
+    };
+    auto sum_bytes = [&](Bytes hw::StageCosts::*field) {
+      return n * (le.layer.*field).value + (first ? (le.first.*field).value : 0) +
+             (last ? (le.last.*field).value : 0);
+    };
+    // As the DES: F = f + its TP collectives; B = b + inline recompute + theirs; W = w + its.
+    const double r = has_r ? ps_to_seconds(sum_ps(&hw::StageCosts::r)) + sum_tp(3) : 0;
+    out->f[i] = ps_to_seconds(sum_ps(&hw::StageCosts::f)) + sum_tp(0);
+    out->b[i] = ps_to_seconds(sum_ps(&hw::StageCosts::b)) + sum_tp(1) + r;
+    out->w[i] = ps_to_seconds(sum_ps(&hw::StageCosts::w)) + sum_tp(2);
+    out->r[i] = r;
+    out->act[i] = sum_bytes(&hw::StageCosts::m_b);
+    out->act_w[i] = sum_bytes(&hw::StageCosts::m_w);
+    out->act_r[i] = has_r ? sum_bytes(&hw::StageCosts::m_r) : 0;
+    if (n == 1 || i == S / 2) {
+      tp_total = sum_tp(0) + sum_tp(1) + sum_tp(2);
+      pass_total = out->f[i] + out->b[i] + out->w[i];
+    }
+    const double params = hw::stage_parameter_count(pr.model, c.t, out->layers[i], first, last, P);
+    out->params[i] = params;
+    if (z3) out->gather[i] = net.dp_all_gather.seconds(2 * params);
+    // The DES reduces each stage's fp32 gradients in buckets after the device's last pass
+    // (Megatron without --overlap-grad-reduce), then ZeRO-1/2 re-gather the bf16 weights.
+    double stage_red = 0, stage_gather = 0;
+    if (c.d > 1) {
+      const double grad = params * opt.grad_bytes_per_param;
+      const double nb = std::max(1.0, std::ceil(grad / opt.bucket_bytes));
+      stage_red =
+          opt.overlap_grad_reduce ? reduce.seconds(grad / nb) : nb * reduce.seconds(grad / nb);
+      if (c.zero == 1 || c.zero == 2) stage_gather = net.dp_all_gather.seconds(2 * params);
+    }
+    // Recompute inside the backward re-creates one layer at a time (DES working buffer).
+    const double buf =
+        has_r && !so.explicit_recompute && out->layers[i] > 0 ? out->act_r[i] / out->layers[i] : 0;
     const int dev = out->device[i];
-    double params = n * lp + (i == 0 ? embed : 0);
-    // The logits weight is tied to the embedding; a last stage on another device keeps a copy.
-    if (last && (dev < 0 || dev != out->device[0])) params += V * h / t;
-    // ZeRO-3 gathers a stage's weights once per sweep of consecutive passes of that stage
-    // (breadth-first: counted in the data-parallel term below).
-    if (z3 && !so.overlaps_dp && c.d > 1) out->gather[i] = dpg.half(2 * params);
-    big_any = std::max(big_any, params);
-    if (dev >= 0) {
-      if (params > big1[dev]) {
-        big2[dev] = big1[dev];
-        big1[dev] = params;
+    for (int d = 0; d < D; ++d) {
+      if (dev >= 0 && d != dev) continue;
+      const double share = dev >= 0 ? 1.0 : double(so.pipelines) / P;
+      dev_params[d] += params * share;
+      red[d] += stage_red * share;
+      regather[d] += stage_gather * share;
+      rbuf[d] = std::max(rbuf[d], buf);
+      const double pw = dev >= 0 ? params : params * share;
+      if (pw > big1[d]) {
+        big2[d] = big1[d];
+        big1[d] = pw;
       } else {
-        big2[dev] = std::max(big2[dev], params);
+        big2[d] = std::max(big2[d], pw);
       }
     }
-    if (dev >= 0) {
-      out->static_mem[dev] += params;
+  }
+  (void)full;
+  out->dp = out->optimizer = 0;
+  double worst_tail = -1;
+  for (int d = 0; d < D; ++d) {
+    const double P_dev = dev_params[d];
+    const hw::ModelStateBytes ms = hw::model_state_bytes(P_dev, c.zero, c.d, c.offload != 0);
+    const double shard = c.zero >= 1 && c.d > 1 ? P_dev / c.d : P_dev;
+    double opt_s = 0, prefetch = 0;
+    if (c.offload) {
+      const hw::OffloadSplit sp =
+          hw::offload_split(pr.profile, shard, opt.cpu_adam_params_per_sec, opt.offload_gpu_share);
+      opt_s = sp.seconds();
+      prefetch = sp.gpu_share * shard * hw::kOffloadStateBytesPerParam;
     } else {
-      for (double& x : out->static_mem) x += params * so.pipelines / c.p;
+      opt_s = ps_to_seconds(hw::adam_step_time(gpu_, shard));
+    }
+    out->state_mem[d] = ms.total().value;
+    out->static_mem[d] = ms.total().value + rbuf[d] + prefetch + (z3 ? 2 * (big1[d] + big2[d]) : 0);
+    out->tail[d] = red[d] + opt_s + regather[d];
+    if (out->tail[d] > worst_tail) {
+      worst_tail = out->tail[d];
+      out->dp = red[d] + regather[d];
+      out->optimizer = opt_s;
     }
   }
-  // static_mem holds parameters per device so far; turn it into bytes.
-  double max_params = 0;
-  for (int dev = 0; dev < c.p; ++dev) {
-    double& P = out->static_mem[dev];
-    max_params = std::max(max_params, P);
-    double bytes = 0;
-    const bool off = c.offload != 0;
-    switch (c.zero) {
-      case 0:
-        bytes = off ? 4 * P : 16 * P;
-        break;
-      case 1:
-        bytes = off ? 4 * P : 4 * P + 12 * P / d;
-        break;
-      case 2:
-        bytes = off ? 2 * P + 2 * P / d : 2 * P + 14 * P / d;
-        break;
-      default:
-        bytes = (off ? 4 * P / d : 16 * P / d) +
-                2 * (out->device[0] >= 0 ? big1[dev] + big2[dev] : 2 * big_any);
-        break;
-    }
-    if (static_cast<Recompute>(c.recompute) == Recompute::kFull) bytes += lc.act_full;
-    P = bytes + g.reserved_bytes;
-  }
-  // Stage-to-stage hop: scatter/gather sends b*s*h/t elements per rank.
+  // Stage-to-stage hop: Megatron's scatter/gather sends 1/t of the message and all-gathers it in
+  // the receiving TP group when sequence parallelism is off.
   out->hop = 0;
-  if (c.p > 1) {
-    const bool inter = c.t * c.d >= g.gpus_per_node;
-    const double bw = inter ? g.inter_bw * g.inter_efficiency : g.intra_bw;
-    out->hop = 2 * b * s * h / t / bw + (inter ? g.inter_latency : g.intra_latency);
+  if (P > 1 && !opt.free_communication) {
+    const double bytes = le.layer.p2p_bytes.value;
+    const bool sg = opt.scatter_gather && !c.sequence_parallel && c.t > 1;
+    out->hop = net.hop_alpha + net.hop_beta * (sg ? bytes / c.t : bytes) +
+               (sg ? net.tp_all_gather.seconds(bytes) : 0);
   }
-  // Data-parallel traffic of the largest device's parameters: fp32 gradients reduced (Megatron's
-  // main-grad buffer, as the DES by default), bf16 parameters gathered back under ZeRO-1/2,
-  // and with breadth-first ZeRO-3 the gathers of the forward and backward sweeps.
-  double dp = 0;
-  if (c.d > 1) {
-    const double grads = 4 * max_params, weights = 2 * max_params;
-    if (c.zero == 0) {
-      dp = 2 * dpg.half(grads);
-    } else if (!z3) {
-      dp = dpg.half(grads) + dpg.half(weights);
-    } else if (so.overlaps_dp) {
-      dp = (dpg.half(grads) + 2 * dpg.half(weights)) / std::max(1, so.v);
-    } else {
-      dp = dpg.half(grads);
-    }
-  }
-  out->dp = dp;
-  const double shard = c.zero > 0 ? max_params / d : max_params;
-  out->optimizer = c.offload ? shard * 4 / g.pcie_bw + shard / g.cpu_adam_params_per_s
-                             : shard * 32 / (g.hbm_bw * g.hbm_efficiency);
-  const double pass = lc.f + lc.b + lc.w;
-  out->tp_share = pass > 0 ? lc.tp / pass : 0;
+  out->tp_share = pass_total > 0 ? tp_total / pass_total : 0;
 }
 
 namespace {
@@ -335,35 +377,23 @@ double device0_units(const ScheduleOption& so, int p, int m) {
 
 }  // namespace
 
-double gather_lower_bound(const StageCosts& sc) {
-  // Every device sweeps each of its stages at least once and its first gather is exposed.
-  std::vector<double>::const_iterator it = std::max_element(sc.gather.begin(), sc.gather.end());
-  if (it == sc.gather.end() || *it <= 0) return 0;
-  if (sc.device.empty() || sc.device[0] < 0)
-    return *std::min_element(sc.gather.begin(), sc.gather.end());
-  double lb = 0;
-  for (int d = 0; d < sc.num_devices; ++d) {
-    double g = 1e300;
-    for (int i = 0; i < sc.num_stages; ++i)
-      if (sc.device[i] == d) g = std::min(g, sc.gather[i]);
-    if (g < 1e300) lb = std::max(lb, g);
-  }
-  return lb;
-}
-
 ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
   ScreenResult r;
   if (!stage_costs(c, sc)) return r;
   r.valid = true;
   const ScheduleOption& so = space_.schedules[c.schedule];
   const int S = sc->num_stages, P = c.p, m = c.microbatches;
-  double pipe = 0;
+  // OVERLAP_F_B is charged at its forward stage's F+B+W; when the paired backward's stage is
+  // lighter (or heavier) the evaluator's figure moves by up to one stage's difference per pair.
+  const double overlap = so.overlap ? 0.9 : 1.0;
+  double bound = 0;
   double mem = 0;
-  for (double x : sc->static_mem) mem = std::max(mem, x);
+  for (double x : sc->state_mem) mem = std::max(mem, x);
   if (sc->device[0] < 0) {
+    // Some device does at least the average work and ends with its tail.
     double work = 0;
     for (int i = 0; i < S; ++i) work += sc->f[i] + sc->b[i] + sc->w[i];
-    pipe = m * work / P;
+    bound = overlap * m * work / P + *std::min_element(sc->tail.begin(), sc->tail.end());
   } else {
     // Per device: head (earliest start: microbatch 0's forward must reach it), busy time, and
     // the tail (after its last backward the upstream backward chain must still run).
@@ -395,14 +425,23 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
       pre_f += sc->f[i];
       pre_b += chain_b;
     }
+    // A device starts once microbatch 0 reaches it; after its last pass come its gradient
+    // reduction, optimizer step and re-gathers.
     for (int d = 0; d < D; ++d) {
-      pipe = std::max(pipe, head[d] + std::max(busy[d], fb[d] + tail[d]));
-      mem = std::max(mem, sc->static_mem[d] + act1[d]);
+      // (The DES times the iteration from its first pass, after device 0's first ZeRO-3
+      // gather, so gathers add nothing certain here.)
+      const double start = head[d];
+      // Its own passes, then its tail; or its forwards and critical backwards, then the
+      // backward chain down to stage 0, whose device then runs its tail.
+      const int d0 = sc->device[0];
+      bound = std::max(bound, start + overlap * busy[d] + sc->tail[d]);
+      bound = std::max(bound, start + overlap * (fb[d] + tail[d]) + sc->tail[d0]);
+      mem = std::max(mem, sc->state_mem[d] + act1[d]);
     }
     // Device 0's peak in units of its own per-microbatch activations; V-shape units are two
     // chunks of unequal size (the last holds the logits), so count the smaller chunk twice.
     const double per_mb = so.v_shape ? 2 * act_min0 : act_all[0];
-    mem = std::max(mem, sc->static_mem[0] + device0_units(so, P, m) * per_mb);
+    mem = std::max(mem, sc->state_mem[0] + device0_units(so, P, m) * per_mb);
   }
   // The building-block searches (adaptive offsets; V-Half and V-Min) take seconds per schedule
   // beyond 16 devices: keep them to p <= 16.
@@ -416,10 +455,8 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
     r.valid = false;
     return r;
   }
-  // OVERLAP_F_B is charged at its forward stage's F+B+W; when the paired backward's stage is
-  // lighter (or heavier) the evaluator's figure moves by up to one stage's difference per pair.
-  if (so.overlap) pipe *= 0.9;
-  r.time_lb = pipe + sc->dp + sc->optimizer + gather_lower_bound(*sc);
+  // Less a hair for the picosecond rounding of the DES's per-step collective times.
+  r.time_lb = bound * (1 - kBoundMargin);
   r.mem_lb = mem;
   return r;
 }
@@ -431,6 +468,8 @@ CostTable to_cost_table(const StageCosts& sc, int num_stages_total,
   t.duration.assign(static_cast<std::size_t>(num_stages_total) * kNumActionKinds, 0);
   t.mem_delta.assign(static_cast<std::size_t>(num_stages_total) * kNumActionKinds, 0.0);
   t.comm.assign(num_stages_total, seconds_to_ps(sc.hop));
+  // OVERLAP_F_B: its forward here, plus the paired stage's B + W (the evaluator adds it).
+  t.overlap_pairs = true;
   for (int g = 0; g < num_stages_total; ++g) {
     const int i = stage_of[g];
     const TimePs f = seconds_to_ps(sc.f[i]), b = seconds_to_ps(sc.b[i]), w = seconds_to_ps(sc.w[i]);
@@ -439,7 +478,7 @@ CostTable to_cost_table(const StageCosts& sc, int num_stages_total,
     t.time(g, ActionKind::kW) = w;
     t.time(g, ActionKind::kBW) = b + w;
     t.time(g, ActionKind::kR) = 0;
-    t.time(g, ActionKind::kOverlapFB) = f + b + w;
+    t.time(g, ActionKind::kOverlapFB) = f;
     t.mem(g, ActionKind::kF) = sc.act[i];
     t.mem(g, ActionKind::kB) = -(sc.act[i] - sc.act_w[i]);
     t.mem(g, ActionKind::kW) = -sc.act_w[i];

@@ -124,6 +124,7 @@ struct PipeResult {
   std::string why;
   std::vector<int> layers, device;
   std::vector<double> peak_act;
+  std::vector<TimePs> dev_end;  // each device's last pass end
   TimePs makespan = 0, ideal = 0;
   double bubble_rate = 0;
   double gather = 0;  // exposed ZeRO-3 weight gathers, seconds
@@ -234,11 +235,15 @@ PipeResult run_on(const CostModel& model, const SearchConfig& c, const StageCost
   pr.makespan = r.makespan;
   pr.ideal = r.ideal;
   pr.bubble_rate = r.bubble_rate;
-  for (const DeviceStats& ds : r.device) pr.peak_act.push_back(ds.peak_memory);
+  for (const DeviceStats& ds : r.device) {
+    pr.peak_act.push_back(ds.peak_memory);
+    pr.dev_end.push_back(ds.last_end);
+  }
   if (timings) {
     timings->resize(r.start.size());
     for (std::size_t i = 0; i < r.start.size(); ++i) (*timings)[i] = {r.start[i], r.end[i]};
   }
+
   return pr;
 }
 
@@ -298,8 +303,21 @@ Evaluated finish(const CostModel& model, const SearchConfig& c, const PipeResult
   sc.device = pipe.device;
   model.costs_for_layers(c, pipe.layers, &sc);
   const double span = ps_to_seconds(pipe.makespan), ideal = ps_to_seconds(pipe.ideal);
-  e.iteration = span + sc.dp + sc.optimizer + pipe.gather;
+  // Each device's gradient reduction, optimizer step and re-gathers follow its own last pass.
+  double end = span;
+  for (std::size_t d = 0; d < pipe.dev_end.size() && d < sc.tail.size(); ++d)
+    end = std::max(end, ps_to_seconds(pipe.dev_end[d]) + sc.tail[d]);
+  e.iteration = end + pipe.gather;
   e.eval_iteration = e.iteration;
+  // Without the ZeRO-3 gather estimate the evaluator's figure bounds the DES's from below: same
+  // pass and hop costs, same per-device order and dependencies, uncontended collectives, and the
+  // DES only adds (contention, blocking sends, gathers, NCCL slowing compute).
+  e.time_bound = end * (1 - 1e-7);  // as the screen's: picosecond rounding of DES steps
+  const double peak_time = model.peak_flops() * c.gpus() * e.iteration;
+  if (peak_time > 0) {
+    e.mfu = model.model_flops(c.global_batch()) / peak_time;
+    e.hfu = model.hardware_flops(c) / peak_time;
+  }
   double peak = 0;
   for (int d = 0; d < static_cast<int>(pipe.peak_act.size()); ++d) {
     const double st = d < static_cast<int>(sc.static_mem.size()) ? sc.static_mem[d] : 0;
@@ -307,8 +325,8 @@ Evaluated finish(const CostModel& model, const SearchConfig& c, const PipeResult
   }
   e.peak_memory = peak;
   e.bubble_rate = pipe.bubble_rate;
-  e.breakdown = {ideal * (1 - sc.tp_share), ideal * sc.tp_share, span - ideal, sc.dp + pipe.gather,
-                 sc.optimizer};
+  e.breakdown = {ideal * (1 - sc.tp_share), ideal * sc.tp_share, span - ideal,
+                 std::max(0.0, end - span - sc.optimizer) + pipe.gather, sc.optimizer};
   e.objective = objective_value(model.problem(), c, e.iteration);
   e.feasible = peak <= model.problem().limit();
   if (!e.feasible)
@@ -352,7 +370,7 @@ CostTable config_cost_table(const CostModel& model, const SearchConfig& c, const
 double objective_value(const PlanProblem& pr, const SearchConfig& c, double iteration) {
   double v = iteration;
   if (!pr.target.empty() && pr.objective != Objective::kTime) {
-    const double params = pr.model.num_layers * layer_params(pr.model);
+    const double params = hw::non_embedding_parameter_count(pr.model);
     const double batch_tokens = static_cast<double>(c.global_batch()) * pr.model.seq_length;
     const TrainingNeed need = training_need(params, pr.target, batch_tokens);
     v *= need.feasible ? need.steps : kInf;
@@ -378,7 +396,7 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
                           const std::vector<int>& global_batches,
                           std::vector<std::string>* skipped) {
   SearchSpace s;
-  const int gpn = pr.gpu.gpus_per_node;
+  const int gpn = pr.gpus_per_node();
   for (int n = pr.num_gpus; n >= 1; n /= 2) {
     s.gpu_counts.push_back(n);
     if (n % 2 || n <= gpn) break;
@@ -400,6 +418,7 @@ Evaluated evaluate_config(const CostModel& model, const GeneratorRegistry& regis
   StageCosts sc;
   const ScreenResult sr = model.screen(c, &sc);
   e.time_lb = sr.time_lb;
+  e.time_bound = std::max(e.time_bound, e.time_lb);
   e.mem_lb = sr.mem_lb;
   return e;
 }
@@ -411,12 +430,7 @@ class Searcher {
   Searcher(const PlanProblem& pr, const SearchSpace& sp, const GeneratorRegistry& reg,
            const SearchOptions& opt)
       : model_(pr, sp), registry_(reg), opt_(opt) {
-    if (opt.des_top > 0) {
-      profile_ = des_profile(pr);
-      if (!profile_)
-        result_.stats.des_note =
-            fmt::format("no hardware profile for '{}': ranked by the evaluator only", pr.gpu.name);
-    }
+    if (opt.des_top > 0) profile_ = pr.profile;
     const Inner in{sp.schedules.size(), sp.recompute.size(), sp.sequence_parallel.size(),
                    sp.zero.size(),      sp.offload.size(),   sp.end_trim.size()};
     inner_ = in;
@@ -430,7 +444,8 @@ class Searcher {
   }
 
   SearchResult run(tbb::task_arena& arena) {
-    std::size_t k = static_cast<std::size_t>(std::max(64, 4 * opt_.top));
+    std::size_t& k = keep_;
+    k = static_cast<std::size_t>(std::max(64, 4 * opt_.top));
     if (!opt_.prune) k = inner_.size();
     double t0 = now_seconds();
     arena.execute([&] { screen_all(k); });
@@ -449,7 +464,8 @@ class Searcher {
     }
     evaluate_pareto(arena);
     result_.stats.evaluate_seconds = now_seconds() - t0;
-    assemble(arena);
+    des_tier(arena);
+    assemble();
     return std::move(result_);
   }
 
@@ -573,8 +589,10 @@ class Searcher {
           pr = run_on(model_, cfg[i], sc[i], *entry[i]->ev, nullptr);
         }
         out[i] = finish(model_, cfg[i], pr);
-        out[i].time_lb = batch[i].lb;
+        StageCosts tmp;
+        out[i].time_lb = model_.screen(cfg[i], &tmp).time_lb;
         out[i].mem_lb = batch[i].mem_lb;
+        out[i].time_bound = std::max(out[i].time_bound, out[i].time_lb);
       });
     });
     for (Evaluated& e : out) record(std::move(e));
@@ -617,45 +635,152 @@ class Searcher {
     return true;
   }
 
-  // Third tier: the DES re-simulates the first des_top rows of `ok` (the evaluator's best) and
-  // they are re-ranked by its time; rows beyond keep the evaluator's figure and order.
-  void des_rerank(tbb::task_arena& arena, std::vector<Evaluated>* ok) {
-    if (!profile_ || opt_.des_top <= 0 || ok->empty()) return;
-    const double t0 = now_seconds();
-    const std::size_t n = std::min(ok->size(), static_cast<std::size_t>(opt_.des_top));
+  double row_lb(const Evaluated& e) const {
+    return objective_value(model_.problem(), e.config, e.time_bound);
+  }
+
+  // The top-th best objective among rows the DES found to fit: what a candidate must beat.
+  double des_threshold() const { return des_best_.empty() ? kInf : des_best_.front(); }
+
+  // Simulates rows `idx` of evaluated_ with the DES (in parallel; results recorded in order).
+  void des_simulate(tbb::task_arena& arena, const std::vector<std::size_t>& idx) {
+    const std::size_t n = idx.size();
     std::vector<Schedule> sched(n);
+    std::vector<Evaluated> rows(n);
     std::vector<char> have(n, 0);
-    for (std::size_t i = 0; i < n; ++i) have[i] = cached_schedule((*ok)[i].config, &sched[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      rows[i] = evaluated_[idx[i]];
+      have[i] = cached_schedule(rows[i].config, &sched[i]);
+    }
     arena.execute([&] {
       tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
         if (have[i])
-          des_rescore(model_.problem(), *profile_, model_.space(), sched[i], &(*ok)[i],
+          des_rescore(model_.problem(), *profile_, model_.space(), sched[i], &rows[i],
                       opt_.des_options);
       });
     });
-    // Rows the DES could not take (no cached schedule: never expected) keep their figure. Rows
-    // whose memory overflows in the simulator's own accounting go after those that fit.
-    std::stable_sort(ok->begin(), ok->begin() + static_cast<std::ptrdiff_t>(n),
-                     [](const Evaluated& a, const Evaluated& b) {
-                       if (a.des_fits != b.des_fits) return a.des_fits;
-                       if (a.objective != b.objective) return a.objective < b.objective;
-                       return a.peak_memory < b.peak_memory;
-                     });
-    result_.stats.des_simulated = n;
+    for (std::size_t i = 0; i < n; ++i) {
+      des_done_[idx[i]] = 1;
+      if (!have[i]) continue;  // no generated schedule: the row cannot run
+      ++result_.stats.des_simulated;
+      evaluated_[idx[i]] = rows[i];
+      if (!rows[i].feasible) continue;
+      des_best_.insert(std::upper_bound(des_best_.begin(), des_best_.end(), rows[i].objective),
+                       rows[i].objective);
+      if (des_best_.size() > static_cast<std::size_t>(std::max(1, opt_.top))) des_best_.pop_back();
+    }
+  }
+
+  // Third tier, certified: the DES simulates the evaluator's best des_top rows, then keeps
+  // simulating (and, where needed, evaluating and re-screening) every configuration whose lower
+  // bound could still beat the top-th DES-best, cheapest bound first, until none can or the
+  // budget (SearchOptions::des_budget) runs out. The bounds are lower bounds of the DES's time
+  // and memory, so the ranking is the DES's own over the whole space.
+  void des_tier(tbb::task_arena& arena) {
+    if (!profile_ || opt_.des_top <= 0) return;
+    const double t0 = now_seconds();
+    const double limit = model_.problem().limit();
+    auto grow = [&] { des_done_.resize(evaluated_.size(), 0); };
+    grow();
+    // Seeds: the evaluator's best rows that ran (feasible first).
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < evaluated_.size(); ++i)
+      if (evaluated_[i].iteration > 0 && evaluated_[i].feasible) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return evaluated_[a].objective < evaluated_[b].objective;
+    });
+    if (order.size() > static_cast<std::size_t>(opt_.des_top)) order.resize(opt_.des_top);
+    des_simulate(arena, order);
+    const std::size_t batch_size =
+        8 * static_cast<std::size_t>(std::max(1, arena.max_concurrency()));
+    for (;;) {
+      const double th = des_threshold();
+      // 1. Rows the evaluator scored whose bound is below the bar: simulate the likely winners
+      // first (the evaluator's order), since a lower bar prunes the rest sooner.
+      std::vector<std::size_t> pending;
+      for (std::size_t i = 0; i < evaluated_.size(); ++i) {
+        const Evaluated& e = evaluated_[i];
+        if (des_done_[i] || e.iteration <= 0 || e.mem_lb > limit || row_lb(e) >= th) continue;
+        pending.push_back(i);
+      }
+      if (!pending.empty()) {
+        std::stable_sort(pending.begin(), pending.end(), [&](std::size_t a, std::size_t b) {
+          return evaluated_[a].objective < evaluated_[b].objective;
+        });
+        if (pending.size() > batch_size) pending.resize(batch_size);
+        if (result_.stats.des_simulated + pending.size() >
+            static_cast<std::size_t>(opt_.des_budget)) {
+          result_.stats.des_note = fmt::format(
+              "the DES budget (--des-budget {}) stopped certification: configurations with lower "
+              "bounds from {:.3f} s were not simulated",
+              opt_.des_budget, row_lb(evaluated_[pending.front()]));
+          break;
+        }
+        des_simulate(arena, pending);
+        continue;
+      }
+      // 2. Screen candidates the evaluator has not scored yet whose bound is below the bar.
+      std::vector<Cand> todo;
+      for (const Cand& c : cands_) {
+        if (c.lb >= th || todo.size() >= 256) break;
+        if (seen_.emplace(std::make_pair(c.cell, c.inner), 1).second) todo.push_back(c);
+      }
+      if (!todo.empty()) {
+        if (result_.stats.evaluated + todo.size() >
+            static_cast<std::size_t>(opt_.max_evaluations)) {
+          result_.stats.budget_hit = true;
+          result_.stats.des_note =
+              "the evaluation budget (--max-evaluations) stopped certification";
+          break;
+        }
+        evaluate_batch(arena, todo);
+        grow();
+        continue;
+      }
+      // 3. Cells whose kept candidates were cut below the bar: screen them again with more room.
+      double cut = kInf;
+      for (const CellOut& o : outs_) cut = std::min(cut, o.cut);
+      if (opt_.prune && cut < th && keep_ < inner_.size()) {
+        keep_ *= 4;
+        arena.execute([&] { screen_all(keep_); });
+        continue;
+      }
+      result_.stats.certified = true;
+      break;
+    }
+    // The evaluator's Pareto points, so the DES front spans memory too.
+    std::vector<std::size_t> ev;
+    for (std::size_t i = 0; i < evaluated_.size(); ++i)
+      if (evaluated_[i].feasible && evaluated_[i].tier == Tier::kEvaluator) ev.push_back(i);
+    std::stable_sort(ev.begin(), ev.end(), [&](std::size_t a, std::size_t b) {
+      const Evaluated &x = evaluated_[a], &y = evaluated_[b];
+      return x.peak_memory != y.peak_memory ? x.peak_memory < y.peak_memory
+                                            : x.iteration < y.iteration;
+    });
+    std::vector<std::size_t> front;
+    double best = kInf;
+    for (std::size_t i : ev)
+      if (evaluated_[i].iteration < best) {
+        best = evaluated_[i].iteration;
+        if (!des_done_[i]) front.push_back(i);
+      }
+    des_simulate(arena, front);
     result_.stats.des_seconds = now_seconds() - t0;
   }
 
-  void assemble(tbb::task_arena& arena) {
+  void assemble() {
+    const bool des = profile_ && opt_.des_top > 0;
     std::vector<Evaluated> ok;
-    for (const Evaluated& e : evaluated_)
-      if (e.feasible) ok.push_back(e);
+    for (std::size_t i = 0; i < evaluated_.size(); ++i) {
+      const Evaluated& e = evaluated_[i];
+      if (e.feasible && (!des || des_done_[i])) ok.push_back(e);
+    }
     // Ties (configurations that differ only in where memory goes) favour less memory.
     std::stable_sort(ok.begin(), ok.end(), [](const Evaluated& a, const Evaluated& b) {
       if (a.objective != b.objective) return a.objective < b.objective;
       return a.peak_memory < b.peak_memory;
     });
     result_.pareto = pareto_front(ok);
-    des_rerank(arena, &ok);
     if (ok.size() > static_cast<std::size_t>(opt_.top)) ok.resize(opt_.top);
     result_.top = std::move(ok);
     if (!result_.top.empty()) result_.min_memory_needed = 0;
@@ -673,6 +798,10 @@ class Searcher {
   std::map<std::pair<std::uint32_t, std::uint32_t>, int> seen_;
   std::map<GenKey, std::unique_ptr<GenEntry>> cache_;
   std::vector<double> best_;
+  std::vector<double> des_best_;  // best DES objectives of rows that fit, ascending (top of them)
+  std::vector<char> des_done_;    // per evaluated_ row: simulated by the DES
+  std::size_t keep_ = 64;
+  // (keep_: candidates the screen keeps per cell)
   std::vector<Evaluated> evaluated_;
   SearchResult result_;
 };

@@ -30,11 +30,14 @@ struct SearchOptions {
   /// compare this exhaustive ranking with the pruned one)
   bool prune = true;
   bool keep_all = false;  ///< return every second-tier evaluation in SearchResult::all
-  /// Third step: the evaluator's best `des_top` feasible configurations are re-simulated with
-  /// the discrete-event simulator (one representative GPU per pipeline rank) and the ranking is
-  /// by its time. 0 = off (the evaluator's ranking). Branch and bound then proves the
-  /// evaluator's best max(top, des_top), not only its best `top`.
+  /// Third tier: the evaluator's best `des_top` feasible configurations are simulated with the
+  /// discrete-event simulator (one representative GPU per pipeline rank) first, then every
+  /// configuration whose lower bound could still beat the top-th DES result, so that the ranking
+  /// is the DES's own over the space (SearchStats::certified). 0 = off (the evaluator's ranking).
   int des_top = 32;
+  /// Most DES simulations of one search; when it stops certification early the result says so
+  /// (SearchStats::des_note, certified = false).
+  int des_budget = 4000;
   IterationOptions des_options;  ///< how the DES simulates (Megatron defaults)
   /// Called with the fraction done (0..1) at most about 200 times; may be empty.
   std::function<void(double)> progress;
@@ -59,17 +62,19 @@ struct Evaluated {
   bool feasible = false;
   std::string why_not;  ///< when infeasible: memory, or the generator's reason
   Tier tier = Tier::kEvaluator;
-  double iteration = 0;       ///< seconds, from `tier`'s engine
-  double eval_iteration = 0;  ///< seconds, the fixed-cost evaluator's figure
-  double peak_memory = 0;     ///< bytes, busiest GPU (planner memory model on the evaluator)
-  double bubble_rate = 0;     ///< zero-bubble convention, from `tier`'s engine
-  double objective = 0;       ///< what is minimised (seconds, GPU-seconds, or to the target)
-  double time_lb = 0;         ///< the screen's bound, for the record
-  double mem_lb = 0;          ///< the screen's memory bound (bytes), for the record
-  /// DES only: the simulator's peak memory of the busiest GPU (hwmodels' accounting) and
-  /// whether every GPU fits its capacity there.
-  double des_peak_memory = 0;
-  bool des_fits = true;
+  double iteration = 0;        ///< seconds, from `tier`'s engine
+  double eval_iteration = 0;   ///< seconds, the fixed-cost evaluator's figure
+  double peak_memory = 0;      ///< bytes, busiest GPU, from `tier`'s engine
+  double bubble_rate = 0;      ///< idle share of the busiest compute stream, `tier`'s engine
+  double pipeline_bubble = 0;  ///< the pipeline part of it (exposed communication excluded; DES)
+  double mfu = 0, hfu = 0;     ///< model / hardware FLOPs over time x GPUs x BF16 peak
+  double objective = 0;        ///< what is minimised (seconds, GPU-seconds, or to the target)
+  double time_lb = 0;          ///< the screen's bound on the DES's time (seconds)
+  /// The best proven lower bound on the DES's time: the larger of time_lb and the evaluator's
+  /// figure without its ZeRO-3 gather estimate (for schedules without OVERLAP_F_B). The DES tier
+  /// certifies with it.
+  double time_bound = 0;
+  double mem_lb = 0;        ///< the screen's memory bound (bytes), for the record
   TimeBreakdown breakdown;  ///< the evaluator's (its shares name what limits a configuration)
 };
 
@@ -85,7 +90,8 @@ struct SearchStats {
   double screen_seconds = 0;
   double evaluate_seconds = 0;
   double des_seconds = 0;
-  std::string des_note;     ///< why the DES tier did not run although asked ("" when it ran)
+  std::string des_note;     ///< why the DES tier stopped before certifying ("" when it did)
+  bool certified = false;   ///< the DES tier proved no unsimulated configuration can beat the top
   bool budget_hit = false;  ///< max_evaluations stopped the search before it proved the top
   int threads = 1;
 };
@@ -118,11 +124,6 @@ SearchResult run_search(const PlanProblem& problem, const SearchSpace& space,
 Evaluated evaluate_config(const CostModel& model, const GeneratorRegistry& registry,
                           const SearchConfig& c, Schedule* schedule_out = nullptr,
                           std::vector<std::pair<TimePs, TimePs>>* timings = nullptr);
-
-/// The hardware profile of the DES tier: `problem.profile`, else the shipped hwmodels profile
-/// named like the GPU preset ("dgx-a100-80gb", "dgx-h100", "dgx-h200" -> "h200"); empty when
-/// there is none.
-std::optional<hw::HardwareProfile> des_profile(const PlanProblem& problem);
 
 /// The DES input of configuration `c` run with `schedule` (generated for `c`, its layer split
 /// applied: evaluate_config's schedule_out): model, parallel configuration, profile, topology

@@ -13,21 +13,6 @@ namespace pw {
 
 const char* tier_name(Tier t) { return t == Tier::kDes ? "DES" : "eval"; }
 
-std::optional<hw::HardwareProfile> des_profile(const PlanProblem& problem) {
-  if (problem.profile) return problem.profile;
-  std::string name = problem.gpu.name;
-  if (name == "a100") name = "dgx-a100-80gb";
-  if (name == "h100") name = "dgx-h100";
-  if (name == "dgx-h200") name = "h200";
-  const std::vector<std::string> shipped = hw::shipped_profile_names();
-  if (std::find(shipped.begin(), shipped.end(), name) == shipped.end()) return std::nullopt;
-  try {
-    return hw::resolve_profile(name, "", "", "cluster.profile");
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
 IterationInput des_input(const PlanProblem& problem, const hw::HardwareProfile& profile,
                          const SearchSpace& space, const SearchConfig& c,
                          const Schedule& schedule) {
@@ -50,9 +35,18 @@ void des_rescore(const PlanProblem& problem, const hw::HardwareProfile& profile,
   e->iteration = ps_to_seconds(r.iteration);
   e->bubble_rate = r.bubble_rate;
   e->objective = objective_value(problem, e->config, e->iteration);
-  e->des_fits = r.fits;
-  e->des_peak_memory = 0;
-  for (const DeviceMemory& m : r.memory) e->des_peak_memory = std::max(e->des_peak_memory, m.peak);
+  e->mfu = r.mfu;
+  e->hfu = r.hfu;
+  e->pipeline_bubble = r.pipeline_bubble_rate;
+  // The DES's memory is the plan's memory: one figure and one fit per row.
+  e->peak_memory = 0;
+  for (const DeviceMemory& m : r.memory) e->peak_memory = std::max(e->peak_memory, m.peak);
+  const double limit = problem.limit();
+  e->feasible = r.fits && e->peak_memory <= limit;
+  e->why_not = e->feasible
+                   ? ""
+                   : fmt::format("needs {:.1f} GB per GPU by the simulator, limit {:.1f} GB",
+                                 e->peak_memory / 1e9, limit / 1e9);
 }
 
 Evaluated evaluate_config_des(const CostModel& model, const GeneratorRegistry& registry,
@@ -60,7 +54,8 @@ Evaluated evaluate_config_des(const CostModel& model, const GeneratorRegistry& r
                               const IterationOptions& options) {
   Schedule s;
   Evaluated e = evaluate_config(model, registry, c, &s);
-  if (e.feasible) des_rescore(model.problem(), profile, model.space(), s, &e, options);
+  // Whatever the evaluator's memory says: the DES decides what fits.
+  if (!s.actions.empty()) des_rescore(model.problem(), profile, model.space(), s, &e, options);
   return e;
 }
 

@@ -8,12 +8,16 @@
 namespace pw {
 
 double model_tflops_per_gpu(const PlanProblem& pr, const Evaluated& e) {
-  const CostModel cm(pr, SearchSpace{});
-  return cm.model_flops(e.config.global_batch()) / e.iteration / e.config.gpus() / 1e12;
+  return e.mfu * pr.profile.gpu.peak_flops[static_cast<int>(hw::DType::kBf16)] / 1e12;
 }
 
 double mfu(const PlanProblem& pr, const Evaluated& e) {
-  return model_tflops_per_gpu(pr, e) * 1e12 / pr.gpu.peak_flops;
+  (void)pr;
+  return e.mfu;
+}
+
+double pipeline_bubble(const Evaluated& e) {
+  return e.tier == Tier::kDes ? e.pipeline_bubble : e.bubble_rate;
 }
 
 std::string limits_line(const PlanProblem& pr, const SearchSpace& space, const Evaluated& e) {
@@ -97,7 +101,7 @@ std::string why_line(const SearchSpace& space, const std::vector<Evaluated>& top
 
 TrainTime train_time(const PlanProblem& pr, const Evaluated& e) {
   TrainTime t;
-  const double params = pr.model.num_layers * layer_params(pr.model);
+  const double params = hw::non_embedding_parameter_count(pr.model);
   const double batch_tokens = static_cast<double>(e.config.global_batch()) * pr.model.seq_length;
   TrainingTarget target = pr.target;
   if (target.empty()) {
@@ -128,16 +132,16 @@ std::string row(const PlanReportInput& in, const Evaluated& e, std::size_t rank,
                 const std::string& why) {
   const PlanProblem& pr = *in.problem;
   const double tokens = static_cast<double>(e.config.global_batch()) * pr.model.seq_length;
-  return fmt::format("{:>3}  {:<58} {:>9.3f} {:>4} {:>10.0f} {:>5.1f}% {:>6.1f}% {:>7.1f}  {}\n",
-                     rank, describe_config(*in.space, e.config), e.iteration, tier_name(e.tier),
-                     tokens / e.iteration, 100 * mfu(pr, e), 100 * e.bubble_rate,
-                     e.peak_memory / 1e9, why);
+  return fmt::format(
+      "{:>3}  {:<58} {:>9.3f} {:>4} {:>10.0f} {:>5.1f}% {:>5.1f}% {:>6.1f}% {:>7.1f}  {}\n", rank,
+      describe_config(*in.space, e.config), e.iteration, tier_name(e.tier), tokens / e.iteration,
+      100 * e.mfu, 100 * e.hfu, 100 * pipeline_bubble(e), e.peak_memory / 1e9, why);
 }
 
 std::string header() {
-  return fmt::format("{:>3}  {:<58} {:>9} {:>4} {:>10} {:>6} {:>7} {:>7}  {}\n", "#",
-                     "configuration", "iter (s)", "tier", "tokens/s", "MFU", "bubble", "mem GB",
-                     "why");
+  return fmt::format("{:>3}  {:<58} {:>9} {:>4} {:>10} {:>6} {:>6} {:>7} {:>7}  {}\n", "#",
+                     "configuration", "iter (s)", "tier", "tokens/s", "MFU", "HFU", "bubble",
+                     "mem GB", "why");
 }
 
 }  // namespace
@@ -148,8 +152,9 @@ std::string render_table(const PlanReportInput& in) {
   const SearchStats& st = r.stats;
   std::string o;
   o += fmt::format("pipewright plan: {} ({:.1f}B parameters) on {} x {} ({} GPUs), objective {}\n",
-                   pr.model.name, total_params(pr.model) / 1e9, pr.num_gpus / pr.gpu.gpus_per_node,
-                   in.cluster, pr.num_gpus, objective_name(pr.objective));
+                   pr.model.name, hw::parameter_count(pr.model) / 1e9,
+                   pr.num_gpus / pr.gpus_per_node(), in.cluster, pr.num_gpus,
+                   objective_name(pr.objective));
   o += fmt::format(
       "searched {} configurations ({} well formed, {} fit the screen's memory bound) in {:.2f} s "
       "on {} threads; {} simulated ({} schedules generated) in {:.2f} s{}\n",
@@ -157,11 +162,10 @@ std::string render_table(const PlanReportInput& in) {
       st.evaluate_seconds, st.budget_hit ? " (evaluation budget hit: ranking not proven)" : "");
   if (st.des_simulated > 0)
     o += fmt::format(
-        "the evaluator's best {} re-simulated with the discrete-event simulator in {:.2f} s and "
-        "ranked by it (tier DES; eval = fixed-cost evaluator)\n",
-        st.des_simulated, st.des_seconds);
-  else if (!st.des_note.empty())
-    o += st.des_note + "\n";
+        "{} simulated with the discrete-event simulator in {:.2f} s and ranked by it{}\n",
+        st.des_simulated, st.des_seconds,
+        st.certified ? "; no other configuration's lower bound can beat the top (certified)" : "");
+  if (!st.des_note.empty()) o += st.des_note + "\n";
   if (r.top.empty()) {
     o += fmt::format(
         "\nno feasible plan: {} does not fit in {:.1f} GB per GPU on {} GPUs under any "
@@ -207,7 +211,14 @@ std::string render_table(const PlanReportInput& in) {
         static_cast<double>(best.config.global_batch()) * pr.model.seq_length);
   else
     o += "time to train: " + tt.note + "\n";
-  o += "\nPareto front (fixed-cost evaluator: iteration time vs peak memory per GPU):\n";
+  o += fmt::format(
+      "\nMFU/HFU: model/hardware FLOPs (recomputation counted in HFU) over time x "
+      "GPUs x the {:.0f} TFLOP/s BF16 peak; bubble: pipeline idle share of the "
+      "busiest GPU (exposed communication excluded)\n",
+      pr.profile.gpu.peak_flops[static_cast<int>(hw::DType::kBf16)] / 1e12);
+  o += fmt::format("\nPareto front ({}: iteration time vs peak memory per GPU):\n",
+                   !r.pareto.empty() && r.pareto[0].tier == Tier::kDes ? "discrete-event simulator"
+                                                                       : "fixed-cost evaluator");
   for (const Evaluated& e : r.pareto)
     o += fmt::format("  {:>7.1f} GB  {:>9.3f} s  {}\n", e.peak_memory / 1e9, e.iteration,
                      describe_config(*in.space, e.config));
@@ -237,14 +248,13 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
   j["iteration_s"] = e.iteration;
   j["tier"] = tier_name(e.tier);
   j["evaluator_iteration_s"] = e.eval_iteration;
-  if (e.tier == Tier::kDes) {
-    j["des_peak_memory_gb"] = e.des_peak_memory / 1e9;
-    j["des_fits"] = e.des_fits;
-  }
   j["tokens_per_s"] = static_cast<double>(c.global_batch()) * pr.model.seq_length / e.iteration;
-  j["mfu"] = mfu(pr, e);
-  j["bubble_rate"] = e.bubble_rate;
-  j["peak_memory_gb"] = e.peak_memory / 1e9;
+  j["mfu"] = e.mfu;
+  j["hfu"] = e.hfu;
+  j["bubble"] = pipeline_bubble(e);
+  j["idle_rate"] = e.bubble_rate;
+  j["memory_gb"] = e.peak_memory / 1e9;
+  j["fits"] = e.feasible;
   j["objective"] = e.objective;
   j["breakdown_s"] = {{"compute", e.breakdown.compute},
                       {"tp_comm", e.breakdown.tp_comm},
@@ -272,7 +282,9 @@ std::string render_json(const PlanReportInput& in) {
                 {"evaluated", st.evaluated},
                 {"generated", st.generated},
                 {"budget_hit", st.budget_hit},
-                {"des_simulated", st.des_simulated}};
+                {"des_simulated", st.des_simulated},
+                {"certified", st.certified},
+                {"note", st.des_note}};
   j["feasible"] = !r.top.empty();
   if (r.top.empty()) {
     j["min_memory_needed_gb"] = r.min_memory_needed / 1e9;
@@ -291,7 +303,6 @@ std::string render_json(const PlanReportInput& in) {
   j["limited_by"] = limits_line(pr, *in.space, r.top[0]);
   if (in.published) {
     nlohmann::json p = to_json(in, *in.published);
-    p["feasible"] = in.published->feasible;
     p["source"] = in.published_source;
     j["published"] = p;
   }

@@ -14,49 +14,9 @@
 
 namespace pw {
 
-/// One GPU type and its node/network, in SI units (FLOP/s, bytes, bytes/s, seconds).
-struct GpuNodeSpec {
-  std::string name;
-  double peak_flops = 312e12;         ///< dense BF16
-  double gemm_efficiency = 0.73;      ///< large-GEMM achieved / peak
-  double memory_bytes = 80e9;         ///< HBM capacity
-  double hbm_bw = 2.039e12;           ///< datasheet HBM bandwidth
-  double hbm_efficiency = 0.8;        ///< streaming kernels
-  double intra_bw = 300e9;            ///< NVLink/NVSwitch per GPU per direction
-  double intra_allreduce_bw = 230e9;  ///< measured 8-GPU all-reduce bus bandwidth
-  double inter_bw = 25e9;             ///< InfiniBand per GPU per direction
-  double inter_efficiency = 0.9;      ///< achieved / datasheet for bulk collectives
-  double pcie_bw = 32e9;              ///< GPU <-> host per direction
-  double intra_latency = 3e-6;        ///< per collective step / hop, seconds
-  double inter_latency = 8e-6;
-  double kernel_latency = 4e-6;          ///< per kernel launch and tail
-  double reserved_bytes = 2e9;           ///< CUDA context, allocator slack, workspaces
-  double cpu_adam_params_per_s = 1.5e9;  ///< optimizer offload: host Adam rate per GPU
-  double dollars_per_gpu_hour = 0;       ///< 0 = report GPU-hours only
-  int gpus_per_node = 8;
-};
-
-/// A GPU/node spec from a hwmodels hardware profile (shipped or written by `pipewright
-/// calibrate`): BF16 peak, large-GEMM efficiency, HBM, the intra-node link (its effective
-/// bandwidth stands for the 8-GPU ring all-reduce bus bandwidth), one NIC per GPU, PCIe, and the
-/// link latencies plus the collective step latency.
-GpuNodeSpec gpu_node_from_profile(const hw::HardwareProfile& profile);
-
-/// Shipped GPU/node presets: "dgx-a100-80gb", "dgx-h100", "dgx-h200". Returns false if unknown.
-bool gpu_node_preset(const std::string& name, GpuNodeSpec* out);
-std::vector<std::string> gpu_node_preset_names();
-
-/// Model presets: every hwmodels preset (hwmodels/model_presets.h: "gpt3-175b", the Megatron
-/// weak-scaling models "megatron-1.7b" .. "megatron-1t", Korthikanti's, the zero-bubble
-/// paper's), plus "megatron-1008b" (= megatron-1t) and "cm-98.5b" (the controllable-memory
-/// paper's 98.5B model, sequence 1024). Returns false if unknown.
+/// Model presets: hwmodels' (hwmodels/model_presets.h). Returns false if unknown.
 bool model_preset(const std::string& name, ModelShape* out);
 std::vector<std::string> model_preset_names();
-
-/// Parameters of one transformer layer (QKV, projection, MLP weights and biases, LayerNorms).
-double layer_params(const ModelShape& m);
-/// All parameters: layers + token embedding + position embedding (PTD-P formula's terms).
-double total_params(const ModelShape& m);
 
 /// Recomputation is hwmodels' enum (SearchConfig stores it as its integer value).
 using Recompute = hw::Recompute;
@@ -88,7 +48,6 @@ struct ScheduleOption {
   bool split_backward = false;
   bool takes_v = false;             ///< the generator honours GeneratorParams::v
   bool memory_aware = false;        ///< the generator reads GeneratorParams::memory_limit
-  bool overlaps_dp = false;         ///< breadth-first: gradient reduction overlaps the backward
   bool explicit_recompute = false;  ///< the schedule has R actions (full recomputation only)
   bool overlap = false;             ///< the schedule has OVERLAP_F_B actions (DualPipeV)
 };

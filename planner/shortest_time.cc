@@ -75,8 +75,8 @@ std::string bound_text(const PlanProblem& pr, const ShortestTimeResult& r) {
 ShortestTimeResult shortest_time(const PlanProblem& problem, const GeneratorRegistry& registry,
                                  const ShortestTimeOptions& options) {
   ShortestTimeResult r;
-  const double params = problem.model.num_layers * layer_params(problem.model);
-  const double all_params = total_params(problem.model);
+  const double params = hw::non_embedding_parameter_count(problem.model);
+  const double all_params = hw::parameter_count(problem.model);
   if (problem.target.loss > 0) {
     r.target_loss = problem.target.loss;
     r.note = fmt::format("target loss {:.3f} nats", r.target_loss);
@@ -99,7 +99,7 @@ ShortestTimeResult shortest_time(const PlanProblem& problem, const GeneratorRegi
   const SearchSpace base = default_space(pr, registry, {1});
   const double crit_seqs = r.b_crit_tokens / problem.model.seq_length;
   const int center = static_cast<int>(std::lround(std::log2(std::max(1.0, crit_seqs))));
-  const int gpn = problem.gpu.gpus_per_node;
+  const int gpn = problem.gpus_per_node();
   const SearchConstraints& cons = options.constraints;
   {
     std::vector<int> counts, batches;
@@ -159,7 +159,7 @@ ShortestTimeResult shortest_time(const PlanProblem& problem, const GeneratorRegi
 
 std::string shortest_time_table(const PlanProblem& pr, const ShortestTimeResult& r) {
   std::string o = fmt::format("shortest possible training time: {} on unlimited {} GPUs\n",
-                              pr.model.name, pr.gpu.name);
+                              pr.model.name, pr.profile.name);
   o += fmt::format("{}; critical batch {:.3g} tokens; S_min {:.3g} steps\n", r.note,
                    r.b_crit_tokens, r.s_min);
   if (!r.feasible) return o + "no feasible configuration at any batch size or GPU count\n";
@@ -184,7 +184,7 @@ std::string shortest_time_table(const PlanProblem& pr, const ShortestTimeResult&
 std::string shortest_time_json(const PlanProblem& pr, const ShortestTimeResult& r) {
   nlohmann::json j;
   j["model"] = pr.model.name;
-  j["gpu"] = pr.gpu.name;
+  j["gpu"] = pr.profile.name;
   j["note"] = r.note;
   j["target_loss"] = r.target_loss;
   j["critical_batch_tokens"] = r.b_crit_tokens;

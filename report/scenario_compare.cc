@@ -76,7 +76,7 @@ ScheduleReport score(const CostModel& model, const GeneratorRegistry& registry,
 
 }  // namespace
 
-ReportInput compare_on_scenario(const PlanScenario& sc, const std::vector<std::string>& names,
+ReportInput compare_on_scenario(const hw::Scenario& sc, const std::vector<std::string>& names,
                                 double memory_limit_bytes) {
   if (!sc.has_parallel)
     throw ConfigError(sc.file, "parallel",
@@ -86,8 +86,11 @@ ReportInput compare_on_scenario(const PlanScenario& sc, const std::vector<std::s
   for (const std::string& n : names) registry.get(n, "--schedules");
   PlanProblem pr;
   pr.model = sc.model;
-  pr.gpu = sc.gpu;
+  pr.profile = sc.profile;
+  pr.profile.node = sc.topology.node;
+  pr.profile.fabric = sc.topology.fabric;
   pr.num_gpus = sc.num_gpus();
+  pr.sim.flash_attention = sc.flash_attention;
   pr.memory_limit = memory_limit_bytes;
   SearchSpace space;
   space.schedules = probe_schedules(registry, {2, 3, 4, 6, 8});
@@ -98,7 +101,7 @@ ReportInput compare_on_scenario(const PlanScenario& sc, const std::vector<std::s
   const ParallelConfig& par = sc.parallel;
   in.context = {
       {"model", sc.model.name},
-      {"cluster", fmt::format("{} x {} GPUs", sc.cluster, sc.num_gpus())},
+      {"cluster", fmt::format("{} x {} GPUs", sc.cluster_profile, sc.num_gpus())},
       {"parallel",
        fmt::format("t{} p{} d{}", par.tensor_parallel, par.pipeline_parallel, par.data_parallel)},
       {"batch", fmt::format("micro {} global {}", par.micro_batch_size, par.global_batch_size)},

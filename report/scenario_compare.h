@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/search_scenario.h"
+#include "hwmodels/scenario.h"
 #include "report/report.h"
 
 namespace pw {
@@ -16,7 +16,7 @@ namespace pw {
 /// valid ones; a schedule that cannot be generated for the configuration becomes an entry with
 /// its reason. `memory_limit_bytes` <= 0 uses the GPU's capacity. Memory figures are in GiB
 /// (ReportInput::memory_unit "GiB act.").
-ReportInput compare_on_scenario(const PlanScenario& sc, const std::vector<std::string>& names,
+ReportInput compare_on_scenario(const hw::Scenario& sc, const std::vector<std::string>& names,
                                 double memory_limit_bytes = 0);
 
 }  // namespace pw

@@ -11,6 +11,7 @@ Evaluator::Evaluator(const Schedule& schedule)
     : schedule_(schedule), graph_(build_dependency_graph(schedule_)) {
   const std::size_t n = graph_.size();
   cost_index_.resize(n);
+  pair_index_.assign(n, -1);
   alloc_index_.resize(n);
   free_index_.resize(n);
   compute_.resize(n);
@@ -24,6 +25,7 @@ Evaluator::Evaluator(const Schedule& schedule)
     if (a.kind == ActionKind::kOverlapFB) {
       alloc_index_[id] = base + static_cast<int>(ActionKind::kF);
       free_index_[id] = a.stage2 * kNumActionKinds + static_cast<int>(ActionKind::kBW);
+      pair_index_[id] = free_index_[id];
     }
     compute_[id] = is_compute(a.kind) ? 1 : 0;
   }
@@ -64,7 +66,8 @@ const EvalResult& Evaluator::run(const CostTable& costs, bool memory_timeline) {
       const TimePs ready = end[dep[k]] + (dep_hop[k] >= 0 ? hop[dep_hop[k]] : 0);
       t = std::max(t, ready);
     }
-    const TimePs e = t + dur[cost_index_[id]];
+    TimePs e = t + dur[cost_index_[id]];
+    if (costs.overlap_pairs && pair_index_[id] >= 0) e += dur[pair_index_[id]];
     start[id] = t;
     end[id] = e;
     clock_[d] = e;

@@ -59,6 +59,7 @@ class Evaluator {
   Schedule schedule_;
   DependencyGraph graph_;
   std::vector<std::int32_t> cost_index_;   ///< stage * kNumActionKinds + kind, per action
+  std::vector<std::int32_t> pair_index_;   ///< OVERLAP_F_B: stage2's kBW entry, else -1
   std::vector<std::int32_t> alloc_index_;  ///< mem_delta index applied at start (if positive)
   std::vector<std::int32_t> free_index_;   ///< mem_delta index applied at end (if negative)
   std::vector<std::uint8_t> compute_;      ///< 1 for compute actions

@@ -262,7 +262,7 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
                : 0;
   res.bubble_rate = span > 0 ? static_cast<double>(span - busy) / static_cast<double>(span) : 0;
   res.bubble_fraction = busy > 0 ? static_cast<double>(span - busy) / static_cast<double>(busy) : 0;
-  const double capacity = in.profile.gpu.hbm_capacity.value;
+  const double capacity = in.profile.gpu.usable_memory().value;
   for (int d = 0; d < R; ++d) {
     const des::DeviceRun& dr = er.device[d];
     DeviceMemory m;

@@ -13,6 +13,7 @@
 #include "core/trace.h"
 #include "core/units.h"
 #include "hwmodels/collectives.h"
+#include "hwmodels/optimizer.h"
 #include "hwmodels/profile.h"
 #include "hwmodels/topology.h"
 #include "sim/task_graph.h"
@@ -47,7 +48,7 @@ struct IterationOptions {
   bool flash_attention = false;
   /// Optimizer offload (Deep Optimizer States): CPU Adam throughput in parameters per second per
   /// GPU's share of host cores, and the GPU share of the update (< 0: chosen by the cost model).
-  double cpu_adam_params_per_sec = 1.0e9;
+  double cpu_adam_params_per_sec = hw::kCpuAdamParamsPerSec;
   double offload_gpu_share = -1;
   bool trace = false;  ///< fill IterationResult::trace
 };

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "hwmodels/memory.h"
+#include "hwmodels/optimizer.h"
 #include "sim/iteration_builder.h"
 
 namespace pw::detail {
@@ -13,12 +14,6 @@ namespace {
 
 using des::MemCategory;
 using des::StreamKind;
-
-// Adam with bf16 weights and fp32 master/momentum/variance: reads master, m, v and the gradient,
-// writes master, m, v and the bf16 weight: about 28 bytes of HBM traffic per parameter.
-constexpr double kAdamBytesPerParam = 28.0;
-// Optimizer state moved per parameter for an update on the GPU (fp32 master, m, v).
-constexpr double kStateBytesPerParam = 12.0;
 
 struct Dsu {
   std::vector<std::uint32_t> parent;
@@ -39,8 +34,6 @@ void IterationBuilder::build_optimizer() {
   const Placement& pl = in_.schedule.placement;
   const int d = layout_.dp;
   const int zero = in_.parallel.zero_stage;
-  const double hbm = in_.profile.gpu.hbm_bandwidth.value * in_.profile.gpu.hbm_efficiency;
-  const double pcie = in_.profile.node.pcie.effective().value;
   for (int sim = 0; sim < static_cast<int>(out_.ranks.size()); ++sim) {
     const SimRank& r = out_.ranks[sim];
     double params = 0;
@@ -54,24 +47,14 @@ void IterationBuilder::build_optimizer() {
     out_.graph.add_initial_memory(sim, MemCategory::kOptimizer, ms.optimizer.value);
     std::int32_t opt_task = -1;
     if (!in_.parallel.optimizer_offload) {
-      opt_task = add_compute(sim, gpu_.memory_bound_time(Bytes{shard * kAdamBytesPerParam}), 0, 0,
+      opt_task = add_compute(sim, hw::adam_step_time(gpu_, shard), 0, 0,
                              label(ActionKind::kOptStep, -1, -1));
     } else {
       // Deep Optimizer States: the share x of the update that runs on the GPU minimises the
-      // longer of the two paths after the reduction (GPU: update + state write-back; CPU: update
-      // + gradient/parameter copies); the state prefetch overlaps the backward.
+      // longer of the two paths after the reduction (hwmodels/optimizer.h); the state prefetch
+      // overlaps the backward.
       const double cpu = opt_.cpu_adam_params_per_sec;
-      auto cost = [&](double x) {
-        const double gpu_path = x * shard * (kAdamBytesPerParam / hbm + kStateBytesPerParam / pcie);
-        const double cpu_path = (1 - x) * shard * (1.0 / cpu + 4.0 / pcie);
-        return std::max(gpu_path, cpu_path);
-      };
-      double x = opt_.offload_gpu_share;
-      if (x < 0) {
-        x = 0;
-        for (int k = 1; k <= 20; ++k)
-          if (cost(k / 20.0) < cost(x)) x = k / 20.0;
-      }
+      const double x = hw::offload_split(in_.profile, shard, cpu, opt_.offload_gpu_share).gpu_share;
       out_.offload_gpu_share = x;
       const int host = -(r.gpu + 1);
       auto host_task = [&](double bytes, bool to_gpu, TimePs latency, ActionKind k) {
@@ -80,7 +63,7 @@ void IterationBuilder::build_optimizer() {
         if (bytes > 0) add_flow(to_gpu ? host : r.gpu, to_gpu ? r.gpu : host, bytes);
         return add_comm(sim, StreamKind::kHost, c, CommKind::kOffload, label(k, -1, -1));
       };
-      const double state = x * shard * kStateBytesPerParam;
+      const double state = x * shard * hw::kOffloadStateBytesPerParam;
       const std::int32_t prefetch = host_task(state, true, 0, ActionKind::kUnshard);
       out_.graph.tasks()[prefetch].mem_at_start = state;
       out_.graph.tasks()[prefetch].mem_category = MemCategory::kOptimizer;
@@ -95,8 +78,8 @@ void IterationBuilder::build_optimizer() {
       for (std::int32_t t : dp_tasks_[sim]) out_.graph.add_dep(t, grads);
       out_.graph.add_dep(grads, cpu_update);
       out_.graph.add_dep(cpu_update, params_back);
-      opt_task = add_compute(sim, gpu_.memory_bound_time(Bytes{x * shard * kAdamBytesPerParam}), 0,
-                             0, label(ActionKind::kOptStep, -1, -1));
+      opt_task = add_compute(sim, hw::adam_step_time(gpu_, x * shard), 0, 0,
+                             label(ActionKind::kOptStep, -1, -1));
       out_.graph.add_dep(prefetch, opt_task);
       const std::int32_t write_back = host_task(state, false, 0, ActionKind::kReshard);
       out_.graph.tasks()[write_back].mem_at_end = -state;

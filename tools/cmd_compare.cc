@@ -12,9 +12,9 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/plan_io.h"
+#include "hwmodels/scenario.h"
 #include "planner/adaptive.h"
 #include "planner/generator.h"
-#include "planner/search_scenario.h"
 #include "report/build.h"
 #include "report/report.h"
 #include "report/scenario_compare.h"
@@ -247,7 +247,7 @@ int run_compare(const CompareOptions& o) {
       if (o.app->count(flag) > 0)
         throw ConfigError("", flag, "comes from the scenario file; drop it or drop the scenario");
     if (o.memory_limit < 0) throw ConfigError("", "--memory-limit", "expected GB >= 0");
-    in = compare_on_scenario(load_plan_scenario(o.scenario), split_names(o.schedules),
+    in = compare_on_scenario(hw::load_scenario(o.scenario), split_names(o.schedules),
                              o.memory_limit * 1e9);
   } else {
     in = fixed_cost_input(o);

@@ -14,10 +14,10 @@
 #include "core/file_io.h"
 #include "core/plan_io.h"
 #include "core/pytorch_csv.h"
+#include "hwmodels/scenario.h"
 #include "planner/plan_emit.h"
 #include "planner/search.h"
 #include "planner/search_report.h"
-#include "planner/search_scenario.h"
 #include "planner/shortest_time.h"
 #include "report/build.h"
 #include "report/report.h"
@@ -43,6 +43,7 @@ struct PlanOptions {
   std::string format = "table";
   int threads = 0;
   int des_top = 32;
+  int des_budget = 4000;
   int max_gpus = 1 << 16;
   bool shortest_time = false;
   // Search constraints, as typed (comma-separated lists; parsed by parse_constraints).
@@ -176,36 +177,38 @@ void check_not_empty(const SearchConstraints& c, const SearchSpace& space, const
                     "no well-formed configuration satisfies these constraints" + why);
 }
 
-PlanScenario resolve_scenario(const PlanOptions& o) {
-  if (!o.scenario.empty()) return load_plan_scenario(o.scenario);
-  // The bundled default, relative to the working directory or the source tree.
+// The scenario through the one reader every command uses (its `parallel:` section optional).
+hw::Scenario resolve_scenario(const PlanOptions& o) {
+  if (!o.scenario.empty()) return hw::load_scenario(o.scenario, {}, hw::ParallelSection::kOptional);
+  // The bundled default, relative to the working directory or the installed binary.
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   std::vector<std::filesystem::path> dirs{"."};
   if (!ec) {
     for (std::filesystem::path d = exe.parent_path(); !d.empty() && d != d.root_path();
-         d = d.parent_path())
+         d = d.parent_path()) {
       dirs.push_back(d);
+      dirs.push_back(d / "share" / "pipewright");
+    }
   }
   for (const std::filesystem::path& dir : dirs) {
     const std::filesystem::path p = dir / kDefaultScenario;
-    if (std::filesystem::exists(p)) {
-      try {
-        return load_plan_scenario(p.string());
-      } catch (const ConfigError&) {
-        break;  // a default we cannot read as a plan scenario: use the built-in one
-      }
-    }
+    if (std::filesystem::exists(p))
+      return hw::load_scenario(p.string(), {}, hw::ParallelSection::kOptional);
   }
-  return default_plan_scenario();
+  throw ConfigError(kDefaultScenario, "",
+                    "the bundled default scenario was not found next to the binary or in the "
+                    "working directory; name a scenario file");
 }
 
-PlanProblem make_problem(const PlanOptions& o, const PlanScenario& sc) {
+PlanProblem make_problem(const PlanOptions& o, const hw::Scenario& sc) {
   PlanProblem pr;
   pr.model = sc.model;
-  pr.gpu = sc.gpu;
-  pr.num_gpus = sc.num_gpus();
   pr.profile = sc.profile;
+  pr.profile.node = sc.topology.node;  // the cluster's overrides (gpus_per_node, ...)
+  pr.profile.fabric = sc.topology.fabric;
+  pr.num_gpus = sc.num_gpus();
+  pr.sim.flash_attention = sc.flash_attention;
   if (o.objective == "time")
     pr.objective = Objective::kTime;
   else if (o.objective == "cost")
@@ -227,24 +230,28 @@ PlanProblem make_problem(const PlanOptions& o, const PlanScenario& sc) {
   pr.target.loss = o.target_loss;
   pr.target.tokens = o.tokens;
   if (o.memory_limit_gb < 0) throw ConfigError("", "--memory-limit", "expected GB > 0");
-  if (o.memory_limit_gb * 1e9 > pr.gpu.memory_bytes)
+  const double usable = pr.profile.gpu.usable_memory().value;
+  if (o.memory_limit_gb * 1e9 > usable)
     throw ConfigError("", "--memory-limit",
                       fmt::format("contradictory constraints: {} GB is more than the {} GPU's "
-                                  "{:.0f} GB",
-                                  o.memory_limit_gb, sc.cluster, pr.gpu.memory_bytes / 1e9));
+                                  "{:.1f} GB usable ({:.0f} GB less {:.1f} GB reserved)",
+                                  o.memory_limit_gb, sc.cluster_profile, usable / 1e9,
+                                  pr.profile.gpu.hbm_capacity.value / 1e9,
+                                  pr.profile.gpu.reserved_memory.value / 1e9));
   pr.memory_limit = o.memory_limit_gb * 1e9;
   if (o.top < 1) throw ConfigError("", "--top", "expected at least 1");
   if (o.threads < 0) throw ConfigError("", "--threads", "expected 0 (all cores) or more");
   if (o.max_gpus < 1) throw ConfigError("", "--max-gpus", "expected at least 1");
   if (o.des_top < 0) throw ConfigError("", "--des-top", "expected 0 (off) or more");
+  if (o.des_budget < 1) throw ConfigError("", "--des-budget", "expected 1 or more");
   return pr;
 }
 
 // Global batches: the scenario's, or for a loss target optimised over batch, a grid of powers
 // of two around the critical batch.
-std::vector<int> global_batches(const PlanProblem& pr, const PlanScenario& sc) {
+std::vector<int> global_batches(const PlanProblem& pr, const hw::Scenario& sc) {
   if (pr.objective == Objective::kTime || pr.target.empty()) return {sc.parallel.global_batch_size};
-  const double params = pr.model.num_layers * layer_params(pr.model);
+  const double params = hw::non_embedding_parameter_count(pr.model);
   const TrainingNeed need = training_need(params, pr.target, 1.0);
   const double crit_seqs = need.b_crit / pr.model.seq_length;
   std::vector<int> out;
@@ -288,7 +295,7 @@ void write_plan_report(const std::string& path, const CostModel& model,
 int run_plan(const PlanOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw ConfigError("", "--format", "expected table or json");
-  const PlanScenario sc = resolve_scenario(o);
+  const hw::Scenario sc = resolve_scenario(o);
   const PlanProblem pr = make_problem(o, sc);
   const SearchConstraints cons = parse_constraints(o);
   const GeneratorRegistry registry = default_registry();
@@ -318,6 +325,8 @@ int run_plan(const PlanOptions& o) {
   opts.top = o.top;
   opts.threads = o.threads;
   opts.des_top = o.des_top;
+  opts.des_budget = o.des_budget;
+  opts.des_options = pr.sim;
   if (tty) opts.progress = progress_bar;
   const SearchResult result = run_search(pr, space, registry, opts);
   if (tty) std::fputs("\r\033[K", stderr);
@@ -325,11 +334,11 @@ int run_plan(const PlanOptions& o) {
   PlanReportInput in{&pr,
                      &space,
                      &result,
-                     sc.file.empty() ? "built-in default" : sc.file,
-                     sc.cluster,
+                     sc.file,
+                     sc.cluster_profile,
                      std::nullopt,
-                     sc.published_source,
-                     sc.published_tflops};
+                     sc.published ? sc.published->source : std::string(),
+                     sc.published ? sc.published->tflops_per_gpu : 0.0};
   const CostModel model(pr, space);
   // The published configuration is compared at its own batch and GPU count only.
   const ParallelConfig& pub = sc.parallel;
@@ -343,8 +352,7 @@ int run_plan(const PlanOptions& o) {
     SearchConfig pc;
     std::string why;
     // Scored by the same engine as the ranking's first row.
-    const std::optional<hw::HardwareProfile> prof = des_profile(pr);
-    const bool des = !result.top.empty() && result.top[0].tier == Tier::kDes && prof;
+    const bool des = !result.top.empty() && result.top[0].tier == Tier::kDes;
     if (config_from_parallel(space, sc.parallel, &pc, &why)) {
       if (sc.first_stage_layers > 0 || sc.last_stage_layers > 0) {
         Evaluated e;
@@ -355,7 +363,7 @@ int run_plan(const PlanOptions& o) {
             sc.first_stage_layers, sc.last_stage_layers, sc.file);
         in.published = e;
       } else {
-        in.published = des ? evaluate_config_des(model, registry, *prof, pc, opts.des_options)
+        in.published = des ? evaluate_config_des(model, registry, pr.profile, pc, opts.des_options)
                            : evaluate_config(model, registry, pc);
       }
     }
@@ -365,15 +373,16 @@ int run_plan(const PlanOptions& o) {
              stdout);
   if (result.top.empty()) return 0;
   const SearchConfig& best = result.top[0].config;
-  if (!o.report.empty()) write_plan_report(o.report, model, registry, space, result, sc.cluster);
+  if (!o.report.empty())
+    write_plan_report(o.report, model, registry, space, result, sc.cluster_profile);
   if (!o.emit.empty() || !o.export_csv.empty()) {
     Provenance prov;
     prov.version = "pipewright 0.1.0";
-    prov.profile_source = sc.cluster;
+    prov.profile_source = sc.cluster_profile;
     prov.command = "pipewright plan" + (o.scenario.empty() ? std::string() : " " + o.scenario) +
                    (cons.empty() ? std::string() : " " + cons.describe());
     // Predicted by the engine that ranked it (sim/plan_prediction.h: the DES re-simulates it).
-    const Plan plan = build_plan(model, registry, best, sc.cluster, prov,
+    const Plan plan = build_plan(model, registry, best, sc.cluster_profile, prov,
                                  EmitOptions{result.top[0].tier == Tier::kDes, opts.des_options});
     if (!o.emit.empty()) save_plan(o.emit, plan);
     if (!o.export_csv.empty())
@@ -402,8 +411,12 @@ void register_plan(CLI::App& app, int* status) {
   sub->add_option("--format", o->format, "table | json")->capture_default_str();
   sub->add_option("--threads", o->threads, "worker threads (0 = all cores)");
   sub->add_option("--des-top", o->des_top,
-                  "re-simulate the evaluator's best N with the discrete-event simulator and rank "
-                  "by it (0 = off)")
+                  "simulate the evaluator's best N with the discrete-event simulator first, then "
+                  "every configuration whose lower bound can still win; rank by it (0 = off: "
+                  "the evaluator's ranking)")
+      ->capture_default_str();
+  sub->add_option("--des-budget", o->des_budget,
+                  "most discrete-event simulations; the output says when it stops certification")
       ->capture_default_str();
   sub->add_flag("--shortest-time", o->shortest_time,
                 "fastest possible time to train with unlimited GPUs of this type");

@@ -13,6 +13,7 @@
 #include "core/plan_io.h"
 #include "core/validator.h"
 #include "hwmodels/gpu_model.h"
+#include "hwmodels/profile.h"
 #include "hwmodels/transformer.h"
 #include "planner/search.h"
 #include "sim/plan_prediction.h"
@@ -23,7 +24,7 @@ namespace {
 TEST(PlanEmit, BestPlanValidatesAndLoadsBackIdentically) {
   PlanProblem pr;
   ASSERT_TRUE(model_preset("megatron-7.5b", &pr.model));
-  ASSERT_TRUE(gpu_node_preset("dgx-a100-80gb", &pr.gpu));
+  pr.profile = hw::resolve_profile("dgx-a100-80gb", "", "", "");
   pr.num_gpus = 32;
   const GeneratorRegistry reg = default_registry();
   SearchSpace space = default_space(pr, reg, {128});
@@ -68,9 +69,8 @@ struct Small {
   SearchSpace space;
   Small() {
     EXPECT_TRUE(model_preset("megatron-1.7b", &pr.model));
-    EXPECT_TRUE(gpu_node_preset("dgx-a100-80gb", &pr.gpu));
-    pr.num_gpus = 8;
     pr.profile = hw::resolve_profile("dgx-a100-80gb", "", "", "");
+    pr.num_gpus = 8;
     space = default_space(pr, reg, {16});
   }
   SearchConfig config(int t, int p, int d, const std::string& schedule, int v = 1) const {
@@ -151,7 +151,7 @@ TEST(PlanEmit, DesPredictionResimulatesExactlyAndRespectsDependencies) {
     // (the SEND_B marker) until the first transfer ends, where the unlowered action's two
     // transfers run together: DualPipeV's lowered plan is slightly slower (here 402.683 ms against
     // 402.633 ms, 0.012%; 0.004% on the GPT-3 default).
-    const Evaluated ranked = evaluate_config_des(model, s.reg, *s.pr.profile, c);
+    const Evaluated ranked = evaluate_config_des(model, s.reg, s.pr.profile, c);
     ASSERT_EQ(ranked.tier, Tier::kDes);
     const bool two_sends = plan.config.schedule == "dualpipev";
     EXPECT_NEAR(ranked.iteration, ps_to_seconds(plan.predicted_iteration),
@@ -176,9 +176,9 @@ TEST(PlanEmit, PredictedPassTimesAreTheWorkloadModelsStageCosts) {
   EmitOptions opt;
   opt.des_options.free_communication = true;
   const Plan plan = build_plan(model, s.reg, c, "dgx-a100-80gb", kProv, opt);
-  const hw::GpuModel gpu(s.pr.profile->gpu);
+  const hw::GpuModel gpu(s.pr.profile.gpu);
   const hw::WorkloadOptions wo = hw::workload_options(
-      plan_iteration_input(plan.model, plan.config, *s.pr.profile, plan.schedule).parallel, false);
+      plan_iteration_input(plan.model, plan.config, s.pr.profile, plan.schedule).parallel, false);
   const Placement& pl = plan.schedule.placement;
   std::vector<hw::StageCosts> costs;
   for (const StageInfo& st : pl.stages)
@@ -210,7 +210,7 @@ TEST(PlanEmit, PredictedPassTimesAreTheWorkloadModelsStageCosts) {
         const double params =
             hw::stage_parameter_count(plan.model, 1, st.layer_end - st.layer_begin, st.index == 0,
                                       st.index == pl.stages_per_pipeline() - 1, 4);
-        const hw::GpuSpec& g = s.pr.profile->gpu;
+        const hw::GpuSpec& g = s.pr.profile.gpu;
         EXPECT_EQ(dur, seconds_to_ps(28 * params / (g.hbm_bandwidth.value * g.hbm_efficiency)) +
                            g.kernel_latency)
             << describe_action(a) << " on device " << t.device;
@@ -275,7 +275,7 @@ TEST(PlanEmit, EndsEveryDeviceWithReduceGradAndOptimizerFromTheSimulatorsTasks) 
     IterationOptions opt;
     opt.trace = true;
     const IterationResult r = simulate_iteration(
-        plan_iteration_input(plan.model, plan.config, *s.pr.profile, plan.schedule), opt);
+        plan_iteration_input(plan.model, plan.config, s.pr.profile, plan.schedule), opt);
     EXPECT_EQ(r.iteration, plan.predicted_iteration) << what;
     for (const ActionTiming& t : plan.predicted) {
       const Action& a = plan.schedule.actions[t.device][t.index];
@@ -316,7 +316,7 @@ TEST(PlanEmit, AppendEndOfIterationKeepsExplicitOnes) {
   EXPECT_EQ(check_schedule(s), "");
 }
 
-TEST(PlanEmit, EvaluatorFallbackWithoutAProfileOrWhenAsked) {
+TEST(PlanEmit, EvaluatorPredictionWhenAsked) {
   Small s;
   const SearchConfig c = s.config(1, 4, 2, "1f1b");
   {
@@ -330,26 +330,6 @@ TEST(PlanEmit, EvaluatorFallbackWithoutAProfileOrWhenAsked) {
     EXPECT_EQ(plan.provenance.prediction_source, "evaluator (the ranking was by the evaluator)");
     EXPECT_EQ(plan.predicted_iteration, seconds_to_ps(evaluate_config(model, s.reg, c).iteration));
     expect_consistent_with_dependencies(plan);
-  }
-  // A GPU with no hardware profile: the DES cannot run.
-  s.pr.profile.reset();
-  s.pr.gpu.name = "my-gpu";
-  const CostModel model(s.pr, s.space);
-  std::string source;
-  const Plan plan = build_plan(model, s.reg, c, "my-gpu", Provenance{}, {}, &source);
-  EXPECT_EQ(source, kPredictionEvaluator);
-  EXPECT_EQ(plan.provenance.prediction_source, "evaluator (no hardware profile for 'my-gpu')");
-  EXPECT_EQ(plan.predicted_iteration, seconds_to_ps(evaluate_config(model, s.reg, c).iteration));
-  EXPECT_EQ(plan.predicted.size(), plan.schedule.total_actions());
-  expect_consistent_with_dependencies(plan);
-  // The fallback keeps the end-of-iteration actions but predicts them as taking no time (the
-  // fixed-cost tables have no DP or optimizer entry); the iteration figure above includes them.
-  expect_end_of_iteration_actions(plan, "fallback");
-  for (const ActionTiming& t : plan.predicted) {
-    const ActionKind k = plan.schedule.actions[t.device][t.index].kind;
-    if (k == ActionKind::kOptStep || k == ActionKind::kReduceGrad) {
-      EXPECT_EQ(t.end, t.start);
-    }
   }
 }
 

@@ -58,7 +58,7 @@ TEST(TimeToLoss, ChosenBatchMovesWithTargetLossAsTheLawsSay) {
     double best_b = 0, best = INFINITY;
     for (double b = 1e5; b < 1e7; b *= 1.001) {
       // A continuous batch: steps(B) * T(B) through training_need, which objective_value uses.
-      const double params = pr.model.num_layers * layer_params(pr.model);
+      const double params = hw::non_embedding_parameter_count(pr.model);
       const double v = training_need(params, pr.target, b).steps * (1 + 1e-6 * b);
       if (v < best) best = v, best_b = b;
     }
@@ -77,7 +77,7 @@ TEST(TimeToLoss, ObjectiveIsStepsTimesIteration) {
   c.micro_batch = 1;
   c.d = 8;
   c.microbatches = 64;  // B = 512 sequences = 1048576 tokens
-  const double params = pr.model.num_layers * layer_params(pr.model);
+  const double params = hw::non_embedding_parameter_count(pr.model);
   const double s_min = min_steps(params, 2.5);
   const double steps = s_min * (1 + critical_batch_tokens(2.5) / 1048576.0);
   EXPECT_NEAR(objective_value(pr, c, 10.0), steps * 10.0, 1e-6 * steps);

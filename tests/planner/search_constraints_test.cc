@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "hwmodels/profile.h"
 #include "planner/search.h"
 
 namespace pw {
@@ -14,7 +15,7 @@ namespace {
 PlanProblem problem(const std::string& model, int gpus) {
   PlanProblem pr;
   EXPECT_TRUE(model_preset(model, &pr.model));
-  EXPECT_TRUE(gpu_node_preset("dgx-a100-80gb", &pr.gpu));
+  pr.profile = hw::resolve_profile("dgx-a100-80gb", "", "", "");
   pr.num_gpus = gpus;
   return pr;
 }

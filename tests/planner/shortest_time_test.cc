@@ -22,7 +22,7 @@ constexpr double kBcrit = 2.6746e6, kSmin = 14679, kRel = 1e-3;
 PlanProblem problem_1_7b(double loss) {
   PlanProblem pr;
   EXPECT_TRUE(model_preset("megatron-1.7b", &pr.model));
-  EXPECT_TRUE(gpu_node_preset("dgx-a100-80gb", &pr.gpu));
+  pr.profile = hw::resolve_profile("dgx-a100-80gb", "", "", "");
   pr.target.loss = loss;
   return pr;
 }

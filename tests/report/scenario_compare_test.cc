@@ -8,8 +8,8 @@ namespace pw {
 namespace {
 
 TEST(CompareOnScenario, FillsThroughputAndMemory) {
-  const PlanScenario sc =
-      load_plan_scenario(std::string(PW_SOURCE_DIR) + "/scenarios/gpt3-175b-1024-a100.yaml");
+  const hw::Scenario sc =
+      hw::load_scenario(std::string(PW_SOURCE_DIR) + "/scenarios/gpt3-175b-1024-a100.yaml");
   const ReportInput in = compare_on_scenario(sc, {"1f1b", "v-zb"});
   ASSERT_EQ(in.schedules.size(), 2u);
   for (const ScheduleReport& s : in.schedules) {
@@ -29,8 +29,8 @@ TEST(CompareOnScenario, FillsThroughputAndMemory) {
 }
 
 TEST(CompareOnScenario, UnknownScheduleIsAnError) {
-  const PlanScenario sc =
-      load_plan_scenario(std::string(PW_SOURCE_DIR) + "/scenarios/gpt3-175b-1024-a100.yaml");
+  const hw::Scenario sc =
+      hw::load_scenario(std::string(PW_SOURCE_DIR) + "/scenarios/gpt3-175b-1024-a100.yaml");
   EXPECT_THROW(compare_on_scenario(sc, {"1f1b", "zb-h7"}), ConfigError);
 }
 
