@@ -512,8 +512,12 @@ class Searcher {
   double threshold() const {
     if (!opt_.prune) return kInf;
     const std::size_t k = static_cast<std::size_t>(std::max(1, ranked()));
-    if (best_.size() < k) return kInf;
-    return best_[k - 1];
+    if (best_.size() >= k) return best_[k - 1];
+    // With the DES tier this phase only seeds it (the tier itself evaluates whatever can still
+    // win): once something fits, stop at twice its objective rather than scoring deep into
+    // configurations that fit rarely.
+    if (profile_ && opt_.des_top > 0 && !best_.empty()) return 2 * best_.front();
+    return kInf;
   }
 
   // Evaluates candidates best bound first; returns true when the list ran out before the bound
@@ -609,11 +613,14 @@ class Searcher {
 
   // Scores the best few candidates of each memory bucket so the Pareto front spans memory.
   void evaluate_pareto(tbb::task_arena& arena) {
+    // Points more than twice as slow as the best found are no trade-off worth drawing (and on
+    // the smallest GPU counts of the sweep they are the slowest schedules to generate).
+    const double cap = best_.empty() ? kInf : 2 * best_.front();
     std::vector<Cand> batch;
     for (int bk = 0; bk < kBuckets; ++bk) {
       std::vector<Cand> in_bucket;
       for (const CellOut& o : outs_)
-        if (o.bucket[bk].lb < kInf) in_bucket.push_back(o.bucket[bk]);
+        if (o.bucket[bk].lb < cap) in_bucket.push_back(o.bucket[bk]);
       std::sort(in_bucket.begin(), in_bucket.end());
       for (std::size_t i = 0; i < in_bucket.size() && i < 2; ++i)
         if (seen_.emplace(std::make_pair(in_bucket[i].cell, in_bucket[i].inner), 1).second)

@@ -86,9 +86,11 @@ std::string why_line(const SearchSpace& space, const std::vector<Evaluated>& top
   if (top.empty()) return "";
   if (i == 0) {
     const Evaluated& e = top[0];
-    std::string s = fmt::format("bubble {:.1f}%, comm {:.1f}%", 100 * e.bubble_rate,
-                                100 * (e.breakdown.tp_comm + e.breakdown.dp_comm) /
-                                    (e.eval_iteration > 0 ? e.eval_iteration : e.iteration));
+    // The same figures as the table's columns: pipeline bubble, and the rest of the idle time
+    // (exposed communication) from the engine that ranked the row.
+    std::string s =
+        fmt::format("bubble {:.1f}%, exposed communication {:.1f}%", 100 * pipeline_bubble(e),
+                    100 * std::max(0.0, e.bubble_rate - pipeline_bubble(e)));
     if (top.size() > 1)
       s = fmt::format("{:.1f}% ahead of #2 ({}); ", 100 * (top[1].objective / e.objective - 1),
                       diff(space, e.config, top[1].config)) +

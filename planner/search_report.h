@@ -25,6 +25,10 @@ struct PlanReportInput {
 double model_tflops_per_gpu(const PlanProblem& pr, const Evaluated& e);
 /// Model FLOPs utilisation in [0, 1].
 double mfu(const PlanProblem& pr, const Evaluated& e);
+/// The pipeline bubble of a row: pipeline idle share of the busiest GPU, exposed communication
+/// excluded (the DES's figure; the evaluator's idle share for evaluator rows, which have no
+/// communication to expose).
+double pipeline_bubble(const Evaluated& e);
 
 /// One line naming what bounds `e`: the largest non-compute share of its iteration, and memory
 /// when it is close to the limit or needed recomputation/sharding/offload to fit.
