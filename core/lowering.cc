@@ -1,5 +1,8 @@
 #include "core/lowering.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace pw {
 namespace {
 
@@ -92,6 +95,84 @@ Schedule lower_communication(const Schedule& schedule) {
   Lowerer lowerer(schedule.placement);
   for (std::size_t d = 0; d < schedule.actions.size(); ++d)
     lowerer.lower(schedule.actions[d], &out.actions[d]);
+  return out;
+}
+
+namespace {
+
+// Stages of `pl` held by more than one pipeline (BitPipe's replicated stages).
+std::vector<std::uint8_t> replicated_stages(const Placement& pl) {
+  std::vector<int> copies(static_cast<std::size_t>(pl.stages_per_pipeline()), 0);
+  for (const StageInfo& st : pl.stages) ++copies[st.index];
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(pl.num_stages()), 0);
+  for (int s = 0; s < pl.num_stages(); ++s) out[s] = copies[pl.stages[s].index] > 1;
+  return out;
+}
+
+bool same_action(const Action& a, const Action& b) {
+  return a.kind == b.kind && a.stage == b.stage && a.microbatch == b.microbatch &&
+         a.stage2 == b.stage2 && a.microbatch2 == b.microbatch2;
+}
+
+}  // namespace
+
+void append_end_of_iteration(Schedule* schedule, int data_parallel) {
+  const Placement& pl = schedule->placement;
+  const int S = pl.num_stages();
+  const std::vector<std::uint8_t> replicated = replicated_stages(pl);
+  for (int d = 0; d < static_cast<int>(schedule->actions.size()); ++d) {
+    std::vector<Action>& list = schedule->actions[d];
+    std::vector<std::uint8_t> reduced(static_cast<std::size_t>(S), 0), paired(reduced);
+    // Position of each stage's last backward on this device; stages without one come last.
+    std::vector<int> last_bwd(static_cast<std::size_t>(S), std::numeric_limits<int>::max());
+    int opt_at = -1;
+    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+      const Action& a = list[i];
+      const bool in_range = a.stage >= 0 && a.stage < S;
+      if (a.kind == ActionKind::kReduceGrad && in_range) reduced[a.stage] = 1;
+      if (a.kind == ActionKind::kPairReduce && in_range) paired[a.stage] = 1;
+      if ((a.kind == ActionKind::kW || a.kind == ActionKind::kBW) && in_range)
+        last_bwd[a.stage] = i;
+      if (a.kind == ActionKind::kOverlapFB && a.stage2 >= 0 && a.stage2 < S) last_bwd[a.stage2] = i;
+      if (a.kind == ActionKind::kOptStep && opt_at < 0) opt_at = i;
+    }
+    std::vector<int> stages;
+    for (int st = 0; st < S; ++st)
+      if (data_parallel > 1 && pl.stages[st].device == d && !reduced[st]) stages.push_back(st);
+    std::stable_sort(stages.begin(), stages.end(),
+                     [&](int a, int b) { return last_bwd[a] < last_bwd[b]; });
+    std::vector<Action> tail;
+    for (int st : stages)
+      tail.push_back(Action{ActionKind::kReduceGrad, static_cast<std::int16_t>(st), -1});
+    for (int index = 0; index < pl.stages_per_pipeline(); ++index)
+      for (int st = 0; st < S; ++st)
+        if (pl.stages[st].device == d && pl.stages[st].index == index && replicated[st] &&
+            !paired[st])
+          tail.push_back(Action{ActionKind::kPairReduce, static_cast<std::int16_t>(st), -1});
+    if (opt_at < 0) {
+      tail.push_back(Action{ActionKind::kOptStep, -1, -1});
+      list.insert(list.end(), tail.begin(), tail.end());
+    } else {
+      list.insert(list.begin() + opt_at, tail.begin(), tail.end());
+    }
+  }
+}
+
+Schedule complete_for_execution(const Schedule& schedule, int data_parallel,
+                                std::vector<std::vector<int>>* origin) {
+  Schedule out = lower_communication(schedule);
+  append_end_of_iteration(&out, data_parallel);
+  if (origin) {
+    origin->assign(out.actions.size(), {});
+    for (std::size_t d = 0; d < out.actions.size(); ++d) {
+      const std::vector<Action>& in = schedule.actions[d];
+      std::size_t next = 0;
+      for (const Action& a : out.actions[d]) {
+        const bool from_input = next < in.size() && same_action(a, in[next]);
+        (*origin)[d].push_back(from_input ? static_cast<int>(next++) : -1);
+      }
+    }
+  }
   return out;
 }
 

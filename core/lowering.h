@@ -18,4 +18,21 @@ bool has_explicit_communication(const Schedule& schedule);
 /// communication is returned unchanged. Deterministic.
 Schedule lower_communication(const Schedule& schedule);
 
+/// Appends to each device's list the end-of-iteration work a compute-only plan leaves implied, so
+/// that it is predicted, executed and measured like any other action: with `data_parallel` > 1
+/// one REDUCE_GRAD per stage the device holds, in the order the device's stages run their last
+/// backward (W, BW or the backward of an OVERLAP_F_B: the order the simulator reduces them in);
+/// one PAIR_REDUCE per stage replicated across pipelines (BitPipe), in the stage's index order
+/// (one global order, so paired devices never wait on each other's different pairs); then one
+/// OPT. Missing reductions are inserted before an OPT the list already has; reductions already
+/// listed are kept where they are. Idempotent.
+void append_end_of_iteration(Schedule* schedule, int data_parallel);
+
+/// The schedule as every rank runs it: communication made explicit (lower_communication) and
+/// the end of the iteration appended (append_end_of_iteration). The one place the IR is completed
+/// for execution: `plan --emit` writes it, the executor runs it. `origin`, when given, receives
+/// per device the input list's index of each output action (-1 for an added one).
+Schedule complete_for_execution(const Schedule& schedule, int data_parallel,
+                                std::vector<std::vector<int>>* origin = nullptr);
+
 }  // namespace pw

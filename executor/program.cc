@@ -5,6 +5,8 @@
 #include <map>
 #include <tuple>
 
+#include "core/lowering.h"
+
 namespace pw::exec {
 namespace {
 
@@ -12,147 +14,22 @@ Action make(ActionKind k, int stage, int mb) {
   return Action{k, static_cast<std::int16_t>(stage), mb};
 }
 
-class ProgramBuilder {
- public:
-  ProgramBuilder(const Schedule& s, int dp) : s_(s), pl_(s.placement), dp_(dp) {}
-
-  Program build() {
-    prog_.num_microbatches = s_.num_microbatches;
-    prog_.recompute.assign(static_cast<std::size_t>(pl_.num_stages()) * s_.num_microbatches, 0);
-    scan();
-    prog_.device.resize(static_cast<std::size_t>(pl_.num_devices));
-    for (int d = 0; d < pl_.num_devices; ++d) build_device(d);
-    return std::move(prog_);
+// Pipeline device at the other end of a SEND/RECV (-1 for every other action).
+int peer_of(const Placement& pl, const Action& a) {
+  auto device_of = [&](int stage) { return stage < 0 ? -1 : pl.stages[stage].device; };
+  switch (a.kind) {
+    case ActionKind::kSendF:
+      return device_of(pl.next_stage(a.stage));
+    case ActionKind::kRecvF:
+      return device_of(pl.prev_stage(a.stage));
+    case ActionKind::kSendB:
+      return device_of(pl.prev_stage(a.stage));
+    case ActionKind::kRecvB:
+      return device_of(pl.next_stage(a.stage));
+    default:
+      return -1;
   }
-
- private:
-  void scan() {
-    for (const auto& list : s_.actions)
-      for (const Action& a : list) {
-        if (a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF ||
-            a.kind == ActionKind::kSendB || a.kind == ActionKind::kRecvB)
-          prog_.lowered = true;
-        if (a.kind == ActionKind::kR)
-          prog_.recompute[static_cast<std::size_t>(a.stage) * s_.num_microbatches + a.microbatch] =
-              1;
-      }
-  }
-
-  int device_of(int stage) const { return stage < 0 ? -1 : pl_.stages[stage].device; }
-  bool remote(int from, int to) const {
-    return to >= 0 && from >= 0 && device_of(from) != device_of(to);
-  }
-
-  void push(int d, Action a, int plan_index, int peer) {
-    prog_.device[d].push_back(ExecAction{a, plan_index, peer});
-    if (plan_index < 0) ++prog_.num_implied;
-  }
-
-  // Implied RECV before / SEND after the forward of (stage, mb).
-  void recv_forward(int d, int st, int mb) {
-    const int prev = pl_.prev_stage(st);
-    if (remote(prev, st)) push(d, make(ActionKind::kRecvF, st, mb), -1, device_of(prev));
-  }
-  void send_forward(int d, int st, int mb) {
-    const int next = pl_.next_stage(st);
-    if (remote(st, next)) push(d, make(ActionKind::kSendF, st, mb), -1, device_of(next));
-  }
-  void recv_backward(int d, int st, int mb) {
-    const int next = pl_.next_stage(st);
-    if (remote(next, st)) push(d, make(ActionKind::kRecvB, st, mb), -1, device_of(next));
-  }
-  void send_backward(int d, int st, int mb) {
-    const int prev = pl_.prev_stage(st);
-    if (remote(st, prev)) push(d, make(ActionKind::kSendB, st, mb), -1, device_of(prev));
-  }
-
-  int peer_of(const Action& a) const {
-    switch (a.kind) {
-      case ActionKind::kSendF:
-        return device_of(pl_.next_stage(a.stage));
-      case ActionKind::kRecvF:
-        return device_of(pl_.prev_stage(a.stage));
-      case ActionKind::kSendB:
-        return device_of(pl_.prev_stage(a.stage));
-      case ActionKind::kRecvB:
-        return device_of(pl_.next_stage(a.stage));
-      default:
-        return -1;
-    }
-  }
-
-  void build_device(int d) {
-    const auto& list = s_.actions[d];
-    std::vector<std::uint8_t> reduced(static_cast<std::size_t>(pl_.num_stages()), 0);
-    std::vector<std::uint8_t> paired(static_cast<std::size_t>(pl_.num_stages()), 0);
-    bool has_opt = false;
-    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-      const Action& a = list[i];
-      const bool implicit = !prog_.lowered;
-      switch (a.kind) {
-        case ActionKind::kF:
-          if (implicit) recv_forward(d, a.stage, a.microbatch);
-          push(d, a, i, -1);
-          if (implicit) send_forward(d, a.stage, a.microbatch);
-          continue;
-        case ActionKind::kB:
-        case ActionKind::kBW:
-          if (implicit) recv_backward(d, a.stage, a.microbatch);
-          push(d, a, i, -1);
-          if (implicit) send_backward(d, a.stage, a.microbatch);
-          continue;
-        case ActionKind::kOverlapFB:
-          if (implicit) recv_forward(d, a.stage, a.microbatch);
-          if (implicit) recv_backward(d, a.stage2, a.microbatch2);
-          push(d, a, i, -1);
-          if (implicit) send_forward(d, a.stage, a.microbatch);
-          if (implicit) send_backward(d, a.stage2, a.microbatch2);
-          continue;
-        case ActionKind::kReduceGrad:
-          reduced[a.stage] = 1;
-          break;
-        case ActionKind::kPairReduce:
-          paired[a.stage] = 1;
-          break;
-        case ActionKind::kOptStep:
-          add_end_of_iteration(d, reduced, paired);
-          has_opt = true;
-          break;
-        default:
-          break;
-      }
-      push(d, a, i, peer_of(a));
-    }
-    if (!has_opt) {
-      add_end_of_iteration(d, reduced, paired);
-      push(d, make(ActionKind::kOptStep, -1, -1), -1, -1);
-    }
-  }
-
-  // Gradient reductions the plan leaves implied; they must precede the optimizer step. Pair
-  // reductions go in order of the stage's index within its pipeline, one global order, so two
-  // devices never wait on each other's different pairs.
-  void add_end_of_iteration(int d, std::vector<std::uint8_t>& reduced,
-                            std::vector<std::uint8_t>& paired) {
-    for (int st = 0; st < pl_.num_stages(); ++st) {
-      if (device_of(st) != d || reduced[st]) continue;
-      if (dp_ > 1) push(d, make(ActionKind::kReduceGrad, st, -1), -1, -1);
-      reduced[st] = 1;
-    }
-    for (int index = 0; index < pl_.stages_per_pipeline(); ++index)
-      for (int st = 0; st < pl_.num_stages(); ++st) {
-        if (device_of(st) != d || pl_.stages[st].index != index || paired[st]) continue;
-        if (replica_stages(pl_, st).size() > 1)
-          push(d, make(ActionKind::kPairReduce, st, -1), -1, -1);
-        paired[st] = 1;
-      }
-  }
-
-  const Schedule& s_;
-  const Placement& pl_;
-  int dp_;
-  Program prog_;
-};
+}
 
 }  // namespace
 
@@ -207,7 +84,27 @@ std::string check_transfer_order(const Program& program, const Placement& pl) {
 }
 
 Program build_program(const Schedule& schedule, int data_parallel) {
-  return ProgramBuilder(schedule, data_parallel).build();
+  Program prog;
+  prog.num_microbatches = schedule.num_microbatches;
+  prog.lowered = has_explicit_communication(schedule);
+  prog.recompute.assign(
+      static_cast<std::size_t>(schedule.placement.num_stages()) * schedule.num_microbatches, 0);
+  for (const auto& list : schedule.actions)
+    for (const Action& a : list)
+      if (a.kind == ActionKind::kR)
+        prog.recompute[static_cast<std::size_t>(a.stage) * schedule.num_microbatches +
+                       a.microbatch] = 1;
+  // The IR completed for execution in one place (core/lowering.h), as `plan --emit` writes it.
+  std::vector<std::vector<int>> origin;
+  const Schedule full = complete_for_execution(schedule, data_parallel, &origin);
+  prog.device.resize(full.actions.size());
+  for (std::size_t d = 0; d < full.actions.size(); ++d)
+    for (std::size_t i = 0; i < full.actions[d].size(); ++i) {
+      const Action& a = full.actions[d][i];
+      prog.device[d].push_back(ExecAction{a, origin[d][i], peer_of(full.placement, a)});
+      if (origin[d][i] < 0) ++prog.num_implied;
+    }
+  return prog;
 }
 
 }  // namespace pw::exec

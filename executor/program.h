@@ -1,9 +1,9 @@
 #pragma once
-/// What one rank executes: the plan's action list of its pipeline device, with the
-/// communication a compute-only plan leaves implied made explicit (RECV before a pass whose input
-/// lives on another device, SEND after a pass whose result another device needs), and the
-/// end-of-iteration work the plan does not list (data-parallel REDUCE_GRAD, BitPipe PAIR_REDUCE
-/// between replicated stages, OPT). Pure data, no MPI: shared by every backend and the benchmark.
+/// What one rank executes: the plan's action list of its pipeline device completed for execution
+/// by core/lowering.h (complete_for_execution: the communication a compute-only plan leaves
+/// implied made explicit, and the end-of-iteration work it does not list: data-parallel
+/// REDUCE_GRAD, BitPipe PAIR_REDUCE between replicated stages, OPT), each action with its peer.
+/// Pure data, no MPI: shared by every backend and the benchmark.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,8 +29,8 @@ struct Program {
   int num_implied = 0;   ///< actions added by build_program
 };
 
-/// Builds the programs. `data_parallel` > 1 adds a REDUCE_GRAD per stage when the plan has none
-/// for it; OPT is appended when absent. The schedule must already be valid.
+/// Builds the programs (complete_for_execution with `data_parallel`). The schedule must already
+/// be valid.
 Program build_program(const Schedule& schedule, int data_parallel);
 
 /// Transfers matched in order (NCCL point-to-point has no tags): for every directed device pair,

@@ -54,7 +54,8 @@ void add_dp(const Scenario& s, double params, const GroupNetwork& net,
 
 }  // namespace
 
-Estimate make_estimate(const Scenario& s) {
+Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
+                       const GpuMemoryFigures& last) {
   const ParallelConfig& par = s.parallel;
   const ModelShape& m = s.model;
   Estimate e;
@@ -68,8 +69,13 @@ Estimate make_estimate(const Scenario& s) {
   e.params = parameter_count(m);
   e.flops = iteration_flops(m, o, par.global_batch_size);
   const int p = par.pipeline_parallel, v = std::max(1, par.virtual_stages);
-  e.first = stage_memory(m, par, 0, s.profile.gpu.hbm_capacity, s.flash_attention);
-  e.last = stage_memory(m, par, p - 1, s.profile.gpu.hbm_capacity, s.flash_attention);
+  e.first = first;
+  e.last = last;
+  // Parameters of the first and last stage's GPU: its p-th share of the layers, embedding on the
+  // first, final norm and tied output copy on the last (hw::stage_parameter_count).
+  const std::vector<int> layers = s.stage_layers();
+  e.first.params = stage_parameter_count(m, par.tensor_parallel, layers.front(), true, p == 1, p);
+  e.last.params = stage_parameter_count(m, par.tensor_parallel, layers.back(), p == 1, true, p);
 
   GpuModel gpu(s.profile.gpu);
   const int chunk = m.num_layers / (p * v);
@@ -129,11 +135,11 @@ const char* algo_label(const CollectiveEstimate& c) {
 
 std::string gb(Bytes b) { return fmt::format("{:.2f}", b.value / 1e9); }
 
-void memory_rows(std::string* out, const char* label, const StageMemory& mem) {
+void memory_rows(std::string* out, const char* label, const GpuMemoryFigures& mem) {
   *out += fmt::format("  {:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", label,
-                      gb(mem.state.weights), gb(mem.state.gradients), gb(mem.state.optimizer),
-                      gb(mem.activations), gb(mem.embedding_extra + mem.logits), gb(mem.total),
-                      gb(mem.capacity), mem.fits ? "fits" : "DOES NOT FIT");
+                      gb(Bytes{mem.weights}), gb(Bytes{mem.gradients}), gb(Bytes{mem.optimizer}),
+                      gb(Bytes{mem.activations}), gb(Bytes{mem.buffers}), gb(Bytes{mem.total}),
+                      gb(Bytes{mem.capacity}), mem.fits ? "fits" : "DOES NOT FIT");
 }
 
 }  // namespace
@@ -152,9 +158,8 @@ std::string estimate_table(const Estimate& e) {
   out += fmt::format("parameters            {:.3f} B\n", e.params / 1e9);
   out += fmt::format("FLOPs per iteration   model {:.4g}   hardware {:.4g}\n\n", e.flops.model,
                      e.flops.hardware);
-  out +=
-      fmt::format("memory per GPU (GB)   {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
-                  "weights", "grads", "optimizer", "activation", "emb/logits", "total", "capacity");
+  out += fmt::format("memory per GPU (GB)   {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+                     "weights", "grads", "optimizer", "activation", "buffers", "peak", "usable");
   memory_rows(&out, fmt::format("first stage ({:.2f} B params)", e.first.params / 1e9).c_str(),
               e.first);
   memory_rows(&out, fmt::format("last stage ({:.2f} B params)", e.last.params / 1e9).c_str(),
@@ -185,18 +190,15 @@ std::string estimate_table(const Estimate& e) {
 
 nlohmann::ordered_json estimate_json(const Estimate& e) {
   using json = nlohmann::ordered_json;
-  auto mem = [](const StageMemory& m) {
+  auto mem = [](const GpuMemoryFigures& m) {
     return json{{"params", m.params},
-                {"weights_bytes", m.state.weights.value},
-                {"gradients_bytes", m.state.gradients.value},
-                {"optimizer_bytes", m.state.optimizer.value},
-                {"host_optimizer_bytes", m.state.host_optimizer.value},
-                {"activations_bytes", m.activations.value},
-                {"embedding_extra_bytes", m.embedding_extra.value},
-                {"logits_bytes", m.logits.value},
-                {"total_bytes", m.total.value},
-                {"capacity_bytes", m.capacity.value},
-                {"in_flight_layer_microbatches", m.in_flight},
+                {"weights_bytes", m.weights},
+                {"gradients_bytes", m.gradients},
+                {"optimizer_bytes", m.optimizer},
+                {"activations_bytes", m.activations},
+                {"buffers_bytes", m.buffers},
+                {"peak_bytes", m.total},
+                {"usable_bytes", m.capacity},
                 {"fits", m.fits}};
   };
   auto costs = [](const StageCosts& c) {

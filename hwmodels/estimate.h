@@ -1,7 +1,7 @@
 #pragma once
 /// `pipewright estimate`: parameter count, FLOPs per iteration, per-GPU memory of the first and
-/// last stage, whether it fits, pass times, and the time of every collective the configuration
-/// issues. Pure computation over a validated Scenario; instant.
+/// last stage (the simulator's figures, passed in), whether it fits, pass times, and the time of
+/// every collective the configuration issues.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -26,6 +26,16 @@ struct CollectiveEstimate {
   double busbw = 0;                   ///< bytes/s, nccl-tests convention
 };
 
+/// Memory of one GPU as the simulator's timeline peaks (sim/iteration.h DeviceMemory): the one
+/// memory figure every command reports. Bytes.
+struct GpuMemoryFigures {
+  double params = 0;  ///< parameters held (before ZeRO sharding), filled by make_estimate
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0;
+  double total = 0;     ///< peak of the sum (not the sum of the category peaks)
+  double capacity = 0;  ///< usable memory (HBM less the profile's reserve)
+  bool fits = false;
+};
+
 /// Everything `estimate` prints.
 struct Estimate {
   std::string scenario;
@@ -36,8 +46,8 @@ struct Estimate {
   long long microbatches = 0;
   double params = 0;
   IterationFlops flops;
-  StageMemory first;
-  StageMemory last;
+  GpuMemoryFigures first;  ///< GPU of the first pipeline stage
+  GpuMemoryFigures last;   ///< GPU of the last pipeline stage
   StageCosts first_costs;  ///< per microbatch, first stage (one model chunk)
   StageCosts last_costs;   ///< per microbatch, last stage (one model chunk)
   TimePs tp_comm_f = 0;    ///< TP collectives of F on a middle stage, per microbatch per chunk
@@ -49,8 +59,11 @@ struct Estimate {
   double tflops_per_gpu = 0;  ///< hardware FLOPs / (GPUs x iteration time)
 };
 
-/// Computes the estimate of a validated scenario.
-Estimate make_estimate(const Scenario& s);
+/// Computes the estimate of a validated scenario. Memory is the simulator's (`first` and `last`:
+/// the peaks of the first and last pipeline stage's GPU), so that `estimate`, `simulate` and
+/// `plan` report one figure; make_estimate fills in the parameters each holds.
+Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
+                       const GpuMemoryFigures& last);
 /// Plain-text table for a terminal.
 std::string estimate_table(const Estimate& e);
 /// The same as JSON (bytes, seconds and FLOPs in SI units).

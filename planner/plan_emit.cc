@@ -63,36 +63,6 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   return pc;
 }
 
-void append_end_of_iteration(Schedule* schedule, int data_parallel) {
-  const Placement& pl = schedule->placement;
-  const int S = pl.num_stages();
-  for (int d = 0; d < static_cast<int>(schedule->actions.size()); ++d) {
-    std::vector<Action>& list = schedule->actions[d];
-    std::vector<std::uint8_t> reduced(static_cast<std::size_t>(S), 0);
-    // Position of each stage's last backward on this device (the simulator reduces the stages in
-    // that order); stages without one come last, by index.
-    std::vector<int> last_bwd(static_cast<std::size_t>(S), std::numeric_limits<int>::max());
-    bool has_opt = false;
-    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-      const Action& a = list[i];
-      if (a.kind == ActionKind::kReduceGrad && a.stage >= 0 && a.stage < S) reduced[a.stage] = 1;
-      if ((a.kind == ActionKind::kW || a.kind == ActionKind::kBW) && a.stage >= 0 && a.stage < S)
-        last_bwd[a.stage] = i;
-      if (a.kind == ActionKind::kOverlapFB && a.stage2 >= 0 && a.stage2 < S) last_bwd[a.stage2] = i;
-      has_opt = has_opt || a.kind == ActionKind::kOptStep;
-    }
-    if (has_opt) continue;
-    std::vector<int> stages;
-    for (int st = 0; st < S; ++st)
-      if (data_parallel > 1 && pl.stages[st].device == d && !reduced[st]) stages.push_back(st);
-    std::stable_sort(stages.begin(), stages.end(),
-                     [&](int a, int b) { return last_bwd[a] < last_bwd[b]; });
-    for (int st : stages)
-      list.push_back(Action{ActionKind::kReduceGrad, static_cast<std::int16_t>(st), -1});
-    list.push_back(Action{ActionKind::kOptStep, -1, -1});
-  }
-}
-
 namespace {
 
 /// The evaluator's prediction (the fallback): fixed per-(stage, kind) costs from the planner's
@@ -124,8 +94,7 @@ Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const
   plan.model = model.problem().model;
   plan.cluster = cluster;
   plan.config = parallel_from_config(model.space(), c);
-  plan.schedule = lower_communication(s);
-  append_end_of_iteration(&plan.schedule, c.d);
+  plan.schedule = complete_for_execution(s, c.d);
   for (int rank = 0; rank < c.p; ++rank) plan.rank_to_gpu.push_back(rank * c.t * c.d);
   plan.provenance = provenance;
 

@@ -5,6 +5,7 @@
 /// the rank-to-GPU map and provenance.
 #include <string>
 
+#include "core/lowering.h"
 #include "core/plan.h"
 #include "planner/generator.h"
 #include "planner/screen.h"
@@ -19,17 +20,6 @@ bool config_from_parallel(const SearchSpace& space, const ParallelConfig& pc, Se
 
 /// The inverse: the core ParallelConfig of a search configuration.
 ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig& c);
-
-/// Appends to each device's list the end-of-iteration actions the executor would otherwise add
-/// implicitly (executor/program.cc), so that they are predicted and measured like any other
-/// action: when `data_parallel` > 1, one REDUCE_GRAD per stage the device holds, then one OPT
-/// (stage -1). The REDUCE_GRADs follow the order in which the device's stages run their last
-/// backward (W, BW or the backward of an OVERLAP_F_B), which is the order the simulator reduces
-/// them in (sim/iteration_passes.cc); the executor's implicit order is by stage index, which is
-/// the same for one stage per device and may differ for interleaved placements (the executor runs
-/// explicit ones in plan order). Stages that already have a REDUCE_GRAD on the list are skipped;
-/// a device that already has an OPT is left alone.
-void append_end_of_iteration(Schedule* schedule, int data_parallel);
 
 /// How build_plan predicts a plan's per-action times and iteration.
 struct EmitOptions {
@@ -46,13 +36,14 @@ inline constexpr const char* kPredictionDes = "des";
 inline constexpr const char* kPredictionEvaluator = "evaluator";
 
 /// Builds the plan of `c`: throws ConfigError when the generator refuses it. The schedule is
-/// lowered (explicit communication) and ends, on every device, with its REDUCE_GRAD (d > 1) and
-/// OPT actions (append_end_of_iteration); with the DES their predicted intervals are those of the
-/// simulator's own reduction and optimizer tasks (sim/iteration.h), with the evaluator fallback
-/// they take no time (the iteration figure still includes the planner's DP and optimizer
-/// estimate). Megatron rank order (tensor innermost, then data, then pipeline): pipeline rank r
-/// runs on GPU r * t * d. The engine that predicted it is recorded in provenance.prediction_source
-/// as "des" or "evaluator" (followed by the reason in parentheses), and returned in
+/// completed for execution (core/lowering.h complete_for_execution: explicit communication, and on
+/// every device its REDUCE_GRAD (d > 1), PAIR_REDUCE and OPT actions); with the DES their predicted
+/// intervals are those of the simulator's own reduction and optimizer tasks (sim/iteration.h), with
+/// the evaluator fallback they take no time (the iteration figure still includes the planner's DP
+/// and optimizer estimate). Megatron rank order (tensor innermost, then data, then pipeline):
+/// pipeline rank r runs on GPU r * t * d. The engine that predicted it is recorded in
+/// provenance.prediction_source as "des" or "evaluator" (followed by the reason in parentheses),
+/// and returned in
 /// `*source` when given.
 Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const SearchConfig& c,
                 const std::string& cluster, const Provenance& provenance,

@@ -6,6 +6,8 @@
 #include "core/error.h"
 #include "hwmodels/estimate.h"
 #include "hwmodels/scenario.h"
+#include "planner/scenario_input.h"
+#include "sim/iteration.h"
 #include "tools/command.h"
 
 namespace pw::tools {
@@ -31,7 +33,12 @@ int run_estimate(const EstimateOptions& opt) {
   if (opt.sequence_parallel) o.sequence_parallel = true;
   if (opt.no_sequence_parallel) o.sequence_parallel = false;
   hw::Scenario s = hw::load_scenario(opt.scenario, o);
-  hw::Estimate e = hw::make_estimate(s);
+  // Memory from the simulator's timeline, the figure `simulate` and `plan` report.
+  IterationOptions io;
+  io.flash_attention = s.flash_attention;
+  const IterationResult r = simulate_iteration(scenario_iteration_input(s), io);
+  const hw::Estimate e =
+      hw::make_estimate(s, memory_figures(r.memory.front()), memory_figures(r.memory.back()));
   std::string text =
       opt.format == "json" ? hw::estimate_json(e).dump(2) + "\n" : hw::estimate_table(e);
   std::fwrite(text.data(), 1, text.size(), stdout);

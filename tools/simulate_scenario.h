@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "hwmodels/scenario.h"
+#include "planner/scenario_input.h"
 #include "sim/iteration.h"
 
 namespace pw::tools {
@@ -25,10 +26,6 @@ struct ScenarioSimOptions {
 
 /// Adds scenario-mode flags (other than --format, which the caller owns) to `sub`.
 void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts);
-/// Generates the scenario's schedule (its `parallel.schedule`, m = B/(b d) microbatches, v chunks)
-/// and assembles the simulator's input. Unknown schedules and generator refusals throw
-/// ConfigError naming the scenario file and `parallel.schedule`.
-IterationInput scenario_iteration_input(const hw::Scenario& s);
 /// Runs the scenario mode (or, with --plan, the plan mode); returns the exit status.
 int run_scenario_simulation(const ScenarioSimOptions& opts);
 

@@ -231,29 +231,6 @@ TEST(ZeroMemory, OffloadMovesOptimizerStateToHost) {
   EXPECT_DOUBLE_EQ(s.host_optimizer.value, 12e9 / 8);
 }
 
-TEST(HeldMicrobatches, InterleavingMultipliesFirstStageByOnePlusPMinusOneOverPV) {
-  // First stage of 1F1B holds p microbatches of L/p layers = L layer-microbatches.
-  EXPECT_DOUBLE_EQ(held_layer_microbatches(96, 0, 8, 1, 100), 96.0);
-  EXPECT_DOUBLE_EQ(held_layer_microbatches(96, 7, 8, 1, 100), 12.0);
-  EXPECT_DOUBLE_EQ(held_layer_microbatches(96, 0, 8, 3, 100), 96.0 * (1 + 7.0 / 24));
-  EXPECT_DOUBLE_EQ(held_layer_microbatches(96, 0, 8, 1, 3), 36.0);  // only 3 microbatches
-}
-
-TEST(StageMemory, LastStageCarriesFp32Logits) {
-  ModelShape m = shape(96, 12288, 96);
-  ParallelConfig par;
-  par.tensor_parallel = 8;
-  par.pipeline_parallel = 8;
-  par.data_parallel = 1;
-  par.global_batch_size = 64;
-  StageMemory last = stage_memory(m, par, 7, gigabytes(80));
-  // 4 s b V / t fp32 logits + the final layer-norm input (2 s b h).
-  EXPECT_DOUBLE_EQ(last.logits.value, 4.0 * 2048 * 51200 / 8 + 2.0 * 2048 * 12288);
-  StageMemory first = stage_memory(m, par, 0, gigabytes(80));
-  EXPECT_EQ(first.logits.value, 0.0);
-  EXPECT_GT(first.activations.value, last.activations.value);
-}
-
 TEST(StageCosts, ScaleWithLayersAndAddHeadOnLastStage) {
   ModelShape m = shape(24, 2304, 24);
   GpuSpec spec;

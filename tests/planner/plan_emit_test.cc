@@ -299,7 +299,7 @@ TEST(PlanEmit, EndsEveryDeviceWithReduceGradAndOptimizerFromTheSimulatorsTasks) 
   }
 }
 
-TEST(PlanEmit, AppendEndOfIterationKeepsExplicitOnes) {
+TEST(PlanEmit, AppendEndOfIterationKeepsExplicitOnesAndIsIdempotent) {
   GeneratorParams gp;
   gp.p = 2;
   gp.m = 2;
@@ -308,11 +308,19 @@ TEST(PlanEmit, AppendEndOfIterationKeepsExplicitOnes) {
   append_end_of_iteration(&once, 1);
   for (const auto& list : once.actions) EXPECT_EQ(list.back().kind, ActionKind::kOptStep);
   EXPECT_EQ(once.total_actions(), s.total_actions() + 2);  // d = 1: no REDUCE_GRAD
+  Schedule again = once;
+  append_end_of_iteration(&again, 1);
+  EXPECT_EQ(again.actions, once.actions);  // idempotent
+  // An OPT already listed: the missing reductions go before it (one stage per device).
   Schedule twice = once;
-  append_end_of_iteration(&twice, 2);  // an OPT is already there: left alone
-  EXPECT_EQ(twice.actions, once.actions);
+  append_end_of_iteration(&twice, 2);
+  EXPECT_EQ(twice.total_actions(), once.total_actions() + 2);
+  for (const auto& list : twice.actions) {
+    EXPECT_EQ(list.back().kind, ActionKind::kOptStep);
+    EXPECT_EQ(list[list.size() - 2].kind, ActionKind::kReduceGrad);
+  }
   append_end_of_iteration(&s, 2);
-  EXPECT_EQ(s.total_actions(), once.total_actions() + 2);  // one stage per device
+  EXPECT_EQ(s.actions, twice.actions);
   EXPECT_EQ(check_schedule(s), "");
 }
 

@@ -284,5 +284,55 @@ TEST(PlanCli, ConstrainedSpaceWhereNothingFitsIsNoFeasiblePlan) {
   EXPECT_GT(o["min_memory_needed_gb"].get<double>(), 349);
 }
 
+// One definition of each figure: the same configuration read by `plan` (its DES-ranked row),
+// `simulate` and `estimate` gives one iteration time, MFU and peak memory per GPU (to 0.1%), and
+// the same fit. 1F1B does not depend on pass-cost ratios, so every command generates the same
+// schedule.
+TEST(PlanCli, PlanSimulateAndEstimateAgreeOnTimeMemoryAndMfu) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("pw_plan_agree_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string scen = (dir / "s.yaml").string();
+  write_file_atomic(scen,
+                    "model: {preset: megatron-1.7b}\n"
+                    "cluster: {profile: dgx-a100-80gb, nodes: 2}\n"
+                    "parallel: {tensor_model_parallel_size: 2, pipeline_model_parallel_size: 4,\n"
+                    "           micro_batch_size: 1, global_batch_size: 32, zero_stage: 1,\n"
+                    "           recompute_granularity: selective, sequence_parallel: true}\n");
+  auto run_json = [&](const std::string& args) {
+    const std::string out = (dir / "out.json").string();
+    const std::string cmd = pipewright() + " " + args + " --format json > " + out;
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return nlohmann::json::parse(read_file(out));
+  };
+  const nlohmann::json plan =
+      run_json("plan " + scen +
+               " --tp 2 --pp 4 --dp 2 --microbatch-size 1 --schedules 1f1b --recompute selective "
+               "--zero 1 --sequence-parallel on --offload off --top 10");
+  const nlohmann::json* row = nullptr;
+  for (const nlohmann::json& r : plan["top"])
+    if (r["config"]["end_layers_trimmed"] == 0) row = &r;
+  ASSERT_NE(row, nullptr) << plan.dump();
+  EXPECT_EQ((*row)["tier"], "DES");
+  const nlohmann::json sim = run_json("simulate " + scen);
+  const nlohmann::json est = run_json("estimate " + scen);
+  double sim_peak = 0;
+  for (const nlohmann::json& m : sim["memory"])
+    sim_peak = std::max(sim_peak, m["peak_gb"].get<double>());
+  const double est_peak = std::max(est["memory"]["first_stage"]["peak_bytes"].get<double>(),
+                                   est["memory"]["last_stage"]["peak_bytes"].get<double>()) /
+                          1e9;
+  const double plan_peak = (*row)["memory_gb"].get<double>();
+  EXPECT_NEAR(plan_peak / sim_peak, 1.0, 1e-3);
+  EXPECT_NEAR(est_peak / sim_peak, 1.0, 1e-3);
+  EXPECT_NEAR((*row)["iteration_s"].get<double>() * 1e3 / sim["iteration_ms"].get<double>(), 1.0,
+              1e-3);
+  EXPECT_NEAR((*row)["mfu"].get<double>() / sim["mfu"].get<double>(), 1.0, 1e-3);
+  EXPECT_NEAR((*row)["hfu"].get<double>() / sim["hfu"].get<double>(), 1.0, 1e-3);
+  EXPECT_EQ((*row)["fits"].get<bool>(), sim["fits"].get<bool>());
+  EXPECT_EQ(est["memory"]["first_stage"]["fits"].get<bool>(), sim["fits"].get<bool>());
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pw
