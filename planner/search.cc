@@ -176,7 +176,12 @@ bool generator_params(const CostModel& model, const SearchConfig& c, const Stage
     if (u >= 2.0 * c.p) {
       gp->memory_limit = 0;
     } else {
-      gp->memory_limit = std::floor(u * 2) / 2;
+      // Rounded down to a grid that is fine where memory is scarce and coarse where it barely
+      // binds (steps of 0.5 units below 4, 1 below 8, 2 below 16, then 4): each distinct limit
+      // is a schedule to generate (a V-shape search takes ~0.1 s at p = 16), and a schedule
+      // made for slightly less memory than is free still fits.
+      const double step = u < 4 ? 0.5 : u < 8 ? 1 : u < 16 ? 2 : 4;
+      gp->memory_limit = std::floor(u / step) * step;
       if (gp->memory_limit <= 0) {
         *why = "no memory left for activations";
         return false;
@@ -470,14 +475,21 @@ class Searcher {
   }
 
  private:
-  void screen_all(std::size_t k) {
-    outs_.assign(cells_.size(), CellOut{});
+  // Screens every cell keeping its best `k` candidates; with `below` < inf only the cells that
+  // dropped a candidate with a bound under it (the others' kept lists are already complete).
+  void screen_all(std::size_t k, double below = kInf) {
+    if (below == kInf || outs_.size() != cells_.size()) outs_.assign(cells_.size(), CellOut{});
+    std::vector<char> redo(cells_.size(), 1);
+    if (below < kInf)
+      for (std::size_t i = 0; i < cells_.size(); ++i) redo[i] = outs_[i].cut < below;
     std::atomic<std::size_t> done{0};
     std::mutex mu;
     std::size_t reported = 0;
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, cells_.size(), 1), [&](const auto& r) {
       StageCosts scratch;
       for (std::size_t i = r.begin(); i != r.end(); ++i) {
+        if (!redo[i]) continue;
+        outs_[i] = CellOut{};
         screen_cell(model_, inner_, cells_[i], static_cast<std::uint32_t>(i), k, opt_.prune,
                     &scratch, &outs_[i]);
         const std::size_t n = ++done;
@@ -749,7 +761,7 @@ class Searcher {
       for (const CellOut& o : outs_) cut = std::min(cut, o.cut);
       if (opt_.prune && cut < th && keep_ < inner_.size()) {
         keep_ *= 4;
-        arena.execute([&] { screen_all(keep_); });
+        arena.execute([&] { screen_all(keep_, th); });
         continue;
       }
       result_.stats.certified = true;

@@ -275,7 +275,16 @@ void write_plan_report(const std::string& path, const CostModel& model,
                        const SearchResult& result, const std::string& cluster) {
   ReportInput in;
   in.title = "pipewright plan";
-  in.context = {{"cluster", cluster}, {"best", describe_config(space, result.top[0].config)}};
+  const Evaluated& best = result.top[0];
+  // The same figures as the table, JSON and emitted plan (from the engine that ranked the row);
+  // the timeline below is drawn from the fixed-cost evaluator's pass costs.
+  in.context = {{"cluster", cluster},
+                {"best", describe_config(space, best.config)},
+                {"iteration", fmt::format("{:.3f} s ({})", best.iteration, tier_name(best.tier))},
+                {"MFU / HFU", fmt::format("{:.1f}% / {:.1f}%", 100 * best.mfu, 100 * best.hfu)},
+                {"bubble", fmt::format("{:.1f}%", 100 * pipeline_bubble(best))},
+                {"memory", fmt::format("{:.1f} GB per GPU ({})", best.peak_memory / 1e9,
+                                       best.feasible ? "fits" : "does not fit")}};
   in.memory_unit = "bytes";
   Schedule s;
   evaluate_config(model, registry, result.top[0].config, &s);
