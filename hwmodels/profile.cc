@@ -228,7 +228,9 @@ HardwareProfile load_profile(const std::string& path) {
 
 std::string shipped_profile_dir() {
   if (const char* env = std::getenv("PIPEWRIGHT_PROFILE_DIR")) return env;
-  return PW_PROFILE_DIR;
+  std::error_code ec;
+  if (fs::is_directory(PW_PROFILE_DIR, ec)) return PW_PROFILE_DIR;
+  return PW_INSTALLED_PROFILE_DIR;
 }
 
 std::vector<std::string> shipped_profile_names() {

@@ -31,7 +31,8 @@ struct HardwareProfile {
 HardwareProfile parse_profile(const std::string& text, const std::string& file);
 /// Reads and parses a profile file.
 HardwareProfile load_profile(const std::string& path);
-/// Directory of the shipped profiles (env PIPEWRIGHT_PROFILE_DIR overrides the built-in path).
+/// Directory of the shipped profiles: env PIPEWRIGHT_PROFILE_DIR, else the source tree's
+/// hwmodels/profiles while it exists, else the installed share/pipewright/profiles.
 std::string shipped_profile_dir();
 /// Names of the shipped profiles (file stems), sorted.
 std::vector<std::string> shipped_profile_names();
