@@ -259,7 +259,7 @@ bool generate_for(const CostModel& model, const GeneratorRegistry& registry, con
   if (!generator_params(model, c, sc, &gp, why)) return false;
   try {
     *out = generate_schedule(registry, model.space().schedules[c.schedule].name, gp);
-  } catch (const std::exception& e) {
+  } catch (const ConfigError& e) {  // the generator refuses: a reason, not a failure
     *why = e.what();
     return false;
   }
@@ -586,7 +586,7 @@ class Searcher {
           const Schedule s =
               generate_schedule(registry_, model_.space().schedules[cfg[i].schedule].name, gp[i]);
           e.ev = std::make_unique<Evaluator>(s);
-        } catch (const std::exception& ex) {
+        } catch (const ConfigError& ex) {  // refused (internal errors propagate)
           e.error = ex.what();
         }
       });

@@ -34,7 +34,7 @@ std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
     Schedule s;
     try {
       s = generate_schedule(registry, g.name, gp);
-    } catch (const std::exception&) {
+    } catch (const ConfigError&) {
       if (skipped) skipped->push_back(g.name);
       continue;
     }
@@ -52,14 +52,14 @@ std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
       gv.v = 3;
       Schedule s3 = generate_schedule(registry, g.name, gv);
       o.takes_v = s3.placement.num_stages() == 3 * gp.p * o.pipelines && o.v != 3;
-    } catch (const std::exception&) {
+    } catch (const ConfigError&) {
       o.takes_v = false;
     }
     try {
       GeneratorParams gm = gp;
       gm.memory_limit = 2.0;
       o.memory_aware = !(generate_schedule(registry, g.name, gm) == s);
-    } catch (const std::exception&) {
+    } catch (const ConfigError&) {
       o.memory_aware = true;  // refused a tight limit: it reads the limit
     }
     if (!o.takes_v) {
