@@ -45,7 +45,7 @@ CpuBackend::CpuBackend(const Plan& plan, const Program& program, const ModelDims
       world_(world),
       watchdog_(watchdog),
       options_(options) {
-  layout_.coords(world_rank, &dp_idx_, &pp_idx_, &tp_idx_);
+  layout_.coords(world_rank, &tp_idx_, &dp_idx_, &pp_idx_);
   MPI_Comm_split(world, dp_idx_ * layout.pp + pp_idx_, tp_idx_, &tp_comm_);
   MPI_Comm_split(world, pp_idx_ * layout.tp + tp_idx_, dp_idx_, &dp_comm_);
   MPI_Comm_dup(world, &pair_comm_);

@@ -61,7 +61,7 @@ class CpuBackend {
     return (static_cast<std::size_t>(stage) * m_ + mb) * 2 + dir;
   }
   int tag(int stage, int mb, int dir) const { return static_cast<int>(slot(stage, mb, dir)); }
-  int peer_rank(int device) const { return layout_.world_rank(dp_idx_, device, tp_idx_); }
+  int peer_rank(int device) const { return layout_.gpu(tp_idx_, dp_idx_, device); }
   bool local(int stage) const { return stage >= 0 && stage_model_[stage] != nullptr; }
   void do_forward(int stage, int mb);
   void do_backward_input(int stage, int mb);

@@ -70,7 +70,7 @@ void gather_timings(const Program& prog, const RankLayout& layout, int rank, MPI
                     const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& end,
                     std::int64_t t0, ExecuteResult& res) {
   int d = 0, p = 0, t = 0;
-  layout.coords(rank, &d, &p, &t);
+  layout.coords(rank, &t, &d, &p);
   std::vector<std::int64_t> rel(start.size() * 2);
   for (std::size_t i = 0; i < start.size(); ++i) {
     rel[2 * i] = start[i] - t0;
@@ -88,9 +88,9 @@ void gather_timings(const Program& prog, const RankLayout& layout, int rank, MPI
     if (dev == 0)
       times = rel;
     else
-      MPI_Recv(times.data(), static_cast<int>(times.size()), MPI_INT64_T,
-               layout.world_rank(0, dev, 0), kTagTimes, world, MPI_STATUS_IGNORE);
-    append_device_timings(list, dev, layout.world_rank(0, dev, 0), times.data(), res);
+      MPI_Recv(times.data(), static_cast<int>(times.size()), MPI_INT64_T, layout.gpu(0, 0, dev),
+               kTagTimes, world, MPI_STATUS_IGNORE);
+    append_device_timings(list, dev, layout.gpu(0, 0, dev), times.data(), res);
   }
 }
 
@@ -112,7 +112,7 @@ void check_against_reference(const Plan& plan, const ModelDims& dims, const Rank
   MPI_Ibcast(ref.data(), static_cast<int>(ref.size()), MPI_DOUBLE, 0, world, &req);
   wd.wait(&req, "reference gradients from rank 0", 0, /*limited=*/false);
   int d = 0, p = 0, t = 0;
-  layout.coords(rank, &d, &p, &t);
+  layout.coords(rank, &t, &d, &p);
   GradCompare mine;
   for (const auto& [st, model] : local) {
     GradCompare c = compare_grads(dims, t, model->tensors(), ref);
@@ -184,11 +184,23 @@ RankLayout make_layout(const Plan& plan, int world_size, const std::string& sour
     throw ConfigError(source, "parallel.pipeline_model_parallel_size",
                       fmt::format("is {} but the schedule's placement has {} devices",
                                   plan.config.pipeline_parallel, l.pp));
-  if (l.size() != world_size)
+  if (l.num_ranks() != world_size)
     throw ConfigError(source, "",
                       fmt::format("the plan needs {} ranks (data {} x pipeline {} x tensor {}) but "
                                   "{} were launched (mpirun -np {})",
-                                  l.size(), l.dp, l.pp, l.tp, world_size, l.size()));
+                                  l.num_ranks(), l.dp, l.pp, l.tp, world_size, l.num_ranks()));
+  if (!plan.rank_to_gpu.empty()) {
+    if (static_cast<int>(plan.rank_to_gpu.size()) != l.pp)
+      throw ConfigError(source, "rank_to_gpu",
+                        fmt::format("has {} entries; expected one per pipeline rank ({})",
+                                    plan.rank_to_gpu.size(), l.pp));
+    for (int p = 0; p < l.pp; ++p)
+      if (plan.rank_to_gpu[p] != l.gpu(0, 0, p))
+        throw ConfigError(source, fmt::format("rank_to_gpu[{}]", p),
+                          fmt::format("is {}; expected {} (Megatron's order: tensor rank, then "
+                                      "data replica, then pipeline rank)",
+                                      plan.rank_to_gpu[p], l.gpu(0, 0, p)));
+  }
   return l;
 }
 
@@ -222,7 +234,7 @@ ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& opt, MPI_Comm
   agree_on_error(world, error);
 
   int d = 0, p = 0, t = 0;
-  layout.coords(rank, &d, &p, &t);
+  layout.coords(rank, &t, &d, &p);
   Watchdog wd(world, opt.watchdog_seconds,
               fmt::format("rank {} (dp {}, pp {}, tp {})", rank, d, p, t));
   CpuBackend be(plan, prog, dims, layout, rank, world, wd, opt);

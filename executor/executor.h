@@ -1,7 +1,8 @@
 #pragma once
-/// Runs a plan for real. Every MPI rank calls execute_plan with the same plan; rank r plays
-/// (data replica, pipeline device, tensor rank) = RankLayout::coords(r), tensor rank fastest:
-///   r = (dp_index * pipeline_parallel + pp_index) * tensor_parallel + tp_index.
+/// Runs a plan for real. Every MPI rank calls execute_plan with the same plan; rank r plays the
+/// (tensor rank, data replica, pipeline device) of the project's one rank layout
+/// (core/rank_layout.h, Megatron's order, the plan's rank_to_gpu):
+///   r = tp_index + tensor_parallel * (dp_index + data_parallel * pp_index).
 /// The plan is validated, lowered into per-rank programs (executor/program.h), executed for the
 /// requested iterations with every action timed, and, when asked, checked against the same model
 /// trained unpipelined on rank 0.
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/plan.h"
+#include "core/rank_layout.h"
 #include "core/trace.h"
 #include "executor/model.h"
 #include "executor/program.h"
@@ -32,20 +34,10 @@ struct ExecuteOptions {
   std::string source;  ///< plan file name, for messages
 };
 
-/// Rank coordinates (see the file comment).
-struct RankLayout {
-  int dp = 1, pp = 1, tp = 1;
-  int size() const { return dp * pp * tp; }
-  int world_rank(int d, int p, int t) const { return (d * pp + p) * tp + t; }
-  void coords(int rank, int* d, int* p, int* t) const {
-    *t = rank % tp;
-    *p = (rank / tp) % pp;
-    *d = rank / (tp * pp);
-  }
-};
-
 /// Checks that `world_size` ranks can run `plan` (dp x pp x tp of the plan's configuration, pp =
-/// the placement's devices); throws ConfigError naming the counts otherwise.
+/// the placement's devices) and that the plan's rank_to_gpu (when given) is this layout's
+/// (pipeline rank p on rank gpu(0, 0, p)); throws ConfigError naming the counts or the entry
+/// otherwise.
 RankLayout make_layout(const Plan& plan, int world_size, const std::string& source);
 
 /// Collective over `world`: when any rank passes a non-empty `error`, every rank throws the same

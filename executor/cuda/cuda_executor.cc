@@ -90,7 +90,7 @@ class CudaRun {
         opt_(opt),
         single_(single),
         m_(plan.schedule.num_microbatches) {
-    layout.coords(rank, &dp_idx_, &pp_idx_, &tp_idx_);
+    layout.coords(rank, &tp_idx_, &dp_idx_, &pp_idx_);
     PW_CUDA_CHECK(cudaSetDevice(single ? 0 : rank % visible_devices()));
     if (!single) init_nccl();
     const int first = single ? 0 : pp_idx_, last = single ? layout.pp : pp_idx_ + 1;
@@ -180,7 +180,7 @@ class CudaRun {
     ncclUniqueId id;
     if (rank_ == 0) PW_NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, world_);
-    PW_NCCL_CHECK(ncclCommInitRank(&world_comm_, layout_.size(), id, rank_));
+    PW_NCCL_CHECK(ncclCommInitRank(&world_comm_, layout_.num_ranks(), id, rank_));
   }
 
   std::unique_ptr<VirtualRank> make_vr(int device) {
@@ -430,7 +430,7 @@ class CudaRun {
             wd_.set_action((*vr->list)[i].action);
             const int peer = (*vr->list)[i].peer;
             wd_.poll("GPU work of this action has not finished",
-                     peer < 0 ? -1 : layout_.world_rank(dp_idx_, peer, tp_idx_),
+                     peer < 0 ? -1 : layout_.gpu(tp_idx_, dp_idx_, peer),
                      static_cast<double>(now_ns() - start) * 1e-9);
           } else {
             PW_CUDA_CHECK(q);
@@ -510,7 +510,7 @@ ExecuteResult execute_plan_cuda(const Plan& plan, const ExecuteOptions& opt, MPI
   agree_on_error(world, error);
 
   int d = 0, p = 0, t = 0;
-  layout.coords(single ? 0 : rank, &d, &p, &t);
+  layout.coords(single ? 0 : rank, &t, &d, &p);
   Watchdog wd(world, opt.watchdog_seconds,
               single ? std::string("rank 0 (single GPU, all devices)")
                      : fmt::format("rank {} (dp {}, pp {}, tp {})", rank, d, p, t));

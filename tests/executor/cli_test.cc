@@ -88,4 +88,22 @@ TEST(ExecuteCli, EditedPlanFailsItsChecksum) {
   EXPECT_NE(out.find("checksum"), std::string::npos) << out;
 }
 
+// The executor reads the plan's rank_to_gpu: a map other than the one rank layout (Megatron's
+// order, core/rank_layout.h) is refused naming the entry, not run with another placement.
+TEST(ExecuteCli, PlanWithAnotherRankMapIsRefusedNamingTheEntry) {
+  std::string out;
+  const std::string plan = kDir + "/cli_ranks.yaml";
+  ASSERT_EQ(sh(std::string(PW_RANK_HELPER) + " --schedule 1f1b --save-plan " + plan, &out), 0);
+  std::string text = pw::read_file(plan);
+  const auto pos = text.find("rank_to_gpu: []");
+  ASSERT_NE(pos, std::string::npos) << text.substr(0, 1500);
+  text.replace(pos, 15, "rank_to_gpu: [0, 2, 1, 3]");  // p = 4, t = d = 1: expected 0, 1, 2, 3
+  pw::write_file_atomic(plan, text);
+  out.clear();
+  const int rc =
+      sh(std::string(PW_MPIRUN) + " --oversubscribe -np 4 " + kTool + " execute " + plan, &out);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("rank_to_gpu[1]: is 2; expected 1"), std::string::npos) << out;
+}
+
 }  // namespace

@@ -1,10 +1,10 @@
-#include "hwmodels/rank_layout.h"
+#include "core/rank_layout.h"
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 
-namespace pw::hw {
+namespace pw {
 
 std::vector<int> RankLayout::tp_group(int d_rank, int p_rank) const {
   std::vector<int> g;
@@ -49,4 +49,4 @@ RankLayout make_rank_layout(int tp, int pp, int dp, int gpus_per_node, int total
   return RankLayout{tp, pp, dp, gpus_per_node};
 }
 
-}  // namespace pw::hw
+}  // namespace pw
