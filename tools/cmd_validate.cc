@@ -54,8 +54,12 @@ int run_validate(const ValidateOptions& o) {
     IterationOptions io;
     io.flash_attention = s.flash_attention;
     Row r{f, s, simulate_iteration(scenario_iteration_input(s), io), 0};
-    r.error_pct = 100.0 * (r.result.tflops_per_gpu - s.published->tflops_per_gpu) /
-                  s.published->tflops_per_gpu;
+    // Throughput error, + = predicted faster: against the published TFLOP/s per GPU, or, when
+    // only an iteration time is published, against its throughput (published / predicted time).
+    const hw::PublishedFigures& pub = *s.published;
+    r.error_pct = pub.tflops_per_gpu > 0
+                      ? 100.0 * (r.result.tflops_per_gpu - pub.tflops_per_gpu) / pub.tflops_per_gpu
+                      : 100.0 * (pub.iteration_time_s / ps_to_seconds(r.result.iteration) - 1);
     rows.push_back(std::move(r));
   }
   double sum = 0, worst = 0;
@@ -70,6 +74,7 @@ int run_validate(const ValidateOptions& o) {
       j.push_back({{"scenario", r.file},
                    {"predicted_tflops_per_gpu", r.result.tflops_per_gpu},
                    {"published_tflops_per_gpu", r.scenario.published->tflops_per_gpu},
+                   {"published_iteration_s", r.scenario.published->iteration_time_s},
                    {"error_pct", r.error_pct},
                    {"iteration_ms", ps_to_millis(r.result.iteration)},
                    {"source", r.scenario.published->source}});
