@@ -2,8 +2,8 @@
 // trade-off curve (target: under 50 ms on one core). Unit pass costs, W holding nothing.
 #include <benchmark/benchmark.h>
 
-#include "planner/adaptive.h"
-#include "planner/generator.h"
+#include "planner/schedules/adaptive.h"
+#include "planner/schedules/generator.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include "core/cost_table.h"
 #include "core/dependency.h"
 #include "hwmodels/scenario.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "sim/engine.h"
 #include "sim/iteration.h"
 #include "sim/schedule_sim.h"

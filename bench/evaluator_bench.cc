@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "core/lowering.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "sim/evaluator.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "executor/action_loop.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include "hwmodels/profile.h"
-#include "planner/search.h"
+#include "planner/search/search.h"
 
 namespace pw {
 namespace {

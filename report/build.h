@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/cost_table.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "report/report.h"
 
 namespace pw {

@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "planner/plan_emit.h"
-#include "planner/search.h"
-#include "planner/search_report.h"
+#include "planner/search/plan_emit.h"
+#include "planner/search/search.h"
+#include "planner/search/search_report.h"
 #include "report/build.h"
 #include "sim/evaluator.h"
 

@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "hwmodels/estimate.h"
 #include "hwmodels/scenario.h"
-#include "planner/scenario_input.h"
+#include "planner/search/scenario_input.h"
 #include "sim/iteration.h"
 #include "tools/command.h"
 

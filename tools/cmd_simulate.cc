@@ -20,7 +20,7 @@
 #include "core/pytorch_csv.h"
 #include "core/schedule_io.h"
 #include "hwmodels/model_presets.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "report/build.h"
 #include "report/report.h"
 #include "sim/evaluator.h"

@@ -12,7 +12,7 @@
 #include "core/trace.h"
 #include "hwmodels/scenario.h"
 #include "hwmodels/transformer.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "sim/iteration.h"
 
 namespace pw::tools {

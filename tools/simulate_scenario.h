@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "hwmodels/scenario.h"
-#include "planner/scenario_input.h"
+#include "planner/search/scenario_input.h"
 #include "sim/iteration.h"
 
 namespace pw::tools {

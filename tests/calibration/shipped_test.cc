@@ -13,7 +13,7 @@
 #include "core/file_io.h"
 #include "hwmodels/profile.h"
 #include "hwmodels/transformer.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "sim/plan_prediction.h"
 
 namespace pw::calibration {

@@ -13,7 +13,7 @@
 #include "executor/model.h"
 #include "executor/program.h"
 #include "executor/reference.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 
 namespace pw::exec {
 namespace {

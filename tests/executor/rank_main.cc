@@ -12,7 +12,7 @@
 #include "core/lowering.h"
 #include "core/plan_io.h"
 #include "executor/executor.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
 
 #include "core/error.h"
 #include "core/validator.h"
-#include "planner/bitpipe.h"
-#include "planner/generator.h"
+#include "planner/schedules/bitpipe.h"
+#include "planner/schedules/generator.h"
 #include "sim/evaluator.h"
 
 namespace pw {

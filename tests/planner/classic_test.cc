@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "sim/evaluator.h"
 
 namespace pw {

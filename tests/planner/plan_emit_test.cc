@@ -1,7 +1,7 @@
 // Emitted plans validate, carry explicit communication and predicted times, and round-trip; their
 // predicted times come from the discrete-event simulation that ranks configurations, so a plan
 // re-simulates to its own prediction (the evaluator only where the simulator cannot run).
-#include "planner/plan_emit.h"
+#include "planner/search/plan_emit.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include "hwmodels/gpu_model.h"
 #include "hwmodels/profile.h"
 #include "hwmodels/transformer.h"
-#include "planner/search.h"
+#include "planner/search/search.h"
 #include "sim/plan_prediction.h"
 
 namespace pw {

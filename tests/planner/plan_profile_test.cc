@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "hwmodels/profile.h"
 #include "hwmodels/scenario.h"
-#include "planner/search_space.h"
+#include "planner/search/search_space.h"
 
 namespace pw {
 namespace {

@@ -11,7 +11,7 @@
 #include "core/pytorch_csv.h"
 #include "core/schedule_io.h"
 #include "core/validator.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "sim/evaluator.h"
 
 namespace pw {

@@ -1,12 +1,12 @@
 // Kaplan critical batch and steps/examples trade-off, with hand-computed values.
-#include "planner/scaling_laws.h"
+#include "planner/search/scaling_laws.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "planner/screen.h"
-#include "planner/search.h"
+#include "planner/search/screen.h"
+#include "planner/search/search.h"
 
 namespace pw {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "hwmodels/profile.h"
-#include "planner/search.h"
+#include "planner/search/search.h"
 
 namespace pw {
 namespace {

@@ -1,13 +1,13 @@
 // Tiered search: the screen's bounds hold, pruning never changes the winner, the screen never
 // discards the discrete-event simulator's winner, determinism, published configurations,
 // memory-limited and zero-bubble rankings, bad input.
-#include "planner/search.h"
+#include "planner/search/search.h"
 
 #include <gtest/gtest.h>
 #include <tbb/parallel_for.h>
 
 #include "hwmodels/profile.h"
-#include "planner/plan_emit.h"
+#include "planner/search/plan_emit.h"
 
 namespace pw {
 namespace {

@@ -1,6 +1,6 @@
 // `plan --shortest-time`: the critical batch and S_min it reports, the steps and days of every
 // point of the sweep, and the choice of the fastest point, against hand-computed values.
-#include "planner/shortest_time.h"
+#include "planner/search/shortest_time.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@ namespace pw {
 namespace {
 
 // megatron-1.7b: h = 2304, 24 layers. Non-embedding parameters N = 24 (12 h^2 + 13 h)
-// = 24 x 63,730,944 = 1.5295e9 (the layer formula of planner/search_space.h).
+// = 24 x 63,730,944 = 1.5295e9 (the layer formula of planner/search/search_space.h).
 // Target L = 2.5 nats:
 //   B_crit = 2.1e8 / 2.5^(1/0.21) = 2.1e8 / 78.515 = 2.6746e6 tokens (1306 sequences of 2048)
 //   loss floor (N_c/N)^a_N = (6.5e13 / 1.5295e9)^0.077 = 2.2719

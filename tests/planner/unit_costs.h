@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "core/cost_table.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "sim/evaluator.h"
 
 namespace pw::testing {

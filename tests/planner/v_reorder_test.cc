@@ -1,4 +1,4 @@
-// Warm-up / cool-down reordering of repeated building blocks (planner/block_reorder.h) and the
+// Warm-up / cool-down reordering of repeated building blocks (planner/schedules/block_reorder.h) and the
 // V-Min, V-Half and V-ZB generators built on it. Units: with UniformCosts{1,1,1} one chunk pass is
 // one slot; a V chunk's activation is 0.5 of a 1F1B stage, so "chunk activations" = 2 * peak.
 #include <gtest/gtest.h>
@@ -8,9 +8,9 @@
 
 #include "core/error.h"
 #include "core/validator.h"
-#include "planner/block_reorder.h"
-#include "planner/generator.h"
-#include "planner/v_schedules.h"
+#include "planner/schedules/block_reorder.h"
+#include "planner/schedules/generator.h"
+#include "planner/schedules/v_schedules.h"
 #include "sim/evaluator.h"
 #include "unit_costs.h"
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "report/build.h"
 #include "report/report.h"
 

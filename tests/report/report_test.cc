@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "report/build.h"
 #include "report/render_util.h"
 #include "tests/report/test_input.h"

@@ -1,6 +1,6 @@
 #include "tests/report/test_input.h"
 
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 
 namespace pw::testing {
 

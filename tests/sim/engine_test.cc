@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "sim/evaluator.h"
 #include "sim/event_queue.h"
 #include "sim/schedule_sim.h"

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 
 namespace pw {
 namespace {

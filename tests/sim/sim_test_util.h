@@ -6,7 +6,7 @@
 
 #include "hwmodels/scenario.h"
 #include "hwmodels/transformer.h"
-#include "planner/generator.h"
+#include "planner/schedules/generator.h"
 #include "sim/iteration.h"
 
 namespace pw::testing {

@@ -1,0 +1,298 @@
+#include "planner/schedules/adaptive.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "planner/schedules/block_reorder.h"
+#include "planner/schedules/building_block.h"
+#include "planner/schedules/zb_auto.h"
+#include "sim/evaluator.h"
+
+namespace pw {
+namespace {
+
+constexpr int kPeriod = 6;
+
+// Slot occupancy of one device (period 6): bit r set when slot r is taken.
+bool take(unsigned& used, int offset) {
+  const unsigned bit = 1u << (offset % kPeriod);
+  if (used & bit) return false;
+  used |= bit;
+  return true;
+}
+
+struct Params {
+  int split, down_a, up_a, down_b, up_b, turn;
+};
+
+// Fills the chained offsets; returns false when the chained passes collide on some device.
+bool build_offsets(int p, const Params& q, VOffsets& o, std::vector<unsigned>& used) {
+  auto down = [&](int i) { return i < q.split ? q.down_a : q.down_b; };
+  auto up = [&](int i) { return i < q.split ? q.up_a : q.up_b; };
+  o.F.resize(p);
+  o.f.resize(p);
+  o.B.resize(p);
+  o.b.resize(p);
+  used.assign(p, 0u);
+  o.F[0] = 0;
+  for (int i = 0; i + 1 < p; ++i) o.F[i + 1] = o.F[i] + down(i);
+  for (int i = 0; i < p; ++i) take(used[i], o.F[i]);
+  // Turn at the last device: smallest gap that does not collide anywhere on the way back.
+  auto chain_up = [&](std::vector<int>& x, int start_gap_from, int base) {
+    for (int gap = start_gap_from; gap <= start_gap_from + kPeriod; ++gap) {
+      std::vector<unsigned> trial = used;
+      x[p - 1] = base + gap;
+      bool ok = take(trial[p - 1], x[p - 1]);
+      for (int i = p - 2; ok && i >= 0; --i) {
+        x[i] = x[i + 1] + up(i);
+        ok = take(trial[i], x[i]);
+      }
+      if (ok) {
+        used = std::move(trial);
+        return true;
+      }
+    }
+    return false;
+  };
+  if (!chain_up(o.f, 1, o.F[p - 1])) return false;
+  o.B[0] = o.f[0] + q.turn;
+  if (!take(used[0], o.B[0])) return false;
+  for (int i = 0; i + 1 < p; ++i) {
+    o.B[i + 1] = o.B[i] + down(i);
+    if (!take(used[i + 1], o.B[i + 1])) return false;
+  }
+  return chain_up(o.b, 1, o.B[p - 1]);
+}
+
+// First free slot at or after `from` on a device whose taken slots are `used` (period 6).
+int first_free(unsigned& used, int from) {
+  for (int t = from;; ++t)
+    if (take(used, t)) return t;
+}
+
+// Writes the six passes of every device into `blk` (placement and period already set); W and w
+// go into the first free slot after B and b. The period has exactly six slots, so they always fit.
+void fill_block(int p, const VOffsets& o, std::vector<unsigned> used, BuildingBlock& blk) {
+  for (int i = 0; i < p; ++i) {
+    const int c0 = i, c1 = 2 * p - 1 - i;
+    BlockPass* x = blk.passes[i].data();
+    x[0] = {ActionKind::kF, c0, o.F[i], 1};
+    x[1] = {ActionKind::kF, c1, o.f[i], 1};
+    x[2] = {ActionKind::kB, c1, o.B[i], 1};
+    x[3] = {ActionKind::kB, c0, o.b[i], 1};
+    x[4] = {ActionKind::kW, c1, first_free(used[i], o.B[i] + 1), 1};
+    x[5] = {ActionKind::kW, c0, first_free(used[i], o.b[i] + 1), 1};
+  }
+}
+
+std::uint64_t offsets_hash(const VOffsets& o) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const std::vector<int>* v : {&o.F, &o.f, &o.B, &o.b})
+    for (int x : *v) h = (h ^ static_cast<std::uint64_t>(x + 1)) * 1099511628211ull;
+  return h;
+}
+
+bool dominated(const std::vector<TradeoffPoint>& pts, double mem, TimePs t) {
+  for (const TradeoffPoint& x : pts)
+    if (x.peak_memory <= mem + 1e-9 && x.cost <= t) return true;
+  return false;
+}
+
+void insert_point(std::vector<TradeoffPoint>& pts, TradeoffPoint pt) {
+  if (dominated(pts, pt.peak_memory, pt.cost)) return;
+  std::erase_if(pts, [&](const TradeoffPoint& x) {
+    return x.peak_memory >= pt.peak_memory - 1e-9 && x.cost >= pt.cost;
+  });
+  pts.push_back(std::move(pt));
+}
+
+// The zero-bubble greedy scheduler on the V placement at every memory level (one chunk
+// activation apart) from the block front's smallest peak up to 1F1B's budget.
+void add_greedy_points(int p, int m, const CostTable& costs, std::vector<TradeoffPoint>& front) {
+  if (front.empty()) return;
+  const Placement pl = v_placement(p);
+  const double chunk = std::max(costs.mem(0, ActionKind::kF), 1e-12);
+  const double top = p * (costs.mem(0, ActionKind::kF) + costs.mem(2 * p - 1, ActionKind::kF));
+  double lowest = front.front().peak_memory;
+  for (const TradeoffPoint& pt : front) lowest = std::min(lowest, pt.peak_memory);
+  for (double limit = lowest; limit <= top + 1e-9; limit += chunk) {
+    for (WPolicy w : {WPolicy::kFillAny, WPolicy::kFillKnownGaps, WPolicy::kLookahead}) {
+      GreedyVariant v;
+      v.w_policy = w;
+      Schedule s = zb_greedy(pl, m, costs, limit, v, "v-adaptive");
+      if (s.actions.empty()) continue;
+      const EvalResult& r = evaluate(s, costs);
+      TradeoffPoint pt;
+      for (const DeviceStats& d : r.device)
+        pt.peak_memory = std::max(pt.peak_memory, d.peak_memory);
+      pt.makespan = r.makespan;
+      pt.cost = r.cost;
+      pt.greedy = true;
+      pt.greedy_limit = limit;
+      pt.greedy_variant = v;
+      insert_point(front, std::move(pt));
+    }
+  }
+}
+
+}  // namespace
+
+CostTable v_cost_table(const GeneratorParams& gp) {
+  if (gp.stage_costs) {
+    if (gp.stage_costs->num_stages != 2 * gp.p)
+      throw ConfigError("", "stage_costs",
+                        fmt::format("expected {} stages for a V placement of {} devices, got {}",
+                                    2 * gp.p, gp.p, gp.stage_costs->num_stages));
+    return *gp.stage_costs;
+  }
+  return make_uniform_cost_table(v_placement(gp.p, gp.num_layers), gp.costs);
+}
+
+TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const AdaptiveOptions& opt) {
+  TradeoffCurve curve;
+  if (p < 2 || m < 1) return curve;
+  PW_ASSERT(costs.num_stages == 2 * p, "adaptive_tradeoff needs a cost table of 2p stages");
+  BlockWorkspace ws;
+  VOffsets o;
+  std::vector<unsigned> used;
+  BuildingBlock blk;
+  blk.name = "v-adaptive";
+  blk.placement = v_placement(p);
+  blk.period = kPeriod;
+  blk.passes.assign(p, std::vector<BlockPass>(6));
+  std::vector<TradeoffPoint> front;
+  std::unordered_set<std::uint64_t> seen;
+  for (int split = 1; split <= p; ++split) {
+    for (int da = 1; da <= opt.max_offset; ++da)
+      for (int ua = 1; ua <= opt.max_offset; ++ua)
+        for (int db = 1; db <= opt.max_offset; ++db)
+          for (int ub = 1; ub <= opt.max_offset; ++ub) {
+            // One group (split == p) ignores group B; two identical groups are one group.
+            if (split == p && (db != 1 || ub != 1)) continue;
+            if (split < p && da == db && ua == ub) continue;
+            for (int turn = 1; turn <= opt.turn_range; ++turn) {
+              ++curve.candidates;
+              const Params q{split, da, ua, split == p ? da : db, split == p ? ua : ub, turn};
+              if (!build_offsets(p, q, o, used)) continue;
+              // Different group parameters can give the same block; squeeze it once.
+              if (!seen.insert(offsets_hash(o)).second) continue;
+              fill_block(p, o, used, blk);
+              const BlockSqueeze r = squeeze_block(blk, m, costs, ws);
+              if (r.makespan < 0) continue;
+              ++curve.valid;
+              if (dominated(front, r.peak_memory, r.cost)) continue;
+              TradeoffPoint pt;
+              pt.peak_memory = r.peak_memory;
+              pt.makespan = r.makespan;
+              pt.cost = r.cost;
+              pt.split = split;
+              pt.down_a = q.down_a;
+              pt.up_a = q.up_a;
+              pt.down_b = q.down_b;
+              pt.up_b = q.up_b;
+              pt.turn = turn;
+              pt.offsets = o;
+              insert_point(front, std::move(pt));
+            }
+          }
+  }
+  if (opt.fill_w) {
+    std::vector<TradeoffPoint> refined;
+    for (const TradeoffPoint& pt : front) {
+      Schedule s = block_to_schedule(v_block(p, pt.offsets, "v-adaptive"), m);
+      BlockSqueeze r;
+      squeeze_fill_w(s, costs, &r);
+      const double peak = r.peak_memory;
+      TradeoffPoint better = pt;
+      if (r.cost < pt.cost) {
+        better.makespan = r.makespan;
+        better.cost = r.cost;
+        better.peak_memory = std::min(pt.peak_memory, peak);
+        better.filled = true;
+      }
+      insert_point(refined, better);
+    }
+    front = std::move(refined);
+  }
+  if (opt.greedy_points) add_greedy_points(p, m, costs, front);
+  std::sort(front.begin(), front.end(), [](const TradeoffPoint& a, const TradeoffPoint& b) {
+    return a.peak_memory < b.peak_memory;
+  });
+  curve.points = std::move(front);
+  return curve;
+}
+
+const TradeoffPoint& pick_point(const TradeoffCurve& curve, double memory_limit) {
+  PW_ASSERT(!curve.points.empty(), "empty trade-off curve");
+  const TradeoffPoint* best = nullptr;
+  for (const TradeoffPoint& pt : curve.points)
+    if (memory_limit <= 0 || pt.peak_memory <= memory_limit + 1e-9)
+      if (!best || pt.cost < best->cost) best = &pt;
+  if (!best)
+    throw ConfigError("", "--memory-limit",
+                      fmt::format("no V-shape schedule fits {} activations per device; the "
+                                  "smallest feasible limit is {}",
+                                  memory_limit, curve.points.front().peak_memory));
+  return *best;
+}
+
+Schedule tradeoff_schedule(int p, int m, const TradeoffPoint& pt, const CostTable& costs,
+                           int num_layers) {
+  if (pt.greedy) {
+    Schedule s = zb_greedy(v_placement(p, num_layers), m, costs, pt.greedy_limit, pt.greedy_variant,
+                           "v-adaptive");
+    PW_ASSERT(!s.actions.empty(), "greedy trade-off point no longer reproduces");
+    return s;
+  }
+  // Filled points were measured with the cool-down reorder + gap filling, plain ones without.
+  BlockScheduleOptions opt;
+  opt.reorder_cooldown = pt.filled;
+  Schedule s = block_to_schedule(v_block(p, pt.offsets, "v-adaptive", num_layers), m, opt);
+  if (pt.filled) squeeze_fill_w(s, costs);
+  return s;
+}
+
+Schedule generate_v_adaptive(const GeneratorParams& gp) {
+  if (gp.p < 2) throw ConfigError("", "--pp", "v-adaptive needs at least 2 pipeline devices");
+  const CostTable costs = v_cost_table(gp);
+  const TradeoffCurve curve = adaptive_tradeoff(gp.p, gp.m, costs);
+  const TradeoffPoint& pick = pick_point(curve, gp.memory_limit);
+  Schedule best = tradeoff_schedule(gp.p, gp.m, pick, costs, gp.num_layers);
+  if (gp.memory_limit <= 0) return best;
+  // Under a limit, the two cheapest block points that fit are also reordered with the limit as
+  // every device's cap (planner/schedules/block_reorder.h): a block whose own peak is below the limit may
+  // then run warm-up forwards early up to it (2, not more: each reordering costs about as much
+  // as the whole offset search at p=16, m=64).
+  std::vector<const TradeoffPoint*> blocks;
+  for (const TradeoffPoint& pt : curve.points)
+    if (!pt.greedy && pt.peak_memory <= gp.memory_limit + 1e-9) blocks.push_back(&pt);
+  std::stable_sort(
+      blocks.begin(), blocks.end(),
+      [](const TradeoffPoint* a, const TradeoffPoint* b) { return a->cost < b->cost; });
+  const EvalResult r0 = evaluate(best, costs);
+  TimePs best_cost = r0.cost, best_makespan = r0.makespan;
+  ReorderOptions opt;
+  opt.caps.assign(gp.p, gp.memory_limit);
+  for (std::size_t i = 0; i < blocks.size() && i < 2; ++i) {
+    ReorderResult r;
+    try {
+      r = reorder_block(v_block(gp.p, blocks[i]->offsets, "v-adaptive", gp.num_layers), gp.m, costs,
+                        opt);
+    } catch (const ConfigError&) {
+      continue;  // no reordering of this block fits the limit
+    }
+    if (std::tie(r.cost, r.makespan) >= std::tie(best_cost, best_makespan)) continue;
+    best_cost = r.cost;
+    best_makespan = r.makespan;
+    best = std::move(r.schedule);
+  }
+  best.name = "v-adaptive";
+  return best;
+}
+
+}  // namespace pw

@@ -1,0 +1,613 @@
+#include "planner/schedules/block_reorder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+
+#include "core/dependency.h"
+#include "core/error.h"
+
+namespace pw {
+namespace {
+
+constexpr TimePs kNever = std::numeric_limits<TimePs>::max();
+constexpr double kEps = 1e-9;
+
+bool is_filler(ActionKind k) { return k == ActionKind::kW; }
+
+// Flat view of a schedule for re-timing other orders of the same actions: ids are the
+// DependencyGraph's, durations, memory deltas and hop costs come from one cost table.
+struct Flat {
+  DependencyGraph g;
+  std::vector<TimePs> dur;
+  std::vector<double> mem;
+  std::vector<TimePs> dep_cost;  // per dependency entry: the hop time (0 on the same device)
+  std::vector<std::int32_t> succ_begin, succ;
+
+  Flat(const Schedule& s, const CostTable& costs) : g(build_dependency_graph(s)) {
+    const std::size_t n = g.size();
+    dur.resize(n);
+    mem.resize(n);
+    for (std::size_t id = 0; id < n; ++id) {
+      const Action& a = g.action[id];
+      dur[id] = costs.time(std::max<int>(a.stage, 0), a.kind);
+      mem[id] = costs.mem(std::max<int>(a.stage, 0), a.kind);
+    }
+    dep_cost.resize(g.dep.size());
+    for (std::size_t k = 0; k < g.dep.size(); ++k)
+      dep_cost[k] = g.dep_hop[k] >= 0 ? costs.comm[g.dep_hop[k]] : 0;
+    succ_begin.assign(n + 1, 0);
+    for (const std::int32_t d : g.dep) ++succ_begin[d + 1];
+    for (std::size_t i = 0; i < n; ++i) succ_begin[i + 1] += succ_begin[i];
+    succ.resize(g.dep.size());
+    std::vector<std::int32_t> fill(succ_begin.begin(), succ_begin.end() - 1);
+    for (std::size_t id = 0; id < n; ++id)
+      for (int k = g.dep_begin[id]; k < g.dep_begin[id + 1]; ++k)
+        succ[fill[g.dep[k]]++] = static_cast<std::int32_t>(id);
+  }
+  int devices() const { return static_cast<int>(g.device_begin.size()) - 1; }
+  std::size_t size() const { return g.size(); }
+  // Earliest start allowed by the data dependencies alone (kNever if one is not timed yet).
+  TimePs data_ready(std::int32_t id, const std::vector<TimePs>& end) const {
+    TimePs t = 0;
+    for (int k = g.dep_begin[id]; k < g.dep_begin[id + 1]; ++k) {
+      const TimePs e = end[g.dep[k]];
+      if (e == kNever) return kNever;
+      t = std::max(t, e + dep_cost[k]);
+    }
+    return t;
+  }
+};
+
+// Timeline of one order (Kahn's algorithm over data and device-order edges).
+struct Timeline {
+  std::vector<TimePs> start, end;
+  TimePs makespan = 0, cost = 0;
+  std::vector<std::int32_t> indeg, queue, prev, next;
+};
+
+using Orders = std::vector<std::vector<std::int32_t>>;
+
+bool time_orders(const Flat& f, const Orders& ord, Timeline& tl) {
+  const std::size_t n = f.size();
+  tl.start.assign(n, kNever);
+  tl.end.assign(n, kNever);
+  tl.indeg.resize(n);
+  tl.prev.assign(n, -1);
+  tl.next.assign(n, -1);
+  tl.queue.clear();
+  for (const auto& dev : ord)
+    for (std::size_t i = 0; i < dev.size(); ++i) {
+      if (i > 0) tl.prev[dev[i]] = dev[i - 1];
+      if (i + 1 < dev.size()) tl.next[dev[i]] = dev[i + 1];
+    }
+  for (std::size_t id = 0; id < n; ++id) {
+    tl.indeg[id] = f.g.dep_begin[id + 1] - f.g.dep_begin[id] + (tl.prev[id] >= 0 ? 1 : 0);
+    if (tl.indeg[id] == 0) tl.queue.push_back(static_cast<std::int32_t>(id));
+  }
+  auto release = [&](std::int32_t s) {
+    if (--tl.indeg[s] == 0) tl.queue.push_back(s);
+  };
+  for (std::size_t h = 0; h < tl.queue.size(); ++h) {
+    const std::int32_t id = tl.queue[h];
+    TimePs t = tl.prev[id] >= 0 ? tl.end[tl.prev[id]] : 0;
+    t = std::max(t, f.data_ready(id, tl.end));
+    tl.start[id] = t;
+    tl.end[id] = t + f.dur[id];
+    for (int k = f.succ_begin[id]; k < f.succ_begin[id + 1]; ++k) release(f.succ[k]);
+    if (tl.next[id] >= 0) release(tl.next[id]);
+  }
+  if (tl.queue.size() != n) return false;
+  TimePs first_all = kNever, last_all = 0;
+  tl.cost = 0;
+  for (const auto& dev : ord) {
+    if (dev.empty()) continue;
+    const TimePs first = tl.start[dev.front()], last = tl.end[dev.back()];
+    first_all = std::min(first_all, first);
+    last_all = std::max(last_all, last);
+    tl.cost = std::max(tl.cost, last - first);
+  }
+  tl.makespan = first_all == kNever ? 0 : last_all - first_all;
+  return true;
+}
+
+Orders graph_orders(const Flat& f) {
+  Orders ord(f.devices());
+  for (int d = 0; d < f.devices(); ++d)
+    for (std::int32_t id = f.g.device_begin[d]; id < f.g.device_begin[d + 1]; ++id)
+      ord[d].push_back(id);
+  return ord;
+}
+
+void write_orders(const Flat& f, const Orders& ord, Schedule& s) {
+  for (int d = 0; d < f.devices(); ++d) {
+    auto& out = s.actions[d];
+    out.clear();
+    for (const std::int32_t id : ord[d]) out.push_back(f.g.action[id]);
+  }
+}
+
+// One wave of gap filling: every gap of the current timeline, earliest first, takes at most one
+// later pass of its device that is ready at the gap's start (in this timeline), fits in the gap
+// and keeps the device within its cap. All moves of a wave are judged on the same timeline: with
+// each moved pass at its gap's start that timeline stays feasible for the new orders, so
+// re-timing them can only start passes earlier. Returns the moves made.
+int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const Timeline& tl,
+              std::vector<std::uint8_t>& moved, int window) {
+  struct Gap {
+    TimePs s, e;
+    int d;
+    std::int32_t before;  // the pass that follows the gap
+  };
+  std::vector<Gap> gaps;
+  for (int d = 0; d < static_cast<int>(ord.size()); ++d)
+    for (std::size_t i = 1; i < ord[d].size(); ++i) {
+      const TimePs s = tl.end[ord[d][i - 1]], e = tl.start[ord[d][i]];
+      if (e > s) gaps.push_back({s, e, d, ord[d][i]});
+    }
+  std::sort(gaps.begin(), gaps.end(), [](const Gap& a, const Gap& b) {
+    return std::tie(a.s, a.d, a.before) < std::tie(b.s, b.d, b.before);
+  });
+  std::fill(moved.begin(), moved.end(), 0);
+  // Memory after each position, per device; recomputed only for a device a move changed.
+  std::vector<std::vector<double>> after(ord.size());
+  std::vector<std::uint8_t> dirty(ord.size(), 1);
+  int moves = 0;
+  for (const Gap& gp : gaps) {
+    auto& dev = ord[gp.d];
+    auto& aft = after[gp.d];
+    if (dirty[gp.d]) {
+      aft.resize(dev.size());
+      double run = 0;
+      for (std::size_t k = 0; k < dev.size(); ++k) aft[k] = run += f.mem[dev[k]];
+      dirty[gp.d] = 0;
+    }
+    const std::size_t i = std::find(dev.begin(), dev.end(), gp.before) - dev.begin();
+    const double before = i > 0 ? aft[i - 1] : 0.0;
+    double range_max = before;  // max of memory after positions i..k-1 (and before i)
+    const std::size_t last = std::min(dev.size(), i + 1 + static_cast<std::size_t>(window));
+    for (std::size_t k = i + 1; k < last; ++k) {
+      range_max = std::max(range_max, aft[k - 1]);
+      const std::int32_t id = dev[k];
+      if (moved[id] || tl.start[id] < gp.e || f.dur[id] > gp.e - gp.s) continue;
+      if (f.data_ready(id, tl.end) > gp.s) continue;
+      const double delta = f.mem[id];
+      if (delta > 0 && range_max + delta > caps[gp.d] + kEps) continue;
+      std::rotate(dev.begin() + i, dev.begin() + k, dev.begin() + k + 1);
+      moved[id] = 1;
+      dirty[gp.d] = 1;
+      ++moves;
+      break;
+    }
+  }
+  return moves;
+}
+
+// Score of a timeline for the local search: makespan, then cost, then the sum of device ends.
+struct Score {
+  TimePs makespan, cost, ends;
+  friend bool operator<(const Score& a, const Score& b) {
+    return std::tie(a.makespan, a.cost, a.ends) < std::tie(b.makespan, b.cost, b.ends);
+  }
+};
+
+Score score_of(const Orders& ord, const Timeline& tl) {
+  Score s{tl.makespan, tl.cost, 0};
+  for (const auto& dev : ord)
+    if (!dev.empty()) s.ends += tl.end[dev.back()];
+  return s;
+}
+
+bool within_cap(const Flat& f, const std::vector<std::int32_t>& dev, double cap) {
+  double run = 0;
+  for (const std::int32_t id : dev)
+    if ((run += f.mem[id]) > cap + kEps) return false;
+  return true;
+}
+
+// Hill climbing over single moves (one pass moved up to `window` places within its device's
+// first and last `edge` positions); accepts strict improvements of the score.
+int local_search(const Flat& f, Orders& ord, const std::vector<double>& caps, int window, int edge,
+                 int budget) {
+  Timeline tl;
+  if (!time_orders(f, ord, tl)) return 0;
+  Score best = score_of(ord, tl);
+  int moves = 0, evals = 0;
+  bool improved = true;
+  while (improved && evals < budget) {
+    improved = false;
+    for (int d = 0; d < static_cast<int>(ord.size()) && evals < budget; ++d) {
+      auto& dev = ord[d];
+      const int n = static_cast<int>(dev.size());
+      for (int i = 0; i < n && evals < budget; ++i) {
+        if (i >= edge && i < n - edge) continue;
+        for (int k = std::max(0, i - window); k <= std::min(n - 1, i + window); ++k) {
+          if (k == i) continue;
+          auto move = [&](int from, int to) {
+            if (from > to)
+              std::rotate(dev.begin() + to, dev.begin() + from, dev.begin() + from + 1);
+            else
+              std::rotate(dev.begin() + from, dev.begin() + from + 1, dev.begin() + to + 1);
+          };
+          move(i, k);
+          ++evals;
+          if (within_cap(f, dev, caps[d]) && time_orders(f, ord, tl)) {
+            const Score s = score_of(ord, tl);
+            if (s < best) {
+              best = s;
+              ++moves;
+              improved = true;
+              break;
+            }
+          }
+          move(k, i);
+        }
+      }
+    }
+  }
+  return moves;
+}
+
+TimePs eval_makespan(const Schedule& s, const CostTable& costs, TimePs* cost) {
+  const Flat f(s, costs);
+  Timeline tl;
+  const bool ok = time_orders(f, graph_orders(f), tl);
+  PW_ASSERT(ok, "reorder candidate deadlocks");
+  *cost = tl.cost;
+  return tl.makespan;
+}
+
+}  // namespace
+
+std::vector<double> order_peaks(const Schedule& schedule, const CostTable& costs) {
+  std::vector<double> peak(schedule.actions.size(), 0.0);
+  for (std::size_t d = 0; d < schedule.actions.size(); ++d) {
+    double run = 0;
+    for (const Action& a : schedule.actions[d]) {
+      run += costs.mem(std::max<int>(a.stage, 0), a.kind);
+      peak[d] = std::max(peak[d], run);
+    }
+  }
+  return peak;
+}
+
+int fill_gaps(Schedule& schedule, const CostTable& costs, const std::vector<double>& caps,
+              int max_waves) {
+  const Flat f(schedule, costs);
+  Orders ord = graph_orders(f);
+  Timeline tl;
+  if (!time_orders(f, ord, tl)) return 0;
+  std::vector<std::uint8_t> moved(f.size(), 0);
+  // Candidates within two microbatches' passes of all devices after the gap: a pass further
+  // down the list belongs to a microbatch that is not ready yet.
+  const int window =
+      std::max(16, 2 * static_cast<int>(f.size()) / std::max(1, schedule.num_microbatches));
+  int moves = 0;
+  for (int wave = 0; wave < max_waves; ++wave) {
+    const int made = fill_wave(f, ord, caps, tl, moved, window);
+    if (made == 0) break;
+    moves += made;
+    const bool ok = time_orders(f, ord, tl);
+    PW_ASSERT(ok, "gap filling produced a deadlocked order");
+  }
+  if (moves > 0) write_orders(f, ord, schedule);
+  return moves;
+}
+
+namespace {
+
+// The memory-capped list scheduler behind block_list_schedule (see its contract).
+class ListScheduler {
+ public:
+  ListScheduler(const Schedule& order, const CostTable& costs, const std::vector<double>& caps,
+                int reserve, bool eager_w)
+      : f_(order, costs), caps_(caps), reserve_(reserve), eager_w_(eager_w) {
+    const int D = f_.devices();
+    seqs_.resize(D);
+    held_.resize(D);
+    fwd_unit_.resize(D);
+    for (int d = 0; d < D; ++d) build_sequences(d, costs);
+    mem_.assign(D, 0.0);
+    clock_.assign(D, 0);
+    end_.assign(f_.size(), kNever);
+    ord_.resize(D);
+  }
+
+  // False when the run deadlocks (memory too small to progress).
+  bool run() {
+    std::size_t remaining = f_.size();
+    TimePs now = 0;
+    while (remaining > 0) {
+      bool zero_length = false;
+      for (int d = 0; d < f_.devices(); ++d) {
+        if (clock_[d] > now) continue;
+        Seq* q = pick(d, now);
+        if (!q) continue;
+        const std::int32_t id = q->ids[q->head++];
+        end_[id] = now + f_.dur[id];
+        clock_[d] = end_[id];
+        zero_length |= f_.dur[id] == 0;
+        mem_[d] += f_.mem[id];
+        held_[d][q->rank] += f_.mem[id];
+        ord_[d].push_back(id);
+        --remaining;
+      }
+      if (remaining == 0 || zero_length) continue;
+      now = next_event(now);
+      if (now == kNever) return false;
+    }
+    return true;
+  }
+
+  void write(Schedule& s) const { write_orders(f_, ord_, s); }
+
+ private:
+  // The ids of one (stage, kind) of a device, in list order; `rank` orders the device's stages.
+  struct Seq {
+    std::vector<std::int32_t> ids;
+    std::size_t head = 0;
+    bool filler = false;
+    int rank = 0;
+  };
+
+  void build_sequences(int d, const CostTable& costs) {
+    std::vector<int> stages;
+    for (std::int32_t id = f_.g.device_begin[d]; id < f_.g.device_begin[d + 1]; ++id)
+      stages.push_back(f_.g.action[id].stage);
+    std::sort(stages.begin(), stages.end());
+    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+    for (const int st : stages)
+      fwd_unit_[d].push_back(std::max(0.0, costs.mem(st, ActionKind::kF)));
+    held_[d].assign(stages.size(), 0.0);
+    auto& seqs = seqs_[d];
+    for (std::int32_t id = f_.g.device_begin[d]; id < f_.g.device_begin[d + 1]; ++id) {
+      const Action& a = f_.g.action[id];
+      auto it = std::find_if(seqs.begin(), seqs.end(), [&](const Seq& q) {
+        const Action& b = f_.g.action[q.ids.front()];
+        return b.stage == a.stage && b.kind == a.kind;
+      });
+      if (it == seqs.end()) {
+        const auto rank = std::lower_bound(stages.begin(), stages.end(), a.stage) - stages.begin();
+        seqs.push_back(Seq{{}, 0, is_filler(a.kind), static_cast<int>(rank)});
+        it = seqs.end() - 1;
+      }
+      it->ids.push_back(id);
+    }
+  }
+
+  // Memory allows the pass: within the cap, and a forward keeps `reserve` forwards' worth of
+  // room for the device's next stage.
+  bool fits(int d, const Seq& q, std::int32_t id) const {
+    const double delta = f_.mem[id];
+    if (delta <= 0) return true;
+    if (mem_[d] + delta > caps_[d] + kEps) return false;
+    if (q.rank + 1 >= static_cast<int>(held_[d].size()) || reserve_ <= 0) return true;
+    double upto = 0;
+    for (int r = 0; r <= q.rank; ++r) upto += held_[d][r];
+    return upto + delta + reserve_ * fwd_unit_[d][q.rank + 1] <= caps_[d] + kEps;
+  }
+
+  // The sequence whose head device d runs at `now`, or nullptr.
+  Seq* pick(int d, TimePs now) {
+    Seq* best = nullptr;
+    // First ready head in list order that memory holds back (eager_w: a W that frees memory
+    // then goes first).
+    std::int32_t held_back = std::numeric_limits<std::int32_t>::max();
+    for (int pass = 0; pass < 2 && !best; ++pass)
+      for (Seq& q : seqs_[d]) {
+        if (q.head >= q.ids.size() || q.filler != (pass == 1)) continue;
+        const std::int32_t id = q.ids[q.head];
+        if (f_.data_ready(id, end_) > now) continue;
+        if (!fits(d, q, id)) {
+          held_back = std::min(held_back, id);
+          continue;
+        }
+        if (!best || id < best->ids[best->head]) best = &q;
+      }
+    if (!eager_w_ || !best || held_back > best->ids[best->head]) return best;
+    for (Seq& q : seqs_[d]) {
+      if (!q.filler || q.head >= q.ids.size()) continue;
+      const std::int32_t id = q.ids[q.head];
+      if (f_.mem[id] < 0 && f_.data_ready(id, end_) <= now) return &q;
+    }
+    return best;
+  }
+
+  // Next time something can change: a device becoming free or a head pass becoming ready.
+  TimePs next_event(TimePs now) const {
+    TimePs next = kNever;
+    for (int d = 0; d < f_.devices(); ++d) {
+      if (clock_[d] > now) next = std::min(next, clock_[d]);
+      for (const Seq& q : seqs_[d]) {
+        if (q.head >= q.ids.size()) continue;
+        const TimePs r = f_.data_ready(q.ids[q.head], end_);
+        if (r != kNever && r > now) next = std::min(next, r);
+      }
+    }
+    return next;
+  }
+
+  Flat f_;
+  const std::vector<double>& caps_;
+  int reserve_;
+  bool eager_w_;
+  std::vector<std::vector<Seq>> seqs_;
+  std::vector<std::vector<double>> held_, fwd_unit_;  // per device, per stage rank
+  std::vector<double> mem_;
+  std::vector<TimePs> end_, clock_;
+  Orders ord_;
+};
+
+}  // namespace
+
+Schedule block_list_schedule(const Schedule& order, const CostTable& costs,
+                             const std::vector<double>& caps, int reserve, bool eager_w) {
+  ListScheduler ls(order, costs, caps, reserve, eager_w);
+  if (!ls.run()) return Schedule{order.name, order.placement, order.num_microbatches, {}};
+  Schedule out = order;
+  ls.write(out);
+  return out;
+}
+
+namespace {
+
+// One way of reordering: the block order (with the cool-down reorder and W gap filling), the
+// plain repetition, or a list schedule; each is then gap-filled.
+struct Method {
+  enum Kind { kBlock, kPlain, kList } kind = kBlock;
+  int reserve = 0;
+  bool eager_w = false;
+};
+
+std::string method_name(const Method& mt) {
+  switch (mt.kind) {
+    case Method::kBlock:
+      return "block";
+    case Method::kPlain:
+      return "plain";
+    case Method::kList:
+      break;
+  }
+  return fmt::format("list r={}{}", mt.reserve, mt.eager_w ? " eager-w" : "");
+}
+
+struct Candidate {
+  Method method;
+  Schedule schedule;
+  TimePs makespan = kNever, cost = kNever;
+  std::vector<double> peak;
+  bool filled = false;
+};
+
+bool better(const Candidate& a, const Candidate& b) {
+  return std::tie(a.makespan, a.cost) < std::tie(b.makespan, b.cost);
+}
+
+// Builds `mt` on the repetition `plain` (of `block`) and gap-fills it unless its unfilled
+// makespan exceeds `fill_within` (the best so far + 1/8). Empty schedule: deadlock or over a cap.
+Candidate run_method(const BuildingBlock& block, const Schedule& plain, const CostTable& costs,
+                     const std::vector<double>& caps, const Method& mt, int fill_waves,
+                     TimePs fill_within) {
+  Candidate c;
+  c.method = mt;
+  if (mt.kind == Method::kBlock) {
+    c.schedule = block_to_schedule(block, plain.num_microbatches, {.reorder_cooldown = true});
+    squeeze_fill_w(c.schedule, costs);
+  } else if (mt.kind == Method::kPlain) {
+    c.schedule = plain;
+  } else {
+    c.schedule = block_list_schedule(plain, costs, caps, mt.reserve, mt.eager_w);
+    if (c.schedule.actions.empty()) return c;
+  }
+  c.peak = order_peaks(c.schedule, costs);
+  for (std::size_t d = 0; d < c.peak.size(); ++d)
+    if (c.peak[d] > caps[d] + kEps) return c.schedule.actions.clear(), c;
+  c.makespan = eval_makespan(c.schedule, costs, &c.cost);
+  if (c.makespan > fill_within) return c;
+  if (fill_gaps(c.schedule, costs, caps, fill_waves) > 0) {
+    c.filled = true;
+    c.makespan = eval_makespan(c.schedule, costs, &c.cost);
+    c.peak = order_peaks(c.schedule, costs);
+  }
+  return c;
+}
+
+// Every method on `plain`, best first. List schedules try reservations 0, 1, ... and stop after
+// two in a row that do not shorten the list schedule (longer ones only delay the warm-up).
+std::vector<Candidate> rank_methods(const BuildingBlock& block, const Schedule& plain,
+                                    const CostTable& costs, const std::vector<double>& caps,
+                                    const ReorderOptions& opt, int fill_waves) {
+  std::vector<Candidate> out;
+  TimePs best = kNever;
+  auto add = [&](const Method& mt) {
+    const TimePs within = best == kNever ? kNever : best + best / 8;
+    Candidate c = run_method(block, plain, costs, caps, mt, fill_waves, within);
+    if (c.schedule.actions.empty()) return kNever;
+    const TimePs unfilled_or_filled = c.makespan;
+    best = std::min(best, c.makespan);
+    out.push_back(std::move(c));
+    return unfilled_or_filled;
+  };
+  add({Method::kBlock});
+  add({Method::kPlain});
+  bool w_frees = false;  // eager_w changes nothing unless a W frees memory
+  for (int st = 0; st < costs.num_stages; ++st) w_frees |= costs.mem(st, ActionKind::kW) < 0;
+  const int top_reserve = opt.max_reserve >= 0 ? opt.max_reserve : plain.placement.num_devices;
+  TimePs best_list = kNever;
+  for (int r = 0, stale = 0; r <= top_reserve && stale < 2; ++r) {
+    bool improved = false;
+    for (bool eager_w : {false, true}) {
+      if (eager_w && !w_frees) continue;
+      const TimePs mk = add({Method::kList, r, eager_w});
+      improved |= mk < best_list;
+      best_list = std::min(best_list, mk);
+    }
+    stale = improved || r < 2 ? 0 : stale + 1;
+  }
+  std::stable_sort(out.begin(), out.end(), better);
+  return out;
+}
+
+}  // namespace
+
+ReorderResult reorder_block(const BuildingBlock& block, int m, const CostTable& costs,
+                            const ReorderOptions& opt) {
+  const Schedule plain = block_to_schedule(block, m, {.reorder_cooldown = false});
+  const int D = plain.placement.num_devices;
+  ReorderResult res;
+  res.caps = opt.caps.empty() ? order_peaks(plain, costs) : opt.caps;
+  if (opt.caps.empty() && !opt.per_device_caps) {
+    const double top = *std::max_element(res.caps.begin(), res.caps.end());
+    std::fill(res.caps.begin(), res.caps.end(), top);
+  }
+  PW_ASSERT(static_cast<int>(res.caps.size()) == D, "reorder_block: one cap per device");
+  const int fill_waves = opt.max_fill_waves > 0 ? opt.max_fill_waves : 4 * D + 16;
+  const int probe = opt.probe_microbatches > 0 ? opt.probe_microbatches : 2 * D + 8;
+  Candidate best;
+  if (m <= probe) {
+    std::vector<Candidate> ranked = rank_methods(block, plain, costs, res.caps, opt, fill_waves);
+    if (!ranked.empty()) best = std::move(ranked.front());
+  } else {
+    // The methods are ranked on `probe` microbatches (warm-up and cool-down do not depend on m
+    // once the steady state is reached) and the two best are run on all m.
+    const Schedule small = block_to_schedule(block, probe, {.reorder_cooldown = false});
+    const std::vector<Candidate> ranked =
+        rank_methods(block, small, costs, res.caps, opt, fill_waves);
+    // The block order (the previous behaviour, gap-filled) always runs too, so the result is
+    // never longer than it.
+    std::vector<Method> finalists = {Method{Method::kBlock}};
+    for (std::size_t i = 0; i < ranked.size() && i < 2; ++i)
+      if (ranked[i].method.kind != Method::kBlock) finalists.push_back(ranked[i].method);
+    for (const Method& mt : finalists) {
+      Candidate c = run_method(block, plain, costs, res.caps, mt, fill_waves, kNever);
+      if (!c.schedule.actions.empty() && (best.schedule.actions.empty() || better(c, best)))
+        best = std::move(c);
+    }
+  }
+  if (best.schedule.actions.empty())
+    throw ConfigError("", "--memory-limit",
+                      fmt::format("no reordering of block '{}' fits the memory caps", block.name));
+  res.schedule = std::move(best.schedule);
+  res.makespan = best.makespan;
+  res.cost = best.cost;
+  res.peak = std::move(best.peak);
+  res.method = method_name(best.method) + (best.filled ? "+fill" : "");
+  if (opt.search_budget > 0) {
+    const Flat f(res.schedule, costs);
+    Orders ord = graph_orders(f);
+    const int per_device = static_cast<int>(f.size()) / std::max(1, D);
+    const int edge = opt.search_edge > 0 ? opt.search_edge : per_device;
+    if (local_search(f, ord, res.caps, opt.search_window, edge, opt.search_budget) > 0) {
+      write_orders(f, ord, res.schedule);
+      res.makespan = eval_makespan(res.schedule, costs, &res.cost);
+      res.peak = order_peaks(res.schedule, costs);
+      res.method += "+search";
+    }
+  }
+  res.schedule.name = block.name;
+  return res;
+}
+
+}  // namespace pw

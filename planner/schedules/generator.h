@@ -1,0 +1,80 @@
+#pragma once
+/// Schedule generators and their registry. A generator turns (p, m, chunks, costs, memory limit)
+/// into a validated Schedule, or throws ConfigError saying which constraint is not met.
+/// Registration is explicit (no static self-registration): default_registry() calls each
+/// family's register_* function.
+#include <string>
+#include <vector>
+
+#include "core/cost_table.h"
+#include "core/schedule.h"
+
+namespace pw {
+
+/// Inputs shared by all generators. Times are picoseconds; memory in microbatch activations of
+/// one 1F1B stage (a V-shape chunk's activation is 0.5).
+struct GeneratorParams {
+  int p = 1;                          ///< pipeline devices
+  int m = 1;                          ///< microbatches per iteration
+  int v = 0;                          ///< chunks (stages) per device; 0 = the generator's default
+  int num_layers = 0;                 ///< layers of the model (0 = one per stage)
+  UniformCosts costs{1, 1, 1, 0, 0};  ///< per-stage pass costs, for cost-aware generators
+  /// Optional real per-stage costs (overrides `costs` in cost-aware generators when non-null).
+  const CostTable* stage_costs = nullptr;
+  double memory_limit = 0;  ///< activation limit per device; <= 0 means none
+  int group_size = 0;       ///< interleaved 1F1B group size g (0 = p); zeropp: microbatches
+                            ///< per weight-gather block (0 = m)
+};
+
+using GenerateFn = Schedule (*)(const GeneratorParams&);
+
+/// What the search needs to know about a generator's output, declared with it in its registry
+/// entry (not probed by running it). tests/planner/classic_test.cc checks every declaration
+/// against the generator's output.
+struct GeneratorCaps {
+  int chunks = 1;                   ///< stages per device per pipeline (at the default v)
+  int pipelines = 1;                ///< model replicas in the pipeline (BitPipe: 2)
+  bool v_shape = false;             ///< stage i and 2p-1-i on device i
+  bool split_backward = false;      ///< B and W are separate actions
+  bool takes_v = false;             ///< honours GeneratorParams::v (chunks per device)
+  bool memory_aware = false;        ///< reads GeneratorParams::memory_limit
+  bool explicit_recompute = false;  ///< has R actions (full recomputation only)
+  bool overlap = false;             ///< has OVERLAP_F_B actions
+};
+
+struct GeneratorInfo {
+  std::string name;         ///< CLI name, e.g. "1f1b"
+  std::string description;  ///< one line for --help and error messages
+  GenerateFn generate = nullptr;
+  GeneratorCaps caps;
+};
+
+class GeneratorRegistry {
+ public:
+  void add(GeneratorInfo info);
+  /// Returns the generator or nullptr.
+  const GeneratorInfo* find(const std::string& name) const;
+  /// Throws ConfigError(key=`key`) listing valid names and the nearest one.
+  const GeneratorInfo& get(const std::string& name, const std::string& key = "--schedule") const;
+  std::vector<std::string> names() const;
+  const std::vector<GeneratorInfo>& all() const { return infos_; }
+
+ private:
+  std::vector<GeneratorInfo> infos_;
+};
+
+/// GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, looped breadth-first.
+void register_classic_generators(GeneratorRegistry& registry);
+
+/// Memory-controllable and zero-bubble family: V-Min, V-Half, V-ZB, adaptive offsets, ZB-1p/2p,
+/// ZB-V, BitPipe, DualPipeV, ZeroPP-style interleaving, 1F1B-R.
+void register_memory_generators(GeneratorRegistry& registry);
+
+/// Every generator pipewright ships.
+GeneratorRegistry default_registry();
+
+/// Runs a generator and validates its output (throws ConfigError on either failure).
+Schedule generate_schedule(const GeneratorRegistry& registry, const std::string& name,
+                           const GeneratorParams& params);
+
+}  // namespace pw

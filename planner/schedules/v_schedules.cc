@@ -1,0 +1,140 @@
+#include "planner/schedules/v_schedules.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "core/error.h"
+#include "planner/schedules/adaptive.h"
+#include "planner/schedules/block_reorder.h"
+#include "planner/schedules/memory_family.h"
+#include "sim/evaluator.h"
+
+namespace pw {
+namespace {
+
+constexpr int kVPeriod = 6;
+
+void check_p(const GeneratorParams& gp, const char* name) {
+  if (gp.p < 2)
+    throw ConfigError("", "--pp", fmt::format("{} needs at least 2 pipeline devices", name));
+}
+
+Schedule v_schedule_from(const GeneratorParams& gp, const VOffsets& o, const char* name) {
+  return reorder_block(v_block(gp.p, o, name, gp.num_layers), gp.m, v_cost_table(gp)).schedule;
+}
+
+}  // namespace
+
+BuildingBlock v_block(int p, const VOffsets& o, const std::string& name, int num_layers) {
+  BuildingBlock blk;
+  blk.name = name;
+  blk.placement = v_placement(p, num_layers);
+  blk.period = kVPeriod;
+  blk.passes.resize(p);
+  std::vector<int> w_order;
+  for (int i = 0; i < p; ++i) {
+    const int c0 = i, c1 = 2 * p - 1 - i;
+    auto& dev = blk.passes[i];
+    dev.push_back({ActionKind::kF, c0, o.F[i], 1});
+    dev.push_back({ActionKind::kF, c1, o.f[i], 1});
+    dev.push_back({ActionKind::kB, c1, o.B[i], 1});
+    dev.push_back({ActionKind::kB, c0, o.b[i], 1});
+  }
+  // W of chunk 1 (its B comes first) then w of chunk 0, device by device.
+  for (int i = 0; i < p; ++i) {
+    w_order.push_back(2 * p - 1 - i);
+    w_order.push_back(i);
+  }
+  place_w_greedily(blk, w_order);
+  check_block(blk, name + " block");
+  return blk;
+}
+
+VOffsets v_min_offsets(int p) {
+  const int x = p % 3 == 0 ? 2 : 0;
+  VOffsets o;
+  for (int i = 0; i < p; ++i) {
+    o.F.push_back(i);
+    o.f.push_back(2 * p - i - 1);
+    o.B.push_back(2 * p + x + i);
+    o.b.push_back(4 * p + x - i - 1);
+  }
+  return o;
+}
+
+VOffsets v_half_offsets(int p) {
+  const int x = p % 2 == 0 ? 3 : 0;
+  VOffsets o;
+  for (int i = 0; i < p; ++i) {
+    o.F.push_back(2 * i);
+    o.f.push_back(3 * p - i - 2);
+    o.B.push_back(3 * p + x + 2 * i - 1);
+    o.b.push_back(6 * p + x - i - 2);
+  }
+  return o;
+}
+
+VOffsets v_zb_offsets(int p) {
+  // The tightest V chain (F: i, f: 2p-1-i) with a turn gap at device 0 of g = 4p-3 slots
+  // (B: 2p-1+g+i, b: 4p-2+g-i). Mod 6, F, B = i, i+2 and f, b = 2p-1-i, 2p+1-i: the two pairs
+  // differ by an even amount, the offsets within a pair by 2, so the four never collide and W, w
+  // take the two free slots. Lifespans to the end of b / B: 8p-4-2i and 4p-2+2i slots, which
+  // sum to 12p-6, so ceil(./6) + ceil(./6) <= 2p: the block holds 1F1B's p microbatches.
+  VOffsets o;
+  const int g = 4 * p - 3;
+  for (int i = 0; i < p; ++i) {
+    o.F.push_back(i);
+    o.f.push_back(2 * p - 1 - i);
+    o.B.push_back(2 * p - 1 + g + i);
+    o.b.push_back(4 * p - 2 + g - i);
+  }
+  return o;
+}
+
+Schedule generate_v_min(const GeneratorParams& gp) {
+  check_p(gp, "v-min");
+  return v_schedule_from(gp, v_min_offsets(gp.p), "v-min");
+}
+
+Schedule generate_v_half(const GeneratorParams& gp) {
+  check_p(gp, "v-half");
+  return v_schedule_from(gp, v_half_offsets(gp.p), "v-half");
+}
+
+Schedule generate_v_zb(const GeneratorParams& gp) {
+  check_p(gp, "v-zb");
+  const CostTable costs = v_cost_table(gp);
+  // 1F1B memory: p microbatches = p * (chunk 0 + chunk 1 activations of one microbatch).
+  const double mb = costs.mem(0, ActionKind::kF) + costs.mem(2 * gp.p - 1, ActionKind::kF);
+  ReorderOptions opt;
+  opt.caps.assign(gp.p, gp.memory_limit > 0 ? gp.memory_limit : gp.p * mb);
+  std::optional<ReorderResult> block;
+  try {
+    block =
+        reorder_block(v_block(gp.p, v_zb_offsets(gp.p), "v-zb", gp.num_layers), gp.m, costs, opt);
+  } catch (const ConfigError&) {
+    // No reordering of the block fits the limit; the greedy scheduler decides (and reports).
+  }
+  // The greedy zero-bubble scheduler on the same placement and limit is the other candidate:
+  // with uneven pass costs or communication it can beat the block; keep the lower cost. When
+  // neither fits the limit, the greedy scheduler's error names the smallest feasible limit.
+  Schedule greedy;
+  try {
+    greedy = generate_zb_v(gp);
+  } catch (const ConfigError& e) {
+    if (block) return std::move(block->schedule);
+    std::string msg = e.message();
+    if (msg.rfind("zb-v", 0) == 0) msg.replace(0, 4, "v-zb");
+    throw ConfigError(e.file(), e.key(), msg);
+  }
+  greedy.name = "v-zb";
+  if (!block) return greedy;
+  const EvalResult g = evaluate(greedy, costs);
+  if (std::tie(g.cost, g.makespan) < std::tie(block->cost, block->makespan)) return greedy;
+  return std::move(block->schedule);
+}
+
+}  // namespace pw

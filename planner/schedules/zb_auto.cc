@@ -1,0 +1,337 @@
+#include "planner/schedules/zb_auto.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "planner/schedules/adaptive.h"
+#include "planner/schedules/memory_family.h"
+#include "sim/evaluator.h"
+
+namespace pw {
+namespace {
+
+constexpr TimePs kNever = std::numeric_limits<TimePs>::max();
+
+class Greedy {
+ public:
+  Greedy(const Placement& pl, int m, const CostTable& c, double limit, const GreedyVariant& v)
+      : pl_(pl), m_(m), c_(c), limit_(limit), v_(v) {
+    const int S = pl.num_stages(), D = pl.num_devices;
+    stages_of_.resize(D);
+    for (int s = 0; s < S; ++s) stages_of_[pl.stages[s].device].push_back(s);
+    reserve_.assign(S, 0.0);
+    for (int d = 0; d < D; ++d) {
+      auto& st = stages_of_[d];
+      std::stable_sort(st.begin(), st.end(),
+                       [&](int a, int b) { return pl.stages[a].index > pl.stages[b].index; });
+      // A forward keeps room for one forward of every deeper stage on the device.
+      double deeper = 0;
+      for (int s : st) {
+        reserve_[s] = deeper;
+        deeper += std::max(0.0, c.mem(s, ActionKind::kF));
+      }
+    }
+    prev_.resize(S);
+    next_.resize(S);
+    for (int s = 0; s < S; ++s) {
+      prev_[s] = pl.prev_stage(s);
+      next_[s] = pl.next_stage(s);
+    }
+    nf_.assign(S, 0);
+    nb_.assign(S, 0);
+    // Microbatch j runs in pipeline j * P / m (first share in pipeline 0, and so on).
+    const int P = pl.num_pipelines();
+    mbs_.resize(P);
+    for (int j = 0; j < m; ++j) mbs_[static_cast<std::size_t>(j) * P / m].push_back(j);
+    count_.resize(S);
+    pipe_.resize(S);
+    for (int s = 0; s < S; ++s) {
+      pipe_[s] = pl.stages[s].pipeline;
+      count_[s] = static_cast<int>(mbs_[pipe_[s]].size());
+    }
+    f_end_.assign(static_cast<std::size_t>(S) * m, kNever);
+    b_end_.assign(static_cast<std::size_t>(S) * m, kNever);
+    clock_.assign(D, 0);
+    mem_.assign(D, 0.0);
+    in_flight_.assign(D, 0);
+    blocked_.assign(D, 0);
+    w_queue_.resize(D);
+    w_head_.assign(D, 0);
+    order_.resize(D);
+    remaining_ = static_cast<long long>(v.fused_backward ? 2 : 3) * (S / P) * m;
+  }
+
+  bool run() {
+    while (remaining_ > 0) {
+      const int d = pick_device();
+      if (d >= 0) {
+        step(d);
+      } else if (!force_w()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::vector<std::vector<Action>>& order() { return order_; }
+
+ private:
+  TimePs hop(int from, int to) const {
+    return pl_.stages[from].device != pl_.stages[to].device ? c_.comm[from] : 0;
+  }
+  int mb(int s, int pos) const { return mbs_[pipe_[s]][pos]; }
+  std::size_t at(int s, int j) const { return static_cast<std::size_t>(s) * m_ + j; }
+
+  // Ready time of the next B of stage s, kNever when a prerequisite has not run yet.
+  TimePs b_ready(int s) const {
+    if (nb_[s] >= count_[s] || nb_[s] >= nf_[s]) return kNever;
+    const int j = mb(s, nb_[s]);
+    TimePs t = f_end_[at(s, j)];
+    if (next_[s] >= 0) {
+      const TimePs e = b_end_[at(next_[s], j)];
+      if (e == kNever) return kNever;
+      t = std::max(t, e + hop(next_[s], s));
+    }
+    return t;
+  }
+
+  bool f_allowed(int s, int d) const {
+    if (nf_[s] >= count_[s]) return false;
+    if (v_.max_in_flight > 0 && in_flight_[d] >= v_.max_in_flight) return false;
+    if (v_.staggered_extra >= 0 && in_flight_[d] >= pl_.num_devices - d + v_.staggered_extra)
+      return false;
+    if (limit_ <= 0) return true;
+    return mem_[d] + c_.mem(s, ActionKind::kF) + reserve_[s] <= limit_ + 1e-9;
+  }
+
+  TimePs f_ready(int s) const {
+    if (prev_[s] < 0) return 0;
+    const int j = mb(s, nf_[s]);
+    const TimePs e = f_end_[at(prev_[s], j)];
+    return e == kNever ? kNever : e + hop(prev_[s], s);
+  }
+
+  bool has_work(int d) const {
+    for (int s : stages_of_[d])
+      if (nf_[s] < count_[s] || nb_[s] < count_[s]) return true;
+    return w_head_[d] < w_queue_[d].size();
+  }
+
+  int pick_device() const {
+    int best = -1;
+    for (int d = 0; d < pl_.num_devices; ++d) {
+      if (blocked_[d] || !has_work(d)) continue;
+      if (best < 0 || clock_[d] < clock_[best]) best = d;
+    }
+    return best;
+  }
+
+  void exec(int d, ActionKind k, int s, int j) {  // NOLINT: k is rewritten for BW
+    const TimePs t = clock_[d];
+    const TimePs e = t + c_.time(s, k);
+    clock_[d] = e;
+    mem_[d] += c_.mem(s, k);
+    if (k == ActionKind::kF) {
+      f_end_[at(s, j)] = e;
+      ++nf_[s];
+      ++in_flight_[d];
+    } else if (k == ActionKind::kB) {
+      b_end_[at(s, j)] = e;
+      ++nb_[s];
+      --in_flight_[d];
+      if (v_.fused_backward) {
+        clock_[d] = t + c_.time(s, ActionKind::kBW);
+        b_end_[at(s, j)] = clock_[d];
+        mem_[d] += c_.mem(s, ActionKind::kBW) - c_.mem(s, ActionKind::kB);
+        k = ActionKind::kBW;
+      } else {
+        w_queue_[d].push_back(Action{ActionKind::kW, static_cast<std::int16_t>(s), j});
+      }
+    }
+    order_[d].push_back(Action{k, static_cast<std::int16_t>(s), j});
+    --remaining_;
+    std::fill(blocked_.begin(), blocked_.end(), 0);
+  }
+
+  bool has_fb(int d) const {
+    for (int s : stages_of_[d])
+      if (nf_[s] < count_[s] || nb_[s] < count_[s]) return true;
+    return false;
+  }
+
+  void run_w(int d) {
+    const Action w = w_queue_[d][w_head_[d]++];
+    exec(d, ActionKind::kW, w.stage, w.microbatch);
+  }
+
+  void step(int d) {
+    const TimePs t = clock_[d];
+    TimePs next_b_time = kNever, next_f_time = kNever;
+    int next_b = -1, next_f = -1;
+    for (int s : stages_of_[d]) {
+      const TimePs r = b_ready(s);
+      if (r <= t) return exec(d, ActionKind::kB, s, mb(s, nb_[s]));
+      if (r < next_b_time) next_b_time = r, next_b = s;
+    }
+    bool memory_wanted = false;
+    for (int s : stages_of_[d]) {
+      const TimePs r = nf_[s] < count_[s] ? f_ready(s) : kNever;
+      if (!f_allowed(s, d)) {
+        memory_wanted |= r <= t;
+        continue;
+      }
+      // Strict F: do not start a forward that would delay a backward known to be ready soon.
+      const bool delays_b =
+          v_.strict_f && next_b_time != kNever && t + c_.time(s, ActionKind::kF) > next_b_time;
+      if (r <= t && !delays_b) return exec(d, ActionKind::kF, s, mb(s, nf_[s]));
+      if (r < next_f_time) next_f_time = r, next_f = s;
+    }
+    const TimePs next_known = std::min(next_b_time, next_f_time);
+    if (w_head_[d] < w_queue_[d].size()) {
+      const Action w = w_queue_[d][w_head_[d]];
+      const bool fits = next_known != kNever && t + c_.time(w.stage, ActionKind::kW) <= next_known;
+      bool go = false;
+      switch (v_.w_policy) {
+        case WPolicy::kFillAny:
+          go = true;
+          break;
+        case WPolicy::kFillKnownGaps:
+          go = fits || memory_wanted || next_known == kNever;
+          break;
+        case WPolicy::kLookahead:
+          go = fits || memory_wanted || !has_fb(d);
+          break;
+        case WPolicy::kLazy:
+          go = memory_wanted || !has_fb(d);
+          break;
+      }
+      if (go) return run_w(d);
+    }
+    if (next_known == kNever) {
+      blocked_[d] = 1;
+      return;
+    }
+    clock_[d] = next_known;
+    if (next_b_time <= next_f_time) return exec(d, ActionKind::kB, next_b, mb(next_b, nb_[next_b]));
+    return exec(d, ActionKind::kF, next_f, mb(next_f, nf_[next_f]));
+  }
+
+ public:
+  // Every device is blocked: the earliest one with a pending W runs it (false if none has one).
+  bool force_w() {
+    int best = -1;
+    for (int d = 0; d < pl_.num_devices; ++d)
+      if (w_head_[d] < w_queue_[d].size() && (best < 0 || clock_[d] < clock_[best])) best = d;
+    if (best < 0) return false;
+    run_w(best);
+    return true;
+  }
+
+ private:
+  const Placement& pl_;
+  int m_;
+  const CostTable& c_;
+  double limit_;
+  GreedyVariant v_;
+  std::vector<std::vector<int>> stages_of_;
+  std::vector<double> reserve_;
+  std::vector<int> prev_, next_, nf_, nb_, in_flight_, count_, pipe_;
+  std::vector<std::vector<int>> mbs_;
+  std::vector<TimePs> f_end_, b_end_, clock_;
+  std::vector<double> mem_;
+  std::vector<std::uint8_t> blocked_;
+  std::vector<std::vector<Action>> w_queue_;
+  std::vector<std::size_t> w_head_;
+  std::vector<std::vector<Action>> order_;
+  long long remaining_ = 0;
+};
+
+std::vector<GreedyVariant> variants() {
+  std::vector<GreedyVariant> out;
+  for (WPolicy w :
+       {WPolicy::kFillAny, WPolicy::kFillKnownGaps, WPolicy::kLookahead, WPolicy::kLazy})
+    for (bool strict_f : {false, true})
+      for (int extra : {-1, 0, 1, 2, 3}) out.push_back({w, strict_f, 0, extra});
+  return out;
+}
+
+}  // namespace
+
+Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs, double limit,
+                   const GreedyVariant& variant, const std::string& name) {
+  Schedule s;
+  s.name = name;
+  s.placement = placement;
+  s.num_microbatches = m;
+  Greedy g(placement, m, costs, limit, variant);
+  if (!g.run()) {
+    s.actions.clear();
+    return s;
+  }
+  s.actions = std::move(g.order());
+  return s;
+}
+
+Schedule zb_auto(const Placement& placement, int m, const CostTable& costs, double limit,
+                 const std::string& name) {
+  Schedule best;
+  TimePs best_cost = kNever;
+  for (const GreedyVariant& v : variants()) {
+    Schedule s = zb_greedy(placement, m, costs, limit, v, name);
+    if (s.actions.empty()) continue;
+    const TimePs cost = evaluate(s, costs).cost;
+    if (cost < best_cost) best_cost = cost, best = std::move(s);
+  }
+  if (best_cost != kNever) return best;
+  // Smallest limit at which the loose variant finishes: double, then bisect to 1e-3.
+  double lo = limit, hi = std::max(limit, 1e-3);
+  while (zb_greedy(placement, m, costs, hi, {}, name).actions.empty()) hi *= 2;
+  for (int it = 0; it < 40 && hi - lo > 1e-3; ++it) {
+    const double mid = (lo + hi) / 2;
+    (zb_greedy(placement, m, costs, mid, {}, name).actions.empty() ? lo : hi) = mid;
+  }
+  throw ConfigError("", "--memory-limit",
+                    fmt::format("{}: no schedule fits {} activations per device; the smallest "
+                                "feasible limit is about {:.3f}",
+                                name, limit, hi));
+}
+
+CostTable linear_cost_table(const GeneratorParams& gp) {
+  if (gp.stage_costs) {
+    if (gp.stage_costs->num_stages != gp.p)
+      throw ConfigError(
+          "", "stage_costs",
+          fmt::format("expected {} stages, got {}", gp.p, gp.stage_costs->num_stages));
+    return *gp.stage_costs;
+  }
+  return make_uniform_cost_table(linear_placement(gp.p, gp.num_layers), gp.costs);
+}
+
+namespace {
+
+// ZB-kp: limit k * p * M_B, M_B = what one forward of stage 0 allocates (1.0 with uniform costs).
+Schedule zb_kp(const GeneratorParams& gp, int k, const char* name) {
+  const CostTable costs = linear_cost_table(gp);
+  const double mb = costs.mem(0, ActionKind::kF);
+  const double limit = gp.memory_limit > 0 ? gp.memory_limit : k * gp.p * mb;
+  return zb_auto(linear_placement(gp.p, gp.num_layers), gp.m, costs, limit, name);
+}
+
+}  // namespace
+
+Schedule generate_zb_1p(const GeneratorParams& gp) { return zb_kp(gp, 1, "zb-1p"); }
+Schedule generate_zb_2p(const GeneratorParams& gp) { return zb_kp(gp, 2, "zb-2p"); }
+
+Schedule generate_zb_v(const GeneratorParams& gp) {
+  if (gp.p < 2) throw ConfigError("", "--pp", "zb-v needs at least 2 pipeline devices");
+  const CostTable costs = v_cost_table(gp);
+  // 1F1B memory: p microbatches = p * (chunk 0 + chunk 1 activations of one microbatch).
+  const double mb = costs.mem(0, ActionKind::kF) + costs.mem(2 * gp.p - 1, ActionKind::kF);
+  const double limit = gp.memory_limit > 0 ? gp.memory_limit : gp.p * mb;
+  return zb_auto(v_placement(gp.p, gp.num_layers), gp.m, costs, limit, "zb-v");
+}
+
+}  // namespace pw

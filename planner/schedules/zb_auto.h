@@ -1,0 +1,59 @@
+#pragma once
+/// The automatic zero-bubble scheduler (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024):
+/// a greedy list scheduler over real pass costs under a per-device activation-memory limit.
+/// Each device, whenever it is free, runs (1) the ready input-gradient backward B of its deepest
+/// stage, else (2) the ready forward F of its deepest stage if memory allows (a forward of an
+/// earlier stage keeps room for one forward of each later stage on the device, so the V shape
+/// cannot starve itself), else (3) the oldest pending weight pass W (W fills gaps and frees
+/// memory), else it waits for the next pass to become ready. Several variants (how strictly W
+/// may fill a gap, how many forwards the warm-up may run ahead) are tried and the best kept.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/cost_table.h"
+#include "planner/schedules/generator.h"
+
+namespace pw {
+
+/// When a device with nothing ready may run a pending W.
+enum class WPolicy : std::uint8_t {
+  kFillAny,        ///< whenever it would otherwise idle
+  kFillKnownGaps,  ///< when W ends before the next known-ready pass, memory needs it, or the
+                   ///< next pass's readiness is not known yet
+  kLookahead,      ///< when W ends before the next ready pass (waiting to learn when that is),
+                   ///< memory needs it, or no F/B is left on the device
+  kLazy,           ///< only when memory needs it or no F/B is left on the device
+};
+
+/// Knobs of one greedy run.
+struct GreedyVariant {
+  WPolicy w_policy = WPolicy::kFillAny;
+  /// Do not start a forward that would delay a backward whose ready time is already known.
+  bool strict_f = false;
+  /// Extra cap on forwards in flight per device (F issued, B not done), 0 = memory limit only.
+  int max_in_flight = 0;
+  /// 1F1B-like staggered warm-up: device d keeps at most p - d + staggered_extra forwards in
+  /// flight (-1: off).
+  int staggered_extra = -1;
+  /// Emit full backwards (BW) instead of B + W (schedules without the zero-bubble split).
+  bool fused_backward = false;
+};
+
+/// One greedy run. With several pipelines (Placement::num_pipelines), microbatch j runs in
+/// pipeline j * P / m. `limit` is per device in the cost table's memory units (<= 0: none). Returns
+/// an empty schedule (no actions) when the run cannot finish (memory too small to progress).
+Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs, double limit,
+                   const GreedyVariant& variant, const std::string& name);
+
+/// Tries the variants and returns the schedule with the smallest zero-bubble cost (ties: the
+/// first variant). Throws ConfigError("", "--memory-limit", ...) naming the smallest feasible
+/// limit (found by doubling then bisection) when no variant finishes under `limit`.
+Schedule zb_auto(const Placement& placement, int m, const CostTable& costs, double limit,
+                 const std::string& name);
+
+/// Cost table for a linear placement from GeneratorParams (stage_costs if set, must have p
+/// stages; else uniform costs).
+CostTable linear_cost_table(const GeneratorParams& gp);
+
+}  // namespace pw

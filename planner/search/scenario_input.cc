@@ -1,0 +1,86 @@
+#include "planner/search/scenario_input.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "hwmodels/estimate.h"
+#include "hwmodels/transformer.h"
+#include "planner/schedules/generator.h"
+
+namespace pw {
+namespace {
+
+/// Lays the scenario's uneven split onto a placement with one stage per device in pipeline
+/// order (the split names pipeline stages; multi-chunk placements have no such mapping).
+void apply_stage_layers(const hw::Scenario& s, const std::vector<int>& layers, Placement* pl) {
+  const int p = static_cast<int>(layers.size());
+  bool linear = pl->num_stages() == p && pl->num_pipelines() == 1;
+  for (int st = 0; linear && st < p; ++st) linear = pl->stages[st].index == st;
+  if (!linear)
+    throw ConfigError(s.file, "parallel.schedule",
+                      fmt::format("'{}' places {} stages on {} devices; an uneven split "
+                                  "(decoder_first/last_pipeline_num_layers) needs a schedule "
+                                  "with one stage per device",
+                                  s.parallel.schedule, pl->num_stages(), pl->num_devices));
+  int begin = 0;
+  for (int st = 0; st < p; ++st) {
+    pl->stages[st].layer_begin = begin;
+    begin += layers[st];
+    pl->stages[st].layer_end = begin;
+  }
+  pl->kind = PlacementKind::kExplicit;
+}
+
+}  // namespace
+
+IterationInput scenario_iteration_input(const hw::Scenario& s) {
+  const GeneratorRegistry reg = default_registry();
+  if (reg.find(s.parallel.schedule) == nullptr) {
+    std::vector<std::string> names = reg.names();
+    throw ConfigError(s.file, "parallel.schedule",
+                      fmt::format("unknown schedule '{}' (did you mean '{}'?); expected one of: {}",
+                                  s.parallel.schedule, nearest_name(s.parallel.schedule, names),
+                                  fmt::join(names, ", ")));
+  }
+  GeneratorParams gp;
+  gp.p = s.parallel.pipeline_parallel;
+  gp.m = static_cast<int>(s.num_microbatches());
+  gp.v = s.parallel.virtual_stages > 1 ? s.parallel.virtual_stages : 0;
+  gp.num_layers = s.model.num_layers;
+  // Cost-aware generators see the middle stage's pass times.
+  const hw::GpuModel gpu(s.profile.gpu);
+  const hw::WorkloadOptions wo = hw::workload_options(s.parallel, s.flash_attention);
+  const std::vector<int> layers = s.stage_layers();
+  const int per_stage = layers[layers.size() / 2] / std::max(1, s.parallel.virtual_stages);
+  const hw::StageCosts c =
+      hw::stage_costs(s.model, gpu, wo, 0, std::max(1, per_stage), false, false);
+  gp.costs = UniformCosts{std::max<TimePs>(c.f, 1), std::max<TimePs>(c.b, 1),
+                          std::max<TimePs>(c.w, 1), c.r, 0};
+  IterationInput in;
+  in.model = s.model;
+  in.parallel = s.parallel;
+  in.profile = s.profile;
+  in.topology = s.topology;
+  try {
+    in.schedule = generate_schedule(reg, s.parallel.schedule, gp);
+  } catch (const ConfigError& e) {
+    throw ConfigError(s.file, "parallel.schedule", e.message());
+  }
+  if (s.uneven_split()) apply_stage_layers(s, layers, &in.schedule.placement);
+  return in;
+}
+
+hw::GpuMemoryFigures memory_figures(const DeviceMemory& m) {
+  hw::GpuMemoryFigures f;
+  f.weights = m.weights;
+  f.gradients = m.grads;
+  f.optimizer = m.optimizer;
+  f.activations = m.activations;
+  f.buffers = m.buffers;
+  f.total = m.peak;
+  f.capacity = m.capacity;
+  f.fits = m.fits;
+  return f;
+}
+
+}  // namespace pw

@@ -1,0 +1,524 @@
+#include "planner/search/screen.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "core/error.h"
+#include "hwmodels/memory.h"
+#include "hwmodels/optimizer.h"
+#include "hwmodels/rank_layout.h"
+#include "hwmodels/topology.h"
+
+namespace pw {
+namespace {
+
+constexpr hw::Pass kPasses[4] = {hw::Pass::kForward, hw::Pass::kBackwardInput,
+                                 hw::Pass::kBackwardWeight, hw::Pass::kRecompute};
+
+// Bounds are lowered by this share: the DES rounds each collective step to picoseconds, the
+// screen's lines do not.
+constexpr double kBoundMargin = 1e-7;
+
+std::uint64_t cell_key(int t, int p, int d) {
+  return (std::uint64_t(t) << 40) | (std::uint64_t(p) << 20) | std::uint64_t(d);
+}
+
+// The topology the DES builds for `gpus` GPUs (sim/plan_prediction.cc: ceil(gpus / per node)
+// nodes, a partial node when the job is smaller than one).
+hw::TopologySpec job_topology(const hw::HardwareProfile& profile, long long gpus) {
+  const int per_node = std::max(1, profile.node.gpus_per_node);
+  const long long nodes = (gpus + per_node - 1) / per_node;
+  hw::TopologySpec spec = hw::topology_spec(profile, static_cast<int>(nodes));
+  if (gpus < per_node) spec.node.gpus_per_node = static_cast<int>(gpus);
+  return spec;
+}
+
+}  // namespace
+
+const char* objective_name(Objective o) {
+  switch (o) {
+    case Objective::kTime:
+      return "time";
+    case Objective::kCost:
+      return "cost";
+    case Objective::kTimeToLoss:
+      return "time-to-loss";
+  }
+  return "time";
+}
+
+bool split_layers(int layers, int stages, int trim, std::vector<int>* out) {
+  out->assign(stages, 0);
+  if (stages <= 0 || layers < stages) return false;
+  if (stages < 3 && trim > 0) return false;
+  const int q = layers / stages;
+  const int ends = trim > 0 ? q - trim : 0;
+  if (trim > 0 && ends < 1) return false;
+  const int first_mid = trim > 0 ? 1 : 0;
+  const int mids = stages - 2 * first_mid;
+  const int rest = layers - 2 * ends;
+  const int mq = rest / mids, mr = rest % mids;
+  if (mq < 1) return false;
+  for (int i = 0; i < mids; ++i) (*out)[first_mid + i] = mq + (i < mr ? 1 : 0);
+  if (trim > 0) (*out)[0] = (*out)[stages - 1] = ends;
+  return true;
+}
+
+CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
+    : problem_(problem), space_(space), gpu_(problem.profile.gpu) {
+  const ModelShape& m = problem_.model;
+  // Tabulate every (t, b, sp, recompute) the space can ask for.
+  int max_n = problem_.num_gpus;
+  for (int n : space_.gpu_counts) max_n = std::max(max_n, n);
+  std::vector<int> ts, bs = space_.micro_batches;
+  for (int t = 1; t <= std::min(max_n, space_.max_tensor_parallel); ++t)
+    if (max_n % t == 0 && m.num_attention_heads % t == 0) ts.push_back(t);
+  for (int b = 1; b <= 8; ++b) bs.push_back(b);
+  std::sort(bs.begin(), bs.end());
+  bs.erase(std::unique(bs.begin(), bs.end()), bs.end());
+  t_index_.assign(ts.back() + 1, -1);
+  b_index_.assign(bs.back() + 1, -1);
+  for (std::size_t i = 0; i < ts.size(); ++i) t_index_[ts[i]] = static_cast<int>(i);
+  for (std::size_t i = 0; i < bs.size(); ++i) b_index_[bs[i]] = static_cast<int>(i);
+  num_b_ = static_cast<int>(bs.size());
+  for (int t : ts)
+    for (int b : bs)
+      for (int sp = 0; sp < 2; ++sp)
+        for (int rc = 0; rc < 3; ++rc)
+          layers_.push_back(make_layer_entry(t, b, sp != 0, static_cast<hw::Recompute>(rc)));
+  // The networks of every layout of every GPU count searched.
+  std::vector<int> counts = space_.gpu_counts;
+  counts.push_back(problem_.num_gpus);
+  for (int n : counts)
+    for (const Tpd& f : factorisations(n, m, space_.max_tensor_parallel))
+      if (!nets_.count(cell_key(f.t, f.p, f.d)))
+        nets_.emplace(cell_key(f.t, f.p, f.d), make_cell_net(f.t, f.p, f.d));
+}
+
+CostModel::LayerEntry CostModel::make_layer_entry(int t, int b, bool sp, hw::Recompute rc) const {
+  ParallelConfig par;
+  par.tensor_parallel = t;
+  par.micro_batch_size = b;
+  par.sequence_parallel = sp && t > 1;
+  par.recompute = hw::recompute_name(rc);
+  const hw::WorkloadOptions wo = hw::workload_options(par, problem_.sim.flash_attention);
+  const ModelShape& m = problem_.model;
+  LayerEntry e;
+  e.layer = hw::stage_costs(m, gpu_, wo, 0, 1, false, false);
+  e.first = hw::stage_costs(m, gpu_, wo, 0, 0, true, false);
+  e.last = hw::stage_costs(m, gpu_, wo, 0, 0, false, true);
+  if (t > 1 && !problem_.sim.free_communication) {
+    const hw::Topology topo(job_topology(problem_.profile, t));
+    const hw::RankLayout lay{t, 1, 1, topo.spec().node.gpus_per_node};
+    const hw::GroupNetwork net = hw::describe_group(topo, problem_.profile, lay.tp_group(0, 0));
+    auto tp = [&](const hw::StageCosts& c, double* out) {
+      const std::vector<hw::TpComm>* lists[4] = {&c.comm_f, &c.comm_b, &c.comm_w, &c.comm_r};
+      for (int k = 0; k < 4; ++k) out[k] = ps_to_seconds(hw::tp_comm_time(*lists[k], net));
+    };
+    tp(e.layer, e.tp);
+    tp(e.first, e.tp_first);
+    tp(e.last, e.tp_last);
+  }
+  return e;
+}
+
+CostModel::CellNet CostModel::make_cell_net(int t, int p, int d) const {
+  CellNet net;
+  if (problem_.sim.free_communication) return net;
+  const hw::Topology topo(job_topology(problem_.profile, 1LL * t * p * d));
+  const hw::RankLayout lay{t, p, d, topo.spec().node.gpus_per_node};
+  if (d > 1) {
+    const hw::GroupNetwork g = hw::describe_group(topo, problem_.profile, lay.dp_group(0, 0));
+    net.dp_all_reduce = hw::collective_line(hw::CollectiveKind::kAllReduce, g);
+    net.dp_reduce_scatter = hw::collective_line(hw::CollectiveKind::kReduceScatter, g);
+    net.dp_all_gather = hw::collective_line(hw::CollectiveKind::kAllGather, g);
+  }
+  if (t > 1) {
+    const hw::GroupNetwork g = hw::describe_group(topo, problem_.profile, lay.tp_group(0, 0));
+    net.tp_all_gather = hw::collective_line(hw::CollectiveKind::kAllGather, g);
+  }
+  if (p > 1) {
+    // The DES's point phase: route latency + one collective step, then the bytes at the
+    // route's bottleneck (contention only slows it).
+    const hw::PathInfo pi = topo.path_info(lay.gpu(0, 0, 0), lay.gpu(0, 0, 1));
+    net.hop_alpha = ps_to_seconds(pi.latency + problem_.profile.collective_step_latency);
+    net.hop_beta = 1.0 / pi.bottleneck.value;
+  }
+  return net;
+}
+
+const CostModel::LayerEntry& CostModel::layer_entry(const SearchConfig& c,
+                                                    LayerEntry* scratch) const {
+  const int ti = c.t < static_cast<int>(t_index_.size()) ? t_index_[c.t] : -1;
+  const int bi = c.micro_batch < static_cast<int>(b_index_.size()) ? b_index_[c.micro_batch] : -1;
+  if (ti >= 0 && bi >= 0)
+    return layers_[(static_cast<std::size_t>(ti) * num_b_ + bi) * 6 +
+                   (c.sequence_parallel ? 3 : 0) + c.recompute];
+  *scratch = make_layer_entry(c.t, c.micro_batch, c.sequence_parallel != 0,
+                              static_cast<hw::Recompute>(c.recompute));
+  return *scratch;
+}
+
+const CostModel::CellNet& CostModel::cell_net(const SearchConfig& c, CellNet* scratch) const {
+  const auto it = nets_.find(cell_key(c.t, c.p, c.d));
+  if (it != nets_.end()) return it->second;
+  *scratch = make_cell_net(c.t, c.p, c.d);
+  return *scratch;
+}
+
+double CostModel::layer_activation(const SearchConfig& c) const {
+  LayerEntry scratch;
+  return layer_entry(c, &scratch).layer.m_b.value;
+}
+
+double CostModel::activation_unit(const SearchConfig& c) const {
+  return layer_activation(c) * problem_.model.num_layers / c.p;
+}
+
+double CostModel::model_flops(int global_batch) const {
+  hw::WorkloadOptions wo;
+  wo.flash_attention = problem_.sim.flash_attention;
+  return hw::iteration_flops(problem_.model, wo, global_batch).model;
+}
+
+double CostModel::hardware_flops(const SearchConfig& c) const {
+  hw::WorkloadOptions wo;
+  wo.flash_attention = problem_.sim.flash_attention;
+  wo.recompute = static_cast<hw::Recompute>(c.recompute);
+  return hw::iteration_flops(problem_.model, wo, c.global_batch()).hardware;
+}
+
+double CostModel::peak_flops() const {
+  return problem_.profile.gpu.peak_flops[static_cast<int>(hw::DType::kBf16)];
+}
+
+bool CostModel::layer_split(const SearchConfig& c, std::vector<int>* layers) const {
+  const ScheduleOption& so = space_.schedules[c.schedule];
+  return split_layers(problem_.model.num_layers, c.p * so.v, c.end_trim, layers);
+}
+
+bool CostModel::stage_costs(const SearchConfig& c, StageCosts* out) const {
+  const ScheduleOption& so = space_.schedules[c.schedule];
+  if (c.sequence_parallel && c.t == 1) return false;
+  if (c.zero > 0 && c.d == 1) return false;
+  if (c.p == 1 && (so.v != 1 || so.v_shape || so.pipelines != 1 || c.schedule != 0)) return false;
+  if (c.p > 1 && so.takes_v && c.p * so.v > problem_.model.num_layers) return false;
+  if (so.explicit_recompute && static_cast<Recompute>(c.recompute) != Recompute::kFull)
+    return false;
+  if (!layer_split(c, &out->layers)) return false;
+  const int S = static_cast<int>(out->layers.size());
+  out->num_stages = S;
+  out->num_devices = c.p;
+  out->device.resize(S);
+  for (int s = 0; s < S; ++s) {
+    if (so.pipelines > 1) {
+      out->device[s] = -1;
+    } else if (so.v_shape) {
+      out->device[s] = s < c.p ? s : 2 * c.p - 1 - s;
+    } else {
+      out->device[s] = s % c.p;
+    }
+  }
+  fill(c, out);
+  return true;
+}
+
+void CostModel::costs_for_layers(const SearchConfig& c, const std::vector<int>& layers,
+                                 StageCosts* out) const {
+  out->layers = layers;
+  out->num_stages = static_cast<int>(layers.size());
+  out->num_devices = c.p;
+  if (static_cast<int>(out->device.size()) != out->num_stages)
+    out->device.assign(out->num_stages, -1);
+  fill(c, out);
+}
+
+void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
+  const PlanProblem& pr = problem_;
+  const ScheduleOption& so = space_.schedules[c.schedule];
+  const IterationOptions& opt = pr.sim;
+  LayerEntry le_scratch;
+  CellNet net_scratch;
+  const LayerEntry& le = layer_entry(c, &le_scratch);
+  const CellNet& net = cell_net(c, &net_scratch);
+  const int S = out->num_stages;
+  const int P = c.p;
+  const bool z3 = c.zero == 3 && c.d > 1;
+  const bool full = static_cast<Recompute>(c.recompute) == Recompute::kFull;
+  const bool has_r = static_cast<Recompute>(c.recompute) != Recompute::kNone;
+  for (std::vector<double>* v : {&out->f, &out->b, &out->w, &out->r, &out->act, &out->act_w,
+                                 &out->act_r, &out->params, &out->gather})
+    v->assign(S, 0.0);
+  out->state_mem.assign(P, 0.0);
+  out->static_mem.assign(P, 0.0);
+  out->tail.assign(P, 0.0);
+  // Per device: parameters, the two largest stages (ZeRO-3 holds a sweep's gathered weights and
+  // the next sweep's), the largest recompute working buffer, gradient-reduction time.
+  double dev_params[256] = {}, big1[256] = {}, big2[256] = {}, rbuf[256] = {}, red[256] = {},
+         regather[256] = {};
+  const int D = std::min(P, 256);
+  const hw::CollectiveLine& reduce = c.zero == 0 ? net.dp_all_reduce : net.dp_reduce_scatter;
+  double tp_total = 0, pass_total = 0;
+  for (int i = 0; i < S; ++i) {
+    const double n = out->layers[i];
+    const bool first = i == 0, last = i == S - 1;
+    auto sum_ps = [&](TimePs hw::StageCosts::*field) {
+      return static_cast<double>(static_cast<TimePs>(n) * le.layer.*field +
+                                 (first ? le.first.*field : 0) + (last ? le.last.*field : 0));
+    };
+    auto sum_tp = [&](int k) {
+      return n * le.tp[k] + (first ? le.tp_first[k] : 0) + (last ? le.tp_last[k] : 0);
+    };
+    auto sum_bytes = [&](Bytes hw::StageCosts::*field) {
+      return n * (le.layer.*field).value + (first ? (le.first.*field).value : 0) +
+             (last ? (le.last.*field).value : 0);
+    };
+    // As the DES: F = f + its TP collectives; B = b + inline recompute + theirs; W = w + its.
+    const double r = has_r ? ps_to_seconds(sum_ps(&hw::StageCosts::r)) + sum_tp(3) : 0;
+    out->f[i] = ps_to_seconds(sum_ps(&hw::StageCosts::f)) + sum_tp(0);
+    out->b[i] = ps_to_seconds(sum_ps(&hw::StageCosts::b)) + sum_tp(1) + r;
+    out->w[i] = ps_to_seconds(sum_ps(&hw::StageCosts::w)) + sum_tp(2);
+    out->r[i] = r;
+    out->act[i] = sum_bytes(&hw::StageCosts::m_b);
+    out->act_w[i] = sum_bytes(&hw::StageCosts::m_w);
+    out->act_r[i] = has_r ? sum_bytes(&hw::StageCosts::m_r) : 0;
+    if (n == 1 || i == S / 2) {
+      tp_total = sum_tp(0) + sum_tp(1) + sum_tp(2);
+      pass_total = out->f[i] + out->b[i] + out->w[i];
+    }
+    const double params = hw::stage_parameter_count(pr.model, c.t, out->layers[i], first, last, P);
+    out->params[i] = params;
+    if (z3) out->gather[i] = net.dp_all_gather.seconds(2 * params);
+    // The DES reduces each stage's fp32 gradients in buckets after the device's last pass
+    // (Megatron without --overlap-grad-reduce), then ZeRO-1/2 re-gather the bf16 weights.
+    double stage_red = 0, stage_gather = 0;
+    if (c.d > 1) {
+      const double grad = params * opt.grad_bytes_per_param;
+      const double nb = std::max(1.0, std::ceil(grad / opt.bucket_bytes));
+      stage_red =
+          opt.overlap_grad_reduce ? reduce.seconds(grad / nb) : nb * reduce.seconds(grad / nb);
+      if (c.zero == 1 || c.zero == 2) stage_gather = net.dp_all_gather.seconds(2 * params);
+    }
+    // Recompute inside the backward re-creates one layer at a time (DES working buffer).
+    const double buf =
+        has_r && !so.explicit_recompute && out->layers[i] > 0 ? out->act_r[i] / out->layers[i] : 0;
+    const int dev = out->device[i];
+    for (int d = 0; d < D; ++d) {
+      if (dev >= 0 && d != dev) continue;
+      const double share = dev >= 0 ? 1.0 : double(so.pipelines) / P;
+      dev_params[d] += params * share;
+      red[d] += stage_red * share;
+      regather[d] += stage_gather * share;
+      rbuf[d] = std::max(rbuf[d], buf);
+      const double pw = dev >= 0 ? params : params * share;
+      if (pw > big1[d]) {
+        big2[d] = big1[d];
+        big1[d] = pw;
+      } else {
+        big2[d] = std::max(big2[d], pw);
+      }
+    }
+  }
+  (void)full;
+  out->dp = out->optimizer = 0;
+  double worst_tail = -1;
+  for (int d = 0; d < D; ++d) {
+    const double P_dev = dev_params[d];
+    const hw::ModelStateBytes ms = hw::model_state_bytes(P_dev, c.zero, c.d, c.offload != 0);
+    const double shard = c.zero >= 1 && c.d > 1 ? P_dev / c.d : P_dev;
+    double opt_s = 0, prefetch = 0;
+    if (c.offload) {
+      const hw::OffloadSplit sp =
+          hw::offload_split(pr.profile, shard, opt.cpu_adam_params_per_sec, opt.offload_gpu_share);
+      opt_s = sp.seconds();
+      prefetch = sp.gpu_share * shard * hw::kOffloadStateBytesPerParam;
+    } else {
+      opt_s = ps_to_seconds(hw::adam_step_time(gpu_, shard));
+    }
+    out->state_mem[d] = ms.total().value;
+    out->static_mem[d] = ms.total().value + rbuf[d] + prefetch + (z3 ? 2 * (big1[d] + big2[d]) : 0);
+    out->tail[d] = red[d] + opt_s + regather[d];
+    if (out->tail[d] > worst_tail) {
+      worst_tail = out->tail[d];
+      out->dp = red[d] + regather[d];
+      out->optimizer = opt_s;
+    }
+  }
+  // Stage-to-stage hop: Megatron's scatter/gather sends 1/t of the message and all-gathers it in
+  // the receiving TP group when sequence parallelism is off.
+  out->hop = 0;
+  if (P > 1 && !opt.free_communication) {
+    const double bytes = le.layer.p2p_bytes.value;
+    const bool sg = opt.scatter_gather && !c.sequence_parallel && c.t > 1;
+    out->hop = net.hop_alpha + net.hop_beta * (sg ? bytes / c.t : bytes) +
+               (sg ? net.tp_all_gather.seconds(bytes) : 0);
+  }
+  out->tp_share = pass_total > 0 ? tp_total / pass_total : 0;
+}
+
+namespace {
+
+// Peak activations of device 0 that every schedule of this shape reaches, in microbatches of
+// the device's own stages (closed forms of shared/reference/schedules.md, taken on the low side).
+double device0_units(const ScheduleOption& so, int p, int m) {
+  if (so.memory_aware || so.pipelines > 1 || so.explicit_recompute) return 1;
+  double u = 1;
+  if (so.name == "gpipe") {
+    u = m;
+  } else if (so.v_shape) {
+    u = std::max(1, (p + 4) / 3 - 1);
+  } else {
+    u = p;
+  }
+  return std::min<double>(u, m);
+}
+
+}  // namespace
+
+ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
+  ScreenResult r;
+  if (!stage_costs(c, sc)) return r;
+  r.valid = true;
+  const ScheduleOption& so = space_.schedules[c.schedule];
+  const int S = sc->num_stages, P = c.p, m = c.microbatches;
+  // OVERLAP_F_B is charged at its forward stage's F+B+W; when the paired backward's stage is
+  // lighter (or heavier) the evaluator's figure moves by up to one stage's difference per pair.
+  const double overlap = so.overlap ? 0.9 : 1.0;
+  double bound = 0;
+  double mem = 0;
+  for (double x : sc->state_mem) mem = std::max(mem, x);
+  if (sc->device[0] < 0) {
+    // Some device does at least the average work and ends with its tail.
+    double work = 0;
+    for (int i = 0; i < S; ++i) work += sc->f[i] + sc->b[i] + sc->w[i];
+    bound = overlap * m * work / P + *std::min_element(sc->tail.begin(), sc->tail.end());
+  } else {
+    // Per device: head (earliest start: microbatch 0's forward must reach it), busy time, and
+    // the tail (after its last backward the upstream backward chain must still run).
+    double head[256], tail[256], busy[256], fb[256], act1[256], act_all[256];
+    const int D = std::min(P, 256);
+    for (int d = 0; d < D; ++d) {
+      head[d] = tail[d] = 1e300;
+      busy[d] = fb[d] = act1[d] = act_all[d] = 0;
+    }
+    double pre_f = 0, pre_b = 0, act_min0 = 1e300;
+    for (int i = 0; i < S; ++i) {
+      const int d = sc->device[i];
+      if (i > 0 && sc->device[i - 1] != d) {
+        pre_f += sc->hop;
+        pre_b += sc->hop;
+      }
+      // With explicit R actions the recomputation may run before the gradient arrives.
+      const double b_crit = so.explicit_recompute ? sc->b[i] - sc->r[i] : sc->b[i];
+      const double chain_b = so.split_backward ? b_crit : b_crit + sc->w[i];
+      if (d < D) {
+        head[d] = std::min(head[d], pre_f);
+        tail[d] = std::min(tail[d], pre_b);
+        busy[d] += m * (sc->f[i] + sc->b[i] + sc->w[i]);
+        fb[d] += m * (sc->f[i] + chain_b);
+        act1[d] = std::max(act1[d], sc->act[i]);
+        act_all[d] += sc->act[i];
+        if (d == 0) act_min0 = std::min(act_min0, sc->act[i]);
+      }
+      pre_f += sc->f[i];
+      pre_b += chain_b;
+    }
+    // A device starts once microbatch 0 reaches it; after its last pass come its gradient
+    // reduction, optimizer step and re-gathers.
+    for (int d = 0; d < D; ++d) {
+      // (The DES times the iteration from its first pass, after device 0's first ZeRO-3
+      // gather, so gathers add nothing certain here.)
+      const double start = head[d];
+      // Its own passes, then its tail; or its forwards and critical backwards, then the
+      // backward chain down to stage 0, whose device then runs its tail.
+      const int d0 = sc->device[0];
+      bound = std::max(bound, start + overlap * busy[d] + sc->tail[d]);
+      bound = std::max(bound, start + overlap * (fb[d] + tail[d]) + sc->tail[d0]);
+      mem = std::max(mem, sc->state_mem[d] + act1[d]);
+    }
+    // Device 0's peak in units of its own per-microbatch activations; V-shape units are two
+    // chunks of unequal size (the last holds the logits), so count the smaller chunk twice.
+    const double per_mb = so.v_shape ? 2 * act_min0 : act_all[0];
+    mem = std::max(mem, sc->state_mem[0] + device0_units(so, P, m) * per_mb);
+  }
+  // The building-block searches (adaptive offsets; V-Half and V-Min) take seconds per schedule
+  // beyond 16 devices: keep them to p <= 16.
+  if ((so.memory_aware || so.name == "v-half" || so.name == "v-min") && P > 16) {
+    r.valid = false;
+    return r;
+  }
+  if (so.memory_aware && (problem_.limit() - mem) / activation_unit(c) >= P) {
+    // Memory does not bind: a memory-controllable generator would pick its zero-bubble end,
+    // which the fixed zero-bubble schedules in the space already cover.
+    r.valid = false;
+    return r;
+  }
+  // Less a hair for the picosecond rounding of the DES's per-step collective times.
+  r.time_lb = bound * (1 - kBoundMargin);
+  r.mem_lb = mem;
+  return r;
+}
+
+CostTable to_cost_table(const StageCosts& sc, int num_stages_total,
+                        const std::vector<int>& stage_of, bool explicit_recompute) {
+  CostTable t;
+  t.num_stages = num_stages_total;
+  t.duration.assign(static_cast<std::size_t>(num_stages_total) * kNumActionKinds, 0);
+  t.mem_delta.assign(static_cast<std::size_t>(num_stages_total) * kNumActionKinds, 0.0);
+  t.comm.assign(num_stages_total, seconds_to_ps(sc.hop));
+  // OVERLAP_F_B: its forward here, plus the paired stage's B + W (the evaluator adds it).
+  t.overlap_pairs = true;
+  for (int g = 0; g < num_stages_total; ++g) {
+    const int i = stage_of[g];
+    const TimePs f = seconds_to_ps(sc.f[i]), b = seconds_to_ps(sc.b[i]), w = seconds_to_ps(sc.w[i]);
+    t.time(g, ActionKind::kF) = f;
+    t.time(g, ActionKind::kB) = b;
+    t.time(g, ActionKind::kW) = w;
+    t.time(g, ActionKind::kBW) = b + w;
+    t.time(g, ActionKind::kR) = 0;
+    t.time(g, ActionKind::kOverlapFB) = f;
+    t.mem(g, ActionKind::kF) = sc.act[i];
+    t.mem(g, ActionKind::kB) = -(sc.act[i] - sc.act_w[i]);
+    t.mem(g, ActionKind::kW) = -sc.act_w[i];
+    t.mem(g, ActionKind::kBW) = -sc.act[i];
+    if (explicit_recompute) {
+      const TimePs r = seconds_to_ps(sc.r[i]);
+      t.time(g, ActionKind::kR) = r;
+      t.time(g, ActionKind::kB) = b - r;
+      t.time(g, ActionKind::kBW) = b - r + w;
+      t.mem(g, ActionKind::kR) = sc.act_r[i];
+      t.mem(g, ActionKind::kB) = -(sc.act[i] + sc.act_r[i] - sc.act_w[i]);
+      t.mem(g, ActionKind::kBW) = -(sc.act[i] + sc.act_r[i]);
+    }
+  }
+  return t;
+}
+
+double exposed_gather(const StageCosts& sc, const Schedule& schedule,
+                      const std::vector<double>& busy) {
+  if (std::none_of(sc.gather.begin(), sc.gather.end(), [](double g) { return g > 0; })) return 0;
+  const Placement& pl = schedule.placement;
+  double worst = 0;
+  for (int d = 0; d < static_cast<int>(schedule.actions.size()); ++d) {
+    int stage = -1;
+    double first = -1, rest = 0;
+    for (const Action& a : schedule.actions[d]) {
+      if (!is_compute(a.kind) || a.stage == stage) continue;
+      stage = a.stage;
+      const double g = sc.gather[pl.stages[stage].index];
+      if (first < 0) {
+        first = g;
+      } else {
+        rest += g;
+      }
+    }
+    if (first < 0) continue;
+    const double b = d < static_cast<int>(busy.size()) ? busy[d] : 0;
+    worst = std::max(worst, first + std::max(0.0, rest - b));
+  }
+  return worst;
+}
+
+}  // namespace pw

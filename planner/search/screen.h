@@ -1,0 +1,164 @@
+#pragma once
+/// The planner's first two tiers price configurations with hwmodels, the one model of the
+/// machine the discrete-event simulator (DES) uses: per-layer pass times, TP collectives and
+/// activation bytes from hw::stage_costs (tabulated once per tensor-parallel size, microbatch
+/// size, sequence parallelism and recomputation), parameters from hw::stage_parameter_count,
+/// model state from hw::model_state_bytes, DP/ZeRO collectives and pipeline hops from hwmodels'
+/// collective model on the cluster's topology (as lines in the size, hw::CollectiveLine), the
+/// optimizer step from hwmodels/optimizer.h. No formula of its own: the screen turns these into
+/// lower bounds on the DES's iteration time and peak memory, the evaluator tier into a cost table.
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "core/cost_table.h"
+#include "core/plan.h"
+#include "hwmodels/collectives.h"
+#include "hwmodels/profile.h"
+#include "hwmodels/transformer.h"
+#include "planner/search/scaling_laws.h"
+#include "planner/search/search_space.h"
+#include "sim/iteration.h"
+
+namespace pw {
+
+/// What the user optimises.
+enum class Objective { kTime, kCost, kTimeToLoss };
+const char* objective_name(Objective o);
+
+/// The fixed inputs of one planning run.
+struct PlanProblem {
+  ModelShape model;
+  hw::HardwareProfile profile;  ///< the machine every tier prices and simulates on
+  int num_gpus = 8;
+  double memory_limit = 0;  ///< bytes per GPU; 0 = the profile's usable memory
+  Objective objective = Objective::kTime;
+  TrainingTarget target;  ///< loss or token budget (time-to-loss, and the days/GPU-hours)
+  /// How the DES simulates (Megatron defaults); the screen and the evaluator price the same
+  /// choices (gradient bytes, buckets, overlap, flash attention, offload CPU rate).
+  IterationOptions sim;
+  double limit() const {
+    return memory_limit > 0 ? memory_limit : profile.gpu.usable_memory().value;
+  }
+  int gpus_per_node() const { return profile.node.gpus_per_node; }
+};
+
+/// Costs of one configuration, shared by both tiers. Times in seconds per microbatch, memory in
+/// bytes per GPU. Stages are those of one pipeline in model order (index 0 holds the embedding).
+/// Pass times include the pass's TP collectives, as the DES runs them (compute, then collective).
+struct StageCosts {
+  int num_stages = 0;
+  int num_devices = 0;
+  std::vector<int> layers;         ///< layers of each stage
+  std::vector<int> device;         ///< device of each stage (-1: unknown placement)
+  std::vector<double> f, b, w;     ///< forward, backward-for-inputs (recompute included), weight
+  std::vector<double> r;           ///< recomputation time included in b
+  std::vector<double> act_r;       ///< bytes a recompute pass re-materialises
+  std::vector<double> act;         ///< activation bytes a forward allocates (held until B)
+  std::vector<double> act_w;       ///< bytes still held after B until W
+  std::vector<double> params;      ///< parameters of each stage on one TP rank
+  std::vector<double> state_mem;   ///< per device: weights, gradients, optimizer state on the GPU
+  std::vector<double> static_mem;  ///< per device: state_mem + working buffers (ZeRO-3 gathered
+                                   ///< weights, recompute, offload prefetch)
+  /// Per stage: ZeRO-3 all-gather of the stage's weights, seconds (0 without ZeRO-3). The DES
+  /// gathers once per sweep of consecutive passes of the stage, one sweep ahead.
+  std::vector<double> gather;
+  /// Per device: what follows its last pass (gradient reduction in buckets, optimizer step,
+  /// ZeRO-1/2 parameter all-gather), seconds.
+  std::vector<double> tail;
+  double hop = 0;        ///< one point-to-point hop between stages, seconds
+  double dp = 0;         ///< the largest device tail's gradient reduction (and gathers), seconds
+  double optimizer = 0;  ///< the largest device tail's optimizer step, seconds
+  double tp_share = 0;   ///< share of pass time spent in tensor-parallel collectives
+};
+
+/// Lower bounds of one configuration (valid = false when the configuration is not in the space,
+/// e.g. a stage would get no layers).
+struct ScreenResult {
+  bool valid = false;
+  double time_lb = 0;  ///< iteration seconds
+  double mem_lb = 0;   ///< peak bytes per GPU
+};
+
+/// The cost model of one problem and space, tabulated from hwmodels. Immutable; every method is
+/// safe to call from many threads.
+class CostModel {
+ public:
+  CostModel(const PlanProblem& problem, const SearchSpace& space);
+
+  /// Fills `out` for configuration `c`, laying layers out with `c.end_trim`; returns false when
+  /// the configuration is invalid. `out` keeps its capacity across calls (no allocation in the
+  /// screen's loop once warmed up).
+  bool stage_costs(const SearchConfig& c, StageCosts* out) const;
+
+  /// As stage_costs, with the layer split given per stage (a generated placement's layers).
+  void costs_for_layers(const SearchConfig& c, const std::vector<int>& layers,
+                        StageCosts* out) const;
+
+  /// First tier: lower bounds on the DES's iteration time and peak memory of `c`.
+  ScreenResult screen(const SearchConfig& c, StageCosts* scratch) const;
+
+  /// Activation bytes of one layer for one microbatch (hw::layer_activation_bytes).
+  double layer_activation(const SearchConfig& c) const;
+  /// Bytes of one microbatch's activations of a 1F1B stage (L/p layers): the generators'
+  /// memory unit.
+  double activation_unit(const SearchConfig& c) const;
+  /// Model FLOPs of one iteration (no recomputation; hw::iteration_flops), for MFU.
+  double model_flops(int global_batch) const;
+  /// Hardware FLOPs of one iteration of `c` (recomputation counted), for HFU.
+  double hardware_flops(const SearchConfig& c) const;
+  /// The dense peak MFU and HFU are taken against (the profile's BF16 peak), FLOP/s.
+  double peak_flops() const;
+
+  const PlanProblem& problem() const { return problem_; }
+  const SearchSpace& space() const { return space_; }
+
+ private:
+  // hwmodels' figures of one layer, the embedding and the head for one (t, b, sp, recompute),
+  // with the TP collective time of each pass (seconds; index = hw::Pass).
+  struct LayerEntry {
+    hw::StageCosts layer, first, last;
+    double tp[4] = {}, tp_first[4] = {}, tp_last[4] = {};
+  };
+  // The networks of one (t, p, d) layout: DP group collectives, the pipeline hop, the TP group's
+  // all-gather (Megatron's scatter/gather of pipeline messages).
+  struct CellNet {
+    hw::CollectiveLine dp_all_reduce, dp_reduce_scatter, dp_all_gather, tp_all_gather;
+    double hop_alpha = 0, hop_beta = 0;  // seconds, seconds per byte
+  };
+  bool layer_split(const SearchConfig& c, std::vector<int>* layers) const;
+  void fill(const SearchConfig& c, StageCosts* out) const;
+  LayerEntry make_layer_entry(int t, int b, bool sp, hw::Recompute rc) const;
+  CellNet make_cell_net(int t, int p, int d) const;
+  const LayerEntry& layer_entry(const SearchConfig& c, LayerEntry* scratch) const;
+  const CellNet& cell_net(const SearchConfig& c, CellNet* scratch) const;
+
+  PlanProblem problem_;
+  SearchSpace space_;
+  hw::GpuModel gpu_;
+  std::vector<int> t_index_, b_index_;  // value -> row of layers_, -1 if not tabulated
+  int num_b_ = 0;
+  std::vector<LayerEntry> layers_;  // [t][b][sp][rc]
+  std::unordered_map<std::uint64_t, CellNet> nets_;
+};
+
+/// Exposed ZeRO-3 gather time of `schedule` (stage costs by placement index): per device the
+/// first sweep's gather plus what its later sweeps' gathers exceed its compute by; the maximum
+/// over devices. 0 without ZeRO-3. `busy` = per-device compute time (seconds).
+double exposed_gather(const StageCosts& sc, const Schedule& schedule,
+                      const std::vector<double>& busy);
+
+/// Evenly spread `layers` over `stages`, with `trim` fewer on the first and last stage (the
+/// embedding and logits stages); false when a stage would get no layer.
+bool split_layers(int layers, int stages, int trim, std::vector<int>* out);
+
+/// Converts stage costs into the evaluator's cost table (picoseconds, memory deltas in bytes).
+/// `explicit_recompute`: the schedule has R actions, which then carry the recomputation time and
+/// memory that are otherwise folded into B.
+/// OVERLAP_F_B is priced as the DES runs it: its stage's F plus its paired stage's B + W
+/// (CostTable::overlap_pairs).
+CostTable to_cost_table(const StageCosts& sc, int num_stages_total,
+                        const std::vector<int>& stage_of, bool explicit_recompute = false);
+
+}  // namespace pw

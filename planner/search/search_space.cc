@@ -1,0 +1,424 @@
+#include "planner/search/search_space.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <numeric>
+#include <set>
+
+#include "core/error.h"
+#include "hwmodels/model_presets.h"
+#include "hwmodels/transformer.h"
+
+namespace pw {
+bool model_preset(const std::string& name, ModelShape* out) {
+  const hw::ModelPreset* p = hw::find_model_preset(name);
+  if (p) *out = p->shape;
+  return p != nullptr;
+}
+
+std::vector<std::string> model_preset_names() { return hw::model_preset_names(); }
+
+std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
+                                            const std::vector<int>& v_values,
+                                            std::vector<std::string>* skipped) {
+  (void)skipped;  // capabilities are declared: nothing is left out for failing a probe
+  std::vector<ScheduleOption> out;
+  for (const GeneratorInfo& g : registry.all()) {
+    const GeneratorCaps& c = g.caps;
+    ScheduleOption o;
+    o.name = g.name;
+    o.v = c.chunks;
+    o.pipelines = c.pipelines;
+    o.v_shape = c.v_shape;
+    o.split_backward = c.split_backward;
+    o.takes_v = c.takes_v;
+    o.memory_aware = c.memory_aware;
+    o.explicit_recompute = c.explicit_recompute;
+    o.overlap = c.overlap;
+    if (!o.takes_v) {
+      out.push_back(o);
+      continue;
+    }
+    for (int v : v_values) {
+      if (v < 2) continue;
+      o.v = v;
+      out.push_back(o);
+    }
+  }
+  return out;
+}
+
+std::vector<Tpd> factorisations(int n, const ModelShape& model, int max_t) {
+  std::vector<Tpd> out;
+  for (int t = 1; t <= std::min(n, max_t); ++t) {
+    if (n % t || model.num_attention_heads % t) continue;
+    for (int p = 1; p <= n / t; ++p) {
+      if ((n / t) % p || p > model.num_layers) continue;
+      out.push_back({t, p, n / t / p});
+    }
+  }
+  return out;
+}
+
+std::vector<Tpd> space_factorisations(const SearchSpace& s, int n, const ModelShape& model) {
+  auto allowed = [](const std::vector<int>& list, int x) {
+    return list.empty() || std::find(list.begin(), list.end(), x) != list.end();
+  };
+  std::vector<Tpd> out;
+  for (const Tpd& f : factorisations(n, model, s.max_tensor_parallel))
+    if (allowed(s.tensor_parallel, f.t) && allowed(s.pipeline_parallel, f.p) &&
+        allowed(s.data_parallel, f.d))
+      out.push_back(f);
+  return out;
+}
+
+std::uint64_t space_size(const SearchSpace& s, const ModelShape& model) {
+  std::uint64_t per = s.micro_batches.size() * s.global_batches.size() * s.schedules.size() *
+                      s.recompute.size() * s.sequence_parallel.size() * s.zero.size() *
+                      s.offload.size() * s.end_trim.size();
+  std::uint64_t tpd = 0;
+  for (int n : s.gpu_counts) tpd += space_factorisations(s, n, model).size();
+  return per * tpd;
+}
+
+namespace {
+
+std::string join(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& x : v) out += (out.empty() ? "" : ",") + x;
+  return out;
+}
+
+std::string int_flag(const char* name, const std::vector<int>& v) {
+  return v.empty() ? std::string() : fmt::format("{} {}", name, join(v));
+}
+
+std::string on_off_flag(const char* name, const std::vector<int>& v) {
+  if (v.empty()) return {};
+  return fmt::format("{} {}", name, v.size() > 1 ? "both" : v[0] ? "on" : "off");
+}
+
+// The non-empty parts, space separated: the flags a message names.
+std::string flags(std::initializer_list<std::string> parts) {
+  std::string out;
+  for (const std::string& p : parts)
+    if (!p.empty()) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
+// Up to two allowed values closest to `x` (ties: the smaller first), ascending.
+std::string nearest_values(std::vector<int> allowed, int x) {
+  std::stable_sort(allowed.begin(), allowed.end(),
+                   [x](int a, int b) { return std::abs(a - x) < std::abs(b - x); });
+  if (allowed.size() > 2) allowed.resize(2);
+  std::sort(allowed.begin(), allowed.end());
+  return join(allowed);
+}
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int k = 1; k <= n; ++k)
+    if (n % k == 0) out.push_back(k);
+  return out;
+}
+
+std::string counts_text(const std::vector<int>& counts) {
+  if (counts.size() == 1) return fmt::format("the {} GPUs", counts[0]);
+  if (counts.size() <= 3) return fmt::format("any GPU count searched ({})", join(counts));
+  return fmt::format("any GPU count searched ({}, {}, ..., {})", counts[0], counts[1],
+                     counts.back());
+}
+
+// The elements of `all` that are in `wanted`, in all's order; all of them when `wanted` is empty.
+template <class T>
+std::vector<T> keep(const std::vector<T>& all, const std::vector<T>& wanted) {
+  if (wanted.empty()) return all;
+  std::vector<T> out;
+  for (const T& x : all)
+    if (std::find(wanted.begin(), wanted.end(), x) != wanted.end()) out.push_back(x);
+  return out;
+}
+
+std::vector<int> sorted_unique(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+// Each listed t, p, d on its own against the model and the largest GPU count.
+void check_degrees(const SearchConstraints& c, const ModelShape& m, int most) {
+  const int heads = m.num_attention_heads;
+  for (int t : c.tp) {
+    if (heads % t != 0)
+      throw ConfigError("", int_flag("--tp", c.tp),
+                        fmt::format("t = {} does not divide the model's {} attention heads "
+                                    "(nearest allowed: {})",
+                                    t, heads, nearest_values(divisors(heads), t)));
+    if (t > most)
+      throw ConfigError("", int_flag("--tp", c.tp),
+                        fmt::format("t = {} is more than the {} GPUs searched", t, most));
+  }
+  for (int p : c.pp) {
+    if (p > m.num_layers)
+      throw ConfigError("", int_flag("--pp", c.pp),
+                        fmt::format("p = {} is more than the model's {} layers (a stage holds at "
+                                    "least one layer)",
+                                    p, m.num_layers));
+    if (p > most)
+      throw ConfigError("", int_flag("--pp", c.pp),
+                        fmt::format("p = {} is more than the {} GPUs searched", p, most));
+  }
+  for (int d : c.dp)
+    if (d > most)
+      throw ConfigError("", int_flag("--dp", c.dp),
+                        fmt::format("d = {} is more than the {} GPUs searched", d, most));
+}
+
+// Why no (t, p, d) of the constraints multiplies to a GPU count, and the values one of the
+// given flags could take with the others kept.
+std::string tpd_reason(const SearchConstraints& c, const SearchSpace& s, const ModelShape& m) {
+  auto lowest = [](const std::vector<int>& v) {
+    return v.empty() ? 1 : *std::min_element(v.begin(), v.end());
+  };
+  const long long least = 1LL * lowest(c.tp) * lowest(c.pp) * lowest(c.dp);
+  std::string why = fmt::format("no t*p*d equals {}", counts_text(s.gpu_counts));
+  if (least > s.gpu_counts[0]) why += fmt::format(": t*p*d is at least {}", least);
+  const char* names[3] = {"--pp", "--dp", "--tp"};
+  for (int dim = 0; dim < 3; ++dim) {
+    SearchSpace free = s;
+    std::vector<int>& list = dim == 0   ? free.pipeline_parallel
+                             : dim == 1 ? free.data_parallel
+                                        : free.tensor_parallel;
+    if (list.empty()) continue;
+    list.clear();
+    std::set<int> could;
+    for (int n : s.gpu_counts)
+      for (const Tpd& f : space_factorisations(free, n, m))
+        could.insert(dim == 0 ? f.p : dim == 1 ? f.d : f.t);
+    if (could.empty()) continue;
+    return why + fmt::format(" (with the other flags, {} could be {})", names[dim],
+                             join(std::vector<int>(could.begin(), could.end())));
+  }
+  return why;
+}
+
+// Some allowed (t, p, d), microbatch size and global batch must give a whole number of
+// microbatches (at most 65535).
+void check_batches(const SearchConstraints& c, const ModelShape& m, const std::string& f_tpd,
+                   const SearchSpace& s) {
+  std::set<int> ds;
+  for (int n : s.gpu_counts)
+    for (const Tpd& f : space_factorisations(s, n, m)) {
+      ds.insert(f.d);
+      for (int b : s.micro_batches)
+        for (int B : s.global_batches)
+          if (B % (b * f.d) == 0 && B / (b * f.d) <= 65535) return;
+    }
+  std::string key = flags({int_flag("--microbatch-size", c.micro_batch),
+                           int_flag("--global-batch", c.global_batch), f_tpd});
+  throw ConfigError(
+      "", key.empty() ? "global batch" : key,
+      fmt::format("no microbatch size ({}) times d ({}) divides the global batch ({}{})",
+                  join(s.micro_batches), join(std::vector<int>(ds.begin(), ds.end())),
+                  join(s.global_batches), c.global_batch.empty() ? ", the scenario's" : ""));
+}
+
+// One --schedules item: "NAME" (every v) or "NAME:vK" (exactly K stages per device).
+struct ScheduleItem {
+  std::string name;
+  int v = 0;  ///< 0: every v
+};
+
+ScheduleItem parse_schedule_item(const std::string& flag, const std::string& item) {
+  const std::size_t colon = item.find(':');
+  if (colon == std::string::npos) return {item, 0};
+  ScheduleItem out{item.substr(0, colon), 0};
+  const std::string tail = item.substr(colon + 1);
+  int v = 0;
+  bool ok = tail.size() >= 2 && tail[0] == 'v';
+  if (ok) {
+    const char* end = tail.data() + tail.size();
+    const auto [stop, ec] = std::from_chars(tail.data() + 1, end, v);
+    ok = ec == std::errc() && stop == end;
+  }
+  if (!ok)
+    throw ConfigError("", flag,
+                      fmt::format("'{}': expected NAME or NAME:vK (K stages per device, e.g. "
+                                  "interleaved:v3)",
+                                  item));
+  if (v < 2)
+    throw ConfigError("", flag,
+                      fmt::format("'{}': K must be at least 2 (one stage per device is the plain "
+                                  "schedule, e.g. 1f1b)",
+                                  item));
+  out.v = v;
+  return out;
+}
+
+void keep_schedules(const SearchConstraints& c, const ModelShape& m, const std::set<int>& ps,
+                    SearchSpace* s) {
+  if (c.schedules.empty()) return;
+  const std::string flag = "--schedules " + join(c.schedules);
+  std::vector<std::string> names;
+  for (const ScheduleOption& o : s->schedules)
+    if (std::find(names.begin(), names.end(), o.name) == names.end()) names.push_back(o.name);
+  std::vector<ScheduleItem> items;
+  for (const std::string& text : c.schedules) {
+    const ScheduleItem it = parse_schedule_item(flag, text);
+    const std::string& n = it.name;
+    if (std::find(names.begin(), names.end(), n) == names.end())
+      throw ConfigError("", flag,
+                        fmt::format("unknown schedule '{}' (did you mean '{}'? searched: {})", n,
+                                    nearest_name(n, names), join(names)));
+    if (it.v != 0) {
+      std::vector<int> vs;
+      bool takes_v = false;
+      for (const ScheduleOption& o : s->schedules)
+        if (o.name == n && o.takes_v) {
+          takes_v = true;
+          // p*v stages of at least one layer each, with some allowed p >= 2.
+          if (std::any_of(ps.begin(), ps.end(),
+                          [&](int p) { return p >= 2 && p * o.v <= m.num_layers; }))
+            vs.push_back(o.v);
+        }
+      if (!takes_v)
+        throw ConfigError("", flag,
+                          fmt::format("'{}': {} has a fixed number of stages per device and "
+                                      "takes no :v",
+                                      text, n));
+      if (std::find(vs.begin(), vs.end(), it.v) == vs.end())
+        throw ConfigError("", flag,
+                          fmt::format("'{}': v = {} is not searched for this model and p (valid: "
+                                      "{}; p*v must not exceed the model's {} layers)",
+                                      text, it.v, vs.empty() ? "none" : join(vs), m.num_layers));
+    }
+    items.push_back(it);
+  }
+  std::vector<ScheduleOption> kept;
+  for (const ScheduleOption& o : s->schedules)
+    if (std::any_of(items.begin(), items.end(), [&](const ScheduleItem& it) {
+          return it.name == o.name && (it.v == 0 || it.v == o.v);
+        }))
+      kept.push_back(o);
+  s->schedules = std::move(kept);
+}
+
+// Options that cannot combine with what is left of t, p, d (the screen would find no
+// well-formed configuration).
+void check_combinations(const SearchConstraints& c, const std::string& f_tpd,
+                        const std::set<int>& ts, const std::set<int>& ps, const std::set<int>& ds,
+                        const SearchSpace& s) {
+  const std::string f_sched = c.schedules.empty() ? "" : "--schedules " + join(c.schedules);
+  const ScheduleOption& first = s.schedules[0];
+  if (*ps.rbegin() == 1 && (first.v != 1 || first.v_shape || first.pipelines != 1))
+    throw ConfigError("", flags({f_tpd, f_sched}),
+                      fmt::format("only p = 1 is left, and {} needs p >= 2 (with one stage a "
+                                  "plain schedule such as 1f1b runs)",
+                                  first.name));
+  const bool plain = std::any_of(s.schedules.begin(), s.schedules.end(),
+                                 [](const ScheduleOption& o) { return !o.explicit_recompute; });
+  if (!plain &&
+      std::find(s.recompute.begin(), s.recompute.end(), Recompute::kFull) == s.recompute.end()) {
+    std::vector<std::string> rc;
+    for (Recompute r : c.recompute) rc.emplace_back(recompute_name(r));
+    throw ConfigError("", flags({f_sched, "--recompute " + join(rc)}),
+                      "these schedules recompute explicitly (R actions) and need --recompute full");
+  }
+  if (s.sequence_parallel == std::vector<int>{1} && *ts.rbegin() == 1)
+    throw ConfigError("", flags({f_tpd, on_off_flag("--sequence-parallel", c.sequence_parallel)}),
+                      "sequence parallelism splits activations across the tensor-parallel group "
+                      "and needs t > 1, but only t = 1 is left");
+  if (s.zero.front() > 0 && *ds.rbegin() == 1)
+    throw ConfigError("", flags({f_tpd, int_flag("--zero", c.zero)}),
+                      "ZeRO shards across data-parallel replicas and needs d > 1, but only d = 1 "
+                      "is left");
+}
+
+// Values outside what each flag can mean at all (the command line checks the spelling).
+void check_ranges(const SearchConstraints& c) {
+  auto in = [](const std::vector<int>& v, int lo, int hi) {
+    return std::all_of(v.begin(), v.end(), [=](int x) { return x >= lo && x <= hi; });
+  };
+  const struct {
+    const char* flag;
+    const std::vector<int>& list;
+    int lo, hi;
+    const char* expected;
+  } ranges[] = {{"--tp", c.tp, 1, 65535, "degrees 1..65535"},
+                {"--pp", c.pp, 1, 65535, "degrees 1..65535"},
+                {"--dp", c.dp, 1, 65535, "degrees 1..65535"},
+                {"--microbatch-size", c.micro_batch, 1, 65535, "sizes 1..65535"},
+                {"--global-batch", c.global_batch, 1, 1 << 24, "1..16777216 sequences"},
+                {"--zero", c.zero, 0, 3, "stages 0..3"},
+                {"--sequence-parallel", c.sequence_parallel, 0, 1, "0 (off) or 1 (on)"},
+                {"--offload", c.offload, 0, 1, "0 (off) or 1 (on)"}};
+  for (const auto& r : ranges)
+    if (!in(r.list, r.lo, r.hi))
+      throw ConfigError("", int_flag(r.flag, r.list), std::string("expected ") + r.expected);
+  if (c.gpus < 0) throw ConfigError("", "--gpus", "expected a GPU count >= 1");
+}
+
+}  // namespace
+
+bool SearchConstraints::empty() const { return describe().empty(); }
+
+std::string SearchConstraints::describe() const {
+  std::vector<std::string> rc;
+  for (Recompute r : recompute) rc.emplace_back(recompute_name(r));
+  return flags(
+      {gpus > 0 ? fmt::format("--gpus {}", gpus) : "", int_flag("--tp", tp), int_flag("--pp", pp),
+       int_flag("--dp", dp), int_flag("--microbatch-size", micro_batch),
+       int_flag("--global-batch", global_batch),
+       schedules.empty() ? "" : "--schedules " + join(schedules),
+       rc.empty() ? "" : "--recompute " + join(rc), int_flag("--zero", zero),
+       on_off_flag("--sequence-parallel", sequence_parallel), on_off_flag("--offload", offload)});
+}
+
+void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluster_gpus,
+                     SearchSpace* s) {
+  check_ranges(c);
+  const std::string f_gpus = c.gpus > 0 ? fmt::format("--gpus {}", c.gpus) : "";
+  const std::string f_tpd =
+      flags({f_gpus, int_flag("--tp", c.tp), int_flag("--pp", c.pp), int_flag("--dp", c.dp)});
+  if (c.gpus > cluster_gpus)
+    throw ConfigError("", f_gpus, fmt::format("the cluster has {} GPUs", cluster_gpus));
+  if (c.gpus > 0) s->gpu_counts = {c.gpus};
+  check_degrees(c, m, *std::max_element(s->gpu_counts.begin(), s->gpu_counts.end()));
+  s->tensor_parallel = sorted_unique(c.tp);
+  s->pipeline_parallel = sorted_unique(c.pp);
+  s->data_parallel = sorted_unique(c.dp);
+  if (!c.tp.empty())
+    s->max_tensor_parallel = std::max(s->max_tensor_parallel, s->tensor_parallel.back());
+  std::vector<int> counts;
+  std::set<int> ts, ps, ds;
+  for (int n : s->gpu_counts) {
+    const std::vector<Tpd> fs = space_factorisations(*s, n, m);
+    if (!fs.empty()) counts.push_back(n);
+    for (const Tpd& f : fs) {
+      ts.insert(f.t);
+      ps.insert(f.p);
+      ds.insert(f.d);
+    }
+  }
+  if (counts.empty()) throw ConfigError("", f_tpd, tpd_reason(c, *s, m));
+  s->gpu_counts = counts;
+  if (!c.micro_batch.empty()) s->micro_batches = sorted_unique(c.micro_batch);
+  if (!c.global_batch.empty()) s->global_batches = sorted_unique(c.global_batch);
+  check_batches(c, m, f_tpd, *s);
+  keep_schedules(c, m, ps, s);
+  s->recompute = keep(s->recompute, c.recompute);
+  s->zero = keep(s->zero, c.zero);
+  s->sequence_parallel = keep(s->sequence_parallel, c.sequence_parallel);
+  s->offload = keep(s->offload, c.offload);
+  check_combinations(c, f_tpd, ts, ps, ds, *s);
+}
+
+}  // namespace pw

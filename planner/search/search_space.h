@@ -1,0 +1,125 @@
+#pragma once
+/// The planner's search space: one configuration as a small POD, and the option lists whose
+/// product is the space. The schedules come from the generator registry with the capabilities
+/// each declares (chunks per device, V or loop, pipelines, split backward, memory-aware).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "hwmodels/profile.h"
+#include "hwmodels/transformer.h"
+#include "planner/schedules/generator.h"
+
+namespace pw {
+
+/// Model presets: hwmodels' (hwmodels/model_presets.h). Returns false if unknown.
+bool model_preset(const std::string& name, ModelShape* out);
+std::vector<std::string> model_preset_names();
+
+/// Recomputation is hwmodels' enum (SearchConfig stores it as its integer value).
+using Recompute = hw::Recompute;
+using hw::recompute_name;
+
+/// One configuration. 16 bytes; the global batch is micro_batch * microbatches * d.
+struct SearchConfig {
+  std::uint16_t t = 1, p = 1, d = 1;
+  std::uint16_t micro_batch = 1;
+  std::uint16_t microbatches = 1;
+  std::uint8_t schedule = 0;   ///< index into SearchSpace::schedules
+  std::uint8_t recompute = 0;  ///< Recompute
+  std::uint8_t sequence_parallel = 0;
+  std::uint8_t zero = 0;
+  std::uint8_t offload = 0;
+  std::uint8_t end_trim = 0;  ///< layers taken off the first and last stage (uneven split)
+  int gpus() const { return int{t} * p * d; }
+  int global_batch() const { return int{micro_batch} * microbatches * d; }
+  friend bool operator==(const SearchConfig&, const SearchConfig&) = default;
+};
+
+/// A registered schedule as the search uses it: name, chunks per device (v) and its declared
+/// capabilities (planner/schedules/generator.h GeneratorCaps).
+struct ScheduleOption {
+  std::string name;
+  int v = 1;             ///< stages per device per pipeline
+  int pipelines = 1;     ///< model replicas in the pipeline (2 = BitPipe-style, 2x weights)
+  bool v_shape = false;  ///< stage i and 2p-1-i on device i
+  bool split_backward = false;
+  bool takes_v = false;             ///< the generator honours GeneratorParams::v
+  bool memory_aware = false;        ///< the generator reads GeneratorParams::memory_limit
+  bool explicit_recompute = false;  ///< the schedule has R actions (full recomputation only)
+  bool overlap = false;             ///< the schedule has OVERLAP_F_B actions (DualPipeV)
+};
+
+/// One option per (generator, valid v) from the capabilities each generator declares in its
+/// registry entry (GeneratorCaps); generators that take v get every v >= 2 in `v_values`.
+/// `skipped` is kept for callers and stays empty.
+std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
+                                            const std::vector<int>& v_values,
+                                            std::vector<std::string>* skipped = nullptr);
+
+/// The option lists whose product is the search space.
+struct SearchSpace {
+  std::vector<int> gpu_counts;      ///< largest first
+  std::vector<int> micro_batches;   ///< microbatch sizes
+  std::vector<int> global_batches;  ///< sequences per iteration
+  std::vector<ScheduleOption> schedules;
+  std::vector<Recompute> recompute{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  std::vector<int> sequence_parallel{0, 1};
+  std::vector<int> zero{0, 1, 2, 3};
+  std::vector<int> offload{0, 1};
+  std::vector<int> end_trim{0, 1, 2};
+  int max_tensor_parallel = 64;  ///< t limit (heads must divide as well)
+  /// Allowed t, p and d (empty = any that multiplies to a GPU count): set by constrain_space.
+  std::vector<int> tensor_parallel, pipeline_parallel, data_parallel;
+};
+
+/// Every (t, p, d) with t*p*d == n, t dividing the heads and t <= max_t, p <= layers.
+/// Ordered by (t, p) ascending.
+struct Tpd {
+  int t, p, d;
+};
+std::vector<Tpd> factorisations(int n, const ModelShape& model, int max_t);
+
+/// factorisations(n, model, space.max_tensor_parallel) restricted to the space's allowed t, p, d.
+std::vector<Tpd> space_factorisations(const SearchSpace& space, int n, const ModelShape& model);
+
+/// What the user allows (`pipewright plan --tp 8 --pp 8 --schedules interleaved ...`). Every
+/// list, when not empty, is the set of values the search may use; empty lists leave that
+/// dimension free. The search covers only the intersection with the default space.
+struct SearchConstraints {
+  std::vector<int> tp, pp, dp;    ///< tensor / pipeline / data-parallel degrees
+  std::vector<int> micro_batch;   ///< microbatch sizes (replace the default 1, 2, 4, 8)
+  std::vector<int> global_batch;  ///< sequences per iteration (replace the scenario's or grid)
+  /// Generator names (every v of interleaved-style ones), or "NAME:vK" for a schedule whose
+  /// option takes v: exactly K stages per device (K >= 2, one of the searched v with p*v
+  /// within the layers for some allowed p >= 2).
+  std::vector<std::string> schedules;
+  std::vector<Recompute> recompute;
+  std::vector<int> zero;               ///< ZeRO stages 0..3
+  std::vector<int> sequence_parallel;  ///< subset of {0, 1}
+  std::vector<int> offload;            ///< subset of {0, 1}
+  int gpus = 0;                        ///< exactly this many GPUs; 0 = the usual sweep
+  bool empty() const;
+  /// The constraints as the command line spells them, e.g. "--tp 8 --pp 8 --schedules
+  /// interleaved" (fixed flag order; "" when empty).
+  std::string describe() const;
+};
+
+/// Restricts `space` (a default_space) to `c` for `model` on a cluster of `cluster_gpus`.
+/// Throws ConfigError whose key names the flags involved and whose message says why no
+/// configuration satisfies them (with the nearest allowed values where cheap) when the
+/// constraints contradict the model, the cluster or each other: a t that does not divide the
+/// heads, a p above the layer count, no t*p*d equal to a GPU count searched, no microbatch size
+/// times d dividing a global batch, an unknown schedule name ("did you mean"), a ":vK" on a
+/// schedule that takes no v or with a K not searched (the valid K listed), schedules that
+/// cannot run at any allowed p or recompute option, sequence parallelism with t = 1 only, ZeRO
+/// with d = 1 only. GPU counts without a factorisation are dropped from the sweep.
+void constrain_space(const SearchConstraints& c, const ModelShape& model, int cluster_gpus,
+                     SearchSpace* space);
+
+/// The number of configurations of `space` before validity checks (the product of its lists,
+/// summing over factorisations of each GPU count).
+std::uint64_t space_size(const SearchSpace& space, const ModelShape& model);
+
+}  // namespace pw

@@ -1,0 +1,57 @@
+// Every generator's declared capabilities (GeneratorCaps in its registry entry) agree with what
+// it generates: placement shape, chunks, pipelines, split backward, R and OVERLAP actions, whether
+// it honours v, and whether it reads the memory limit. The search trusts the declarations.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "planner/schedules/generator.h"
+
+namespace pw {
+namespace {
+
+TEST(GeneratorCaps, EveryDeclarationMatchesTheGeneratedSchedule) {
+  const GeneratorRegistry reg = default_registry();
+  ASSERT_GE(reg.all().size(), 17u);
+  for (const GeneratorInfo& g : reg.all()) {
+    GeneratorParams gp;
+    gp.p = 4;
+    gp.m = 8;
+    gp.num_layers = 48;
+    const Schedule s = generate_schedule(reg, g.name, gp);
+    const GeneratorCaps& c = g.caps;
+    EXPECT_EQ(std::max(1, s.placement.num_pipelines()), c.pipelines) << g.name;
+    EXPECT_EQ(s.placement.num_stages() / (gp.p * c.pipelines), c.chunks) << g.name;
+    EXPECT_EQ(s.placement.kind == PlacementKind::kV, c.v_shape) << g.name;
+    EXPECT_EQ(s.split_backward(), c.split_backward) << g.name;
+    bool r = false, overlap = false;
+    for (const auto& row : s.actions)
+      for (const Action& a : row) {
+        r |= a.kind == ActionKind::kR;
+        overlap |= a.kind == ActionKind::kOverlapFB;
+      }
+    EXPECT_EQ(r, c.explicit_recompute) << g.name;
+    EXPECT_EQ(overlap, c.overlap) << g.name;
+    // Honours v: asked for 3 chunks per device, it places 3.
+    GeneratorParams g3 = gp;
+    g3.v = 3;
+    bool three = false;
+    try {
+      three = generate_schedule(reg, g.name, g3).placement.num_stages() == 3 * gp.p * c.pipelines;
+    } catch (const ConfigError&) {
+    }
+    EXPECT_EQ(three && c.chunks != 3, c.takes_v) << g.name;
+    // Reads the memory limit: a tight limit changes the schedule or is refused.
+    GeneratorParams gm = gp;
+    gm.memory_limit = 2.0;
+    bool reads = false;
+    try {
+      reads = !(generate_schedule(reg, g.name, gm) == s);
+    } catch (const ConfigError&) {
+      reads = true;
+    }
+    EXPECT_EQ(reads, c.memory_aware) << g.name;
+  }
+}
+
+}  // namespace
+}  // namespace pw
