@@ -166,10 +166,10 @@ void check_not_empty(const SearchConstraints& c, const SearchSpace& space, const
   if (c.empty() || r.stats.valid > 0) return;
   std::string why;
   for (const ScheduleOption& o : space.schedules) {
-    if ((o.memory_aware || o.name == "v-half" || o.name == "v-min") &&
-        why.find("memory-controllable") == std::string::npos)
+    if (o.max_devices > 0 && why.find("memory-controllable") == std::string::npos)
       why += "; memory-controllable schedules (" + o.name +
-             ", ...) are searched only for p <= 16 and only when memory binds";
+             ", ...) are searched only for p <= " + std::to_string(o.max_devices) +
+             " and only when memory binds";
     if (o.takes_v && why.find("p*v") == std::string::npos)
       why += "; " + o.name + " needs p*v <= the model's layers";
   }

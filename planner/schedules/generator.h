@@ -32,14 +32,18 @@ using GenerateFn = Schedule (*)(const GeneratorParams&);
 /// entry (not probed by running it). tests/planner/classic_test.cc checks every declaration
 /// against the generator's output.
 struct GeneratorCaps {
-  int chunks = 1;                   ///< stages per device per pipeline (at the default v)
-  int pipelines = 1;                ///< model replicas in the pipeline (BitPipe: 2)
-  bool v_shape = false;             ///< stage i and 2p-1-i on device i
-  bool split_backward = false;      ///< B and W are separate actions
-  bool takes_v = false;             ///< honours GeneratorParams::v (chunks per device)
-  bool memory_aware = false;        ///< reads GeneratorParams::memory_limit
-  bool explicit_recompute = false;  ///< has R actions (full recomputation only)
-  bool overlap = false;             ///< has OVERLAP_F_B actions
+  int chunks = 1;                       ///< stages per device per pipeline (at the default v)
+  int pipelines = 1;                    ///< model replicas in the pipeline (BitPipe: 2)
+  bool v_shape = false;                 ///< stage i and 2p-1-i on device i
+  bool split_backward = false;          ///< B and W are separate actions
+  bool takes_v = false;                 ///< honours GeneratorParams::v (chunks per device)
+  bool memory_aware = false;            ///< reads GeneratorParams::memory_limit
+  bool explicit_recompute = false;      ///< has R actions (full recomputation only)
+  bool overlap = false;                 ///< has OVERLAP_F_B actions
+  bool holds_all_microbatches = false;  ///< runs every forward before any backward (GPipe)
+  /// Largest pipeline size the search asks of it (0 = any): the building-block and offset
+  /// searches take seconds per schedule beyond 16 devices.
+  int max_devices = 0;
 };
 
 struct GeneratorInfo {

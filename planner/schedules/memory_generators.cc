@@ -8,33 +8,46 @@ namespace pw {
 
 void register_memory_generators(GeneratorRegistry& r) {
   r.add({"v-min", "V-Min building block: ~1/3 of 1F1B's activation memory", generate_v_min,
-         GeneratorCaps{.chunks = 2, .v_shape = true, .split_backward = true}});
+         GeneratorCaps{.chunks = 2, .v_shape = true, .split_backward = true, .max_devices = 16}});
   r.add({"v-half", "V-Half building block: ~1/2 of 1F1B's activation memory", generate_v_half,
-         GeneratorCaps{.chunks = 2, .v_shape = true, .split_backward = true}});
-  r.add(
-      {"v-zb", "V-ZB: V placement, zero bubble at 1F1B memory", generate_v_zb,
-       GeneratorCaps{.chunks = 2, .v_shape = true, .split_backward = true, .memory_aware = true}});
-  r.add(
-      {"v-adaptive", "V-shape offsets searched for the shortest schedule under --memory-limit",
-       generate_v_adaptive,
-       GeneratorCaps{.chunks = 2, .v_shape = true, .split_backward = true, .memory_aware = true}});
+         GeneratorCaps{.chunks = 2, .v_shape = true, .split_backward = true, .max_devices = 16}});
+  r.add({"v-zb", "V-ZB: V placement, zero bubble at 1F1B memory", generate_v_zb,
+         GeneratorCaps{.chunks = 2,
+                       .v_shape = true,
+                       .split_backward = true,
+                       .memory_aware = true,
+                       .max_devices = 16}});
+  r.add({"v-adaptive", "V-shape offsets searched for the shortest schedule under --memory-limit",
+         generate_v_adaptive,
+         GeneratorCaps{.chunks = 2,
+                       .v_shape = true,
+                       .split_backward = true,
+                       .memory_aware = true,
+                       .max_devices = 16}});
   r.add({"zb-1p", "ZB-1p: automatic zero-bubble schedule under memory limit p*M_B", generate_zb_1p,
-         GeneratorCaps{.split_backward = true, .memory_aware = true}});
+         GeneratorCaps{.split_backward = true, .memory_aware = true, .max_devices = 16}});
   r.add({"zb-2p", "ZB-2p: automatic zero-bubble schedule under memory limit 2p*M_B", generate_zb_2p,
-         GeneratorCaps{.split_backward = true, .memory_aware = true}});
-  r.add(
-      {"zb-v", "ZB-V: automatic zero-bubble schedule on the V placement at 1F1B memory",
-       generate_zb_v,
-       GeneratorCaps{.chunks = 2, .v_shape = true, .split_backward = true, .memory_aware = true}});
+         GeneratorCaps{.split_backward = true, .memory_aware = true, .max_devices = 16}});
+  r.add({"zb-v", "ZB-V: automatic zero-bubble schedule on the V placement at 1F1B memory",
+         generate_zb_v,
+         GeneratorCaps{.chunks = 2,
+                       .v_shape = true,
+                       .split_backward = true,
+                       .memory_aware = true,
+                       .max_devices = 16}});
   r.add({"bitpipe", "BitPipe: two opposite V-shaped interleaved pipelines, 4 chunks per device",
-         generate_bitpipe, GeneratorCaps{.chunks = 2, .pipelines = 2, .memory_aware = true}});
+         generate_bitpipe,
+         GeneratorCaps{.chunks = 2, .pipelines = 2, .memory_aware = true, .max_devices = 16}});
   r.add({"dualpipev", "DualPipeV: V placement, F of one chunk overlapped with B of the other",
          generate_dualpipev,
          GeneratorCaps{.chunks = 2, .v_shape = true, .split_backward = true, .overlap = true}});
-  r.add(
-      {"zeropp", "ZeroPP-style blockwise interleaving with per-block UNSHARD/RESHARD",
-       generate_zeropp,
-       GeneratorCaps{.chunks = 2, .split_backward = true, .takes_v = true, .memory_aware = true}});
+  r.add({"zeropp", "ZeroPP-style blockwise interleaving with per-block UNSHARD/RESHARD",
+         generate_zeropp,
+         GeneratorCaps{.chunks = 2,
+                       .split_backward = true,
+                       .takes_v = true,
+                       .memory_aware = true,
+                       .max_devices = 16}});
   r.add({"1f1b-r", "1F1B with full recomputation (R before each backward)", generate_1f1b_r,
          GeneratorCaps{.explicit_recompute = true}});
 }

@@ -365,7 +365,7 @@ namespace {
 double device0_units(const ScheduleOption& so, int p, int m) {
   if (so.memory_aware || so.pipelines > 1 || so.explicit_recompute) return 1;
   double u = 1;
-  if (so.name == "gpipe") {
+  if (so.holds_all_microbatches) {
     u = m;
   } else if (so.v_shape) {
     u = std::max(1, (p + 4) / 3 - 1);
@@ -445,7 +445,7 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
   }
   // The building-block searches (adaptive offsets; V-Half and V-Min) take seconds per schedule
   // beyond 16 devices: keep them to p <= 16.
-  if ((so.memory_aware || so.name == "v-half" || so.name == "v-min") && P > 16) {
+  if (so.max_devices > 0 && P > so.max_devices) {
     r.valid = false;
     return r;
   }

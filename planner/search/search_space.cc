@@ -37,6 +37,8 @@ std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
     o.memory_aware = c.memory_aware;
     o.explicit_recompute = c.explicit_recompute;
     o.overlap = c.overlap;
+    o.holds_all_microbatches = c.holds_all_microbatches;
+    o.max_devices = c.max_devices;
     if (!o.takes_v) {
       out.push_back(o);
       continue;
