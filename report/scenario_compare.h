@@ -1,8 +1,8 @@
 #pragma once
 /// Comparing schedules on a scenario: each schedule is generated for the scenario's parallel
 /// configuration (its p, microbatches, recompute, ZeRO, ...) and scored with the planner's cost
-/// model (planner/search/screen.h: per-stage pass times, activation bytes, static memory per GPU), so the
-/// report carries iteration time, tokens/s, MFU, exposed communication, peak bytes and fit.
+/// model (planner/search/screen.h: per-stage pass times, activation bytes, static memory per GPU),
+/// so the report carries iteration time, tokens/s, MFU, exposed communication, peak bytes and fit.
 #include <string>
 #include <vector>
 

@@ -1,8 +1,9 @@
 #pragma once
 /// One definition of "the discrete-event simulation of a configuration" shared by the planner's
-/// DES tier (planner/search/search_des.cc), the predicted times `pipewright plan --emit` writes into a
-/// plan (planner/search/plan_emit.cc) and `pipewright simulate --plan` (tools/simulate_plan.cc), so the
-/// three simulate the same input and a plan re-simulates to its own prediction.
+/// DES tier (planner/search/search_des.cc), the predicted times `pipewright plan --emit` writes
+/// into a plan (planner/search/plan_emit.cc) and `pipewright simulate --plan`
+/// (tools/simulate_plan.cc), so the three simulate the same input and a plan re-simulates to its
+/// own prediction.
 #include <string>
 #include <vector>
 

@@ -335,7 +335,6 @@ int run_plan(const PlanOptions& o) {
   opts.threads = o.threads;
   opts.des_top = o.des_top;
   opts.des_budget = o.des_budget;
-  opts.des_options = pr.sim;
   if (tty) opts.progress = progress_bar;
   const SearchResult result = run_search(pr, space, registry, opts);
   if (tty) std::fputs("\r\033[K", stderr);
@@ -372,8 +371,8 @@ int run_plan(const PlanOptions& o) {
             sc.first_stage_layers, sc.last_stage_layers, sc.file);
         in.published = e;
       } else {
-        in.published = des ? evaluate_config_des(model, registry, pr.profile, pc, opts.des_options)
-                           : evaluate_config(model, registry, pc);
+        in.published =
+            des ? evaluate_config_des(model, registry, pc) : evaluate_config(model, registry, pc);
       }
     }
   }
@@ -392,7 +391,7 @@ int run_plan(const PlanOptions& o) {
                    (cons.empty() ? std::string() : " " + cons.describe());
     // Predicted by the engine that ranked it (sim/plan_prediction.h: the DES re-simulates it).
     const Plan plan = build_plan(model, registry, best, sc.cluster_profile, prov,
-                                 EmitOptions{result.top[0].tier == Tier::kDes, opts.des_options});
+                                 EmitOptions{result.top[0].tier == Tier::kDes});
     if (!o.emit.empty()) save_plan(o.emit, plan);
     if (!o.export_csv.empty())
       save_pytorch_csv(o.export_csv, plan.schedule, CsvForm::kComputeComms);

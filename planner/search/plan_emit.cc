@@ -104,7 +104,7 @@ Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const
   if (!options.des) {
     why = "the ranking was by the evaluator";
   } else {
-    IterationOptions opt = options.des_options;
+    IterationOptions opt = model.problem().sim;
     opt.representative = true;  // as the ranking (des_rescore)
     opt.trace = false;
     ParallelConfig par = plan.config;

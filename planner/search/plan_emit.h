@@ -24,11 +24,10 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
 /// How build_plan predicts a plan's per-action times and iteration.
 struct EmitOptions {
   /// true: the discrete-event simulator (the planner's final tier) on the plan's own lowered
-  /// schedule, with the problem's hardware profile and `des_options`, so that `pipewright
+  /// schedule, with the problem's hardware profile and simulator options, so that `pipewright
   /// simulate --plan` re-simulates the plan to its own prediction. false: the evaluator (as when
   /// the ranking itself came from the evaluator).
   bool des = true;
-  IterationOptions des_options;  ///< as SearchOptions::des_options (representative GPUs)
 };
 
 /// Which engine predicted a plan: "des" or "evaluator".

@@ -2,10 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <memory>
 
-#include "core/error.h"
 #include "hwmodels/memory.h"
 #include "hwmodels/optimizer.h"
 #include "hwmodels/rank_layout.h"
@@ -13,9 +10,6 @@
 
 namespace pw {
 namespace {
-
-constexpr hw::Pass kPasses[4] = {hw::Pass::kForward, hw::Pass::kBackwardInput,
-                                 hw::Pass::kBackwardWeight, hw::Pass::kRecompute};
 
 // Bounds are lowered by this share: the DES rounds each collective step to picoseconds, the
 // screen's lines do not.
@@ -246,7 +240,6 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const int S = out->num_stages;
   const int P = c.p;
   const bool z3 = c.zero == 3 && c.d > 1;
-  const bool full = static_cast<Recompute>(c.recompute) == Recompute::kFull;
   const bool has_r = static_cast<Recompute>(c.recompute) != Recompute::kNone;
   for (std::vector<double>* v : {&out->f, &out->b, &out->w, &out->r, &out->act, &out->act_w,
                                  &out->act_r, &out->params, &out->gather})
@@ -255,12 +248,14 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   out->static_mem.assign(P, 0.0);
   out->tail.assign(P, 0.0);
   // Per device: parameters, the two largest stages (ZeRO-3 holds a sweep's gathered weights and
-  // the next sweep's), the largest recompute working buffer, gradient-reduction time.
-  double dev_params[256] = {}, big1[256] = {}, big2[256] = {}, rbuf[256] = {}, red[256] = {},
-         regather[256] = {};
-  const int D = std::min(P, 256);
+  // the next sweep's), the largest recompute working buffer, gradient reduction, re-gathers.
+  // Kept in `out` so its capacity is reused across calls.
+  out->device_scratch.assign(static_cast<std::size_t>(6) * P, 0.0);
+  double* dev_params = out->device_scratch.data();
+  double *big1 = dev_params + P, *big2 = big1 + P, *rbuf = big2 + P, *red = rbuf + P,
+         *regather = red + P;
+  const int D = P;
   const hw::CollectiveLine& reduce = c.zero == 0 ? net.dp_all_reduce : net.dp_reduce_scatter;
-  double tp_total = 0, pass_total = 0;
   for (int i = 0; i < S; ++i) {
     const double n = out->layers[i];
     const bool first = i == 0, last = i == S - 1;
@@ -284,10 +279,6 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     out->act[i] = sum_bytes(&hw::StageCosts::m_b);
     out->act_w[i] = sum_bytes(&hw::StageCosts::m_w);
     out->act_r[i] = has_r ? sum_bytes(&hw::StageCosts::m_r) : 0;
-    if (n == 1 || i == S / 2) {
-      tp_total = sum_tp(0) + sum_tp(1) + sum_tp(2);
-      pass_total = out->f[i] + out->b[i] + out->w[i];
-    }
     const double params = hw::stage_parameter_count(pr.model, c.t, out->layers[i], first, last, P);
     out->params[i] = params;
     if (z3) out->gather[i] = net.dp_all_gather.seconds(2 * params);
@@ -321,7 +312,6 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       }
     }
   }
-  (void)full;
   out->dp = out->optimizer = 0;
   double worst_tail = -1;
   for (int d = 0; d < D; ++d) {
@@ -355,7 +345,10 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     out->hop = net.hop_alpha + net.hop_beta * (sg ? bytes / c.t : bytes) +
                (sg ? net.tp_all_gather.seconds(bytes) : 0);
   }
-  out->tp_share = pass_total > 0 ? tp_total / pass_total : 0;
+  // A layer's share of pass time in TP collectives (F + B + W, as the DES runs them).
+  const double tp_layer = le.tp[0] + le.tp[1] + le.tp[2];
+  const double pass_layer = ps_to_seconds(le.layer.f + le.layer.b + le.layer.w) + tp_layer;
+  out->tp_share = pass_layer > 0 ? tp_layer / pass_layer : 0;
 }
 
 namespace {
@@ -383,9 +376,6 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
   r.valid = true;
   const ScheduleOption& so = space_.schedules[c.schedule];
   const int S = sc->num_stages, P = c.p, m = c.microbatches;
-  // OVERLAP_F_B is charged at its forward stage's F+B+W; when the paired backward's stage is
-  // lighter (or heavier) the evaluator's figure moves by up to one stage's difference per pair.
-  const double overlap = so.overlap ? 0.9 : 1.0;
   double bound = 0;
   double mem = 0;
   for (double x : sc->state_mem) mem = std::max(mem, x);
@@ -393,7 +383,7 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
     // Some device does at least the average work and ends with its tail.
     double work = 0;
     for (int i = 0; i < S; ++i) work += sc->f[i] + sc->b[i] + sc->w[i];
-    bound = overlap * m * work / P + *std::min_element(sc->tail.begin(), sc->tail.end());
+    bound = m * work / P + *std::min_element(sc->tail.begin(), sc->tail.end());
   } else {
     // Per device: head (earliest start: microbatch 0's forward must reach it), busy time, and
     // the tail (after its last backward the upstream backward chain must still run).
@@ -434,8 +424,8 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
       // Its own passes, then its tail; or its forwards and critical backwards, then the
       // backward chain down to stage 0, whose device then runs its tail.
       const int d0 = sc->device[0];
-      bound = std::max(bound, start + overlap * busy[d] + sc->tail[d]);
-      bound = std::max(bound, start + overlap * (fb[d] + tail[d]) + sc->tail[d0]);
+      bound = std::max(bound, start + busy[d] + sc->tail[d]);
+      bound = std::max(bound, start + fb[d] + tail[d] + sc->tail[d0]);
       mem = std::max(mem, sc->state_mem[d] + act1[d]);
     }
     // Device 0's peak in units of its own per-microbatch activations; V-shape units are two

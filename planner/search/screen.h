@@ -8,7 +8,6 @@
 /// optimizer step from hwmodels/optimizer.h. No formula of its own: the screen turns these into
 /// lower bounds on the DES's iteration time and peak memory, the evaluator tier into a cost table.
 #include <cstdint>
-#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -71,6 +70,7 @@ struct StageCosts {
   double dp = 0;         ///< the largest device tail's gradient reduction (and gathers), seconds
   double optimizer = 0;  ///< the largest device tail's optimizer step, seconds
   double tp_share = 0;   ///< share of pass time spent in tensor-parallel collectives
+  std::vector<double> device_scratch;  ///< working space of CostModel (per-device sums)
 };
 
 /// Lower bounds of one configuration (valid = false when the configuration is not in the space,

@@ -436,7 +436,6 @@ class Searcher {
   Searcher(const PlanProblem& pr, const SearchSpace& sp, const GeneratorRegistry& reg,
            const SearchOptions& opt)
       : model_(pr, sp), registry_(reg), opt_(opt) {
-    if (opt.des_top > 0) profile_ = pr.profile;
     const Inner in{sp.schedules.size(), sp.recompute.size(), sp.sequence_parallel.size(),
                    sp.zero.size(),      sp.offload.size(),   sp.end_trim.size()};
     inner_ = in;
@@ -519,8 +518,10 @@ class Searcher {
     return make_config(model_.space(), inner_, cells_[c.cell], c.inner);
   }
 
+  bool des_tier() const { return opt_.des_top > 0; }
+
   // Rows the evaluator must rank exactly: the table's, or the DES tier's input.
-  int ranked() const { return std::max(opt_.top, profile_ ? opt_.des_top : 0); }
+  int ranked() const { return std::max(opt_.top, des_tier() ? opt_.des_top : 0); }
 
   double threshold() const {
     if (!opt_.prune) return kInf;
@@ -529,7 +530,7 @@ class Searcher {
     // With the DES tier this phase only seeds it (the tier itself evaluates whatever can still
     // win): once something fits, stop at twice its objective rather than scoring deep into
     // configurations that fit rarely.
-    if (profile_ && opt_.des_top > 0 && !best_.empty()) return 2 * best_.front();
+    if (des_tier() && !best_.empty()) return 2 * best_.front();
     return kInf;
   }
 
@@ -674,9 +675,7 @@ class Searcher {
     }
     arena.execute([&] {
       tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
-        if (have[i])
-          des_rescore(model_.problem(), *profile_, model_.space(), sched[i], &rows[i],
-                      opt_.des_options);
+        if (have[i]) des_rescore(model_.problem(), model_.space(), sched[i], &rows[i]);
       });
     });
     for (std::size_t i = 0; i < n; ++i) {
@@ -697,7 +696,7 @@ class Searcher {
   // budget (SearchOptions::des_budget) runs out. The bounds are lower bounds of the DES's time
   // and memory, so the ranking is the DES's own over the whole space.
   void des_tier(tbb::task_arena& arena) {
-    if (!profile_ || opt_.des_top <= 0) return;
+    if (!des_tier()) return;
     const double t0 = now_seconds();
     const double limit = model_.problem().limit();
     auto grow = [&] { des_done_.resize(evaluated_.size(), 0); };
@@ -789,7 +788,7 @@ class Searcher {
   }
 
   void assemble() {
-    const bool des = profile_ && opt_.des_top > 0;
+    const bool des = des_tier();
     std::vector<Evaluated> ok;
     for (std::size_t i = 0; i < evaluated_.size(); ++i) {
       const Evaluated& e = evaluated_[i];
@@ -808,7 +807,6 @@ class Searcher {
   }
 
   CostModel model_;
-  std::optional<hw::HardwareProfile> profile_;  ///< DES tier's, empty = tier off
   const GeneratorRegistry& registry_;
   SearchOptions opt_;
   Inner inner_{};

@@ -1,6 +1,6 @@
 #pragma once
-/// The configuration search: a parallel screen (planner/search/screen.h) over the whole space keeps the
-/// candidates whose lower bounds can still win, then the second tier generates each survivor's
+/// The configuration search: a parallel screen (planner/search/screen.h) over the whole space keeps
+/// the candidates whose lower bounds can still win, then the second tier generates each survivor's
 /// schedule with the registry and scores it with the fixed-cost evaluator (sim/evaluator.h),
 /// best lower bound first, until no remaining lower bound can beat the N-th best score (branch
 /// and bound: the ranking it returns is the one an exhaustive second tier would return). The
@@ -38,7 +38,6 @@ struct SearchOptions {
   /// Most DES simulations of one search; when it stops certification early the result says so
   /// (SearchStats::des_note, certified = false).
   int des_budget = 4000;
-  IterationOptions des_options;  ///< how the DES simulates (Megatron defaults)
   /// Called with the fraction done (0..1) at most about 200 times; may be empty.
   std::function<void(double)> progress;
 };
@@ -128,21 +127,20 @@ Evaluated evaluate_config(const CostModel& model, const GeneratorRegistry& regis
 /// The DES input of configuration `c` run with `schedule` (generated for `c`, its layer split
 /// applied: evaluate_config's schedule_out): model, parallel configuration, profile, topology
 /// of ceil(GPUs / GPUs per node) nodes.
-IterationInput des_input(const PlanProblem& problem, const hw::HardwareProfile& profile,
-                         const SearchSpace& space, const SearchConfig& c, const Schedule& schedule);
+IterationInput des_input(const PlanProblem& problem, const SearchSpace& space,
+                         const SearchConfig& c, const Schedule& schedule);
 
 /// Third tier on one evaluated configuration: simulates it with the DES and makes the DES the
 /// source of `e`'s iteration, bubble rate and objective (tier = kDes; eval_iteration keeps the
-/// evaluator's figure). `e` must be feasible with a generated `schedule`.
-void des_rescore(const PlanProblem& problem, const hw::HardwareProfile& profile,
-                 const SearchSpace& space, const Schedule& schedule, Evaluated* e,
-                 const IterationOptions& options = {});
+/// evaluator's figure) on the problem's profile with its simulator options (PlanProblem::sim,
+/// one representative GPU per pipeline rank). `schedule` is the one generated for `e->config`.
+void des_rescore(const PlanProblem& problem, const SearchSpace& space, const Schedule& schedule,
+                 Evaluated* e);
 
-/// evaluate_config followed by des_rescore when the configuration is feasible (how a published
-/// configuration is scored against a DES-ranked search).
+/// evaluate_config followed by des_rescore whenever the schedule generates (how a published
+/// configuration is scored against a DES-ranked search; the DES decides what fits).
 Evaluated evaluate_config_des(const CostModel& model, const GeneratorRegistry& registry,
-                              const hw::HardwareProfile& profile, const SearchConfig& c,
-                              const IterationOptions& options = {});
+                              const SearchConfig& c);
 
 /// The evaluator's cost table of configuration `c` for a generated schedule `s` (layer ranges
 /// from its placement; picoseconds and activation bytes).

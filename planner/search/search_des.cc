@@ -13,23 +13,20 @@ namespace pw {
 
 const char* tier_name(Tier t) { return t == Tier::kDes ? "DES" : "eval"; }
 
-IterationInput des_input(const PlanProblem& problem, const hw::HardwareProfile& profile,
-                         const SearchSpace& space, const SearchConfig& c,
-                         const Schedule& schedule) {
+IterationInput des_input(const PlanProblem& problem, const SearchSpace& space,
+                         const SearchConfig& c, const Schedule& schedule) {
   // The same input `plan --emit` predicts a plan with and `simulate --plan` re-simulates.
   ParallelConfig par = parallel_from_config(space, c);
   par.virtual_stages = std::max(1, par.virtual_stages);
-  return plan_iteration_input(problem.model, par, profile, schedule);
+  return plan_iteration_input(problem.model, par, problem.profile, schedule);
 }
 
-void des_rescore(const PlanProblem& problem, const hw::HardwareProfile& profile,
-                 const SearchSpace& space, const Schedule& schedule, Evaluated* e,
-                 const IterationOptions& options) {
-  IterationOptions opt = options;
+void des_rescore(const PlanProblem& problem, const SearchSpace& space, const Schedule& schedule,
+                 Evaluated* e) {
+  IterationOptions opt = problem.sim;
   opt.representative = true;
   opt.trace = false;
-  const IterationResult r =
-      simulate_iteration(des_input(problem, profile, space, e->config, schedule), opt);
+  const IterationResult r = simulate_iteration(des_input(problem, space, e->config, schedule), opt);
   e->eval_iteration = e->eval_iteration > 0 ? e->eval_iteration : e->iteration;
   e->tier = Tier::kDes;
   e->iteration = ps_to_seconds(r.iteration);
@@ -50,12 +47,11 @@ void des_rescore(const PlanProblem& problem, const hw::HardwareProfile& profile,
 }
 
 Evaluated evaluate_config_des(const CostModel& model, const GeneratorRegistry& registry,
-                              const hw::HardwareProfile& profile, const SearchConfig& c,
-                              const IterationOptions& options) {
+                              const SearchConfig& c) {
   Schedule s;
   Evaluated e = evaluate_config(model, registry, c, &s);
   // Whatever the evaluator's memory says: the DES decides what fits.
-  if (!s.actions.empty()) des_rescore(model.problem(), profile, model.space(), s, &e, options);
+  if (!s.actions.empty()) des_rescore(model.problem(), model.space(), s, &e);
   return e;
 }
 

@@ -151,7 +151,7 @@ TEST(PlanEmit, DesPredictionResimulatesExactlyAndRespectsDependencies) {
     // (the SEND_B marker) until the first transfer ends, where the unlowered action's two
     // transfers run together: DualPipeV's lowered plan is slightly slower (here 402.683 ms against
     // 402.633 ms, 0.012%; 0.004% on the GPT-3 default).
-    const Evaluated ranked = evaluate_config_des(model, s.reg, s.pr.profile, c);
+    const Evaluated ranked = evaluate_config_des(model, s.reg, c);
     ASSERT_EQ(ranked.tier, Tier::kDes);
     const bool two_sends = plan.config.schedule == "dualpipev";
     EXPECT_NEAR(ranked.iteration, ps_to_seconds(plan.predicted_iteration),
@@ -170,12 +170,11 @@ TEST(PlanEmit, PredictedPassTimesAreTheWorkloadModelsStageCosts) {
   // With free communication (no transfers, no compute slowdown) each pass lasts exactly its
   // stage's hwmodels cost: F = f, B = b, W = w (no recomputation), SEND/RECV take no time. This
   // pins which action each predicted interval belongs to.
-  const Small s;
+  Small s;
+  s.pr.sim.free_communication = true;
   const CostModel model(s.pr, s.space);
   const SearchConfig c = s.config(1, 4, 1, "zb-h1");
-  EmitOptions opt;
-  opt.des_options.free_communication = true;
-  const Plan plan = build_plan(model, s.reg, c, "dgx-a100-80gb", kProv, opt);
+  const Plan plan = build_plan(model, s.reg, c, "dgx-a100-80gb", kProv);
   const hw::GpuModel gpu(s.pr.profile.gpu);
   const hw::WorkloadOptions wo = hw::workload_options(
       plan_iteration_input(plan.model, plan.config, s.pr.profile, plan.schedule).parallel, false);

@@ -147,7 +147,7 @@ TEST(Search, DesTierIsCertifiedAgainstAnExhaustiveDes) {
       ASSERT_GT(runs.size(), 300u) << k.model;
       std::vector<Evaluated> des(runs.size());
       tbb::parallel_for(std::size_t{0}, runs.size(), [&](std::size_t i) {
-        des[i] = evaluate_config_des(model, reg, pr.profile, runs[i].config);
+        des[i] = evaluate_config_des(model, reg, runs[i].config);
       });
       const Evaluated* best = nullptr;
       for (std::size_t i = 0; i < des.size(); ++i) {
@@ -209,7 +209,7 @@ TEST(Search, AtLeastAsFastAsPublishedConfigurations) {
     std::string why;
     ASSERT_TRUE(config_from_parallel(space, pc, &c, &why)) << why;
     // Both scored by the discrete-event simulator (the search's final tier).
-    const Evaluated published = evaluate_config_des(CostModel(pr, space), reg, pr.profile, c);
+    const Evaluated published = evaluate_config_des(CostModel(pr, space), reg, c);
     ASSERT_TRUE(published.feasible) << pb.model << ": " << published.why_not;
     ASSERT_EQ(published.tier, Tier::kDes);
     const SearchResult r = run_search(pr, space, reg, SearchOptions{});

@@ -1,6 +1,7 @@
-// Warm-up / cool-down reordering of repeated building blocks (planner/schedules/block_reorder.h) and the
-// V-Min, V-Half and V-ZB generators built on it. Units: with UniformCosts{1,1,1} one chunk pass is
-// one slot; a V chunk's activation is 0.5 of a 1F1B stage, so "chunk activations" = 2 * peak.
+// Warm-up / cool-down reordering of repeated building blocks (planner/schedules/block_reorder.h)
+// and the V-Min, V-Half and V-ZB generators built on it. Units: with UniformCosts{1,1,1} one chunk
+// pass is one slot; a V chunk's activation is 0.5 of a 1F1B stage, so "chunk activations" = 2 *
+// peak.
 #include <gtest/gtest.h>
 
 #include <algorithm>
