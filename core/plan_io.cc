@@ -35,21 +35,48 @@ std::string get_str(const Doc& obj, const R& r, const std::string& path, const c
   return r.as_string(r.at(obj, path, key), R::join(path, key));
 }
 
+// Keys beyond GPT-3's shape are written only when they differ from the default, so plans of
+// GPT-style models keep their form; all are read when present.
 Doc model_to_doc(const ModelShape& m) {
-  return Doc{{"name", m.name},
-             {"num_layers", m.num_layers},
-             {"hidden_size", m.hidden_size},
-             {"num_attention_heads", m.num_attention_heads},
-             {"ffn_hidden_size", m.ffn_hidden_size},
-             {"seq_length", m.seq_length},
-             {"vocab_size", m.vocab_size}};
+  Doc d{{"name", m.name},
+        {"num_layers", m.num_layers},
+        {"hidden_size", m.hidden_size},
+        {"num_attention_heads", m.num_attention_heads},
+        {"ffn_hidden_size", m.ffn_hidden_size},
+        {"seq_length", m.seq_length},
+        {"vocab_size", m.vocab_size}};
+  const ModelShape def;
+  if (m.num_query_groups != def.num_query_groups) d["num_query_groups"] = m.num_query_groups;
+  if (m.kv_channels != def.kv_channels) d["kv_channels"] = m.kv_channels;
+  if (m.qk_layernorm != def.qk_layernorm) d["qk_layernorm"] = m.qk_layernorm;
+  if (m.swiglu != def.swiglu) d["swiglu"] = m.swiglu;
+  if (m.rmsnorm != def.rmsnorm) d["normalization"] = "RMSNorm";
+  if (m.untie_embeddings != def.untie_embeddings)
+    d["untie_embeddings_and_output_weights"] = m.untie_embeddings;
+  if (m.rope != def.rope) d["position_embedding_type"] = "rope";
+  if (m.bias != def.bias) d["add_bias_linear"] = m.bias;
+  if (m.qkv_bias != def.qkv_bias) d["add_qkv_bias"] = m.qkv_bias;
+  if (m.num_experts != def.num_experts) {
+    d["num_experts"] = m.num_experts;
+    d["moe_router_topk"] = m.moe_router_topk;
+    d["moe_ffn_hidden_size"] = m.moe_ffn_hidden_size;
+    d["moe_shared_expert_intermediate_size"] = m.moe_shared_expert_size;
+    d["moe_layer_freq"] = m.moe_layer_freq;
+    d["moe_first_dense_layers"] = m.moe_first_dense_layers;
+    d["moe_expert_capacity_factor"] = m.moe_capacity_factor;
+  }
+  return d;
 }
 
 ModelShape model_from_doc(const Doc& d, const R& r) {
   const std::string p = "model";
   r.expect_keys(d, p,
                 {"name", "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
-                 "seq_length", "vocab_size"});
+                 "seq_length", "vocab_size", "num_query_groups", "kv_channels", "qk_layernorm",
+                 "swiglu", "normalization", "untie_embeddings_and_output_weights",
+                 "position_embedding_type", "add_bias_linear", "add_qkv_bias", "num_experts", "moe_router_topk",
+                 "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_layer_freq",
+                 "moe_first_dense_layers", "moe_expert_capacity_factor"});
   ModelShape m;
   m.name = get_str(d, r, p, "name");
   m.num_layers = get_int(d, r, p, "num_layers");
@@ -58,21 +85,65 @@ ModelShape model_from_doc(const Doc& d, const R& r) {
   m.ffn_hidden_size = get_int(d, r, p, "ffn_hidden_size");
   m.seq_length = get_int(d, r, p, "seq_length");
   m.vocab_size = get_int(d, r, p, "vocab_size");
+  auto opt_int = [&](const char* key, int* out, std::int64_t lo = 0) {
+    if (r.find(d, key)) *out = get_int(d, r, p, key, lo);
+  };
+  auto opt_bool = [&](const char* key, bool* out) {
+    if (const Doc* v = r.find(d, key)) *out = r.as_bool(*v, R::join(p, key));
+  };
+  opt_int("num_query_groups", &m.num_query_groups);
+  opt_int("kv_channels", &m.kv_channels);
+  opt_bool("qk_layernorm", &m.qk_layernorm);
+  opt_bool("swiglu", &m.swiglu);
+  if (r.find(d, "normalization")) {
+    const std::string n = get_str(d, r, p, "normalization");
+    if (n != "LayerNorm" && n != "RMSNorm")
+      r.fail("model.normalization", fmt::format("LayerNorm or RMSNorm, got '{}'", n));
+    m.rmsnorm = n == "RMSNorm";
+  }
+  opt_bool("untie_embeddings_and_output_weights", &m.untie_embeddings);
+  if (r.find(d, "position_embedding_type")) {
+    const std::string n = get_str(d, r, p, "position_embedding_type");
+    if (n != "rope" && n != "learned_absolute")
+      r.fail("model.position_embedding_type",
+             fmt::format("rope or learned_absolute, got '{}'", n));
+    m.rope = n == "rope";
+  }
+  opt_bool("add_bias_linear", &m.bias);
+  opt_bool("add_qkv_bias", &m.qkv_bias);
+  opt_int("num_experts", &m.num_experts);
+  opt_int("moe_router_topk", &m.moe_router_topk);
+  opt_int("moe_ffn_hidden_size", &m.moe_ffn_hidden_size);
+  opt_int("moe_shared_expert_intermediate_size", &m.moe_shared_expert_size);
+  opt_int("moe_layer_freq", &m.moe_layer_freq, 1);
+  opt_int("moe_first_dense_layers", &m.moe_first_dense_layers);
+  if (const Doc* v = r.find(d, "moe_expert_capacity_factor")) {
+    m.moe_capacity_factor = r.as_double(*v, "model.moe_expert_capacity_factor");
+    if (!(m.moe_capacity_factor >= 0 && m.moe_capacity_factor <= 1e6))
+      r.fail("model.moe_expert_capacity_factor", "a number >= 0 (0 = dropless)");
+  }
   return m;
 }
 
 Doc config_to_doc(const ParallelConfig& c) {
-  return Doc{{"tensor_parallel", c.tensor_parallel},
-             {"pipeline_parallel", c.pipeline_parallel},
-             {"data_parallel", c.data_parallel},
-             {"virtual_stages", c.virtual_stages},
-             {"micro_batch_size", c.micro_batch_size},
-             {"global_batch_size", c.global_batch_size},
-             {"sequence_parallel", c.sequence_parallel},
-             {"recompute", c.recompute},
-             {"zero_stage", c.zero_stage},
-             {"optimizer_offload", c.optimizer_offload},
-             {"schedule", c.schedule}};
+  Doc d{{"tensor_parallel", c.tensor_parallel},
+        {"pipeline_parallel", c.pipeline_parallel},
+        {"data_parallel", c.data_parallel},
+        {"virtual_stages", c.virtual_stages},
+        {"micro_batch_size", c.micro_batch_size},
+        {"global_batch_size", c.global_batch_size},
+        {"sequence_parallel", c.sequence_parallel},
+        {"recompute", c.recompute},
+        {"zero_stage", c.zero_stage},
+        {"optimizer_offload", c.optimizer_offload},
+        {"schedule", c.schedule}};
+  const ParallelConfig def;
+  if (c.context_parallel != def.context_parallel) d["context_parallel"] = c.context_parallel;
+  if (c.expert_parallel != def.expert_parallel) d["expert_parallel"] = c.expert_parallel;
+  if (c.expert_tensor_parallel != def.expert_tensor_parallel)
+    d["expert_tensor_parallel"] = c.expert_tensor_parallel;
+  if (c.fp8 != def.fp8) d["fp8"] = c.fp8;
+  return d;
 }
 
 ParallelConfig config_from_doc(const Doc& d, const R& r) {
@@ -80,7 +151,8 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
   r.expect_keys(d, p,
                 {"tensor_parallel", "pipeline_parallel", "data_parallel", "virtual_stages",
                  "micro_batch_size", "global_batch_size", "sequence_parallel", "recompute",
-                 "zero_stage", "optimizer_offload", "schedule"});
+                 "zero_stage", "optimizer_offload", "schedule", "context_parallel",
+                 "expert_parallel", "expert_tensor_parallel", "fp8"});
   ParallelConfig c;
   c.tensor_parallel = get_int(d, r, p, "tensor_parallel", 1);
   c.pipeline_parallel = get_int(d, r, p, "pipeline_parallel", 1);
@@ -96,6 +168,15 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
   if (c.zero_stage > 3) r.fail("config.zero_stage", "0..3");
   c.optimizer_offload = r.as_bool(r.at(d, p, "optimizer_offload"), "config.optimizer_offload");
   c.schedule = get_str(d, r, p, "schedule");
+  if (r.find(d, "context_parallel")) c.context_parallel = get_int(d, r, p, "context_parallel", 1);
+  if (r.find(d, "expert_parallel")) c.expert_parallel = get_int(d, r, p, "expert_parallel", 1);
+  if (r.find(d, "expert_tensor_parallel"))
+    c.expert_tensor_parallel = get_int(d, r, p, "expert_tensor_parallel", 1);
+  if (r.find(d, "fp8")) {
+    c.fp8 = get_str(d, r, p, "fp8");
+    if (c.fp8 != "off" && c.fp8 != "e4m3" && c.fp8 != "hybrid")
+      r.fail("config.fp8", fmt::format("off, e4m3 or hybrid, got '{}'", c.fp8));
+  }
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/plan.h"
 
 namespace pw {
 
@@ -15,6 +16,23 @@ std::vector<int> RankLayout::tp_group(int d_rank, int p_rank) const {
 std::vector<int> RankLayout::dp_group(int t_rank, int p_rank) const {
   std::vector<int> g;
   for (int d = 0; d < dp; ++d) g.push_back(gpu(t_rank, d, p_rank));
+  return g;
+}
+
+std::vector<int> RankLayout::cp_group(int t_rank, int d_rank, int p_rank) const {
+  std::vector<int> g;
+  const int base = d_rank - d_rank % cp;
+  for (int c = 0; c < cp; ++c) g.push_back(gpu(t_rank, base + c, p_rank));
+  return g;
+}
+
+std::vector<int> RankLayout::ep_group(int t_rank, int d_rank, int p_rank) const {
+  // Within a stage the local index i = t_rank + tp * d_rank runs over expert-TP fastest, then EP.
+  const int stage = tp * dp * p_rank;
+  const int i = t_rank + tp * d_rank;
+  const int e_tp = i % etp, e_dp = i / (etp * ep);
+  std::vector<int> g;
+  for (int e = 0; e < ep; ++e) g.push_back(stage + e_tp + etp * (e + ep * e_dp));
   return g;
 }
 
@@ -34,6 +52,18 @@ bool RankLayout::tp_groups_within_nodes() const {
   return true;
 }
 
+RankLayout rank_layout_of(const ParallelConfig& c, int gpus_per_node) {
+  RankLayout l;
+  l.tp = c.tensor_parallel;
+  l.pp = c.pipeline_parallel;
+  l.dp = c.context_parallel * c.data_parallel;
+  l.gpus_per_node = gpus_per_node;
+  l.cp = c.context_parallel;
+  l.ep = c.expert_parallel;
+  l.etp = c.expert_tp();
+  return l;
+}
+
 RankLayout make_rank_layout(int tp, int pp, int dp, int gpus_per_node, int total_gpus,
                             const std::string& file, const std::string& key) {
   if (tp < 1 || pp < 1 || dp < 1) {
@@ -46,7 +76,12 @@ RankLayout make_rank_layout(int tp, int pp, int dp, int gpus_per_node, int total
                                   "cluster; expected t*p*d = {}",
                                   tp, pp, dp, tp * pp * dp, total_gpus, total_gpus));
   }
-  return RankLayout{tp, pp, dp, gpus_per_node};
+  RankLayout l;
+  l.tp = tp;
+  l.pp = pp;
+  l.dp = dp;
+  l.gpus_per_node = gpus_per_node;
+  return l;
 }
 
 }  // namespace pw

@@ -4,6 +4,11 @@
 /// (tp fastest, then dp, then pp): rank = t_rank + t * (d_rank + d * p_rank), GPU index = rank,
 /// GPUs numbered node by node. A TP group is t consecutive GPUs, so it stays inside a node whenever
 /// t divides gpus_per_node; a DP group strides by t; a PP group strides by t * d.
+/// With context parallelism (Megatron's order tp, cp, dp, pp) the "data rank" coordinate is the
+/// combined data x context rank c + cp * d (dp = cp x data-parallel size): the DP group is then
+/// Megatron's data-and-context group, over which gradients are reduced and the distributed
+/// optimizer shards, and a CP group is cp consecutive data ranks. Expert parallelism (MoE) lays
+/// the same ranks out as expert-TP (fastest), EP, expert-DP within each pipeline stage.
 #include <string>
 #include <vector>
 
@@ -13,8 +18,11 @@ namespace pw {
 struct RankLayout {
   int tp = 1;
   int pp = 1;
-  int dp = 1;
+  int dp = 1;  ///< data x context ranks (cp * data-parallel size)
   int gpus_per_node = 8;
+  int cp = 1;   ///< context-parallel size (divides dp)
+  int ep = 1;   ///< expert-parallel size
+  int etp = 1;  ///< expert-tensor-parallel size (etp * ep divides tp * dp)
 
   int num_ranks() const { return tp * pp * dp; }
   /// Global rank (= GPU index) of coordinates (tensor rank, data rank, pipeline rank).
@@ -23,6 +31,12 @@ struct RankLayout {
   std::vector<int> tp_group(int d_rank, int p_rank) const;
   /// GPUs of the DP group of (t_rank, p_rank), in data-rank order.
   std::vector<int> dp_group(int t_rank, int p_rank) const;
+  /// GPUs of the CP group of (t_rank, d_rank, p_rank) (cp consecutive data ranks).
+  std::vector<int> cp_group(int t_rank, int d_rank, int p_rank) const;
+  /// GPUs of the EP group of the rank at (t_rank, d_rank, p_rank).
+  std::vector<int> ep_group(int t_rank, int d_rank, int p_rank) const;
+  /// Expert-data-parallel size: ranks holding the same experts, tp * dp / (etp * ep).
+  int expert_dp() const { return tp * dp / (etp * ep); }
   /// GPUs of the pipeline of (t_rank, d_rank), stage 0 first.
   std::vector<int> pp_group(int t_rank, int d_rank) const;
   /// Coordinates of global rank `rank` (inverse of gpu()).
@@ -34,6 +48,10 @@ struct RankLayout {
   /// True if every TP group lies inside one node.
   bool tp_groups_within_nodes() const;
 };
+
+struct ParallelConfig;
+/// The layout of a configuration: dp = context_parallel x data_parallel, with cp, ep and etp.
+RankLayout rank_layout_of(const ParallelConfig& c, int gpus_per_node);
 
 /// Builds and checks a layout: t * p * d must equal `total_gpus`; errors are ConfigError(file,
 /// key, ...) naming the sizes and the expected product.

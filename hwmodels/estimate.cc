@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "hwmodels/rank_layout.h"
 #include "hwmodels/topology.h"
@@ -26,11 +27,22 @@ CollectiveEstimate timed(std::string purpose, CollectiveKind kind, Bytes bytes, 
 }
 
 void add_tp(const std::vector<TpComm>& comms, const char* pass, long long per_iter_scale,
-            const GroupNetwork& net, std::vector<CollectiveEstimate>* out) {
+            const CommNetworks& nets, std::vector<CollectiveEstimate>* out) {
   for (const TpComm& tc : comms) {
-    out->push_back(timed(fmt::format("TP {} ({})", collective_kind_name(tc.kind), pass), tc.kind,
-                         tc.bytes, tc.count * per_iter_scale, net));
+    std::string group = comm_group_name(tc.group);
+    for (char& ch : group) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    out->push_back(
+        timed(fmt::format("{} {} ({})", group, collective_kind_name(tc.kind), pass), tc.kind,
+              tc.bytes, tc.count * per_iter_scale, nets.of(tc.group)));
   }
+}
+
+// The collectives a pass waits for: CP exchanges run under the pass's compute (not counted).
+TimePs exposed_comm(const std::vector<TpComm>& comms, const CommNetworks& nets) {
+  std::vector<TpComm> waited;
+  for (const TpComm& c : comms)
+    if (c.group != CommGroup::kCp) waited.push_back(c);
+  return tp_comm_time(waited, nets);
 }
 
 void add_dp(const Scenario& s, double params, const GroupNetwork& net,
@@ -74,8 +86,9 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   // Parameters of the first and last stage's GPU: its p-th share of the layers, embedding on the
   // first, final norm and tied output copy on the last (hw::stage_parameter_count).
   const std::vector<int> layers = s.stage_layers();
-  e.first.params = stage_parameter_count(m, par.tensor_parallel, layers.front(), true, p == 1, p);
-  e.last.params = stage_parameter_count(m, par.tensor_parallel, layers.back(), p == 1, true, p);
+  e.first.params = stage_parameter_count(m, o, 0, layers.front(), true, p == 1, p);
+  e.last.params =
+      stage_parameter_count(m, o, m.num_layers - layers.back(), m.num_layers, p == 1, true, p);
 
   GpuModel gpu(s.profile.gpu);
   const int chunk = m.num_layers / (p * v);
@@ -85,17 +98,19 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   StageCosts middle = stage_costs(m, gpu, o, 0, chunk, false, false);
 
   Topology topo(s.topology);
-  RankLayout layout = make_rank_layout(par.tensor_parallel, p, par.data_parallel,
-                                       s.topology.node.gpus_per_node, e.gpus, s.file, "parallel");
+  RankLayout layout = rank_layout_of(par, s.topology.node.gpus_per_node);
   const long long mv = e.microbatches * v;
-  if (par.tensor_parallel > 1) {
-    GroupNetwork net = describe_group(topo, s.profile, layout.tp_group(0, 0));
-    e.tp_comm_f = tp_comm_time(middle.comm_f, net);
-    e.tp_comm_b = tp_comm_time(middle.comm_b, net) + tp_comm_time(middle.comm_w, net);
-    add_tp(middle.comm_f, "F", mv, net, &e.collectives);
-    add_tp(middle.comm_b, "B", mv, net, &e.collectives);
-    add_tp(middle.comm_w, "W", mv, net, &e.collectives);
-    add_tp(middle.comm_r, "R", mv, net, &e.collectives);
+  if (par.tensor_parallel > 1 || layout.cp > 1 || layout.ep > 1) {
+    CommNetworks nets;
+    nets.tp = describe_group(topo, s.profile, layout.tp_group(0, 0));
+    nets.cp = describe_group(topo, s.profile, layout.cp_group(0, 0, 0));
+    nets.ep = describe_group(topo, s.profile, layout.ep_group(0, 0, 0));
+    e.tp_comm_f = exposed_comm(middle.comm_f, nets);
+    e.tp_comm_b = exposed_comm(middle.comm_b, nets) + exposed_comm(middle.comm_w, nets);
+    add_tp(middle.comm_f, "F", mv, nets, &e.collectives);
+    add_tp(middle.comm_b, "B", mv, nets, &e.collectives);
+    add_tp(middle.comm_w, "W", mv, nets, &e.collectives);
+    add_tp(middle.comm_r, "R", mv, nets, &e.collectives);
   }
   TimePs p2p = 0;
   if (p > 1) {

@@ -102,6 +102,8 @@ double GpuModel::measured_correction(long long m, long long n, long long k, DTyp
 double GpuModel::gemm_efficiency(long long m, long long n, long long k, DType d,
                                  long long batch) const {
   double eff = fitted_gemm_efficiency(m, n, k, batch);
+  if (d == DType::kFp8 && spec_.gemm_max_efficiency_fp8 > 0)
+    eff *= spec_.gemm_max_efficiency_fp8 / spec_.gemm_max_efficiency;
   if (!spec_.measured.empty()) eff *= measured_correction(m, n, k, d);
   return std::clamp(eff, 1e-4, 1.0);
 }

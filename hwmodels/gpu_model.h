@@ -61,6 +61,9 @@ struct GpuSpec {
   BytesPerSec elementwise_bandwidth{0};
   TimePs kernel_latency = 3'000'000;  ///< fixed launch + tail cost per kernel (ps)
   double gemm_max_efficiency = 0.8;   ///< best achieved / peak for large, well-shaped GEMMs
+  /// The same for FP8 GEMMs against the FP8 peak (profile gemm.fp8_max_efficiency; 0 = the
+  /// BF16 figure). FP8 kernels reach a smaller share of their doubled peak.
+  double gemm_max_efficiency_fp8 = 0;
   double gemm_k_half = 256;           ///< K at which the K-loop pipeline reaches half efficiency
   std::vector<GemmTile> tiles;       ///< candidate tiles; empty = {256x128, 128x128, 128x64, 64x64}
   std::vector<GemmSample> measured;  ///< optional calibration table

@@ -21,4 +21,18 @@ ModelStateBytes model_state_bytes(double params, int zero_stage, int dp, bool of
   return s;
 }
 
+ModelStateBytes model_state_bytes(double params, double expert_params, int zero_stage, int dp,
+                                  int expert_dp, bool offload, bool fp8) {
+  ModelStateBytes s = model_state_bytes(params - expert_params, zero_stage, dp, offload);
+  if (expert_params > 0) {
+    const ModelStateBytes e = model_state_bytes(expert_params, zero_stage, expert_dp, offload);
+    s.weights += e.weights;
+    s.gradients += e.gradients;
+    s.optimizer += e.optimizer;
+    s.host_optimizer += e.host_optimizer;
+  }
+  if (fp8) s.weights += Bytes{kFp8WeightBytesPerParam * params};
+  return s;
+}
+
 }  // namespace pw::hw

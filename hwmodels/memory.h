@@ -22,4 +22,15 @@ struct ModelStateBytes {
 };
 ModelStateBytes model_state_bytes(double params, int zero_stage, int dp, bool offload = false);
 
+/// FP8 training (Transformer Engine) keeps an FP8 copy of each linear weight and of its
+/// transpose beside the bf16 weight: 2 bytes per parameter, not sharded by ZeRO-1/2.
+inline constexpr double kFp8WeightBytesPerParam = 2.0;
+
+/// Model state of a rank holding `params` parameters of which `expert_params` are MoE experts:
+/// the dense part sharded over the data(-and-context) group `dp`, the experts over the
+/// expert-data-parallel group `expert_dp` (Megatron's distributed optimizer); `fp8` adds the
+/// FP8 weight copies.
+ModelStateBytes model_state_bytes(double params, double expert_params, int zero_stage, int dp,
+                                  int expert_dp, bool offload, bool fp8);
+
 }  // namespace pw::hw

@@ -8,6 +8,41 @@ ModelPreset preset(const char* name, int layers, int hidden, int heads, int seq,
   return ModelPreset{ModelShape{name, layers, hidden, heads, 4 * hidden, seq, vocab}, source};
 }
 
+// A Llama-style decoder: grouped-query attention, SwiGLU, RMSNorm, RoPE, untied embeddings, no
+// biases.
+ModelShape llama(const char* name, int layers, int hidden, int heads, int kv, int ffn, int seq,
+                 int vocab) {
+  ModelShape m{name, layers, hidden, heads, ffn, seq, vocab};
+  m.num_query_groups = kv == heads ? 0 : kv;
+  m.swiglu = true;
+  m.rmsnorm = true;
+  m.rope = true;
+  m.untie_embeddings = true;
+  m.bias = false;
+  return m;
+}
+
+ModelShape moe(ModelShape m, int experts, int topk, int expert_ffn) {
+  m.num_experts = experts;
+  m.moe_router_topk = topk;
+  m.moe_ffn_hidden_size = expert_ffn;
+  return m;
+}
+
+ModelShape qwen3(ModelShape m) {
+  m.kv_channels = 128;
+  m.qk_layernorm = true;
+  return m;
+}
+
+// Nemotron-4: GQA, squared-ReLU MLP (not gated), LayerNorm, RoPE, untied, no biases.
+ModelShape nemotron(const char* name, int layers, int hidden, int heads, int ffn) {
+  ModelShape m = llama(name, layers, hidden, heads, 8, ffn, 4096, 256000);
+  m.swiglu = false;
+  m.rmsnorm = false;
+  return m;
+}
+
 std::vector<ModelPreset> make_presets() {
   const char* weak = "Narayanan et al. SC21, weak-scaling table (s = 2048, V = 51200)";
   const char* kort = "Korthikanti et al. 2022, Table 3 (s = 2048, V = 51200)";
@@ -38,6 +73,31 @@ std::vector<ModelPreset> make_presets() {
              "alias of megatron-1t (the 1008B row of Narayanan et al. SC21)"),
       preset("cm-98.5b", 78, 10240, 80, 1024, 51200,
              "Qi et al. 2024 (controllable memory), 98.5B model; sequence 1024, V = 51200"),
+      {llama("llama2-7b", 32, 4096, 32, 32, 11008, 4096, 32000),
+       "Touvron et al. 2023 (Llama 2), Table 1 and meta-llama/Llama-2-7b-hf config.json"},
+      {llama("llama2-13b", 40, 5120, 40, 40, 13824, 4096, 32000),
+       "Touvron et al. 2023 (Llama 2), meta-llama/Llama-2-13b-hf config.json"},
+      {llama("llama2-70b", 80, 8192, 64, 8, 28672, 4096, 32000),
+       "Touvron et al. 2023 (Llama 2, GQA), meta-llama/Llama-2-70b-hf config.json"},
+      {llama("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256),
+       "Dubey et al. 2024 (Llama 3), Table 3; shared/reference/h100-runs.md"},
+      {llama("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256),
+       "Dubey et al. 2024 (Llama 3), Table 3; shared/reference/h100-runs.md"},
+      {llama("llama3.1-405b", 126, 16384, 128, 8, 53248, 8192, 128256),
+       "Dubey et al. 2024 (Llama 3), Table 3 (405B: 126 layers, h 16384, FFN 53248)"},
+      {moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 4096, 32000), 8, 2, 14336),
+       "Jiang et al. 2024 (Mixtral), Table 1; sequence 4096 is a pipewright choice"},
+      {moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 4096, 32768), 8, 2, 16384),
+       "mistralai/Mixtral-8x22B-v0.1 config.json; sequence 4096 is a pipewright choice"},
+      {qwen3(moe(llama("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 4096, 151936), 128, 8, 768)),
+       "Qwen3 technical report (2025), Qwen/Qwen3-30B-A3B config.json; "
+       "shared/reference/h100-runs.md"},
+      {qwen3(moe(llama("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 4096, 151936), 128, 8, 1536)),
+       "Qwen3 technical report (2025), Qwen/Qwen3-235B-A22B config.json"},
+      {nemotron("nemotron4-15b", 32, 6144, 48, 24576),
+       "Parmar et al. 2024 (Nemotron-4 15B), Table 1"},
+      {nemotron("nemotron4-340b", 96, 18432, 96, 73728),
+       "NVIDIA 2024 (Nemotron-4 340B technical report), Table 1"},
   };
 }
 

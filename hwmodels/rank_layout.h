@@ -5,4 +5,5 @@
 namespace pw::hw {
 using pw::make_rank_layout;
 using pw::RankLayout;
+using pw::rank_layout_of;
 }  // namespace pw::hw

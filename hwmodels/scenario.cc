@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "hwmodels/config_map.h"
+#include "hwmodels/hf_config.h"
 #include "hwmodels/model_presets.h"
 #include "hwmodels/transformer.h"
 
@@ -18,13 +19,20 @@ const std::vector<std::string> kShapeKeys = {"num_layers",          "hidden_size
                                              "num_attention_heads", "ffn_hidden_size",
                                              "seq_length",          "vocab_size"};
 
-void parse_model(const ConfigMap& m, Scenario* s) {
+void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
   std::vector<std::string> keys = kShapeKeys;
-  keys.push_back("preset");
-  keys.push_back("name");
-  keys.push_back("use_flash_attn");
+  for (const char* k :
+       {"preset", "name", "use_flash_attn", "hf_config", "num_query_groups", "kv_channels",
+        "qk_layernorm", "swiglu", "normalization", "untie_embeddings_and_output_weights",
+        "position_embedding_type", "add_bias_linear", "add_qkv_bias", "num_experts",
+        "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
+        "moe_layer_freq", "moe_first_dense_layers", "moe_expert_capacity_factor"})
+    keys.push_back(k);
   m.check_keys(keys);
   ModelShape& shape = s->model;
+  if (m.has("preset") && m.has("hf_config"))
+    m.fail("hf_config", "given with model.preset; expected one of them");
+  const bool base = m.has("preset") || m.has("hf_config");
   if (m.has("preset")) {
     std::string name = m.text("preset");
     const ModelPreset* p = find_model_preset(name);
@@ -33,15 +41,22 @@ void parse_model(const ConfigMap& m, Scenario* s) {
                                    nearest_name(name, model_preset_names())));
     }
     shape = p->shape;
+  } else if (m.has("hf_config")) {
+    std::filesystem::path path = m.text("hf_config");
+    if (path.is_relative() && !base_dir.empty()) path = std::filesystem::path(base_dir) / path;
+    shape = load_hf_config(path.string());
+    if (!m.has("seq_length"))
+      m.fail("seq_length",
+             "missing; a config.json gives only max_position_embeddings, expected the training "
+             "sequence length");
   } else {
     shape.name = "custom";
   }
-  // Explicit keys override a preset; without a preset they are required.
-  auto field = [&](const std::string& key, int* out, bool optional) {
-    if (m.has(key) || (!optional && !m.has("preset"))) {
-      *out = static_cast<int>(m.integer(key, 1));
-    }
+  // Explicit keys override a preset or config.json; without one the shape keys are required.
+  auto field = [&](const std::string& key, int* out, bool optional, long long min = 1) {
+    if (m.has(key) || (!optional && !base)) *out = static_cast<int>(m.integer(key, min));
   };
+  auto flag = [&](const std::string& key, bool* out) { *out = m.boolean_or(key, *out); };
   if (m.has("name")) shape.name = m.text("name");
   field("num_layers", &shape.num_layers, false);
   field("hidden_size", &shape.hidden_size, false);
@@ -49,11 +64,33 @@ void parse_model(const ConfigMap& m, Scenario* s) {
   field("ffn_hidden_size", &shape.ffn_hidden_size, true);
   field("seq_length", &shape.seq_length, false);
   field("vocab_size", &shape.vocab_size, false);
+  field("num_query_groups", &shape.num_query_groups, true);
+  field("kv_channels", &shape.kv_channels, true);
+  flag("qk_layernorm", &shape.qk_layernorm);
+  flag("swiglu", &shape.swiglu);
+  if (m.has("normalization"))
+    shape.rmsnorm = m.choice_or("normalization", "", {"LayerNorm", "RMSNorm"}) == "RMSNorm";
+  flag("untie_embeddings_and_output_weights", &shape.untie_embeddings);
+  if (m.has("position_embedding_type"))
+    shape.rope =
+        m.choice_or("position_embedding_type", "", {"learned_absolute", "rope"}) == "rope";
+  flag("add_bias_linear", &shape.bias);
+  flag("add_qkv_bias", &shape.qkv_bias);
+  field("num_experts", &shape.num_experts, true, 0);
+  field("moe_router_topk", &shape.moe_router_topk, true);
+  field("moe_ffn_hidden_size", &shape.moe_ffn_hidden_size, true);
+  field("moe_shared_expert_intermediate_size", &shape.moe_shared_expert_size, true, 0);
+  field("moe_layer_freq", &shape.moe_layer_freq, true);
+  field("moe_first_dense_layers", &shape.moe_first_dense_layers, true, 0);
+  if (m.has("moe_expert_capacity_factor"))
+    shape.moe_capacity_factor = m.positive("moe_expert_capacity_factor");
   if (shape.ffn_hidden_size == 0) shape.ffn_hidden_size = 4 * shape.hidden_size;
-  if (shape.hidden_size % shape.num_attention_heads != 0) {
-    m.fail("num_attention_heads",
-           fmt::format("{} does not divide hidden_size {}; expected a divisor of {}",
-                       shape.num_attention_heads, shape.hidden_size, shape.hidden_size));
+  if (shape.num_experts > 0 && shape.moe_router_topk == 0 && !m.has("moe_router_topk"))
+    m.fail("moe_router_topk", "missing; expected the experts each token is routed to");
+  const std::string problem = model_shape_problem(shape);
+  if (!problem.empty()) {
+    const auto colon = problem.find(':');
+    m.fail(problem.substr(0, colon), problem.substr(colon + 2));
   }
   s->flash_attention = m.boolean_or("use_flash_attn", false);
 }
@@ -85,7 +122,9 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
                 "num_layers_per_virtual_pipeline_stage", "micro_batch_size", "global_batch_size",
                 "sequence_parallel", "recompute_granularity", "zero_stage",
                 "use_distributed_optimizer", "optimizer_offload", "schedule",
-                "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"});
+                "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                "context_parallel_size", "expert_model_parallel_size",
+                "expert_tensor_parallel_size", "fp8"});
   ParallelConfig& c = s->parallel;
   ParallelExtras x;
   c.tensor_parallel = static_cast<int>(p.integer_or("tensor_model_parallel_size", 1));
@@ -102,6 +141,10 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
   if (c.zero_stage > 3)
     p.fail("zero_stage", fmt::format("{}; expected 0, 1, 2 or 3", c.zero_stage));
   c.optimizer_offload = p.boolean_or("optimizer_offload", false);
+  c.context_parallel = static_cast<int>(p.integer_or("context_parallel_size", 1));
+  c.expert_parallel = static_cast<int>(p.integer_or("expert_model_parallel_size", 1));
+  c.expert_tensor_parallel = static_cast<int>(p.integer_or("expert_tensor_parallel_size", 0, 1));
+  c.fp8 = p.choice_or("fp8", "off", {"off", "e4m3", "hybrid"});
   c.schedule = p.text_or("schedule", c.virtual_stages > 1 ? "interleaved" : "1f1b");
   s->first_stage_layers = static_cast<int>(p.integer_or("decoder_first_pipeline_num_layers", 0, 1));
   s->last_stage_layers = static_cast<int>(p.integer_or("decoder_last_pipeline_num_layers", 0, 1));
@@ -179,6 +222,14 @@ void validate_uneven_split(const Scenario& s, const std::string& pp_key, int lay
 
 }  // namespace
 
+double published_error_pct(const PublishedFigures& pub, double predicted_tflops_per_gpu,
+                           double predicted_iteration_s) {
+  if (pub.tflops_per_gpu > 0)
+    return 100.0 * (predicted_tflops_per_gpu - pub.tflops_per_gpu) / pub.tflops_per_gpu;
+  return predicted_iteration_s > 0 ? 100.0 * (pub.iteration_time_s / predicted_iteration_s - 1)
+                                   : 0.0;
+}
+
 std::vector<int> Scenario::stage_layers() const {
   const int p = std::max(1, parallel.pipeline_parallel), L = model.num_layers;
   if (!uneven_split()) return std::vector<int>(static_cast<std::size_t>(p), L / p);
@@ -199,25 +250,77 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
   const std::string tp_key = key("parallel.tensor_model_parallel_size", "--tp");
   const std::string pp_key = key("parallel.pipeline_model_parallel_size", "--pp");
   const int gpus = s->num_gpus();
-  const int tp_pp = c.tensor_parallel * c.pipeline_parallel;
+  const int cp = c.context_parallel;
+  const int tp_pp = c.tensor_parallel * cp * c.pipeline_parallel;
   if (gpus % tp_pp != 0) {
     throw ConfigError(s->file, tp_key,
-                      fmt::format("t*p = {}*{} = {} does not divide the {} GPUs ({} nodes x {}); "
-                                  "expected t*p to divide {}",
-                                  c.tensor_parallel, c.pipeline_parallel, tp_pp, gpus,
+                      fmt::format("t*cp*p = {}*{}*{} = {} does not divide the {} GPUs ({} nodes x "
+                                  "{}); expected t*cp*p to divide {}",
+                                  c.tensor_parallel, cp, c.pipeline_parallel, tp_pp, gpus,
                                   s->topology.nodes, s->topology.node.gpus_per_node, gpus));
   }
   c.data_parallel = gpus / tp_pp;
   if (dp_given > 0 && dp_given != c.data_parallel) {
     throw ConfigError(s->file, key("parallel.data_parallel_size", "--dp"),
-                      fmt::format("{} does not match GPUs / (t*p) = {} / {}; expected {}", dp_given,
-                                  gpus, tp_pp, c.data_parallel));
+                      fmt::format("{} does not match GPUs / (t*cp*p) = {} / {}; expected {}",
+                                  dp_given, gpus, tp_pp, c.data_parallel));
   }
   if (m.num_attention_heads % c.tensor_parallel != 0) {
     throw ConfigError(s->file, tp_key,
                       fmt::format("{} does not divide num_attention_heads {}; expected a divisor",
                                   c.tensor_parallel, m.num_attention_heads));
   }
+  if (kv_heads(m) % c.tensor_parallel != 0) {
+    throw ConfigError(s->file, tp_key,
+                      fmt::format("{} does not divide num_query_groups {} (Megatron splits the "
+                                  "key/value heads over TP); expected a divisor",
+                                  c.tensor_parallel, kv_heads(m)));
+  }
+  if (cp > 1) {
+    const std::string cp_key = "parallel.context_parallel_size";
+    if (m.seq_length % (2 * cp) != 0)
+      throw ConfigError(s->file, cp_key,
+                        fmt::format("{}: 2 x cp = {} does not divide seq_length {} (each rank "
+                                    "holds two chunks for causal load balance); expected a "
+                                    "divisor",
+                                    cp, 2 * cp, m.seq_length));
+    if (!s->flash_attention)
+      throw ConfigError(s->file, cp_key,
+                        fmt::format("{} needs fused attention; expected model.use_flash_attn: "
+                                    "true",
+                                    cp));
+  }
+  const std::string ep_key = "parallel.expert_model_parallel_size";
+  if (c.expert_parallel > 1 && m.num_experts == 0)
+    throw ConfigError(s->file, ep_key,
+                      fmt::format("{} for a dense model; expected 1 (or model.num_experts)",
+                                  c.expert_parallel));
+  if (m.num_experts > 0) {
+    if (m.num_experts % c.expert_parallel != 0)
+      throw ConfigError(s->file, ep_key,
+                        fmt::format("{} does not divide num_experts {}; expected a divisor",
+                                    c.expert_parallel, m.num_experts));
+    const int etp = c.expert_tp();
+    if (etp != 1 && etp != c.tensor_parallel)
+      throw ConfigError(s->file, "parallel.expert_tensor_parallel_size",
+                        fmt::format("{}; expected 1 or tensor_model_parallel_size ({})", etp,
+                                    c.tensor_parallel));
+    const long long ranks = 1LL * c.tensor_parallel * cp * c.data_parallel;
+    if (ranks % (1LL * etp * c.expert_parallel) != 0)
+      throw ConfigError(s->file, ep_key,
+                        fmt::format("ep x etp = {} x {} does not divide the {} ranks of a "
+                                    "pipeline stage (t*cp*d); expected a divisor",
+                                    c.expert_parallel, etp, ranks));
+    if (c.tensor_parallel > 1 && !c.sequence_parallel)
+      throw ConfigError(s->file, "parallel.sequence_parallel",
+                        "false with tensor parallelism and MoE layers; expected true (Megatron "
+                        "requires sequence parallelism for MoE with TP)");
+  }
+  if (c.fp8 != "off" && s->profile.gpu.peak_flops[static_cast<int>(DType::kFp8)] <= 0)
+    throw ConfigError(s->file, "parallel.fp8",
+                      fmt::format("{}, but profile {} gives no FP8 peak (gpu.peak_tflops.fp8); "
+                                  "expected off",
+                                  c.fp8, s->profile.name));
   if (s->uneven_split()) {
     validate_uneven_split(*s, pp_key, layers_per_virtual);
   } else if (m.num_layers % c.pipeline_parallel != 0) {
@@ -261,17 +364,21 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   root.check_keys({"name", "description", "model", "cluster", "parallel", "published"});
   Scenario s;
   s.file = file;
-  parse_model(root.child("model"), &s);
+  parse_model(root.child("model"), base_dir, &s);
   parse_cluster(root.child("cluster"), base_dir, &s);
   if (root.has("published")) {
     ConfigMap pub = root.child("published");
-    pub.check_keys({"tflops_per_gpu", "iteration_time_s", "source"});
+    pub.check_keys({"tflops_per_gpu", "iteration_time_s", "tokens_per_s_per_gpu", "source"});
     PublishedFigures f;
     f.tflops_per_gpu = pub.positive_or("tflops_per_gpu", 0.0);
     f.iteration_time_s = pub.positive_or("iteration_time_s", 0.0);
+    f.tokens_per_s_per_gpu = pub.positive_or("tokens_per_s_per_gpu", 0.0);
     f.source = pub.text_or("source", "");
-    if (f.tflops_per_gpu <= 0 && f.iteration_time_s <= 0)
-      pub.fail("tflops_per_gpu", "missing; expected tflops_per_gpu or iteration_time_s");
+    if (f.tflops_per_gpu <= 0 && f.iteration_time_s <= 0 && f.tokens_per_s_per_gpu <= 0)
+      pub.fail("tflops_per_gpu",
+               "missing; expected tflops_per_gpu, iteration_time_s or tokens_per_s_per_gpu");
+    if (f.iteration_time_s > 0 && f.tokens_per_s_per_gpu > 0)
+      pub.fail("tokens_per_s_per_gpu", "given with iteration_time_s; expected one of them");
     s.published = f;
   }
   if (section == ParallelSection::kOptional) {
@@ -301,6 +408,10 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   if (!root.child("parallel").has("schedule")) {
     s.parallel.schedule = s.parallel.virtual_stages > 1 ? "interleaved" : "1f1b";
   }
+  // Tokens per second per GPU is the step time of global_batch x seq_length tokens.
+  if (s.published && s.published->tokens_per_s_per_gpu > 0)
+    s.published->iteration_time_s = double(s.parallel.global_batch_size) * s.model.seq_length /
+                                     (s.published->tokens_per_s_per_gpu * s.num_gpus());
   return s;
 }
 

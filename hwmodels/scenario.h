@@ -16,9 +16,17 @@ namespace pw::hw {
 /// Published throughput to compare against (`pipewright validate`).
 struct PublishedFigures {
   double tflops_per_gpu = 0;    ///< 0 = not given
-  double iteration_time_s = 0;  ///< 0 = not given
+  double iteration_time_s = 0;  ///< 0 = not given (derived from tokens_per_s_per_gpu if given)
+  double tokens_per_s_per_gpu = 0;  ///< as published; 0 = not given
   std::string source;
 };
+
+/// Throughput error of a prediction against published figures, in percent, + = predicted faster:
+/// against the published TFLOP/s per GPU when given, else against the throughput implied by the
+/// published iteration time (published / predicted time - 1). The one comparison `validate` and
+/// `simulate` print.
+double published_error_pct(const PublishedFigures& pub, double predicted_tflops_per_gpu,
+                           double predicted_iteration_s);
 
 /// Whether a command needs the scenario's `parallel:` section. Commands that search (plan) take
 /// it as optional: absent, or holding only global_batch_size, it names no configuration.

@@ -1,6 +1,9 @@
 #include "hwmodels/transformer.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 
@@ -37,40 +40,122 @@ WorkloadOptions workload_options(const ParallelConfig& p, bool flash_attention) 
   o.sequence_parallel = p.sequence_parallel && p.tensor_parallel > 1;
   PW_ASSERT(parse_recompute(p.recompute, &o.recompute), "unvalidated recompute " + p.recompute);
   o.flash_attention = flash_attention;
+  o.cp = p.context_parallel;
+  o.ep = p.expert_parallel;
+  o.etp = p.expert_tp();
+  PW_ASSERT(p.fp8 == "off" || p.fp8 == "e4m3" || p.fp8 == "hybrid", "unvalidated fp8 " + p.fp8);
+  o.fp8 = p.fp8 != "off";
   return o;
+}
+
+const char* comm_group_name(CommGroup g) {
+  switch (g) {
+    case CommGroup::kTp:
+      return "tp";
+    case CommGroup::kCp:
+      return "cp";
+    case CommGroup::kEp:
+      return "ep";
+  }
+  return "?";
+}
+
+int head_dim(const ModelShape& m) {
+  return m.kv_channels > 0 ? m.kv_channels : m.hidden_size / std::max(1, m.num_attention_heads);
+}
+int kv_heads(const ModelShape& m) {
+  return m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads;
+}
+long long query_width(const ModelShape& m) {
+  return static_cast<long long>(m.num_attention_heads) * head_dim(m);
+}
+long long kv_width(const ModelShape& m) { return static_cast<long long>(kv_heads(m)) * head_dim(m); }
+int expert_ffn_size(const ModelShape& m) {
+  return m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : ffn_size(m);
+}
+
+bool is_moe_layer(const ModelShape& m, int layer) {
+  return m.num_experts > 0 && layer >= m.moe_first_dense_layers &&
+         layer % std::max(1, m.moe_layer_freq) == 0;
+}
+
+int moe_layers_in(const ModelShape& m, int begin, int end) {
+  if (m.num_experts <= 0) return 0;
+  int n = 0;
+  for (int l = begin; l < end; ++l) n += is_moe_layer(m, l) ? 1 : 0;
+  return n;
+}
+
+std::string model_shape_problem(const ModelShape& m) {
+  const int a = m.num_attention_heads;
+  if (a <= 0) return "num_attention_heads: expected a positive integer";
+  if (m.kv_channels == 0 && m.hidden_size % a != 0)
+    return fmt::format("num_attention_heads: {} does not divide hidden_size {}; expected a divisor "
+                       "(or give kv_channels)",
+                       a, m.hidden_size);
+  if (m.num_query_groups < 0 || (m.num_query_groups > 0 && a % m.num_query_groups != 0))
+    return fmt::format("num_query_groups: {} does not divide num_attention_heads {}; expected a "
+                       "divisor",
+                       m.num_query_groups, a);
+  if (m.num_experts < 0) return "num_experts: expected an integer >= 0";
+  if (m.num_experts == 0) {
+    if (m.moe_router_topk != 0 || m.moe_ffn_hidden_size != 0 || m.moe_shared_expert_size != 0)
+      return "num_experts: expected a positive integer when moe_* keys are given";
+    return "";
+  }
+  if (m.moe_router_topk < 1 || m.moe_router_topk > m.num_experts)
+    return fmt::format("moe_router_topk: expected 1..num_experts ({}), got {}", m.num_experts,
+                       m.moe_router_topk);
+  if (m.moe_layer_freq < 1) return "moe_layer_freq: expected a positive integer";
+  if (m.moe_first_dense_layers < 0 || m.moe_first_dense_layers >= m.num_layers)
+    return fmt::format("moe_first_dense_layers: expected 0..{}, got {}", m.num_layers - 1,
+                       m.moe_first_dense_layers);
+  if (m.moe_capacity_factor < 0) return "moe_capacity_factor: expected >= 0 (0 = dropless)";
+  return "";
 }
 
 namespace {
 
 constexpr double kAct = 2.0;  // bytes per 16-bit activation element
+constexpr double kFp8Cast = 3.0;  // bytes per element of a bf16 -> fp8 cast (read 2, write 1)
 
-// Shape shorthands for one microbatch on one TP rank.
+// Shape shorthands for one microbatch on one rank.
 struct Dims {
-  long long s, b, h, a, f, v, t, tokens;
-  bool sp;
+  long long s;       // tokens of a sequence on this rank: seq_length / cp
+  long long sf;      // whole sequence (keys each query may see)
+  long long b, h, a, dh, q, kv, f, v, t, cp, tokens;
+  bool sp, gated, bias;
   double sp_div;  // tokens held per rank outside the TP region: 1/t with SP
 };
 
 Dims dims(const ModelShape& m, const WorkloadOptions& o) {
-  Dims d{m.seq_length,
-         o.micro_batch,
-         m.hidden_size,
-         m.num_attention_heads,
-         ffn_size(m),
-         m.vocab_size,
-         o.tp,
-         0,
-         o.sequence_parallel && o.tp > 1,
-         1.0};
+  Dims d{};
+  d.cp = std::max(1, o.cp);
+  d.sf = m.seq_length;
+  d.s = m.seq_length / d.cp;
+  d.b = o.micro_batch;
+  d.h = m.hidden_size;
+  d.a = m.num_attention_heads;
+  d.dh = head_dim(m);
+  d.q = query_width(m);
+  d.kv = kv_width(m);
+  d.f = ffn_size(m);
+  d.v = m.vocab_size;
+  d.t = o.tp;
   d.tokens = d.s * d.b;
+  d.sp = o.sequence_parallel && o.tp > 1;
   d.sp_div = d.sp ? 1.0 / static_cast<double>(d.t) : 1.0;
+  d.gated = m.swiglu;
+  d.bias = m.bias;
   return d;
 }
 
-LayerOp gemm(const char* name, long long m, long long n, long long k, long long batch = 1) {
+LayerOp gemm(const char* name, long long m, long long n, long long k, long long batch = 1,
+             bool fp8 = false) {
   LayerOp op;
   op.name = name;
   op.gemm = true;
+  op.fp8 = fp8;
   op.m = m;
   op.n = n;
   op.k = k;
@@ -87,29 +172,74 @@ LayerOp mem(const char* name, double bytes) {
   return op;
 }
 
+// Keys each query attends to: all of them, or half on average when fused attention skips the
+// causal mask's upper triangle (with context parallelism the load-balanced split gives every
+// rank the same half).
+long long keys_seen(const Dims& d, bool flash) { return flash ? d.sf / 2 : d.sf; }
+
+// Rows of the grouped expert GEMMs on this rank: its tokens (SP-sharded) times top-k, gathered
+// over the expert-TP group, times the capacity factor when tokens are padded to capacity.
+double expert_rows(const ModelShape& m, const WorkloadOptions& o, const Dims& d) {
+  double rows = double(d.tokens) * d.sp_div * m.moe_router_topk * std::max(1, o.etp);
+  if (m.moe_capacity_factor > 0) rows *= m.moe_capacity_factor;
+  return rows;
+}
+
+void push_mlp(std::vector<LayerOp>* ops, const Dims& d, const char* up, const char* act,
+              const char* down, long long rows, long long width, long long batch, bool fp8,
+              long long n_out) {
+  ops->push_back(gemm(up, rows, (d.gated ? 2 : 1) * width, d.h, batch, fp8));
+  ops->push_back(mem(act, (d.gated ? 3 : 2) * kAct * double(rows * width * batch)));
+  if (fp8) ops->push_back(mem("fp8_cast", kFp8Cast * double(rows * width * batch)));
+  ops->push_back(gemm(down, rows, n_out, width, batch, fp8));
+}
+
 // The forward ops of one layer, in order.
-std::vector<LayerOp> forward_ops(const Dims& d, bool flash, bool attention_core_only) {
+std::vector<LayerOp> forward_ops(const ModelShape& m, const WorkloadOptions& o, const Dims& d,
+                                 bool moe, bool attention_core_only) {
+  const bool flash = o.flash_attention, fp8 = o.fp8;
   const double th = double(d.tokens * d.h);
   const long long heads = d.b * d.a / d.t;
-  const double s2 = double(heads) * double(d.s) * double(d.s);
+  const long long keys = keys_seen(d, flash);
+  const double s2 = double(heads) * double(d.s) * double(keys);
   std::vector<LayerOp> ops;
   if (!attention_core_only) {
     ops.push_back(mem("layernorm1", 2 * kAct * th * d.sp_div));
-    ops.push_back(gemm("qkv", d.tokens, 3 * d.h / d.t, d.h));
+    ops.push_back(gemm("qkv", d.tokens, (d.q + 2 * d.kv) / d.t, d.h, 1, fp8));
+    if (m.qk_layernorm)
+      ops.push_back(mem("qk_layernorm", 2 * kAct * double(d.tokens * (d.q + d.kv) / d.t)));
+    if (m.rope) ops.push_back(mem("rope", 2 * kAct * double(d.tokens * (d.q + d.kv) / d.t)));
   }
-  ops.push_back(gemm("attn_scores", d.s, d.s, d.h / d.a, heads));
+  ops.push_back(gemm("attn_scores", d.s, keys, d.dh, heads));
   if (!flash) {
     ops.push_back(mem("softmax", 2 * kAct * s2));
     ops.push_back(mem("attn_dropout", (2 * kAct + 1) * s2));
   }
-  ops.push_back(gemm("attn_context", d.s, d.h / d.a, d.s, heads));
+  ops.push_back(gemm("attn_context", d.s, d.dh, keys, heads));
   if (attention_core_only) return ops;
-  ops.push_back(gemm("proj", d.tokens, d.h, d.h / d.t));
+  if (fp8) ops.push_back(mem("fp8_cast", kFp8Cast * double(d.tokens * d.q / d.t)));
+  ops.push_back(gemm("proj", d.tokens, d.h, d.q / d.t, 1, fp8));
   ops.push_back(mem("dropout_residual1", (3 * kAct + 1) * th * d.sp_div));
   ops.push_back(mem("layernorm2", 2 * kAct * th * d.sp_div));
-  ops.push_back(gemm("mlp_up", d.tokens, d.f / d.t, d.h));
-  ops.push_back(mem("gelu", 2 * kAct * double(d.tokens * d.f / d.t)));
-  ops.push_back(gemm("mlp_down", d.tokens, d.h, d.f / d.t));
+  if (!moe) {
+    push_mlp(&ops, d, "mlp_up", d.gated ? "swiglu" : "gelu", "mlp_down", d.tokens, d.f / d.t, 1,
+             fp8, d.h);
+  } else {
+    const double tokens = double(d.tokens) * d.sp_div;
+    const long long E = m.num_experts;
+    ops.push_back(gemm("router", static_cast<long long>(tokens), E, d.h));
+    ops.push_back(mem("router_topk", 3 * 4.0 * tokens * double(E)));
+    const double rows = expert_rows(m, o, d);
+    const long long local = std::max<long long>(1, E / std::max(1, o.ep));
+    const long long per_expert = static_cast<long long>(std::ceil(rows / double(local)));
+    ops.push_back(mem("moe_permute", 2 * kAct * tokens * m.moe_router_topk * double(d.h)));
+    push_mlp(&ops, d, "expert_up", "expert_act", "expert_down", per_expert,
+             expert_ffn_size(m) / std::max(1, o.etp), local, fp8, d.h);
+    ops.push_back(mem("moe_unpermute", 2 * kAct * tokens * m.moe_router_topk * double(d.h)));
+    if (m.moe_shared_expert_size > 0)
+      push_mlp(&ops, d, "shared_up", "shared_act", "shared_down", d.tokens,
+               m.moe_shared_expert_size / d.t, 1, fp8, d.h);
+  }
   ops.push_back(mem("dropout_residual2", (3 * kAct + 1) * th * d.sp_div));
   return ops;
 }
@@ -122,18 +252,21 @@ bool is_attention_core(const LayerOp& op) {
 // B: for weight GEMMs the input gradient dX = dY W^T (m x k from m x n times n x k); for the
 // attention GEMMs both operands are activations, so both gradients are input gradients (flash
 // attention also recomputes the scores: 5 GEMMs instead of 4). Memory-bound backward kernels
-// read the saved input and the gradient and write a gradient: 1.5x the forward traffic.
+// read the saved input and the gradient and write a gradient: 1.5x the forward traffic. FP8
+// GEMMs cast their output gradient to FP8 first.
 std::vector<LayerOp> backward_input_ops(const std::vector<LayerOp>& fwd, bool flash) {
   std::vector<LayerOp> ops;
   for (const LayerOp& f : fwd) {
     if (!f.gemm) {
+      if (std::string(f.name) == "fp8_cast") continue;
       ops.push_back(mem(f.name, 1.5 * f.bytes.value));
     } else if (is_attention_core(f)) {
       ops.push_back(gemm(f.name, f.m, f.k, f.n, f.batch));  // gradient of the left operand
       ops.push_back(gemm(f.name, f.k, f.n, f.m, f.batch));  // gradient of the right operand
       if (flash && std::string(f.name) == "attn_scores") ops.push_back(f);
     } else {
-      ops.push_back(gemm(f.name, f.m, f.k, f.n, f.batch));
+      if (f.fp8) ops.push_back(mem("fp8_cast", kFp8Cast * double(f.m * f.n * f.batch)));
+      ops.push_back(gemm(f.name, f.m, f.k, f.n, f.batch, f.fp8));
     }
   }
   return ops;
@@ -146,74 +279,120 @@ LayerOp reduction(const char* name, double rows, double width) {
 
 // W: dW = X^T dY (k x n from k x m times m x n) for each weight GEMM, then the parameter
 // reductions the executor's W also does: each bias gradient is the sum of its GEMM's output
-// gradient over tokens, and each layer norm's gamma/beta gradients read the normalised input and
-// the output gradient (tokens x h, sharded by t with SP) and write 2h. The row-parallel biases
-// (proj, mlp_down) see the SP-sharded output gradient; the column-parallel ones all tokens.
-std::vector<LayerOp> backward_weight_ops(const Dims& d, const std::vector<LayerOp>& fwd) {
+// gradient over tokens, and each norm's parameter gradients read the normalised input and the
+// output gradient (tokens x h, sharded by t with SP) and write 2h (h for RMSNorm). The
+// row-parallel biases (proj, mlp_down) see the SP-sharded output gradient; the column-parallel
+// ones all tokens. Models without biases (add_bias_linear false) have no bias reductions.
+std::vector<LayerOp> backward_weight_ops(const ModelShape& m, const Dims& d,
+                                         const std::vector<LayerOp>& fwd) {
   std::vector<LayerOp> ops;
   for (const LayerOp& f : fwd) {
-    if (f.gemm && !is_attention_core(f)) ops.push_back(gemm(f.name, f.k, f.n, f.m, f.batch));
+    if (f.gemm && !is_attention_core(f)) ops.push_back(gemm(f.name, f.k, f.n, f.m, f.batch, f.fp8));
   }
   const double tokens = double(d.tokens), h = double(d.h);
   const double sharded = tokens * d.sp_div;
-  ops.push_back(mem("layernorm1_param_grad", kAct * (2 * sharded * h + 2 * h)));
-  ops.push_back(reduction("qkv_bias_grad", tokens, double(3 * d.h / d.t)));
-  ops.push_back(reduction("proj_bias_grad", sharded, h));
-  ops.push_back(mem("layernorm2_param_grad", kAct * (2 * sharded * h + 2 * h)));
-  ops.push_back(reduction("mlp_up_bias_grad", tokens, double(d.f / d.t)));
-  ops.push_back(reduction("mlp_down_bias_grad", sharded, h));
+  const double norm_params = m.rmsnorm ? h : 2 * h;
+  ops.push_back(mem("layernorm1_param_grad", kAct * (2 * sharded * h + norm_params)));
+  ops.push_back(mem("layernorm2_param_grad", kAct * (2 * sharded * h + norm_params)));
+  if (d.bias || m.qkv_bias)
+    ops.push_back(reduction("qkv_bias_grad", tokens, double((d.q + 2 * d.kv) / d.t)));
+  if (d.bias) {
+    ops.push_back(reduction("proj_bias_grad", sharded, h));
+    for (const LayerOp& f : fwd) {
+      const std::string n = f.name;
+      if (n == "mlp_up" || n == "shared_up" || n == "expert_up")
+        ops.push_back(reduction("mlp_up_bias_grad", double(f.m * f.batch), double(f.n)));
+      if (n == "mlp_down" || n == "shared_down" || n == "expert_down")
+        ops.push_back(reduction("mlp_down_bias_grad", n == "expert_down" ? double(f.m * f.batch)
+                                                                         : sharded,
+                                h));
+    }
+  }
   return ops;
 }
 
 void add_comm(std::vector<TpComm>* out, CollectiveKind k, double bytes, int count,
-              const char* where) {
-  out->push_back(TpComm{k, {bytes}, count, where});
+              const char* where, CommGroup g = CommGroup::kTp) {
+  out->push_back(TpComm{k, {bytes}, count, where, g});
 }
 
 }  // namespace
 
-std::vector<LayerOp> layer_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass) {
+std::vector<LayerOp> layer_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass,
+                               bool moe) {
   Dims d = dims(m, o);
   bool flash = o.flash_attention;
   switch (pass) {
     case Pass::kForward:
-      return forward_ops(d, flash, false);
+      return forward_ops(m, o, d, moe, false);
     case Pass::kBackwardInput:
-      return backward_input_ops(forward_ops(d, flash, false), flash);
+      return backward_input_ops(forward_ops(m, o, d, moe, false), flash);
     case Pass::kBackwardWeight:
-      return backward_weight_ops(d, forward_ops(d, flash, false));
+      return backward_weight_ops(m, d, forward_ops(m, o, d, moe, false));
     case Pass::kRecompute:
-      if (o.recompute == Recompute::kFull) return forward_ops(d, flash, false);
-      if (o.recompute == Recompute::kSelective && !flash) return forward_ops(d, flash, true);
+      if (o.recompute == Recompute::kFull) return forward_ops(m, o, d, moe, false);
+      if (o.recompute == Recompute::kSelective && !flash) return forward_ops(m, o, d, moe, true);
       return {};
   }
   return {};
 }
 
-std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass) {
+std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass,
+                                   bool moe) {
   std::vector<TpComm> out;
-  if (o.tp <= 1) return out;
   Dims d = dims(m, o);
-  const double size = kAct * double(d.tokens * d.h);
-  bool fwd_like =
+  const bool fwd_like =
       pass == Pass::kForward || (pass == Pass::kRecompute && o.recompute == Recompute::kFull);
-  if (fwd_like) {
-    if (d.sp) {
-      add_comm(&out, CollectiveKind::kAllGather, size, 2, "sp all-gather before qkv/mlp_up");
-      add_comm(&out, CollectiveKind::kReduceScatter, size, 2, "sp reduce-scatter after proj/mlp");
-    } else {
-      add_comm(&out, CollectiveKind::kAllReduce, size, 2, "all-reduce after proj/mlp_down");
+  if (o.tp > 1) {
+    const double size = kAct * double(d.tokens * d.h);
+    // Dense MLP (or MoE shared expert) and attention each have one TP region.
+    const int regions = moe && m.moe_shared_expert_size == 0 ? 1 : 2;
+    if (fwd_like) {
+      if (d.sp) {
+        add_comm(&out, CollectiveKind::kAllGather, size, regions, "sp all-gather before qkv/mlp_up");
+        add_comm(&out, CollectiveKind::kReduceScatter, size, regions,
+                 "sp reduce-scatter after proj/mlp");
+      } else {
+        add_comm(&out, CollectiveKind::kAllReduce, size, regions, "all-reduce after proj/mlp_down");
+      }
+    } else if (pass == Pass::kBackwardInput) {
+      if (d.sp) {
+        add_comm(&out, CollectiveKind::kAllGather, size, regions,
+                 "sp all-gather of output gradients");
+        add_comm(&out, CollectiveKind::kReduceScatter, size, regions,
+                 "sp reduce-scatter of input grads");
+      } else {
+        add_comm(&out, CollectiveKind::kAllReduce, size, regions,
+                 "all-reduce of qkv/mlp_up input grads");
+      }
+    } else if (pass == Pass::kBackwardWeight && d.sp) {
+      // Megatron keeps the layer-norm outputs sharded and gathers them again for dW.
+      add_comm(&out, CollectiveKind::kAllGather, size, regions,
+               "sp re-gather of qkv/mlp_up inputs");
     }
-  } else if (pass == Pass::kBackwardInput) {
-    if (d.sp) {
-      add_comm(&out, CollectiveKind::kAllGather, size, 2, "sp all-gather of output gradients");
-      add_comm(&out, CollectiveKind::kReduceScatter, size, 2, "sp reduce-scatter of input grads");
-    } else {
-      add_comm(&out, CollectiveKind::kAllReduce, size, 2, "all-reduce of qkv/mlp_up input grads");
-    }
-  } else if (pass == Pass::kBackwardWeight && d.sp) {
-    // Megatron keeps the layer-norm outputs sharded and gathers them again for dW.
-    add_comm(&out, CollectiveKind::kAllGather, size, 2, "sp re-gather of qkv/mlp_up inputs");
+  }
+  // Context parallelism: every rank needs every rank's keys and values (all-gather form; the
+  // ring form moves the same bytes step by step under the attention kernel), and the backward
+  // returns their gradients (reduce-scatter).
+  if (d.cp > 1 && pass != Pass::kBackwardWeight && (pass != Pass::kRecompute || fwd_like)) {
+    const double kv_all = kAct * 2.0 * double(d.kv / d.t) * double(d.tokens * d.cp);
+    add_comm(&out, CollectiveKind::kAllGather, kv_all, 1, "cp key/value exchange", CommGroup::kCp);
+    if (pass == Pass::kBackwardInput)
+      add_comm(&out, CollectiveKind::kReduceScatter, kv_all, 1, "cp key/value gradients",
+               CommGroup::kCp);
+  }
+  // Expert parallelism: tokens go to the ranks holding their experts and come back (dispatch and
+  // combine, in the forward and again for the gradients in the backward).
+  if (moe && o.ep > 1 && (fwd_like || pass == Pass::kBackwardInput)) {
+    const double send = kAct * double(d.tokens) * d.sp_div * m.moe_router_topk * double(d.h);
+    add_comm(&out, CollectiveKind::kAllToAll, send, 2, "moe dispatch/combine", CommGroup::kEp);
+  }
+  if (moe && o.etp > 1 && (fwd_like || pass == Pass::kBackwardInput)) {
+    const double rows = expert_rows(m, o, d);
+    add_comm(&out, CollectiveKind::kAllGather, kAct * rows * double(d.h), 1,
+             "expert-tp all-gather of tokens");
+    add_comm(&out, CollectiveKind::kReduceScatter, kAct * rows * double(d.h), 1,
+             "expert-tp reduce-scatter of outputs");
   }
   return out;
 }
@@ -289,57 +468,104 @@ Flops total_flops(const std::vector<LayerOp>& ops) {
 TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtype) {
   TimePs t = 0;
   for (const LayerOp& op : ops) {
-    t +=
-        op.gemm ? gpu.gemm_time(op.m, op.n, op.k, dtype, op.batch) : gpu.elementwise_time(op.bytes);
+    t += op.gemm ? gpu.gemm_time(op.m, op.n, op.k, op.fp8 ? DType::kFp8 : dtype, op.batch)
+                 : gpu.elementwise_time(op.bytes);
   }
   return t;
 }
 
-Bytes layer_activation_bytes(const ModelShape& m, const WorkloadOptions& o) {
+namespace {
+
+// Bytes the MLP half of a layer holds from F until B beyond its norm (per rank): the up output,
+// the activation output and, for MoE, the router probabilities, the permuted expert input and
+// the expert output the combine weights.
+double mlp_activation_bytes(const ModelShape& m, const WorkloadOptions& o, const Dims& d,
+                            bool moe) {
+  const double up = d.gated ? 2.0 : 1.0;
+  if (!moe) return kAct * double(d.tokens) * (up + 1.0) * double(d.f) / double(d.t);
+  const double tokens = double(d.tokens) * d.sp_div;
+  const double rows = expert_rows(m, o, d);
+  const double fe = double(expert_ffn_size(m)) / std::max(1, o.etp);
+  double bytes = 4.0 * tokens * m.num_experts;                // router probabilities (fp32)
+  bytes += kAct * rows * (double(d.h) + (up + 1.0) * fe);     // expert input, up, activation
+  bytes += kAct * tokens * m.moe_router_topk * double(d.h);   // expert outputs to combine
+  if (m.moe_shared_expert_size > 0)
+    bytes += kAct * double(d.tokens) * (up + 1.0) * double(m.moe_shared_expert_size) / d.t;
+  return bytes;
+}
+
+// The same for B until W: weight-GEMM inputs (activation output) and output gradients.
+double mlp_weight_grad_bytes(const ModelShape& m, const WorkloadOptions& o, const Dims& d,
+                             bool moe) {
+  const double up = d.gated ? 2.0 : 1.0;
+  if (!moe) return kAct * double(d.tokens) * (up + 1.0) * double(d.f) / double(d.t);
+  const double rows = expert_rows(m, o, d);
+  const double fe = double(expert_ffn_size(m)) / std::max(1, o.etp);
+  double bytes = kAct * rows * ((up + 1.0) * fe + 2.0 * double(d.h));  // + input, down grad
+  if (m.moe_shared_expert_size > 0)
+    bytes += kAct * double(d.tokens) * (up + 1.0) * double(m.moe_shared_expert_size) / d.t;
+  return bytes;
+}
+
+}  // namespace
+
+Bytes layer_activation_bytes(const ModelShape& m, const WorkloadOptions& o, bool moe) {
   Dims d = dims(m, o);
   const double sbh = double(d.s) * double(d.b) * double(d.h);
   const double t = double(d.t);
   if (o.recompute == Recompute::kFull) return {2.0 * sbh * d.sp_div};
-  // MLP tensors scale with ffn/(4h) (19sbh of the 34sbh are MLP at f = 4h: 2 + 8 + 8 + 1).
-  const double mlp_scale = double(d.f) / (4.0 * double(d.h));
-  double replicated = 10.0;                  // LN inputs 4, LN outputs 4, two dropout masks 2
-  double parallel = 8.0 + 16.0 * mlp_scale;  // Q, K, V, proj input; MLP up output, GeLU output
-  double per_sbh = d.sp ? (replicated + parallel) / t : replicated + parallel / t;
-  double bytes = per_sbh * sbh;
+  // Outside the TP region: norm inputs 4, norm outputs 4, two dropout masks 2 (x sbh).
+  const double replicated = 10.0 * sbh;
+  // Inside: Q, K, V 2(q + 2kv); attention output (projection input) 2q; q/k norm inputs.
+  double parallel = kAct * double(d.tokens) * double(d.q + 2 * d.kv + d.q) / t;
+  if (m.qk_layernorm) parallel += kAct * double(d.tokens) * double(d.q + d.kv) / t;
+  double bytes = d.sp ? replicated / t + parallel : replicated + parallel;
+  bytes += mlp_activation_bytes(m, o, d, moe);
   bool keep_scores = o.recompute == Recompute::kNone && !o.flash_attention;
-  if (keep_scores) bytes += 5.0 * double(d.a) * double(d.s) * double(d.s) * double(d.b) / t;
+  if (keep_scores) bytes += 5.0 * double(d.a) * double(d.s) * double(d.sf) * double(d.b) / t;
   return {bytes};
 }
 
-Bytes layer_weight_grad_bytes(const ModelShape& m, const WorkloadOptions& o) {
+Bytes layer_weight_grad_bytes(const ModelShape& m, const WorkloadOptions& o, bool moe) {
   Dims d = dims(m, o);
   const double sbh = double(d.s) * double(d.b) * double(d.h);
   const double t = double(d.t);
-  const double mlp_scale = double(d.f) / (4.0 * double(d.h));
-  // Inputs: LN1 out 2, context 2/t, LN2 out 2, GeLU out 8/t. Output grads: qkv 6/t, proj 2,
-  // mlp_up 8/t, mlp_down 2. With SP the replicated terms are sharded too.
-  double replicated = 8.0;
-  double parallel = 2.0 + 6.0 + 16.0 * mlp_scale;
-  return {(d.sp ? (replicated + parallel) / t : replicated + parallel / t) * sbh};
+  // Inputs: norm1 out 2, norm2 out 2; attention output 2q/h, activation output. Output grads:
+  // qkv 2(q + 2kv)/h, proj 2, MLP up and down (2 of it outside the TP region).
+  const double replicated = (moe ? 6.0 : 8.0) * sbh;
+  const double parallel = kAct * double(d.tokens) * double(d.q + d.q + 2 * d.kv) / t;
+  const double mlp = mlp_weight_grad_bytes(m, o, d, moe);
+  return {(d.sp ? replicated / t : replicated) + parallel + mlp};
 }
 
 StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
                        int layer_begin, int layer_end, bool is_first, bool is_last) {
   PW_ASSERT(layer_begin >= 0 && layer_end >= layer_begin, "bad layer range");
+  const int moe_layers = moe_layers_in(m, layer_begin, layer_end);
+  return stage_costs_for(m, gpu, o, layer_end - layer_begin - moe_layers, moe_layers, is_first,
+                         is_last);
+}
+
+StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
+                           int dense_layers, int moe_layers, bool is_first, bool is_last) {
+  PW_ASSERT(dense_layers >= 0 && moe_layers >= 0, "bad layer counts");
   StageCosts c;
-  const double layers = layer_end - layer_begin;
   const Pass passes[] = {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight,
                          Pass::kRecompute};
   TimePs* times[] = {&c.f, &c.b, &c.w, &c.r};
   Flops* flops[] = {&c.f_flops, &c.b_flops, &c.w_flops, &c.r_flops};
   std::vector<TpComm>* comms[] = {&c.comm_f, &c.comm_b, &c.comm_w, &c.comm_r};
   for (int i = 0; i < 4; ++i) {
-    auto ops = layer_ops(m, o, passes[i]);
-    *times[i] = static_cast<TimePs>(layers) * ops_time(ops, gpu, o.dtype);
-    *flops[i] = total_flops(ops) * layers;
-    for (TpComm tc : layer_tp_comms(m, o, passes[i])) {
-      tc.count *= static_cast<int>(layers);
-      if (tc.count > 0) comms[i]->push_back(tc);
+    for (const bool moe : {false, true}) {
+      const int layers = moe ? moe_layers : dense_layers;
+      if (layers == 0) continue;
+      auto ops = layer_ops(m, o, passes[i], moe);
+      *times[i] += static_cast<TimePs>(layers) * ops_time(ops, gpu, o.dtype);
+      *flops[i] += total_flops(ops) * double(layers);
+      for (TpComm tc : layer_tp_comms(m, o, passes[i], moe)) {
+        tc.count *= layers;
+        if (tc.count > 0) comms[i]->push_back(tc);
+      }
     }
     if (is_first) {
       auto e = embedding_ops(m, o, passes[i]);
@@ -359,12 +585,16 @@ StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadO
 
   Dims d = dims(m, o);
   const double sbh = double(d.s) * double(d.b) * double(d.h);
-  c.m_b = layer_activation_bytes(m, o) * layers;
-  c.m_w = layer_weight_grad_bytes(m, o) * layers;
-  if (o.recompute != Recompute::kNone) {
-    WorkloadOptions plain = o;
-    plain.recompute = Recompute::kNone;
-    c.m_r = (layer_activation_bytes(m, plain) - layer_activation_bytes(m, o)) * layers;
+  for (const bool moe : {false, true}) {
+    const double layers = moe ? moe_layers : dense_layers;
+    if (layers == 0) continue;
+    c.m_b += layer_activation_bytes(m, o, moe) * layers;
+    c.m_w += layer_weight_grad_bytes(m, o, moe) * layers;
+    if (o.recompute != Recompute::kNone) {
+      WorkloadOptions plain = o;
+      plain.recompute = Recompute::kNone;
+      c.m_r += (layer_activation_bytes(m, plain, moe) - layer_activation_bytes(m, o, moe)) * layers;
+    }
   }
   if (is_first) c.m_b += Bytes{sbh * d.sp_div};  // embedding dropout mask (1 byte/element)
   if (is_last) {
@@ -376,63 +606,147 @@ StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadO
   return c;
 }
 
+TimePs tp_comm_time(const std::vector<TpComm>& comms, const CommNetworks& nets) {
+  TimePs t = 0;
+  for (const TpComm& c : comms)
+    t += c.count * collective_time(c.kind, CollectiveAlgo::kAuto, c.bytes, nets.of(c.group));
+  return t;
+}
+
 TimePs tp_comm_time(const std::vector<TpComm>& comms, const GroupNetwork& tp_group) {
   TimePs t = 0;
   for (const TpComm& c : comms) {
+    PW_ASSERT(c.group == CommGroup::kTp, "a CP/EP collective priced on the TP group");
     t += c.count * collective_time(c.kind, CollectiveAlgo::kAuto, c.bytes, tp_group);
   }
   return t;
 }
 
-double layer_parameter_count(const ModelShape& m) {
-  const double h = m.hidden_size, f = ffn_size(m);
-  return 4 * h * h + 2 * h * f + 9 * h + f;
+namespace {
+
+double norm_params(const ModelShape& m) {
+  return m.rmsnorm ? double(m.hidden_size) : 2.0 * m.hidden_size;
+}
+
+// Parameters of one MLP of width f: weights, and biases when the model has them. `split` divides
+// the column-parallel part (weights, up bias); the down bias (row-parallel) is not split.
+double mlp_params(const ModelShape& m, double f, double split) {
+  const double h = m.hidden_size, up = m.swiglu ? 2.0 : 1.0;
+  double p = (up + 1.0) * h * f / split;
+  if (m.bias) p += up * f / split + h;
+  return p;
+}
+
+// Attention weights and biases (column/row-parallel parts split by t) and q/k norms.
+double attention_params(const ModelShape& m, double t) {
+  const double h = m.hidden_size, q = double(query_width(m)), kv = double(kv_width(m));
+  double p = (h * (q + 2 * kv) + q * h) / t;
+  if (m.bias || m.qkv_bias) p += (q + 2 * kv) / t;
+  if (m.bias) p += h;
+  if (m.qk_layernorm) p += 2.0 * (m.rmsnorm ? 1.0 : 2.0) * head_dim(m);
+  return p;
+}
+
+// Expert and router parameters of one MoE MLP held by a rank with ep / etp splits.
+double moe_params(const ModelShape& m, int ep, int etp, double t, double* expert) {
+  const double E = m.num_experts;
+  const double experts = (E / ep) * mlp_params(m, expert_ffn_size(m), etp);
+  if (expert) *expert += experts;
+  double p = experts + double(m.hidden_size) * E;  // router (replicated)
+  if (m.moe_shared_expert_size > 0) p += mlp_params(m, m.moe_shared_expert_size, t);
+  return p;
+}
+
+double layer_params(const ModelShape& m, bool moe, double t, int ep, int etp, double* expert) {
+  const double mlp = moe ? moe_params(m, ep, etp, t, expert) : mlp_params(m, ffn_size(m), t);
+  return attention_params(m, t) + 2.0 * norm_params(m) + mlp;
+}
+
+double embedding_params(const ModelShape& m) {
+  return double(m.vocab_size) * m.hidden_size + (m.rope ? 0.0 : double(m.seq_length) * m.hidden_size);
+}
+
+}  // namespace
+
+double layer_parameter_count(const ModelShape& m, bool moe) {
+  return layer_params(m, moe, 1, 1, 1, nullptr);
 }
 
 double non_embedding_parameter_count(const ModelShape& m) {
-  return m.num_layers * layer_parameter_count(m);
+  const int moe = moe_layers_in(m, 0, m.num_layers);
+  return (m.num_layers - moe) * layer_parameter_count(m, false) +
+         moe * layer_parameter_count(m, true);
 }
 
 double parameter_count(const ModelShape& m) {
-  const double h = m.hidden_size;
-  return non_embedding_parameter_count(m) + double(m.vocab_size) * h + double(m.seq_length) * h +
-         2 * h;
+  const double out = m.untie_embeddings ? double(m.vocab_size) * m.hidden_size : 0.0;
+  return non_embedding_parameter_count(m) + embedding_params(m) + norm_params(m) + out;
 }
 
-double stage_parameter_count(const ModelShape& m, int tp, int layers, bool is_first, bool is_last,
-                             int pp) {
-  const double h = m.hidden_size, f = ffn_size(m), t = tp;
-  // Column-parallel weights and biases split; row-parallel biases and layer norms replicated.
-  const double layer = (4 * h * h + 2 * h * f + 3 * h + f) / t + 2 * h + 4 * h;
-  double p = layers * layer;
-  if (is_first) p += double(m.vocab_size) * h / t + double(m.seq_length) * h;
+double active_parameter_count(const ModelShape& m) {
+  if (m.num_experts == 0) return parameter_count(m);
+  ModelShape a = m;
+  const int moe = moe_layers_in(m, 0, m.num_layers);
+  // Per MoE layer, top-k experts instead of all of them.
+  const double per_expert = mlp_params(m, expert_ffn_size(m), 1);
+  return parameter_count(a) - double(moe) * (m.num_experts - m.moe_router_topk) * per_expert;
+}
+
+double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int layer_begin,
+                             int layer_end, bool is_first, bool is_last, int pp,
+                             double* expert) {
+  const double t = o.tp, h = m.hidden_size;
+  if (expert) *expert = 0;
+  const int moe = moe_layers_in(m, layer_begin, layer_end);
+  const int dense = layer_end - layer_begin - moe;
+  double p = dense * layer_params(m, false, t, o.ep, o.etp, nullptr);
+  for (int i = 0; i < moe; ++i) p += layer_params(m, true, t, o.ep, o.etp, expert);
+  if (is_first) p += double(m.vocab_size) * h / t + (m.rope ? 0.0 : double(m.seq_length) * h);
   if (is_last) {
-    p += 2 * h;
-    if (pp > 1) p += double(m.vocab_size) * h / t;  // tied output-layer copy
+    p += norm_params(m);
+    // Output layer: its own when untied; a copy of the input embedding when tied and p > 1.
+    if (m.untie_embeddings || pp > 1) p += double(m.vocab_size) * h / t;
   }
   return p;
 }
 
 IterationFlops iteration_flops(const ModelShape& m, const WorkloadOptions& o,
                                long long global_batch) {
-  // Per sequence on an unsplit model (FLOPs do not depend on t or the microbatch size).
-  auto per_sequence = [&m](WorkloadOptions w, bool with_recompute) {
+  // Per sequence on an unsplit model (FLOPs do not depend on t, cp, ep or the microbatch size).
+  const int moe_layers = moe_layers_in(m, 0, m.num_layers);
+  auto per_sequence = [&](const ModelShape& shape, WorkloadOptions w, bool with_recompute) {
     w.tp = 1;
     w.micro_batch = 1;
     w.sequence_parallel = false;
-    double layer = 0, extra = 0;
+    w.cp = 1;
+    w.ep = 1;
+    w.etp = 1;
+    double total = 0;
     for (Pass p : {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight}) {
-      layer += total_flops(layer_ops(m, w, p)).value;
-      extra += total_flops(head_ops(m, w, p)).value + total_flops(embedding_ops(m, w, p)).value;
+      total += (m.num_layers - moe_layers) * total_flops(layer_ops(shape, w, p, false)).value;
+      if (moe_layers > 0) total += moe_layers * total_flops(layer_ops(shape, w, p, true)).value;
+      total += total_flops(head_ops(shape, w, p)).value + total_flops(embedding_ops(shape, w, p)).value;
     }
-    if (with_recompute) layer += total_flops(layer_ops(m, w, Pass::kRecompute)).value;
-    return m.num_layers * layer + extra;
+    if (with_recompute) {
+      auto r = [&](bool moe) { return total_flops(layer_ops(shape, w, Pass::kRecompute, moe)).value; };
+      total += (m.num_layers - moe_layers) * r(false) + (moe_layers > 0 ? moe_layers * r(true) : 0);
+    }
+    return total;
   };
-  // Model FLOPs count the unfused attention once per pass; hardware FLOPs count what runs.
+  // Model FLOPs count the routed tokens (no capacity padding) and the attention scores once per
+  // pass over all s x s pairs (unfused: flash attention's extra backward GEMM is not model
+  // work); the causal convention halves the attention core; hardware FLOPs count what runs.
+  ModelShape routed = m;
+  routed.moe_capacity_factor = 0;
   WorkloadOptions plain = o;
   plain.flash_attention = false;
+  const double full = per_sequence(routed, plain, false);
+  // Attention-core FLOPs per sequence over all pairs, summed over the three passes: scores and
+  // context in F (4 s^2 a dh) and twice that in B.
+  const double core = 3.0 * 4.0 * double(m.seq_length) * double(m.seq_length) *
+                      double(m.num_attention_heads) * head_dim(m) * m.num_layers;
   const double b = static_cast<double>(global_batch);
-  return IterationFlops{b * per_sequence(plain, false), b * per_sequence(o, true)};
+  return IterationFlops{b * full, b * (full - core / 2), b * per_sequence(m, o, true)};
 }
 
 }  // namespace pw::hw

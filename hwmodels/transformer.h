@@ -1,8 +1,13 @@
 #pragma once
-/// GPT-style transformer workload: the GEMMs and memory-bound ops of one layer per pass (F,
-/// B-input, B-weight, recompute) on one tensor-parallel rank, the TP collectives each pass issues,
-/// embedding and logits on the first and last stages, stage costs for any layer range, parameter
-/// counts and FLOPs per iteration. Activations are 16-bit (bf16); logits are kept in fp32.
+/// Decoder-only transformer workload: the GEMMs and memory-bound ops of one layer per pass (F,
+/// B-input, B-weight, recompute) on one rank, the TP, context-parallel and expert-parallel
+/// communication each pass issues, embedding and logits on the first and last stages, stage costs
+/// for any layer range, parameter counts and FLOPs per iteration. Covers GPT-3-style layers
+/// (multi-head attention, GELU MLP, LayerNorm, tied embeddings, learned positions) and today's
+/// (grouped-query attention with its own head dimension, SwiGLU, RMSNorm, untied embeddings,
+/// RoPE, no biases, q/k norms, mixture-of-experts layers with top-k routing and shared experts),
+/// context parallelism and FP8 GEMMs. Activations are 16-bit (bf16); logits are kept in fp32.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,9 +34,13 @@ struct WorkloadOptions {
   Recompute recompute = Recompute::kNone;
   bool flash_attention = false;  ///< fused attention: no s^2 tensors stored or streamed
   DType dtype = DType::kBf16;
+  int cp = 1;         ///< context parallel: each rank holds seq_length / cp tokens
+  int ep = 1;         ///< expert parallel: each rank holds num_experts / ep experts
+  int etp = 1;        ///< expert tensor parallel: expert FFN width split etp ways
+  bool fp8 = false;   ///< linear-layer GEMMs in FP8 (attention core stays bf16)
 };
 
-/// Builds options from the IR's ParallelConfig (recompute string already validated).
+/// Builds options from the IR's ParallelConfig (recompute and fp8 strings already validated).
 WorkloadOptions workload_options(const ParallelConfig& p, bool flash_attention = false);
 
 /// One kernel of a pass on one TP rank. GEMMs have a shape (C[m x n] = A[m x k] B[k x n], `batch`
@@ -39,18 +48,38 @@ WorkloadOptions workload_options(const ParallelConfig& p, bool flash_attention =
 struct LayerOp {
   const char* name = "";
   bool gemm = false;
+  bool fp8 = false;  ///< runs in FP8 (WorkloadOptions::fp8 linear layers); else `dtype`
   long long m = 0, n = 0, k = 0, batch = 1;
   Flops flops{};
   Bytes bytes{};  ///< HBM traffic (memory-bound ops)
 };
 
-/// One TP collective a pass issues (per microbatch, over the TP group); `bytes` is the nccl-tests
-/// size (whole buffer for all-reduce, gathered size for all-gather/reduce-scatter).
+/// The group a pass's collective runs on.
+enum class CommGroup : std::uint8_t {
+  kTp,  ///< the tensor-parallel group (and expert-TP, which is the same ranks)
+  kCp,  ///< the context-parallel group: K/V exchange, overlapped with the pass's compute
+  kEp,  ///< the expert-parallel group: token dispatch and combine (all-to-all)
+};
+const char* comm_group_name(CommGroup g);  ///< "tp", "cp", "ep"
+
+/// One collective a pass issues (per microbatch, over `group`); `bytes` is the nccl-tests
+/// size (whole buffer for all-reduce, gathered size for all-gather/reduce-scatter, per-rank
+/// send buffer for all-to-all). CP collectives run concurrently with the pass (ring exchange
+/// hidden behind attention); TP and EP collectives sit between the pass's kernels.
 struct TpComm {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   Bytes bytes{};
   int count = 1;
   const char* where = "";
+  CommGroup group = CommGroup::kTp;
+};
+
+/// The networks of a rank's TP, CP and EP groups.
+struct CommNetworks {
+  GroupNetwork tp, cp, ep;
+  const GroupNetwork& of(CommGroup g) const {
+    return g == CommGroup::kCp ? cp : g == CommGroup::kEp ? ep : tp;
+  }
 };
 
 /// The kernels of one transformer layer's `pass` on one TP rank for one microbatch. The
@@ -59,9 +88,28 @@ struct TpComm {
 /// gradients (`*_bias_grad`, read tokens x width, write width) and the two layer norms'
 /// gamma/beta gradients (`layernorm{1,2}_param_grad`, read 2 x tokens x h, write 2h); tokens
 /// outside the TP region are divided by t with sequence parallelism.
-std::vector<LayerOp> layer_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass);
-/// TP collectives of one layer's `pass` (none when tp == 1).
-std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass);
+/// `moe` = the layer's MLP is a mixture of experts (is_moe_layer); its ops then are the router,
+/// token permutation, grouped expert GEMMs (num_experts / ep per rank) and the shared expert.
+std::vector<LayerOp> layer_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass,
+                               bool moe = false);
+/// Collectives of one layer's `pass`: TP (none when tp == 1), CP K/V exchange (cp > 1) and the
+/// MoE all-to-all dispatch and combine (moe layers, ep > 1).
+std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass,
+                                   bool moe = false);
+
+/// True when layer `layer` (0-based) of `m` has an MoE MLP: num_experts > 0, layer >=
+/// moe_first_dense_layers and layer % moe_layer_freq == 0 (Megatron's pattern).
+bool is_moe_layer(const ModelShape& m, int layer);
+/// MoE layers in [begin, end).
+int moe_layers_in(const ModelShape& m, int begin, int end);
+/// Head dimension (kv_channels, or h / heads), query width heads x head dim, key/value width
+/// groups x head dim, key/value heads (num_query_groups, or heads).
+int head_dim(const ModelShape& m);
+int kv_heads(const ModelShape& m);
+long long query_width(const ModelShape& m);
+long long kv_width(const ModelShape& m);
+/// Expert FFN width (moe_ffn_hidden_size, or ffn_hidden_size).
+int expert_ffn_size(const ModelShape& m);
 /// Kernels of the embedding (first stage) for `pass`.
 std::vector<LayerOp> embedding_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass);
 /// Kernels of the final layer norm, logits GEMM and cross-entropy (last stage) for `pass` (W:
@@ -80,11 +128,16 @@ TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtyp
 /// al.: s*b*h*(10 + 24/t + 5as/(ht)) without SP, s*b*h*(34/t + 5as/(ht)) with; selective
 /// recompute or flash attention drop the 5as/(ht) term; full recompute keeps the layer input,
 /// 2sbh, or 2sbh/t with SP).
-Bytes layer_activation_bytes(const ModelShape& m, const WorkloadOptions& o);
+/// Generalised: the attention part holds Q, K, V (2(q + 2kv) per token) and the attention output
+/// (2q), the MLP its up output (2f, 4f gated) and activation output (2f), all per TP rank; an MoE
+/// MLP holds fp32 router probabilities, the permuted expert input, expert up/activation outputs
+/// (rows = tokens x top-k on this rank) and the expert outputs; q/k norms add their inputs. s is
+/// seq_length / cp.
+Bytes layer_activation_bytes(const ModelShape& m, const WorkloadOptions& o, bool moe = false);
 /// Activation bytes one layer holds from B until W (weight-GEMM inputs and output gradients):
 /// s*b*h*(8 + 24/t) without SP, 32*s*b*h/t with (32sbh at t = 1, as in the zero-bubble paper).
-/// Assumes ffn = 4h; a different ffn scales the MLP part.
-Bytes layer_weight_grad_bytes(const ModelShape& m, const WorkloadOptions& o);
+/// Generalised as layer_activation_bytes (GQA widths, gated MLP, MoE rows).
+Bytes layer_weight_grad_bytes(const ModelShape& m, const WorkloadOptions& o, bool moe = false);
 
 /// Costs of one pipeline stage (layers [layer_begin, layer_end), plus the embedding if first
 /// and the head if last) per microbatch on one TP rank. Times are compute only; TP collectives
@@ -102,31 +155,55 @@ struct StageCosts {
 
 StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
                        int layer_begin, int layer_end, bool is_first, bool is_last);
-/// Time of a list of TP collectives on a TP group.
+/// The same for `dense_layers` dense and `moe_layers` MoE layers (stage_costs counts them in
+/// its range); screens tabulate one layer of each kind with it.
+StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
+                           int dense_layers, int moe_layers, bool is_first, bool is_last);
+/// Time of a list of collectives, each on its group's network, in sequence. CP collectives are
+/// included (they are what a pass would wait for if nothing hid them).
+TimePs tp_comm_time(const std::vector<TpComm>& comms, const CommNetworks& nets);
+/// Time of a list of collectives that contains only TP ones (asserts so) on the TP group.
 TimePs tp_comm_time(const std::vector<TpComm>& comms, const GroupNetwork& tp_group);
 
-/// Parameters of the model (all layers, embedding, positions, final norm; tied output layer):
-/// L*(4h^2 + 2hf + 9h + f) + V*h + s*h + 2h, i.e. 12Lh^2(1 + 13/(12h) + (V+s)/(12Lh)) + 2h
-/// for f = 4h.
+/// Parameters of the model: every layer, the input embedding, learned positions (not with RoPE),
+/// the final norm and, when untied, the output layer. GPT-3 style (f = 4h, tied): L*(4h^2 + 2hf
+/// + 9h + f) + V*h + s*h + 2h. Counts every expert of MoE layers.
 double parameter_count(const ModelShape& m);
-/// Parameters of one transformer layer: 4h^2 + 2hf + 9h + f (QKV, projection and MLP weights
-/// and biases, two layer norms).
-double layer_parameter_count(const ModelShape& m);
-/// L x layer_parameter_count: the N of scaling laws (embeddings excluded).
+/// Parameters one token uses: as parameter_count but with moe_router_topk experts per MoE layer.
+double active_parameter_count(const ModelShape& m);
+/// Parameters of one transformer layer (dense or MoE): attention (q, k, v, output weights and
+/// biases, q/k norms), two norms (2h each for LayerNorm, h for RMSNorm), the MLP (2hf + f + h
+/// with biases, 3hf gated) or the router (h x E), experts and shared expert. GPT-3 style:
+/// 4h^2 + 2hf + 9h + f.
+double layer_parameter_count(const ModelShape& m, bool moe = false);
+/// Sum of layer_parameter_count over the layers: the N of scaling laws (embeddings excluded).
 double non_embedding_parameter_count(const ModelShape& m);
-/// Parameters held by one TP rank of a stage (tied embedding copy on the last stage when p > 1).
-double stage_parameter_count(const ModelShape& m, int tp, int layers, bool is_first, bool is_last,
-                             int pp);
+/// Parameters held by one rank of a stage holding layers [layer_begin, layer_end) (TP-split
+/// weights, replicated norms and row-parallel biases; experts split by ep and etp; the
+/// embedding on the first stage, the final norm and the output layer on the last: a separate
+/// one when untied, a tied copy when p > 1). `expert` (optional) receives the expert part, whose
+/// gradients reduce over the expert-data-parallel group.
+double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int layer_begin,
+                             int layer_end, bool is_first, bool is_last, int pp,
+                             double* expert = nullptr);
 
 /// FLOPs of one iteration of `global_batch` sequences: model FLOPs (F + B + W) and hardware
 /// FLOPs (plus recomputation). Summed from the ops, so it reproduces 72*B*s*L*h^2*(1 + s/(6h) +
-/// V/(12Lh)) and, with full recompute, 96*B*s*L*h^2*(1 + s/(6h) + V/(16Lh)).
+/// V/(12Lh)) and, with full recompute, 96*B*s*L*h^2*(1 + s/(6h) + V/(16Lh)). `model` counts the
+/// attention scores over all s x s pairs (Megatron's and NeMo 24.07's convention);
+/// `model_causal` halves the attention-core FLOPs for the causal mask (Megatron-Bridge's newer
+/// tables); `hardware` is what runs (fused attention skips the masked half).
 struct IterationFlops {
   double model = 0;
+  double model_causal = 0;
   double hardware = 0;
 };
 IterationFlops iteration_flops(const ModelShape& m, const WorkloadOptions& o,
                                long long global_batch);
+
+/// Checks a model shape (heads divide into query groups, experts and top-k consistent, ...);
+/// returns the first problem as "key: expected ..." or an empty string.
+std::string model_shape_problem(const ModelShape& m);
 
 /// ffn_hidden_size, defaulting to 4 * hidden_size when 0.
 inline int ffn_size(const ModelShape& m) {

@@ -176,6 +176,10 @@ const char* comm_kind_name(CommKind k) {
       return "dp";
     case CommKind::kOffload:
       return "offload";
+    case CommKind::kCp:
+      return "cp";
+    case CommKind::kEp:
+      return "ep";
   }
   return "?";
 }
@@ -202,8 +206,8 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
   res.tasks = b.graph.size();
   res.offload_gpu_share = b.offload_gpu_share;
   const ParallelConfig& par = in.parallel;
-  const double n =
-      static_cast<double>(par.tensor_parallel) * par.pipeline_parallel * par.data_parallel;
+  const double n = static_cast<double>(par.num_gpus());
+
   const double secs = ps_to_seconds(res.iteration);
   const hw::IterationFlops fl = hw::iteration_flops(
       in.model, hw::workload_options(par, opt.flash_attention), par.global_batch_size);
@@ -214,6 +218,7 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
     res.model_tflops_per_gpu = fl.model / n / secs / 1e12;
     res.hfu = peak > 0 ? res.tflops_per_gpu * 1e12 / peak : 0;
     res.mfu = peak > 0 ? res.model_tflops_per_gpu * 1e12 / peak : 0;
+    res.mfu_causal = peak > 0 ? fl.model_causal / n / secs / peak : 0;
   }
   // Bubbles over the compute streams (evaluator conventions), exposed communication per kind.
   TimePs span = 0, busy = 0;

@@ -54,9 +54,9 @@ struct IterationOptions {
 };
 
 /// Exposed (not overlapped with compute) communication, per kind.
-enum class CommKind : std::uint8_t { kTp, kPp, kDp, kOffload };
-inline constexpr int kNumCommKinds = 4;
-const char* comm_kind_name(CommKind k);  ///< "tp", "pp", "dp", "offload"
+enum class CommKind : std::uint8_t { kTp, kPp, kDp, kOffload, kCp, kEp };
+inline constexpr int kNumCommKinds = 6;
+const char* comm_kind_name(CommKind k);  ///< "tp", "pp", "dp", "offload", "cp", "ep"
 
 /// Peak memory of one simulated GPU, by category, at the moment of its total peak (bytes).
 struct DeviceMemory {
@@ -75,6 +75,8 @@ struct IterationResult {
   double tflops_per_gpu = 0;        ///< hardware FLOPs (recomputation counted, as Megatron)
   double model_tflops_per_gpu = 0;  ///< model FLOPs only
   double mfu = 0, hfu = 0;          ///< over the GPU's dense bf16 peak
+  /// MFU with the causal convention (attention core halved; Megatron-Bridge's newer tables).
+  double mfu_causal = 0;
   double bubble_rate = 0;           ///< (span - busy) / span of the busiest compute stream
   double bubble_fraction = 0;       ///< (span - busy) / busy
   /// Pipeline bubble alone, same convention as bubble_rate: (span - busy - C) / span, where C is

@@ -22,8 +22,7 @@ IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOpti
       gpu_(in.profile.gpu),
       dep_(build_dependency_graph(in.schedule)) {
   const ParallelConfig& par = in.parallel;
-  layout_ = hw::RankLayout{par.tensor_parallel, par.pipeline_parallel, par.data_parallel,
-                           in.topology.node.gpus_per_node};
+  layout_ = hw::rank_layout_of(par, in.topology.node.gpus_per_node);
   PW_ASSERT(layout_.num_ranks() <= topo_.num_gpus(), "more ranks than GPUs");
   PW_ASSERT(in.schedule.placement.num_devices == par.pipeline_parallel,
             "schedule devices differ from the pipeline size");
@@ -36,9 +35,10 @@ IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOpti
     const bool first = st.index == 0, last = st.index == per_pipe - 1;
     costs_.push_back(
         hw::stage_costs(in.model, gpu_, wo_, st.layer_begin, st.layer_end, first, last));
-    stage_params_.push_back(hw::stage_parameter_count(in.model, par.tensor_parallel,
-                                                      st.layer_end - st.layer_begin, first, last,
-                                                      par.pipeline_parallel));
+    double expert = 0;
+    stage_params_.push_back(hw::stage_parameter_count(in.model, wo_, st.layer_begin, st.layer_end,
+                                                      first, last, par.pipeline_parallel, &expert));
+    stage_expert_params_.push_back(expert);
   }
   for (const Action& a : dep_.action) has_recompute_actions_ |= a.kind == ActionKind::kR;
   num_actions_ = dep_.size();

@@ -152,15 +152,46 @@ void IterationBuilder::build_passes() {
       if (gather >= 0) out_.graph.add_dep(gather, pt.first);
       if (sweep_first < 0 && is_pass) sweep_first = pt.first;
       if (prev_last >= 0) out_.graph.add_dep(prev_last, pt.first);
+      // The pass's collectives by group: TP and EP ones follow the compute on the TP stream (an
+      // EP all-to-all sits between the router and the experts, nothing overlaps it); the CP
+      // key/value exchange runs beside the compute and the pass ends when both have.
+      std::vector<hw::TpComm> by_group[3];
+      for (const hw::TpComm& c : pc.comms) by_group[static_cast<int>(c.group)].push_back(c);
+      auto group_collective = [&](hw::CommGroup g, int key, const std::vector<int>& members) {
+        bool fresh = false;
+        const std::int32_t c = keyed_collective({key, members.front(), id}, &fresh);
+        if (fresh)
+          for (const hw::TpComm& tc : by_group[static_cast<int>(g)])
+            add_collective_phases(tc.kind, tc.bytes.value, tc.count, members);
+        return c;
+      };
+      if (layout_.cp > 1 && !by_group[static_cast<int>(hw::CommGroup::kCp)].empty()) {
+        const std::int32_t c =
+            group_collective(hw::CommGroup::kCp, 5, layout_.cp_group(r.tr, r.dr, r.pr));
+        const std::int32_t tk = add_comm(sim, StreamKind::kTp, c, CommKind::kCp, a);
+        if (prev_last >= 0) out_.graph.add_dep(prev_last, tk);
+        if (gather >= 0) out_.graph.add_dep(gather, tk);
+        const std::int32_t join = add_compute(sim, 0, 0, 0, a);
+        out_.graph.add_dep(pt.last, join);
+        out_.graph.add_dep(tk, join);
+        pt.last = join;
+      }
       double tp_bytes = 0;
-      for (const hw::TpComm& c : pc.comms) tp_bytes += c.bytes.value * c.count;
+      for (const hw::TpComm& c : by_group[0]) tp_bytes += c.bytes.value * c.count;
       if (layout_.tp > 1 && tp_bytes > 0) {
         bool fresh = false;
         const std::int32_t c = keyed_collective({2, r.dr, r.pr, id}, &fresh);
         if (fresh)
-          for (const hw::TpComm& tc : pc.comms)
+          for (const hw::TpComm& tc : by_group[0])
             add_collective_phases(tc.kind, tc.bytes.value, tc.count, layout_.tp_group(r.dr, r.pr));
         const std::int32_t tk = add_comm(sim, StreamKind::kTp, c, CommKind::kTp, a);
+        out_.graph.add_dep(pt.last, tk);
+        pt.last = tk;
+      }
+      if (layout_.ep > 1 && !by_group[static_cast<int>(hw::CommGroup::kEp)].empty()) {
+        const std::int32_t c =
+            group_collective(hw::CommGroup::kEp, 6, layout_.ep_group(r.tr, r.dr, r.pr));
+        const std::int32_t tk = add_comm(sim, StreamKind::kTp, c, CommKind::kEp, a);
         out_.graph.add_dep(pt.last, tk);
         pt.last = tk;
       }

@@ -17,8 +17,8 @@ IterationInput plan_iteration_input(const ModelShape& model, const ParallelConfi
   in.parallel = config;
   if (config.tensor_parallel == 1) in.parallel.sequence_parallel = false;
   in.profile = profile;
-  const long long gpus =
-      1LL * config.tensor_parallel * config.pipeline_parallel * config.data_parallel;
+  const long long gpus = 1LL * config.tensor_parallel * config.context_parallel *
+                         config.pipeline_parallel * config.data_parallel;
   const int per_node = std::max(1, profile.node.gpus_per_node);
   const long long nodes = (gpus + per_node - 1) / per_node;
   PW_ASSERT(gpus >= 1 && nodes <= 1'000'000, "t * p * d out of range");

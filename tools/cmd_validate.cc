@@ -36,8 +36,10 @@ std::vector<std::string> scenario_files(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw ConfigError("", "DIR", fmt::format("'{}' is not a directory of scenarios", dir));
+    if (!fs::is_regular_file(dir, ec))
+      throw ConfigError("", "DIR", fmt::format("'{}' is not a scenario file or a directory", dir));
   std::vector<std::string> files;
+  if (fs::is_regular_file(dir, ec)) return {dir};
   for (const auto& e : fs::recursive_directory_iterator(dir, ec))
     if (e.is_regular_file() && e.path().extension() == ".yaml") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
@@ -54,12 +56,8 @@ int run_validate(const ValidateOptions& o) {
     IterationOptions io;
     io.flash_attention = s.flash_attention;
     Row r{f, s, simulate_iteration(scenario_iteration_input(s), io), 0};
-    // Throughput error, + = predicted faster: against the published TFLOP/s per GPU, or, when
-    // only an iteration time is published, against its throughput (published / predicted time).
-    const hw::PublishedFigures& pub = *s.published;
-    r.error_pct = pub.tflops_per_gpu > 0
-                      ? 100.0 * (r.result.tflops_per_gpu - pub.tflops_per_gpu) / pub.tflops_per_gpu
-                      : 100.0 * (pub.iteration_time_s / ps_to_seconds(r.result.iteration) - 1);
+    r.error_pct = hw::published_error_pct(*s.published, r.result.tflops_per_gpu,
+                                          ps_to_seconds(r.result.iteration));
     rows.push_back(std::move(r));
   }
   double sum = 0, worst = 0;
@@ -75,6 +73,7 @@ int run_validate(const ValidateOptions& o) {
                    {"predicted_tflops_per_gpu", r.result.tflops_per_gpu},
                    {"published_tflops_per_gpu", r.scenario.published->tflops_per_gpu},
                    {"published_iteration_s", r.scenario.published->iteration_time_s},
+                   {"published_tokens_per_s_per_gpu", r.scenario.published->tokens_per_s_per_gpu},
                    {"error_pct", r.error_pct},
                    {"iteration_ms", ps_to_millis(r.result.iteration)},
                    {"source", r.scenario.published->source}});
@@ -84,16 +83,23 @@ int run_validate(const ValidateOptions& o) {
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
     return 0;
   }
-  std::string t =
-      fmt::format("{:<46}{:>6}{:>4}{:>4}{:>5}{:>3}{:>3}{:>12}{:>11}{:>10}{:>8}\n", "scenario",
-                  "GPUs", "t", "p", "d", "v", "b", "iter (ms)", "predicted", "published", "error");
+  std::size_t width = 8;
+  for (const Row& r : rows) width = std::max(width, r.file.size() + 1);
+  // Published TFLOP/s or iteration time: the figure the source gives ("-" for the other).
+  auto fig = [](double v) { return v > 0 ? fmt::format("{:.1f}", v) : std::string("-"); };
+  auto secs = [](double v) { return v > 0 ? fmt::format("{:.2f}", v) : std::string("-"); };
+  std::string t = fmt::format("{:<{}}{:>6}{:>3}{:>3}{:>3}{:>5}{:>4}{:>3}{:>3}{:>5}{:>9}{:>9}{:>9}{:>9}{:>8}\n",
+                              "scenario", width, "GPUs", "t", "cp", "p", "d", "ep", "v", "b",
+                              "fp8", "pred s", "pub s", "pred TF", "pub TF", "error");
   for (const Row& r : rows) {
     const ParallelConfig& p = r.scenario.parallel;
-    t += fmt::format("{:<46}{:>6}{:>4}{:>4}{:>5}{:>3}{:>3}{:>12.1f}{:>11.1f}{:>10.1f}{:>+7.1f}%\n",
-                     r.file, r.scenario.num_gpus(), p.tensor_parallel, p.pipeline_parallel,
-                     p.data_parallel, p.virtual_stages, p.micro_batch_size,
-                     ps_to_millis(r.result.iteration), r.result.tflops_per_gpu,
-                     r.scenario.published->tflops_per_gpu, r.error_pct);
+    const hw::PublishedFigures& pub = *r.scenario.published;
+    t += fmt::format("{:<{}}{:>6}{:>3}{:>3}{:>3}{:>5}{:>4}{:>3}{:>3}{:>5}{:>9.2f}{:>9}{:>9.1f}{:>9}{:>+7.1f}%\n",
+                     r.file, width, r.scenario.num_gpus(), p.tensor_parallel, p.context_parallel,
+                     p.pipeline_parallel, p.data_parallel, p.expert_parallel, p.virtual_stages,
+                     p.micro_batch_size, p.fp8 == "off" ? "-" : p.fp8.substr(0, 4),
+                     ps_to_seconds(r.result.iteration), secs(pub.iteration_time_s),
+                     r.result.tflops_per_gpu, fig(pub.tflops_per_gpu), r.error_pct);
   }
   t += fmt::format("{} scenarios with published figures: mean |error| {:.2f}%, worst {:.2f}%\n",
                    rows.size(), mean, worst);

@@ -105,7 +105,8 @@ hw::Scenario plan_scenario(const Plan& plan, const std::string& file) {
   s.file = file;
   const std::string dir = std::filesystem::path(file).parent_path().string();
   s.profile = hw::resolve_profile(plan.cluster, dir, file, "cluster");
-  const long long gpus = 1LL * c.tensor_parallel * c.pipeline_parallel * c.data_parallel;
+  const long long gpus =
+      1LL * c.tensor_parallel * c.context_parallel * c.pipeline_parallel * c.data_parallel;
   const int per_node = std::max(1, s.profile.node.gpus_per_node);
   need((gpus + per_node - 1) / per_node <= 1'000'000, "config",
        fmt::format("t*p*d = {} GPUs is too many", gpus));

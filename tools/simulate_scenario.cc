@@ -37,6 +37,7 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
   j["tflops_per_gpu"] = r.tflops_per_gpu;
   j["model_tflops_per_gpu"] = r.model_tflops_per_gpu;
   j["mfu"] = r.mfu;
+  j["mfu_causal"] = r.mfu_causal;
   j["hfu"] = r.hfu;
   j["bubble_rate"] = r.bubble_rate;
   j["bubble_fraction"] = r.bubble_fraction;
@@ -66,8 +67,9 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
   j["events"] = r.events;
   if (s.published) {
     j["published_tflops_per_gpu"] = s.published->tflops_per_gpu;
-    j["error_pct"] =
-        100.0 * (r.tflops_per_gpu - s.published->tflops_per_gpu) / s.published->tflops_per_gpu;
+    j["published_iteration_s"] = s.published->iteration_time_s;
+    j["error_pct"] = hw::published_error_pct(*s.published, r.tflops_per_gpu,
+                                             ps_to_seconds(r.iteration));
   }
   return j;
 }
@@ -80,18 +82,24 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
   const ParallelConfig& p = s.parallel;
   line(source, s.file);
   line("configuration",
-       fmt::format("{} GPUs: t={} p={} d={} v={} b={} B={} schedule={} recompute={}{}{}",
-                   s.num_gpus(), p.tensor_parallel, p.pipeline_parallel, p.data_parallel,
+       fmt::format("{} GPUs: t={}{} p={} d={}{} v={} b={} B={} schedule={} recompute={}{}{}{}",
+                   s.num_gpus(), p.tensor_parallel,
+                   p.context_parallel > 1 ? fmt::format(" cp={}", p.context_parallel) : "",
+                   p.pipeline_parallel, p.data_parallel,
+                   p.expert_parallel > 1 ? fmt::format(" ep={}", p.expert_parallel) : "",
                    p.virtual_stages, p.micro_batch_size, p.global_batch_size, p.schedule,
                    p.recompute, p.sequence_parallel ? " sp" : "",
-                   p.zero_stage > 0 ? fmt::format(" zero={}", p.zero_stage) : ""));
+                   p.zero_stage > 0 ? fmt::format(" zero={}", p.zero_stage) : "",
+                   p.fp8 != "off" ? fmt::format(" fp8={}", p.fp8) : ""));
   if (s.uneven_split())
     line("layers per stage", fmt::format("{}", fmt::join(s.stage_layers(), " ")));
   line("iteration time", fmt::format("{:.1f} ms", ps_to_millis(r.iteration)));
   line("tokens/s", fmt::format("{:.0f}", r.tokens_per_sec));
   line("TFLOP/s per GPU",
        fmt::format("{:.1f} hardware, {:.1f} model", r.tflops_per_gpu, r.model_tflops_per_gpu));
-  line("HFU / MFU", fmt::format("{:.1f}% / {:.1f}%", 100 * r.hfu, 100 * r.mfu));
+  line("HFU / MFU", fmt::format("{:.1f}% / {:.1f}% (MFU counts attention over all s x s pairs; "
+                                "{:.1f}% with the causal half), of the BF16 peak",
+                                100 * r.hfu, 100 * r.mfu, 100 * r.mfu_causal));
   line("idle",
        fmt::format("{:.1f}% of the span ({:.1f}% of busy time): pipeline bubble {:.1f}%, "
                    "exposed communication {:.1f}%",
@@ -106,10 +114,14 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
     line("offload GPU share",
          fmt::format("{:.0f}% of the optimizer update", 100 * r.offload_gpu_share));
   if (s.published) {
-    line("published", fmt::format("{:.1f} TFLOP/s per GPU ({}): error {:+.1f}%",
-                                  s.published->tflops_per_gpu, s.published->source,
-                                  100.0 * (r.tflops_per_gpu - s.published->tflops_per_gpu) /
-                                      s.published->tflops_per_gpu));
+    const hw::PublishedFigures& pub = *s.published;
+    const double err =
+        hw::published_error_pct(pub, r.tflops_per_gpu, ps_to_seconds(r.iteration));
+    line("published", pub.tflops_per_gpu > 0
+                          ? fmt::format("{:.1f} TFLOP/s per GPU ({}): error {:+.1f}%",
+                                        pub.tflops_per_gpu, pub.source, err)
+                          : fmt::format("iteration {:.2f} s ({}): throughput error {:+.1f}%",
+                                        pub.iteration_time_s, pub.source, err));
   }
   o += fmt::format("\nmemory per GPU (GB)   {:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}\n", "weights",
                    "grads", "optim", "activ", "buffers", "peak", "fits");

@@ -100,7 +100,8 @@ CostModel::LayerEntry CostModel::make_layer_entry(int t, int b, bool sp, hw::Rec
   const hw::WorkloadOptions wo = hw::workload_options(par, problem_.sim.flash_attention);
   const ModelShape& m = problem_.model;
   LayerEntry e;
-  e.layer = hw::stage_costs(m, gpu_, wo, 0, 1, false, false);
+  e.layer = hw::stage_costs_for(m, gpu_, wo, 1, 0, false, false);
+  if (m.num_experts > 0) e.moe = hw::stage_costs_for(m, gpu_, wo, 0, 1, false, false);
   e.first = hw::stage_costs(m, gpu_, wo, 0, 0, true, false);
   e.last = hw::stage_costs(m, gpu_, wo, 0, 0, false, true);
   if (t > 1 && !problem_.sim.free_communication) {
@@ -112,6 +113,7 @@ CostModel::LayerEntry CostModel::make_layer_entry(int t, int b, bool sp, hw::Rec
       for (int k = 0; k < 4; ++k) out[k] = ps_to_seconds(hw::tp_comm_time(*lists[k], net));
     };
     tp(e.layer, e.tp);
+    tp(e.moe, e.tp_moe);
     tp(e.first, e.tp_first);
     tp(e.last, e.tp_last);
   }
@@ -164,7 +166,10 @@ const CostModel::CellNet& CostModel::cell_net(const SearchConfig& c, CellNet* sc
 
 double CostModel::layer_activation(const SearchConfig& c) const {
   LayerEntry scratch;
-  return layer_entry(c, &scratch).layer.m_b.value;
+  const LayerEntry& le = layer_entry(c, &scratch);
+  const ModelShape& m = problem_.model;
+  const int moe = hw::moe_layers_in(m, 0, m.num_layers);
+  return ((m.num_layers - moe) * le.layer.m_b.value + moe * le.moe.m_b.value) / m.num_layers;
 }
 
 double CostModel::activation_unit(const SearchConfig& c) const {
@@ -256,19 +261,25 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
          *regather = red + P;
   const int D = P;
   const hw::CollectiveLine& reduce = c.zero == 0 ? net.dp_all_reduce : net.dp_reduce_scatter;
+  hw::WorkloadOptions wo;
+  wo.tp = c.t;
+  int layer_begin = 0;
   for (int i = 0; i < S; ++i) {
-    const double n = out->layers[i];
+    const int nm = hw::moe_layers_in(pr.model, layer_begin, layer_begin + out->layers[i]);
+    const double n = out->layers[i] - nm;  // dense layers; nm MoE layers
     const bool first = i == 0, last = i == S - 1;
     auto sum_ps = [&](TimePs hw::StageCosts::*field) {
       return static_cast<double>(static_cast<TimePs>(n) * le.layer.*field +
+                                 static_cast<TimePs>(nm) * le.moe.*field +
                                  (first ? le.first.*field : 0) + (last ? le.last.*field : 0));
     };
     auto sum_tp = [&](int k) {
-      return n * le.tp[k] + (first ? le.tp_first[k] : 0) + (last ? le.tp_last[k] : 0);
+      return n * le.tp[k] + nm * le.tp_moe[k] + (first ? le.tp_first[k] : 0) +
+             (last ? le.tp_last[k] : 0);
     };
     auto sum_bytes = [&](Bytes hw::StageCosts::*field) {
-      return n * (le.layer.*field).value + (first ? (le.first.*field).value : 0) +
-             (last ? (le.last.*field).value : 0);
+      return n * (le.layer.*field).value + nm * (le.moe.*field).value +
+             (first ? (le.first.*field).value : 0) + (last ? (le.last.*field).value : 0);
     };
     // As the DES: F = f + its TP collectives; B = b + inline recompute + theirs; W = w + its.
     const double r = has_r ? ps_to_seconds(sum_ps(&hw::StageCosts::r)) + sum_tp(3) : 0;
@@ -279,7 +290,9 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     out->act[i] = sum_bytes(&hw::StageCosts::m_b);
     out->act_w[i] = sum_bytes(&hw::StageCosts::m_w);
     out->act_r[i] = has_r ? sum_bytes(&hw::StageCosts::m_r) : 0;
-    const double params = hw::stage_parameter_count(pr.model, c.t, out->layers[i], first, last, P);
+    const double params = hw::stage_parameter_count(pr.model, wo, layer_begin,
+                                                    layer_begin + out->layers[i], first, last, P);
+    layer_begin += out->layers[i];
     out->params[i] = params;
     if (z3) out->gather[i] = net.dp_all_gather.seconds(2 * params);
     // The DES reduces each stage's fp32 gradients in buckets after the device's last pass
@@ -346,8 +359,12 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
                (sg ? net.tp_all_gather.seconds(bytes) : 0);
   }
   // A layer's share of pass time in TP collectives (F + B + W, as the DES runs them).
-  const double tp_layer = le.tp[0] + le.tp[1] + le.tp[2];
-  const double pass_layer = ps_to_seconds(le.layer.f + le.layer.b + le.layer.w) + tp_layer;
+  const int L = pr.model.num_layers, nm = hw::moe_layers_in(pr.model, 0, L);
+  const double tp_layer = ((L - nm) * (le.tp[0] + le.tp[1] + le.tp[2]) +
+                           nm * (le.tp_moe[0] + le.tp_moe[1] + le.tp_moe[2])) / L;
+  const double pass_layer =
+      ((L - nm) * ps_to_seconds(le.layer.f + le.layer.b + le.layer.w) +
+       nm * ps_to_seconds(le.moe.f + le.moe.b + le.moe.w)) / L + tp_layer;
   out->tp_share = pass_layer > 0 ? tp_layer / pass_layer : 0;
 }
 

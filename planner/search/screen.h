@@ -118,8 +118,8 @@ class CostModel {
   // hwmodels' figures of one layer, the embedding and the head for one (t, b, sp, recompute),
   // with the TP collective time of each pass (seconds; index = hw::Pass).
   struct LayerEntry {
-    hw::StageCosts layer, first, last;
-    double tp[4] = {}, tp_first[4] = {}, tp_last[4] = {};
+    hw::StageCosts layer, moe, first, last;  // a dense layer, an MoE layer (MoE models)
+    double tp[4] = {}, tp_moe[4] = {}, tp_first[4] = {}, tp_last[4] = {};
   };
   // The networks of one (t, p, d) layout: DP group collectives, the pipeline hop, the TP group's
   // all-gather (Megatron's scatter/gather of pipeline messages).

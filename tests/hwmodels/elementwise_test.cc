@@ -114,7 +114,7 @@ TEST(ElementwiseProfile, ShippedProfilesGiveTheSameStageCostsAsBefore) {
       }
     }
   }
-  EXPECT_EQ(checked, 4 * 2 * 3);  // four shipped profiles
+  EXPECT_EQ(checked, 6 * 2 * 3);  // six shipped profiles
 }
 
 TEST(ElementwiseTime, UsesTheFieldAndLeavesStreamingAlone) {
@@ -145,10 +145,11 @@ TEST(ElementwiseTime, LayerModelMemoryBoundOpsUseTheField) {
   for (Pass pass : {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight}) {
     double gemm_s = 0, bytes = 0;
     for (const LayerOp& op : layer_ops(m, o, pass)) {
-      if (op.gemm)
+      if (op.gemm) {
         gemm_s += ps_to_seconds(streaming.gemm_time(op.m, op.n, op.k, o.dtype, op.batch));
-      else
+      } else {
         bytes += op.bytes.value;
+      }
     }
     // W's memory-bound ops are the bias and layer-norm parameter reductions: 9h + f = 13312
     // parameters, each read over 512 tokens and written once, 2 bytes: 2 * 513 * 13312.

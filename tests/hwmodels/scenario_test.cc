@@ -231,7 +231,8 @@ std::string profile_error(const std::string& text) {
 
 TEST(Profile, AllShippedProfilesLoad) {
   auto names = shipped_profile_names();
-  ASSERT_EQ(names.size(), 4u);
+  // commodity-pcie-100gbe, dgx-a100-80gb, dgx-b200, dgx-h100, gb200-nvl72, h200
+  ASSERT_EQ(names.size(), 6u);
   for (const auto& n : names) {
     HardwareProfile p = resolve_profile(n, "", "", "");
     EXPECT_EQ(p.name, n);
@@ -266,7 +267,7 @@ TEST(Estimate, ReportsMemoryFlopsAndCollectives) {
   EXPECT_TRUE(e.first.fits);
   EXPECT_DOUBLE_EQ(e.first.optimizer, 1.5e9);
   // The first stage's GPU holds 12 of 96 layers, the embedding and positions (t = 8).
-  EXPECT_DOUBLE_EQ(e.first.params, stage_parameter_count(s.model, 8, 12, true, false, 8));
+  EXPECT_DOUBLE_EQ(e.first.params, stage_parameter_count(s.model, workload_options(s.parallel), 0, 12, true, false, 8));
   bool saw_tp = false, saw_pp = false, saw_dp = false;
   for (const auto& c : e.collectives) {
     saw_tp = saw_tp || c.purpose.rfind("TP", 0) == 0;

@@ -207,7 +207,8 @@ TEST(PlanEmit, PredictedPassTimesAreTheWorkloadModelsStageCosts) {
         // latency (hwmodels/gpu_model.h memory_bound_time).
         const StageInfo& st = pl.stages[t.device];
         const double params =
-            hw::stage_parameter_count(plan.model, 1, st.layer_end - st.layer_begin, st.index == 0,
+            hw::stage_parameter_count(plan.model, hw::WorkloadOptions{}, st.layer_begin,
+                                      st.layer_end, st.index == 0,
                                       st.index == pl.stages_per_pipeline() - 1, 4);
         const hw::GpuSpec& g = s.pr.profile.gpu;
         EXPECT_EQ(dur, seconds_to_ps(28 * params / (g.hbm_bandwidth.value * g.hbm_efficiency)) +

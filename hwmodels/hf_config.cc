@@ -1,0 +1,161 @@
+#include "hwmodels/hf_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "hwmodels/transformer.h"
+
+namespace pw::hw {
+namespace {
+
+using Json = nlohmann::json;
+
+// Fields that do not change a training step's cost or memory in pipewright's model.
+const std::set<std::string> kNeutral = {
+    "architectures",    "model_type",       "bos_token_id",      "eos_token_id",
+    "pad_token_id",     "torch_dtype",      "dtype",             "transformers_version",
+    "initializer_range", "rms_norm_eps",    "rope_theta",        "rope_scaling",
+    "use_cache",        "_name_or_path",    "max_position_embeddings", "pretraining_tp",
+    "output_router_logits", "router_aux_loss_coef", "router_jitter_noise", "norm_topk_prob",
+    "attention_dropout", "max_window_layers", "use_sliding_window", "sliding_window",
+    "tie_word_embeddings", "hidden_act",    "attention_bias",    "mlp_bias",
+    "head_dim",         "num_key_value_heads", "layer_types",    "use_qk_norm"};
+
+class Reader {
+ public:
+  Reader(const Json& j, std::string file) : j_(j), file_(std::move(file)) {}
+  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  [[noreturn]] void fail(const std::string& key, const std::string& msg) const {
+    throw ConfigError(file_, key, msg);
+  }
+  int integer(const char* key, int lo = 1) const {
+    if (!has(key)) fail(key, "missing; expected an integer");
+    const Json& v = j_.at(key);
+    if (!v.is_number_integer()) fail(key, "expected an integer");
+    const auto x = v.get<long long>();
+    if (x < lo || x > std::numeric_limits<int>::max())
+      fail(key, fmt::format("{}; expected an integer in {}..{}", x, lo,
+                            std::numeric_limits<int>::max()));
+    return static_cast<int>(x);
+  }
+  int integer_or(const char* key, int fallback, int lo = 1) const {
+    return has(key) ? integer(key, lo) : fallback;
+  }
+  bool boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_.at(key).is_boolean()) fail(key, "expected true or false");
+    return j_.at(key).get<bool>();
+  }
+  double number_or(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_.at(key).is_number()) fail(key, "expected a number");
+    return j_.at(key).get<double>();
+  }
+  std::string text_or(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_.at(key).is_string()) fail(key, "expected a string");
+    return j_.at(key).get<std::string>();
+  }
+  const Json& json() const { return j_; }
+
+ private:
+  const Json& j_;
+  std::string file_;
+};
+
+}  // namespace
+
+ModelShape parse_hf_config(const std::string& text, const std::string& file) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::exception& e) {
+    std::string what = e.what();
+    throw ConfigError(file, "", "JSON syntax error: " + what.substr(0, 200));
+  }
+  if (!j.is_object()) throw ConfigError(file, "", "expected a JSON object (a config.json)");
+  Reader r(j, file);
+  const std::string type = r.text_or("model_type", "");
+  const std::set<std::string> types = {"llama", "mistral", "mixtral", "qwen2", "qwen3",
+                                       "qwen3_moe"};
+  if (type == "deepseek_v3" || type == "deepseek_v2")
+    r.fail("model_type",
+           fmt::format("'{}' uses multi-head latent attention, which pipewright does not model; "
+                       "expected one of {}",
+                       type, kHfModelTypes));
+  if (!types.count(type))
+    r.fail("model_type", fmt::format("'{}'; expected one of {}", type, kHfModelTypes));
+
+  // Fields read per architecture; every other field must be neutral.
+  std::set<std::string> read = {"num_hidden_layers", "hidden_size", "num_attention_heads",
+                                "intermediate_size", "vocab_size"};
+  const bool moe = type == "mixtral" || type == "qwen3_moe";
+  if (type == "mixtral") read.insert({"num_local_experts", "num_experts_per_tok"});
+  if (type == "qwen3_moe")
+    read.insert({"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                 "decoder_sparse_step", "mlp_only_layers"});
+  for (const auto& [key, value] : j.items()) {
+    if (!read.count(key) && !kNeutral.count(key))
+      r.fail(key, fmt::format("unknown field for model_type '{}'; pipewright reads {} and "
+                              "ignores only fields that do not change cost or memory",
+                              type, fmt::join(read, ", ")));
+  }
+
+  ModelShape m;
+  m.name = std::filesystem::path(file).parent_path().filename().string();
+  if (m.name.empty()) m.name = type;
+  m.num_layers = r.integer("num_hidden_layers");
+  m.hidden_size = r.integer("hidden_size");
+  m.num_attention_heads = r.integer("num_attention_heads");
+  m.ffn_hidden_size = r.integer("intermediate_size");
+  m.vocab_size = r.integer("vocab_size");
+  m.num_query_groups = r.integer_or("num_key_value_heads", 0);
+  if (m.num_query_groups == m.num_attention_heads) m.num_query_groups = 0;
+  const int hd = r.integer_or("head_dim", 0);
+  if (hd > 0 && hd * m.num_attention_heads != m.hidden_size) m.kv_channels = hd;
+  m.swiglu = true;  // every architecture read here has a gated MLP
+  const std::string act = r.text_or("hidden_act", "silu");
+  if (act != "silu" && act != "swish")
+    r.fail("hidden_act", fmt::format("'{}'; expected silu (a SwiGLU MLP)", act));
+  m.rmsnorm = true;
+  m.rope = true;
+  m.bias = false;
+  m.untie_embeddings = !r.boolean_or("tie_word_embeddings", false);
+  m.qkv_bias = r.boolean_or("attention_bias", type == "qwen2");
+  if (r.boolean_or("mlp_bias", false)) r.fail("mlp_bias", "true; expected false (no MLP biases)");
+  m.qk_layernorm = type == "qwen3" || type == "qwen3_moe";
+  if (r.boolean_or("use_sliding_window", false) ||
+      (type == "mistral" && r.has("sliding_window")))
+    r.fail(r.has("use_sliding_window") ? "use_sliding_window" : "sliding_window",
+           "sliding-window attention is not modelled; expected it off (null)");
+  if (r.number_or("attention_dropout", 0) != 0)
+    r.fail("attention_dropout", "expected 0 (dropout is not modelled for these architectures)");
+  if (moe) {
+    m.num_experts = r.integer(type == "mixtral" ? "num_local_experts" : "num_experts");
+    m.moe_router_topk = r.integer("num_experts_per_tok");
+    m.moe_ffn_hidden_size =
+        type == "mixtral" ? m.ffn_hidden_size : r.integer("moe_intermediate_size");
+    m.moe_layer_freq = r.integer_or("decoder_sparse_step", 1);
+    if (r.has("mlp_only_layers") &&
+        !(j.at("mlp_only_layers").is_array() && j.at("mlp_only_layers").empty()))
+      r.fail("mlp_only_layers", "expected an empty list (dense layers by list are not read)");
+  }
+  const std::string problem = model_shape_problem(m);
+  if (!problem.empty()) {
+    const auto colon = problem.find(':');
+    throw ConfigError(file, problem.substr(0, colon), problem.substr(colon + 2));
+  }
+  return m;
+}
+
+ModelShape load_hf_config(const std::string& path) { return parse_hf_config(read_file(path), path); }
+
+}  // namespace pw::hw

@@ -1,0 +1,272 @@
+// Today's models in the one workload model: GQA, SwiGLU, RMSNorm, untied embeddings, RoPE, MoE,
+// context and expert parallelism, FP8. Expected values come from the published parameter counts
+// (shared/reference/h100-runs.md, the model cards) and from formulas written beside each test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "hwmodels/hf_config.h"
+#include "hwmodels/memory.h"
+#include "hwmodels/model_presets.h"
+#include "hwmodels/scenario.h"
+#include "hwmodels/transformer.h"
+
+namespace pw::hw {
+namespace {
+
+const ModelShape& preset(const char* name) {
+  const ModelPreset* p = find_model_preset(name);
+  EXPECT_NE(p, nullptr) << name;
+  return p->shape;
+}
+
+TEST(ModernModels, ParameterCountsMatchThePublishedOnes) {
+  // shared/reference/h100-runs.md and the model cards (exact integers).
+  EXPECT_EQ(parameter_count(preset("llama3-8b")), 8'030'261'248.0);
+  EXPECT_EQ(parameter_count(preset("llama3-70b")), 70'553'706'496.0);
+  EXPECT_EQ(parameter_count(preset("llama3.1-405b")), 405'853'388'800.0);
+  EXPECT_EQ(parameter_count(preset("mixtral-8x7b")), 46'702'792'704.0);
+  EXPECT_EQ(parameter_count(preset("qwen3-30b-a3b")), 30'532'122'624.0);
+  EXPECT_EQ(active_parameter_count(preset("qwen3-30b-a3b")), 3'353'032'704.0);
+  // Mixtral: "12.9B active parameters per token" (Jiang et al. 2024): 2 of 8 experts.
+  EXPECT_NEAR(active_parameter_count(preset("mixtral-8x7b")) / 1e9, 12.9, 0.05);
+  // Llama 2 7B: 6,738,415,616 (the model card's 6.7B; 32 x 202,383,360 + 2 x 32000 x 4096 + 4096).
+  EXPECT_EQ(parameter_count(preset("llama2-7b")), 6'738'415'616.0);
+  // Qwen3-235B-A22B: "235B total, 22B activated".
+  EXPECT_NEAR(parameter_count(preset("qwen3-235b-a22b")) / 1e9, 235.1, 0.5);
+  EXPECT_NEAR(active_parameter_count(preset("qwen3-235b-a22b")) / 1e9, 22.2, 0.3);
+  // GPT-3 keeps its form: 12Lh^2(1 + 13/(12h) + (V+s)/(12Lh)) + 2h.
+  const ModelShape& g = preset("gpt3-175b");
+  const double L = g.num_layers, h = g.hidden_size;
+  EXPECT_NEAR(parameter_count(g),
+              12 * L * h * h * (1 + 13 / (12 * h) + (g.vocab_size + g.seq_length) / (12 * L * h)) +
+                  2 * h,
+              1.0);
+}
+
+TEST(ModernModels, FlopsPerTokenFollowTheFormulaInBothConventions) {
+  // Per token and iteration: 6 x (linear weights + output layer) + attention over all pairs
+  // 12 x L x s x q (scores and context: 4sq forward, 8sq backward); the causal convention halves
+  // the attention term.
+  const ModelShape& m = preset("llama3-8b");
+  const double h = m.hidden_size, f = m.ffn_hidden_size, s = m.seq_length, L = m.num_layers;
+  const double q = 4096, kv = 1024, V = m.vocab_size;
+  const double linear = L * (h * (q + 2 * kv) + q * h + 3 * h * f) + V * h;
+  const double per_token = 6 * linear + 12 * L * s * q;
+  WorkloadOptions o;
+  o.flash_attention = true;
+  const IterationFlops fl = iteration_flops(m, o, 2);
+  EXPECT_NEAR(fl.model / (2 * s * per_token), 1.0, 1e-12);
+  EXPECT_NEAR(fl.model_causal / (2 * s * (per_token - 6 * L * s * q)), 1.0, 1e-12);
+  // What runs with fused attention: half the pairs, plus the recomputed scores in B.
+  EXPECT_LT(fl.hardware, fl.model);
+}
+
+TEST(ModernModels, ActivationMemoryOfGqaSwigluWithCpIsExactToTheByte) {
+  // Llama 3 70B, t = 4 with SP, cp = 2, b = 1, fused attention, no recompute, per layer:
+  // s = 8192 / 2 tokens; outside TP 10sbh / t; Q, K, V and the attention output
+  // 2s(q + 2kv + q) / t; SwiGLU up (2f wide) and activation output 2s(2f + f) / t.
+  const ModelShape& m = preset("llama3-70b");
+  WorkloadOptions o;
+  o.tp = 4;
+  o.sequence_parallel = true;
+  o.cp = 2;
+  o.flash_attention = true;
+  const double s = 4096, h = 8192, q = 8192, kv = 1024, f = 28672, t = 4;
+  const double expected =
+      10 * s * h / t + 2 * s * (q + 2 * kv + q) / t + 2 * s * (2 * f + f) / t;
+  EXPECT_EQ(layer_activation_bytes(m, o).value, expected);
+}
+
+TEST(ModernModels, ActivationMemoryOfAnMoeLayerIsExactToTheByte) {
+  // Qwen3-30B-A3B, t = 1, ep = 8, b = 1, s = 4096, fused attention. Attention: 10sbh + 2s(q +
+  // 2kv + q) + q/k norm inputs 2s(q + kv). MoE: fp32 router probabilities 4sE, the expert rows
+  // r = s x top-k: input 2rh, up 2r(2fe), activation 2r fe, and the expert outputs 2s k h.
+  const ModelShape& m = preset("qwen3-30b-a3b");
+  WorkloadOptions o;
+  o.ep = 8;
+  o.flash_attention = true;
+  const double s = 4096, h = 2048, q = 32 * 128, kv = 4 * 128, E = 128, k = 8, fe = 768;
+  const double r = s * k;
+  const double expected = 10 * s * h + 2 * s * (q + 2 * kv + q) + 2 * s * (q + kv) + 4 * s * E +
+                          2 * r * (h + 3 * fe) + 2 * s * k * h;
+  EXPECT_EQ(layer_activation_bytes(m, o, true).value, expected);
+  // Expert parallelism does not change a rank's activations (its tokens' k copies), the number of
+  // experts it holds does change its parameters: 128 / 8 experts of 3 h fe each.
+  double expert = 0;
+  const double all = stage_parameter_count(m, o, 0, 1, false, false, 2, &expert);
+  EXPECT_EQ(expert, 16 * 3 * h * fe);
+  EXPECT_EQ(all - expert, layer_parameter_count(m, true) - 128 * 3 * h * fe);
+}
+
+TEST(ModernModels, ExpertStateIsShardedOverTheExpertDataParallelGroup) {
+  // 1e9 dense + 3e9 expert parameters, distributed optimizer over d = 16 and expert-DP = 2:
+  // weights 2 B x 4e9, gradients 2 B x 4e9 (ZeRO-1), optimizer 12 B x (1e9/16 + 3e9/2).
+  const ModelStateBytes s = model_state_bytes(4e9, 3e9, 1, 16, 2, false, false);
+  EXPECT_DOUBLE_EQ(s.weights.value, 8e9);
+  EXPECT_DOUBLE_EQ(s.gradients.value, 8e9);
+  EXPECT_DOUBLE_EQ(s.optimizer.value, 12 * (1e9 / 16 + 3e9 / 2));
+  // FP8 adds its weight copy and transpose: 2 B per parameter.
+  EXPECT_DOUBLE_EQ(model_state_bytes(4e9, 3e9, 1, 16, 2, false, true).weights.value, 16e9);
+}
+
+TEST(ModernModels, Fp8GemmsRunOnTheFp8PeakAtTheProfilesEfficiency) {
+  GpuSpec g;
+  g.peak_flops[static_cast<int>(DType::kBf16)] = 1000e12;
+  g.peak_flops[static_cast<int>(DType::kFp8)] = 2000e12;
+  g.gemm_max_efficiency = 0.8;
+  g.gemm_max_efficiency_fp8 = 0.6;
+  g.kernel_latency = 0;
+  const GpuModel gpu(g);
+  // Same shape: FP8 time / BF16 time = (1000 x 0.8) / (2000 x 0.6).
+  const double bf = static_cast<double>(gpu.gemm_time(8192, 8192, 8192, DType::kBf16));
+  const double f8 = static_cast<double>(gpu.gemm_time(8192, 8192, 8192, DType::kFp8));
+  EXPECT_NEAR(f8 / bf, 800.0 / 1200.0, 1e-6);
+  // The layer's linear GEMMs are FP8, the attention core is not.
+  WorkloadOptions o;
+  o.fp8 = true;
+  o.flash_attention = true;
+  for (const LayerOp& op : layer_ops(preset("llama3-8b"), o, Pass::kForward)) {
+    const std::string n = op.name;
+    if (n == "attn_scores" || n == "attn_context") {
+      EXPECT_FALSE(op.fp8) << n;
+    }
+    if (n == "qkv" || n == "proj" || n == "mlp_up" || n == "mlp_down") {
+      EXPECT_TRUE(op.fp8) << n;
+    }
+  }
+}
+
+TEST(ModernModels, CollectivesOfCpAndEpGoToTheirGroups) {
+  // Context parallelism: the forward gathers every rank's K and V: 2 x kv / t x s_local x cp x
+  // 2 bytes; the backward also reduce-scatters their gradients.
+  const ModelShape& m = preset("llama3-70b");
+  WorkloadOptions o;
+  o.tp = 4;
+  o.sequence_parallel = true;
+  o.cp = 2;
+  o.flash_attention = true;
+  int cp_f = 0;
+  for (const TpComm& c : layer_tp_comms(m, o, Pass::kForward))
+    if (c.group == CommGroup::kCp) {
+      ++cp_f;
+      EXPECT_EQ(c.bytes.value, 2.0 * 2 * (1024 / 4) * 4096 * 2);
+    }
+  EXPECT_EQ(cp_f, 1);
+  // Expert parallelism: dispatch and combine, each s x k x h x 2 bytes per rank.
+  const ModelShape& q = preset("qwen3-30b-a3b");
+  WorkloadOptions e;
+  e.ep = 8;
+  int ep_f = 0;
+  for (const TpComm& c : layer_tp_comms(q, e, Pass::kForward, true))
+    if (c.group == CommGroup::kEp) {
+      ++ep_f;
+      EXPECT_EQ(c.kind, CollectiveKind::kAllToAll);
+      EXPECT_EQ(c.count, 2);
+      EXPECT_EQ(c.bytes.value, 2.0 * 4096 * 8 * 2048);
+    }
+  EXPECT_EQ(ep_f, 1);
+}
+
+constexpr const char* kLlama3_8b = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+  "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 8192,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+  "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null,
+  "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.0.dev0", "use_cache": true, "vocab_size": 128256})";
+
+TEST(ModernModels, HuggingFaceConfigGivesThePresetsShape) {
+  ModelShape m = parse_hf_config(kLlama3_8b, "llama3/config.json");
+  m.seq_length = 8192;
+  EXPECT_EQ(parameter_count(m), 8'030'261'248.0);
+  m.name = "llama3-8b";
+  EXPECT_EQ(m, preset("llama3-8b"));
+}
+
+void expect_config_error(const std::string& text, const std::string& key) {
+  try {
+    parse_hf_config(text, "c/config.json");
+    ADD_FAILURE() << "no error for " << key;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.file(), "c/config.json");
+    EXPECT_EQ(e.key(), key) << e.what();
+  }
+}
+
+TEST(ModernModels, HuggingFaceConfigErrorsNameTheField) {
+  std::string t = kLlama3_8b;
+  expect_config_error(R"({"model_type": "gpt_neox", "hidden_size": 8})", "model_type");
+  expect_config_error(R"({"model_type": "deepseek_v3", "hidden_size": 8})", "model_type");
+  std::string extra = t;
+  extra.insert(1, R"("sliding_windoww": 4096, )");
+  expect_config_error(extra, "sliding_windoww");
+  std::string groups = t;
+  groups.replace(groups.find(R"("num_key_value_heads": 8)"), 24, R"("num_key_value_heads": 7)");
+  expect_config_error(groups, "num_query_groups");
+  expect_config_error("{not json", "");
+}
+
+// A scenario around a model section and a parallel section.
+Scenario scenario(const std::string& model, const std::string& parallel, int nodes = 1) {
+  const std::string text = "model: " + model + "\ncluster: {profile: dgx-h100, nodes: " +
+                           std::to_string(nodes) + "}\nparallel: " + parallel + "\n";
+  return parse_scenario(text, "s.yaml", "");
+}
+
+void expect_scenario_error(const std::string& model, const std::string& parallel,
+                           const std::string& key) {
+  try {
+    scenario(model, parallel);
+    ADD_FAILURE() << "no error for " << key;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.file(), "s.yaml");
+    EXPECT_EQ(e.key(), key) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModernModels, BadShapesAndLayoutsAreOneLineErrorsNamingTheKey) {
+  const std::string dense = "{micro_batch_size: 1, global_batch_size: 8}";
+  expect_scenario_error(
+      "{num_layers: 2, hidden_size: 64, num_attention_heads: 8, num_query_groups: 3, "
+      "seq_length: 64, vocab_size: 128}",
+      dense, "model.num_query_groups");
+  expect_scenario_error(
+      "{num_layers: 2, hidden_size: 64, num_attention_heads: 8, num_experts: 4, "
+      "moe_router_topk: 5, seq_length: 64, vocab_size: 128}",
+      dense, "model.moe_router_topk");
+  expect_scenario_error("{preset: qwen3-30b-a3b, use_flash_attn: true}",
+                        "{expert_model_parallel_size: 3, micro_batch_size: 1, "
+                        "global_batch_size: 8}",
+                        "parallel.expert_model_parallel_size");
+  expect_scenario_error("{preset: llama3-8b, use_flash_attn: true, seq_length: 8190}",
+                        "{context_parallel_size: 2, micro_batch_size: 1, global_batch_size: 8}",
+                        "parallel.context_parallel_size");
+  expect_scenario_error("{preset: llama3-8b}",
+                        "{context_parallel_size: 2, micro_batch_size: 1, global_batch_size: 8}",
+                        "parallel.context_parallel_size");
+  expect_scenario_error("{preset: llama3-8b, use_flash_attn: true}",
+                        "{tensor_model_parallel_size: 8, context_parallel_size: 2, "
+                        "micro_batch_size: 1, global_batch_size: 8}",
+                        "parallel.tensor_model_parallel_size");
+  expect_scenario_error("{preset: llama3-8b}", "{fp8: e5m2, micro_batch_size: 1, global_batch_size: 8}",
+                        "parallel.fp8");
+}
+
+TEST(ModernModels, ContextParallelSplitsTheDataParallelSize) {
+  // 16 GPUs, t = 2, cp = 2, p = 1: d = 16 / 4 = 4.
+  const Scenario s = scenario("{preset: llama3-8b, use_flash_attn: true}",
+                              "{tensor_model_parallel_size: 2, context_parallel_size: 2, "
+                              "sequence_parallel: true, micro_batch_size: 1, "
+                              "global_batch_size: 32}",
+                              2);
+  EXPECT_EQ(s.parallel.data_parallel, 4);
+  EXPECT_EQ(s.num_microbatches(), 8);
+}
+
+}  // namespace
+}  // namespace pw::hw
