@@ -117,6 +117,14 @@ TimePs GpuModel::gemm_time(long long m, long long n, long long k, DType d, long 
   return seconds_to_ps(secs) + spec_.kernel_latency;
 }
 
+TimePs GpuModel::fused_attention_time(Flops flops, DType d, bool backward) const {
+  const double eff = backward ? spec_.attention_bwd_efficiency : spec_.attention_fwd_efficiency;
+  const double peak = spec_.peak_flops[static_cast<int>(d)];
+  if (eff <= 0 || peak <= 0) return -1;
+  if (flops.value <= 0) return 0;
+  return seconds_to_ps(flops.value / (peak * eff)) + spec_.kernel_latency;
+}
+
 TimePs GpuModel::memory_bound_time(Bytes bytes) const {
   if (bytes.value <= 0) return 0;
   double bw = spec_.hbm_bandwidth.value * spec_.hbm_efficiency;

@@ -64,6 +64,11 @@ struct GpuSpec {
   /// The same for FP8 GEMMs against the FP8 peak (profile gemm.fp8_max_efficiency; 0 = the
   /// BF16 figure). FP8 kernels reach a smaller share of their doubled peak.
   double gemm_max_efficiency_fp8 = 0;
+  /// Fused (flash) attention kernels: achieved share of the 16-bit peak in the forward and the
+  /// backward kernel on long sequences (profile gpu.attention.fwd_efficiency / bwd_efficiency).
+  /// 0 = price the attention core as batched GEMMs.
+  double attention_fwd_efficiency = 0;
+  double attention_bwd_efficiency = 0;
   double gemm_k_half = 256;           ///< K at which the K-loop pipeline reaches half efficiency
   std::vector<GemmTile> tiles;       ///< candidate tiles; empty = {256x128, 128x128, 128x64, 64x64}
   std::vector<GemmSample> measured;  ///< optional calibration table
@@ -91,6 +96,9 @@ class GpuModel {
   /// the element-wise throughput (elementwise_bandwidth; hbm_bandwidth x hbm_efficiency when it
   /// is 0, bit-for-bit memory_bound_time then), plus the kernel latency; 0 bytes take 0.
   TimePs elementwise_time(Bytes bytes) const;
+  /// Time of `flops` of a fused attention kernel (forward or backward) at the profile's attention
+  /// efficiency of the `d` peak, plus the kernel latency; -1 when the profile gives none.
+  TimePs fused_attention_time(Flops flops, DType d, bool backward) const;
   /// The throughput elementwise_time divides by (bytes per second).
   double elementwise_rate() const;
   /// The fitted formula alone (no measured correction).

@@ -132,7 +132,8 @@ void apply_compute_dtype(const ConfigMap& gpu, DType cd, GpuSpec* g) {
 GpuSpec parse_gpu(const ConfigMap& m, std::optional<DType>* compute_dtype) {
   m.check_keys({"name", "sm_count", "peak_tflops", "compute_dtype", "hbm_capacity_gb",
                 "hbm_bandwidth_gb_per_s", "hbm_efficiency", "elementwise_gb_per_s",
-                "reserved_memory_gb", "kernel_latency_us", "gemm", "gemm_measured", "source"});
+                "reserved_memory_gb", "kernel_latency_us", "gemm", "gemm_measured", "attention",
+                "source"});
   GpuSpec g;
   g.name = m.text("name");
   g.sm_count = static_cast<int>(m.integer("sm_count"));
@@ -167,6 +168,14 @@ GpuSpec parse_gpu(const ConfigMap& m, std::optional<DType>* compute_dtype) {
     g.elementwise_bandwidth = gigabytes_per_sec(m.positive("elementwise_gb_per_s"));
   g.kernel_latency = seconds_to_ps(m.positive_or("kernel_latency_us", 3.0, true) * 1e-6);
   parse_gemm(m.child("gemm"), &g);
+  if (m.has("attention")) {
+    const ConfigMap a = m.child("attention");
+    a.check_keys({"fwd_efficiency", "bwd_efficiency", "source"});
+    g.attention_fwd_efficiency = a.positive("fwd_efficiency");
+    g.attention_bwd_efficiency = a.positive("bwd_efficiency");
+    if (g.attention_fwd_efficiency > 1.0) a.fail("fwd_efficiency", "expected a number in (0, 1]");
+    if (g.attention_bwd_efficiency > 1.0) a.fail("bwd_efficiency", "expected a number in (0, 1]");
+  }
   parse_measured(m, &g);
   if (compute_dtype->has_value()) apply_compute_dtype(m, **compute_dtype, &g);
   return g;

@@ -252,18 +252,23 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
   const int gpus = s->num_gpus();
   const int cp = c.context_parallel;
   const int tp_pp = c.tensor_parallel * cp * c.pipeline_parallel;
+  // The product as the user wrote it: t*p, or t*cp*p with context parallelism.
+  const std::string prod = cp > 1 ? "t*cp*p" : "t*p";
+  const std::string factors =
+      cp > 1 ? fmt::format("{}*{}*{}", c.tensor_parallel, cp, c.pipeline_parallel)
+             : fmt::format("{}*{}", c.tensor_parallel, c.pipeline_parallel);
   if (gpus % tp_pp != 0) {
     throw ConfigError(s->file, tp_key,
-                      fmt::format("t*cp*p = {}*{}*{} = {} does not divide the {} GPUs ({} nodes x "
-                                  "{}); expected t*cp*p to divide {}",
-                                  c.tensor_parallel, cp, c.pipeline_parallel, tp_pp, gpus,
-                                  s->topology.nodes, s->topology.node.gpus_per_node, gpus));
+                      fmt::format("{} = {} = {} does not divide the {} GPUs ({} nodes x {}); "
+                                  "expected {} to divide {}",
+                                  prod, factors, tp_pp, gpus, s->topology.nodes,
+                                  s->topology.node.gpus_per_node, prod, gpus));
   }
   c.data_parallel = gpus / tp_pp;
   if (dp_given > 0 && dp_given != c.data_parallel) {
     throw ConfigError(s->file, key("parallel.data_parallel_size", "--dp"),
-                      fmt::format("{} does not match GPUs / (t*cp*p) = {} / {}; expected {}",
-                                  dp_given, gpus, tp_pp, c.data_parallel));
+                      fmt::format("{} does not match GPUs / ({}) = {} / {}; expected {}", dp_given,
+                                  prod, gpus, tp_pp, c.data_parallel));
   }
   if (m.num_attention_heads % c.tensor_parallel != 0) {
     throw ConfigError(s->file, tp_key,

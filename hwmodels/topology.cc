@@ -137,8 +137,14 @@ void Topology::route(int src, int dst, std::vector<LinkId>* out) const {
   out->push_back(nic_up_[a * nics + ra]);
   int la = leaf_of_nic(a, ra), lb = leaf_of_nic(b, rb);
   if (la != lb) {
-    int s = static_cast<int>((static_cast<unsigned>(src) * 2654435761u + unsigned(dst)) %
-                             unsigned(num_spines_));
+    // Destination-mod-k routing (InfiniBand's fat-tree routing engine): the spine is chosen by
+    // the destination port's index on its leaf, so the flows into one leaf's ports take distinct
+    // spines and a permutation (a pipeline shift, a ring step) is non-blocking, as the fabric is.
+    const FabricSpec& f = spec_.fabric;
+    const int port = f.kind == FabricKind::kFatTree
+                         ? (b % std::max(1, f.leaf_ports / nics)) * nics + rb
+                         : b % f.leaf_ports;
+    int s = port % num_spines_;
     out->push_back(leaf_spine_[la * num_spines_ + s]);
     out->push_back(leaf_spine_[lb * num_spines_ + s] + 1);
   }

@@ -211,11 +211,13 @@ std::vector<LayerOp> forward_ops(const ModelShape& m, const WorkloadOptions& o, 
     if (m.rope) ops.push_back(mem("rope", 2 * kAct * double(d.tokens * (d.q + d.kv) / d.t)));
   }
   ops.push_back(gemm("attn_scores", d.s, keys, d.dh, heads));
+  ops.back().fused_attention = flash ? 1 : 0;
   if (!flash) {
     ops.push_back(mem("softmax", 2 * kAct * s2));
     ops.push_back(mem("attn_dropout", (2 * kAct + 1) * s2));
   }
   ops.push_back(gemm("attn_context", d.s, d.dh, keys, heads));
+  ops.back().fused_attention = flash ? 1 : 0;
   if (attention_core_only) return ops;
   if (fp8) ops.push_back(mem("fp8_cast", kFp8Cast * double(d.tokens * d.q / d.t)));
   ops.push_back(gemm("proj", d.tokens, d.h, d.q / d.t, 1, fp8));
@@ -261,9 +263,11 @@ std::vector<LayerOp> backward_input_ops(const std::vector<LayerOp>& fwd, bool fl
       if (std::string(f.name) == "fp8_cast") continue;
       ops.push_back(mem(f.name, 1.5 * f.bytes.value));
     } else if (is_attention_core(f)) {
+      const std::size_t first = ops.size();
       ops.push_back(gemm(f.name, f.m, f.k, f.n, f.batch));  // gradient of the left operand
       ops.push_back(gemm(f.name, f.k, f.n, f.m, f.batch));  // gradient of the right operand
       if (flash && std::string(f.name) == "attn_scores") ops.push_back(f);
+      for (std::size_t i = first; i < ops.size(); ++i) ops[i].fused_attention = flash ? 2 : 0;
     } else {
       if (f.fp8) ops.push_back(mem("fp8_cast", kFp8Cast * double(f.m * f.n * f.batch)));
       ops.push_back(gemm(f.name, f.m, f.k, f.n, f.batch, f.fp8));
@@ -468,6 +472,13 @@ Flops total_flops(const std::vector<LayerOp>& ops) {
 TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtype) {
   TimePs t = 0;
   for (const LayerOp& op : ops) {
+    if (op.fused_attention > 0) {
+      const TimePs a = gpu.fused_attention_time(op.flops, dtype, op.fused_attention == 2);
+      if (a >= 0) {
+        t += a;
+        continue;
+      }
+    }
     t += op.gemm ? gpu.gemm_time(op.m, op.n, op.k, op.fp8 ? DType::kFp8 : dtype, op.batch)
                  : gpu.elementwise_time(op.bytes);
   }

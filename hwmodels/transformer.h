@@ -49,6 +49,9 @@ struct LayerOp {
   const char* name = "";
   bool gemm = false;
   bool fp8 = false;  ///< runs in FP8 (WorkloadOptions::fp8 linear layers); else `dtype`
+  /// Part of a fused attention kernel: 1 forward, 2 backward (priced by the profile's attention
+  /// efficiency when it gives one, else as the GEMM it is); 0 = not.
+  int fused_attention = 0;
   long long m = 0, n = 0, k = 0, batch = 1;
   Flops flops{};
   Bytes bytes{};  ///< HBM traffic (memory-bound ops)

@@ -126,7 +126,6 @@ void fill_trace(const BuiltIteration& b, const des::EngineResult& er, Trace* tr)
       }
     }
   }
-  static const char* kCat[] = {"tp", "pp", "dp", "offload"};
   tr->slices.clear();
   for (std::size_t t = 0; t < g.size(); ++t) {
     if (er.end[t] <= er.start[t]) continue;
@@ -137,7 +136,9 @@ void fill_trace(const BuiltIteration& b, const des::EngineResult& er, Trace* tr)
     const Action& a = task.label;
     sl.name = a.microbatch >= 0 ? fmt::format("{}{}", action_kind_name(a.kind), a.microbatch)
                                 : std::string(action_kind_name(a.kind));
-    sl.category = b.comm_kind[t] == kComputeTag ? "compute" : kCat[b.comm_kind[t]];
+    sl.category = b.comm_kind[t] == kComputeTag
+                      ? "compute"
+                      : comm_kind_name(static_cast<CommKind>(b.comm_kind[t]));
     sl.start = er.start[t];
     sl.duration = er.end[t] - er.start[t];
     sl.stage = a.stage;
