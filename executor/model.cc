@@ -155,6 +155,33 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
   need_positive(shape.vocab_size, "model.vocab_size");
   need_positive(config.tensor_parallel, "parallel.tensor_model_parallel_size");
   need_positive(config.micro_batch_size, "parallel.micro_batch_size");
+  // The executor's layer is GPT-3's (multi-head attention, GELU MLP, LayerNorm, biases, tied
+  // embeddings, learned positions); a model or layout beyond it is refused, never run as
+  // something else.
+  const ModelShape gpt{shape.name,        shape.num_layers,      shape.hidden_size,
+                       shape.num_attention_heads, shape.ffn_hidden_size, shape.seq_length,
+                       shape.vocab_size};
+  if (!(shape == gpt)) {
+    const char* key = shape.num_query_groups > 0 ? "model.num_query_groups"
+                      : shape.kv_channels > 0    ? "model.kv_channels"
+                      : shape.swiglu             ? "model.swiglu"
+                      : shape.rmsnorm            ? "model.normalization"
+                      : shape.num_experts > 0    ? "model.num_experts"
+                      : shape.untie_embeddings   ? "model.untie_embeddings_and_output_weights"
+                      : shape.rope               ? "model.position_embedding_type"
+                                                 : "model";
+    throw ConfigError(source, key,
+                      "the executor runs GPT-3-style layers only (multi-head attention, GELU, "
+                      "LayerNorm, biases, tied embeddings, learned positions); expected such a "
+                      "model (plan and simulate take the others)");
+  }
+  if (config.context_parallel != 1 || config.expert_parallel != 1 || config.fp8 != "off")
+    throw ConfigError(source,
+                      config.context_parallel != 1  ? "config.context_parallel"
+                      : config.expert_parallel != 1 ? "config.expert_parallel"
+                                                    : "config.fp8",
+                      "the executor runs t x p x d layouts in fp64/bf16 only; expected "
+                      "context_parallel 1, expert_parallel 1 and fp8 off");
   ModelDims d;
   d.num_layers = shape.num_layers;
   d.hidden = shape.hidden_size;

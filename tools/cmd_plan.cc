@@ -49,6 +49,8 @@ struct PlanOptions {
   // Search constraints, as typed (comma-separated lists; parsed by parse_constraints).
   std::string tp, pp, dp, micro_batch, global_batch, schedules, recompute, zero;
   std::string sequence_parallel, offload;  ///< on | off | both
+  std::string cp, ep;                      ///< context / expert-parallel degrees
+  std::string fp8;                         ///< on | off | both
   int gpus = kNotGiven;                    ///< kNotGiven: not given
 };
 
@@ -110,6 +112,9 @@ SearchConstraints parse_constraints(const PlanOptions& o) {
     }
   c.sequence_parallel = on_off("--sequence-parallel", o.sequence_parallel);
   c.offload = on_off("--offload", o.offload);
+  c.cp = int_list("--cp", o.cp);
+  c.ep = int_list("--ep", o.ep);
+  c.fp8 = on_off("--fp8", o.fp8);
   if (o.gpus != kNotGiven && o.gpus < 1)
     throw ConfigError("", "--gpus", fmt::format("expected a GPU count >= 1, got {}", o.gpus));
   c.gpus = std::max(0, o.gpus);
@@ -127,7 +132,9 @@ nlohmann::json constraints_json(const SearchConstraints& c) {
       {"data_parallel", &c.dp},
       {"micro_batch_size", &c.micro_batch},
       {"global_batch_size", &c.global_batch},
-      {"zero_stage", &c.zero}};
+      {"zero_stage", &c.zero},
+      {"context_parallel", &c.cp},
+      {"expert_parallel", &c.ep}};
   for (const auto& [key, list] : lists)
     if (!list->empty()) j[key] = *list;
   if (!c.schedules.empty()) j["schedule"] = c.schedules;
@@ -138,6 +145,7 @@ nlohmann::json constraints_json(const SearchConstraints& c) {
   }
   if (!c.sequence_parallel.empty()) j["sequence_parallel"] = c.sequence_parallel;
   if (!c.offload.empty()) j["optimizer_offload"] = c.offload;
+  if (!c.fp8.empty()) j["fp8"] = c.fp8;
   return j;
 }
 
@@ -306,7 +314,9 @@ int run_plan(const PlanOptions& o) {
     throw ConfigError("", "--format", "expected table or json");
   const hw::Scenario sc = resolve_scenario(o);
   const PlanProblem pr = make_problem(o, sc);
-  const SearchConstraints cons = parse_constraints(o);
+  SearchConstraints cons = parse_constraints(o);
+  // A scenario that trains in FP8 keeps FP8 unless --fp8 says otherwise.
+  if (cons.fp8.empty() && sc.has_parallel && sc.parallel.fp8 != "off") cons.fp8 = {1};
   const GeneratorRegistry registry = default_registry();
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (o.shortest_time) {
@@ -329,6 +339,23 @@ int run_plan(const PlanOptions& o) {
                       "several global batches need an objective that compares them: iteration "
                       "time grows with the batch; give one, or use --objective time-to-loss (or "
                       "cost) with --target-loss or --tokens");
+  // The scenario's own configuration is searched too: its v (Megatron's virtual pipeline size,
+  // e.g. 5) joins the searched v of its schedule when missing.
+  if (sc.has_parallel && sc.parallel.virtual_stages > 1) {
+    const ParallelConfig& pc = sc.parallel;
+    bool have = false;
+    const ScheduleOption* like = nullptr;
+    for (const ScheduleOption& so : space.schedules)
+      if (so.name == pc.schedule && so.takes_v) {
+        like = &so;
+        have = have || so.v == pc.virtual_stages;
+      }
+    if (like && !have) {
+      ScheduleOption extra = *like;
+      extra.v = pc.virtual_stages;
+      space.schedules.push_back(extra);
+    }
+  }
   if (!cons.empty()) constrain_space(cons, pr.model, pr.num_gpus, &space);
   SearchOptions opts;
   opts.top = o.top;
@@ -374,6 +401,10 @@ int run_plan(const PlanOptions& o) {
         in.published =
             des ? evaluate_config_des(model, registry, pc) : evaluate_config(model, registry, pc);
       }
+    } else {
+      Evaluated e;
+      e.why_not = why;
+      in.published = e;
     }
   }
   const bool json = o.format == "json";
@@ -446,6 +477,14 @@ void register_plan(CLI::App& app, int* status) {
   sub->add_option("--zero", o->zero, "allowed ZeRO stages (0..3)");
   sub->add_option("--sequence-parallel", o->sequence_parallel, "on | off | both (default)");
   sub->add_option("--offload", o->offload, "optimizer offload: on | off | both (default)");
+  sub->add_option("--cp", o->cp,
+                  "allowed context-parallel degrees (default 1,2,4,8 with use_flash_attn)");
+  sub->add_option("--ep", o->ep,
+                  "allowed expert-parallel degrees (MoE; default powers of two dividing the "
+                  "experts)");
+  sub->add_option("--fp8", o->fp8,
+                  "FP8 GEMMs: on | off | both (default off, or on when the scenario trains in "
+                  "FP8)");
   sub->callback([o, status] { *status = run_plan(*o); });
 }
 

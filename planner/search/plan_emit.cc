@@ -42,6 +42,14 @@ bool config_from_parallel(const SearchSpace& space, const ParallelConfig& pc, Se
   c.zero = static_cast<std::uint8_t>(pc.zero_stage);
   c.offload = pc.optimizer_offload ? 1 : 0;
   c.end_trim = 0;
+  c.cp = static_cast<std::uint8_t>(pc.context_parallel);
+  c.ep = static_cast<std::uint16_t>(pc.expert_parallel);
+  c.fp8 = pc.fp8 != "off" ? 1 : 0;
+  if (pc.expert_tp() != pc.tensor_parallel) {
+    *why = fmt::format("expert_tensor_parallel {} differs from t = {} (the search keeps them equal)",
+                       pc.expert_tp(), pc.tensor_parallel);
+    return false;
+  }
   *out = c;
   return true;
 }
@@ -60,6 +68,9 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.zero_stage = c.zero;
   pc.optimizer_offload = c.offload != 0;
   pc.schedule = so.name;
+  pc.context_parallel = c.cp;
+  pc.expert_parallel = c.ep;
+  pc.fp8 = c.fp8 ? "hybrid" : "off";
   return pc;
 }
 
@@ -94,8 +105,8 @@ Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const
   plan.model = model.problem().model;
   plan.cluster = cluster;
   plan.config = parallel_from_config(model.space(), c);
-  plan.schedule = complete_for_execution(s, c.d);
-  for (int rank = 0; rank < c.p; ++rank) plan.rank_to_gpu.push_back(rank * c.t * c.d);
+  plan.schedule = complete_for_execution(s, c.cp * c.d);
+  for (int rank = 0; rank < c.p; ++rank) plan.rank_to_gpu.push_back(rank * c.t * c.cp * c.d);
   plan.provenance = provenance;
 
   // The plan's own lowered schedule on the DES, with the input and options `simulate --plan`

@@ -72,16 +72,36 @@ CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
   for (int b = 1; b <= 8; ++b) bs.push_back(b);
   std::sort(bs.begin(), bs.end());
   bs.erase(std::unique(bs.begin(), bs.end()), bs.end());
+  std::vector<int> cps = space_.context_parallel, eps = space_.expert_parallel;
+  if (cps.empty()) cps = {1};
+  if (eps.empty()) eps = {1};
   t_index_.assign(ts.back() + 1, -1);
   b_index_.assign(bs.back() + 1, -1);
+  cp_index_.assign(*std::max_element(cps.begin(), cps.end()) + 1, -1);
+  ep_index_.assign(*std::max_element(eps.begin(), eps.end()) + 1, -1);
   for (std::size_t i = 0; i < ts.size(); ++i) t_index_[ts[i]] = static_cast<int>(i);
   for (std::size_t i = 0; i < bs.size(); ++i) b_index_[bs[i]] = static_cast<int>(i);
+  for (std::size_t i = 0; i < cps.size(); ++i) cp_index_[cps[i]] = static_cast<int>(i);
+  for (std::size_t i = 0; i < eps.size(); ++i) ep_index_[eps[i]] = static_cast<int>(i);
   num_b_ = static_cast<int>(bs.size());
+  num_cp_ = static_cast<int>(cps.size());
+  num_ep_ = static_cast<int>(eps.size());
+  num_fp8_ = 2;
   for (int t : ts)
-    for (int b : bs)
-      for (int sp = 0; sp < 2; ++sp)
-        for (int rc = 0; rc < 3; ++rc)
-          layers_.push_back(make_layer_entry(t, b, sp != 0, static_cast<hw::Recompute>(rc)));
+    for (int cp : cps)
+      for (int ep : eps)
+        for (int fp8 = 0; fp8 < 2; ++fp8)
+          for (int b : bs)
+            for (int sp = 0; sp < 2; ++sp)
+              for (int rc = 0; rc < 3; ++rc) {
+                // Only what the space can ask for is computed; the rest stays empty.
+                const bool wanted =
+                    std::find(space_.fp8.begin(), space_.fp8.end(), fp8) != space_.fp8.end() ||
+                    (space_.fp8.empty() && fp8 == 0);
+                layers_.push_back(wanted ? make_layer_entry({t, cp, ep, fp8, b, sp != 0,
+                                                             static_cast<hw::Recompute>(rc)})
+                                         : LayerEntry{});
+              }
   // The networks of every layout of every GPU count searched.
   std::vector<int> counts = space_.gpu_counts;
   counts.push_back(problem_.num_gpus);
@@ -91,12 +111,16 @@ CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
         nets_.emplace(cell_key(f.t, f.p, f.d), make_cell_net(f.t, f.p, f.d));
 }
 
-CostModel::LayerEntry CostModel::make_layer_entry(int t, int b, bool sp, hw::Recompute rc) const {
+CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
+  const int t = k.t;
   ParallelConfig par;
   par.tensor_parallel = t;
-  par.micro_batch_size = b;
-  par.sequence_parallel = sp && t > 1;
-  par.recompute = hw::recompute_name(rc);
+  par.micro_batch_size = k.b;
+  par.sequence_parallel = k.sp && t > 1;
+  par.recompute = hw::recompute_name(k.rc);
+  par.context_parallel = k.cp;
+  par.expert_parallel = k.ep;
+  par.fp8 = k.fp8 ? "hybrid" : "off";
   const hw::WorkloadOptions wo = hw::workload_options(par, problem_.sim.flash_attention);
   const ModelShape& m = problem_.model;
   LayerEntry e;
@@ -104,13 +128,31 @@ CostModel::LayerEntry CostModel::make_layer_entry(int t, int b, bool sp, hw::Rec
   if (m.num_experts > 0) e.moe = hw::stage_costs_for(m, gpu_, wo, 0, 1, false, false);
   e.first = hw::stage_costs(m, gpu_, wo, 0, 0, true, false);
   e.last = hw::stage_costs(m, gpu_, wo, 0, 0, false, true);
-  if (t > 1 && !problem_.sim.free_communication) {
-    const hw::Topology topo(job_topology(problem_.profile, t));
-    const hw::RankLayout lay{t, 1, 1, topo.spec().node.gpus_per_node};
-    const hw::GroupNetwork net = hw::describe_group(topo, problem_.profile, lay.tp_group(0, 0));
+  if ((t > 1 || k.cp > 1 || k.ep > 1) && !problem_.sim.free_communication) {
+    // The groups as the DES lays them out: TP consecutive, CP and EP over consecutive data
+    // ranks (expert TP = t).
+    const hw::Topology topo(job_topology(problem_.profile, 1LL * t * k.cp * k.ep));
+    hw::RankLayout lay;
+    lay.tp = t;
+    lay.dp = k.cp * k.ep;
+    lay.gpus_per_node = topo.spec().node.gpus_per_node;
+    lay.cp = k.cp;
+    lay.ep = k.ep;
+    lay.etp = t;
+    hw::CommNetworks nets;
+    nets.tp = hw::describe_group(topo, problem_.profile, lay.tp_group(0, 0));
+    nets.cp = hw::describe_group(topo, problem_.profile, lay.cp_group(0, 0, 0));
+    nets.ep = hw::describe_group(topo, problem_.profile, lay.ep_group(0, 0, 0));
+    // What a pass waits for: TP and EP collectives. The DES runs the CP exchange beside the
+    // pass, so a lower bound counts none of it.
     auto tp = [&](const hw::StageCosts& c, double* out) {
       const std::vector<hw::TpComm>* lists[4] = {&c.comm_f, &c.comm_b, &c.comm_w, &c.comm_r};
-      for (int k = 0; k < 4; ++k) out[k] = ps_to_seconds(hw::tp_comm_time(*lists[k], net));
+      for (int i = 0; i < 4; ++i) {
+        std::vector<hw::TpComm> waited;
+        for (const hw::TpComm& tc : *lists[i])
+          if (tc.group != hw::CommGroup::kCp) waited.push_back(tc);
+        out[i] = ps_to_seconds(hw::tp_comm_time(waited, nets));
+      }
     };
     tp(e.layer, e.tp);
     tp(e.moe, e.tp_moe);
@@ -147,20 +189,30 @@ CostModel::CellNet CostModel::make_cell_net(int t, int p, int d) const {
 
 const CostModel::LayerEntry& CostModel::layer_entry(const SearchConfig& c,
                                                     LayerEntry* scratch) const {
-  const int ti = c.t < static_cast<int>(t_index_.size()) ? t_index_[c.t] : -1;
-  const int bi = c.micro_batch < static_cast<int>(b_index_.size()) ? b_index_[c.micro_batch] : -1;
-  if (ti >= 0 && bi >= 0)
-    return layers_[(static_cast<std::size_t>(ti) * num_b_ + bi) * 6 +
-                   (c.sequence_parallel ? 3 : 0) + c.recompute];
-  *scratch = make_layer_entry(c.t, c.micro_batch, c.sequence_parallel != 0,
-                              static_cast<hw::Recompute>(c.recompute));
+  auto at = [](const std::vector<int>& index, int v) {
+    return v < static_cast<int>(index.size()) ? index[v] : -1;
+  };
+  const int ti = at(t_index_, c.t), bi = at(b_index_, c.micro_batch), ci = at(cp_index_, c.cp),
+            ei = at(ep_index_, c.ep);
+  const bool fp8_wanted =
+      std::find(space_.fp8.begin(), space_.fp8.end(), int{c.fp8}) != space_.fp8.end();
+  if (ti >= 0 && bi >= 0 && ci >= 0 && ei >= 0 && fp8_wanted)
+    return layers_[(((((static_cast<std::size_t>(ti) * num_cp_ + ci) * num_ep_ + ei) * num_fp8_ +
+                      c.fp8) *
+                         num_b_ +
+                     bi) *
+                        6 +
+                    (c.sequence_parallel ? 3 : 0) + c.recompute)];
+  *scratch = make_layer_entry({c.t, c.cp, c.ep, c.fp8, c.micro_batch, c.sequence_parallel != 0,
+                               static_cast<hw::Recompute>(c.recompute)});
   return *scratch;
 }
 
 const CostModel::CellNet& CostModel::cell_net(const SearchConfig& c, CellNet* scratch) const {
-  const auto it = nets_.find(cell_key(c.t, c.p, c.d));
+  // The DP group is Megatron's data-and-context group: cp * d ranks.
+  const auto it = nets_.find(cell_key(c.t, c.p, c.cp * c.d));
   if (it != nets_.end()) return it->second;
-  *scratch = make_cell_net(c.t, c.p, c.d);
+  *scratch = make_cell_net(c.t, c.p, c.cp * c.d);
   return *scratch;
 }
 
@@ -201,7 +253,7 @@ bool CostModel::layer_split(const SearchConfig& c, std::vector<int>* layers) con
 bool CostModel::stage_costs(const SearchConfig& c, StageCosts* out) const {
   const ScheduleOption& so = space_.schedules[c.schedule];
   if (c.sequence_parallel && c.t == 1) return false;
-  if (c.zero > 0 && c.d == 1) return false;
+  if (c.zero > 0 && c.d * c.cp == 1) return false;
   if (c.p == 1 && (so.v != 1 || so.v_shape || so.pipelines != 1 || c.schedule != 0)) return false;
   if (c.p > 1 && so.takes_v && c.p * so.v > problem_.model.num_layers) return false;
   if (so.explicit_recompute && static_cast<Recompute>(c.recompute) != Recompute::kFull)
@@ -244,7 +296,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const CellNet& net = cell_net(c, &net_scratch);
   const int S = out->num_stages;
   const int P = c.p;
-  const bool z3 = c.zero == 3 && c.d > 1;
+  const int dpc = c.cp * c.d;  // the data-and-context group gradients reduce over
+  const bool z3 = c.zero == 3 && dpc > 1;
   const bool has_r = static_cast<Recompute>(c.recompute) != Recompute::kNone;
   for (std::vector<double>* v : {&out->f, &out->b, &out->w, &out->r, &out->act, &out->act_w,
                                  &out->act_r, &out->params, &out->gather})
@@ -263,6 +316,10 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const hw::CollectiveLine& reduce = c.zero == 0 ? net.dp_all_reduce : net.dp_reduce_scatter;
   hw::WorkloadOptions wo;
   wo.tp = c.t;
+  wo.ep = c.ep;
+  wo.etp = c.t;
+  std::vector<double>& dev_expert = out->device_expert;
+  dev_expert.assign(P, 0.0);
   int layer_begin = 0;
   for (int i = 0; i < S; ++i) {
     const int nm = hw::moe_layers_in(pr.model, layer_begin, layer_begin + out->layers[i]);
@@ -290,15 +347,16 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     out->act[i] = sum_bytes(&hw::StageCosts::m_b);
     out->act_w[i] = sum_bytes(&hw::StageCosts::m_w);
     out->act_r[i] = has_r ? sum_bytes(&hw::StageCosts::m_r) : 0;
-    const double params = hw::stage_parameter_count(pr.model, wo, layer_begin,
-                                                    layer_begin + out->layers[i], first, last, P);
+    double expert = 0;
+    const double params = hw::stage_parameter_count(
+        pr.model, wo, layer_begin, layer_begin + out->layers[i], first, last, P, &expert);
     layer_begin += out->layers[i];
     out->params[i] = params;
     if (z3) out->gather[i] = net.dp_all_gather.seconds(2 * params);
     // The DES reduces each stage's fp32 gradients in buckets after the device's last pass
     // (Megatron without --overlap-grad-reduce), then ZeRO-1/2 re-gather the bf16 weights.
     double stage_red = 0, stage_gather = 0;
-    if (c.d > 1) {
+    if (dpc > 1) {
       const double grad = params * opt.grad_bytes_per_param;
       const double nb = std::max(1.0, std::ceil(grad / opt.bucket_bytes));
       stage_red =
@@ -313,6 +371,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       if (dev >= 0 && d != dev) continue;
       const double share = dev >= 0 ? 1.0 : double(so.pipelines) / P;
       dev_params[d] += params * share;
+      dev_expert[d] += expert * share;
       red[d] += stage_red * share;
       regather[d] += stage_gather * share;
       rbuf[d] = std::max(rbuf[d], buf);
@@ -329,8 +388,11 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   double worst_tail = -1;
   for (int d = 0; d < D; ++d) {
     const double P_dev = dev_params[d];
-    const hw::ModelStateBytes ms = hw::model_state_bytes(P_dev, c.zero, c.d, c.offload != 0);
-    const double shard = c.zero >= 1 && c.d > 1 ? P_dev / c.d : P_dev;
+    const double E_dev = dev_expert[d];
+    const int edp = std::max(1, dpc / c.ep);  // expert-data-parallel group (expert TP = t)
+    const hw::ModelStateBytes ms = hw::model_state_bytes(P_dev, E_dev, c.zero, dpc, edp,
+                                                         c.offload != 0, c.fp8 != 0);
+    const double shard = c.zero >= 1 ? (P_dev - E_dev) / dpc + E_dev / edp : P_dev;
     double opt_s = 0, prefetch = 0;
     if (c.offload) {
       const hw::OffloadSplit sp =

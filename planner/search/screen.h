@@ -71,6 +71,7 @@ struct StageCosts {
   double optimizer = 0;  ///< the largest device tail's optimizer step, seconds
   double tp_share = 0;   ///< share of pass time spent in tensor-parallel collectives
   std::vector<double> device_scratch;  ///< working space of CostModel (per-device sums)
+  std::vector<double> device_expert;   ///< per device: MoE expert parameters held
 };
 
 /// Lower bounds of one configuration (valid = false when the configuration is not in the space,
@@ -129,7 +130,13 @@ class CostModel {
   };
   bool layer_split(const SearchConfig& c, std::vector<int>* layers) const;
   void fill(const SearchConfig& c, StageCosts* out) const;
-  LayerEntry make_layer_entry(int t, int b, bool sp, hw::Recompute rc) const;
+  // One layer's figures for (t, cp, ep, fp8, b, sp, recompute); expert TP = t.
+  struct LayerKey {
+    int t = 1, cp = 1, ep = 1, fp8 = 0, b = 1;
+    bool sp = false;
+    hw::Recompute rc = hw::Recompute::kNone;
+  };
+  LayerEntry make_layer_entry(const LayerKey& k) const;
   CellNet make_cell_net(int t, int p, int d) const;
   const LayerEntry& layer_entry(const SearchConfig& c, LayerEntry* scratch) const;
   const CellNet& cell_net(const SearchConfig& c, CellNet* scratch) const;
@@ -137,9 +144,10 @@ class CostModel {
   PlanProblem problem_;
   SearchSpace space_;
   hw::GpuModel gpu_;
-  std::vector<int> t_index_, b_index_;  // value -> row of layers_, -1 if not tabulated
-  int num_b_ = 0;
-  std::vector<LayerEntry> layers_;  // [t][b][sp][rc]
+  // value -> index along its axis of layers_, -1 if not tabulated
+  std::vector<int> t_index_, b_index_, cp_index_, ep_index_;
+  int num_b_ = 0, num_cp_ = 0, num_ep_ = 0, num_fp8_ = 0;
+  std::vector<LayerEntry> layers_;  // [t][cp][ep][fp8][b][sp][rc]
   std::unordered_map<std::uint64_t, CellNet> nets_;
 };
 

@@ -33,6 +33,7 @@ double now_seconds() {
 // One (t, p, d, microbatch size, global batch) combination; the screen's unit of parallel work.
 struct Cell {
   int t, p, d, b, m;
+  int cp = 1, ep = 1, fp8 = 0;
 };
 
 // The inner option lists, as a mixed-radix counter.
@@ -66,6 +67,9 @@ SearchConfig make_config(const SearchSpace& s, const Inner& in, const Cell& c, s
   x.t = c.t;
   x.p = c.p;
   x.d = c.d;
+  x.cp = c.cp;
+  x.ep = c.ep;
+  x.fp8 = c.fp8;
   x.micro_batch = c.b;
   x.microbatches = c.m;
   x.end_trim = s.end_trim[i % in.trim];
@@ -386,7 +390,9 @@ double objective_value(const PlanProblem& pr, const SearchConfig& c, double iter
 
 std::string describe_config(const SearchSpace& space, const SearchConfig& c) {
   const ScheduleOption& so = space.schedules[c.schedule];
-  std::string s = fmt::format("t{} p{} d{} mb{} B{} {}", c.t, c.p, c.d, c.micro_batch,
+  std::string s = fmt::format("t{}{} p{} d{}{} mb{} B{} {}", c.t,
+                              c.cp > 1 ? fmt::format(" cp{}", c.cp) : "", c.p, c.d,
+                              c.ep > 1 ? fmt::format(" ep{}", c.ep) : "", c.micro_batch,
                               c.global_batch(), so.name);
   if (so.takes_v) s += fmt::format(" v{}", so.v);
   if (c.recompute) s += fmt::format(" rc={}", recompute_name(static_cast<Recompute>(c.recompute)));
@@ -394,6 +400,7 @@ std::string describe_config(const SearchSpace& space, const SearchConfig& c) {
   if (c.zero) s += fmt::format(" z{}", c.zero);
   if (c.offload) s += " offload";
   if (c.end_trim) s += fmt::format(" ends-{}", c.end_trim);
+  if (c.fp8) s += " fp8";
   return s;
 }
 
@@ -408,6 +415,15 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   }
   s.micro_batches = {1, 2, 4, 8};
   s.global_batches = global_batches;
+  // Context parallelism (fused attention only; 2cp chunks of the sequence) and, for MoE models,
+  // expert parallelism over power-of-two sizes dividing the experts.
+  s.context_parallel = {1};
+  if (pr.sim.flash_attention)
+    for (int cp = 2; cp <= 8; cp *= 2)
+      if (pr.model.seq_length % (2 * cp) == 0) s.context_parallel.push_back(cp);
+  s.expert_parallel = {1};
+  for (int ep = 2; ep <= 64 && pr.model.num_experts > 0; ep *= 2)
+    if (pr.model.num_experts % ep == 0) s.expert_parallel.push_back(ep);
   s.schedules = probe_schedules(registry, {2, 3, 4, 6, 8}, skipped);
   // The p = 1 configurations use the first schedule: put a plain linear one first.
   std::stable_partition(s.schedules.begin(), s.schedules.end(), [](const ScheduleOption& o) {
@@ -441,10 +457,17 @@ class Searcher {
     inner_ = in;
     for (int n : sp.gpu_counts)
       for (const Tpd& f : space_factorisations(sp, n, pr.model))
-        for (int b : sp.micro_batches)
-          for (int B : sp.global_batches)
-            if (B % (b * f.d) == 0 && B / (b * f.d) <= kMaxMicrobatches)
-              cells_.push_back({f.t, f.p, f.d, b, B / (b * f.d)});
+        for (int ep : cell_expert_parallel(sp, pr.model, f.t, f.cp, f.d))
+          for (int fp8 : sp.fp8)
+            for (int b : sp.micro_batches)
+              for (int B : sp.global_batches)
+                if (B % (b * f.d) == 0 && B / (b * f.d) <= kMaxMicrobatches) {
+                  Cell cell{f.t, f.p, f.d, b, B / (b * f.d)};
+                  cell.cp = f.cp;
+                  cell.ep = ep;
+                  cell.fp8 = fp8;
+                  cells_.push_back(cell);
+                }
     result_.stats.space = space_size(sp, pr.model);
   }
 

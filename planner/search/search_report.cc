@@ -59,8 +59,11 @@ std::string diff(const SearchSpace& space, const SearchConfig& a, const SearchCo
     if (x != y) d.push_back(fmt::format("{} {}->{}", n, x, y));
   };
   num("t", a.t, b.t);
+  num("cp", a.cp, b.cp);
   num("p", a.p, b.p);
   num("d", a.d, b.d);
+  num("ep", a.ep, b.ep);
+  num("fp8", a.fp8, b.fp8);
   num("mb", a.micro_batch, b.micro_batch);
   num("B", a.global_batch(), b.global_batch());
   const ScheduleOption &sa = space.schedules[a.schedule], &sb = space.schedules[b.schedule];
@@ -246,7 +249,10 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
                  {"sequence_parallel", c.sequence_parallel != 0},
                  {"zero_stage", c.zero},
                  {"optimizer_offload", c.offload != 0},
-                 {"end_layers_trimmed", c.end_trim}};
+                 {"end_layers_trimmed", c.end_trim},
+                 {"context_parallel", c.cp},
+                 {"expert_parallel", c.ep},
+                 {"fp8", c.fp8 ? "hybrid" : "off"}};
   j["iteration_s"] = e.iteration;
   j["tier"] = tier_name(e.tier);
   j["evaluator_iteration_s"] = e.eval_iteration;

@@ -69,10 +69,26 @@ std::vector<Tpd> space_factorisations(const SearchSpace& s, int n, const ModelSh
     return list.empty() || std::find(list.begin(), list.end(), x) != list.end();
   };
   std::vector<Tpd> out;
-  for (const Tpd& f : factorisations(n, model, s.max_tensor_parallel))
-    if (allowed(s.tensor_parallel, f.t) && allowed(s.pipeline_parallel, f.p) &&
-        allowed(s.data_parallel, f.d))
-      out.push_back(f);
+  for (const Tpd& f : factorisations(n, model, s.max_tensor_parallel)) {
+    if (hw::kv_heads(model) % f.t != 0) continue;
+    for (int cp : s.context_parallel) {
+      if (cp < 1 || f.d % cp != 0) continue;
+      if (cp > 1 && model.seq_length % (2 * cp) != 0) continue;
+      const Tpd g{f.t, f.p, f.d / cp, cp};
+      if (allowed(s.tensor_parallel, g.t) && allowed(s.pipeline_parallel, g.p) &&
+          allowed(s.data_parallel, g.d))
+        out.push_back(g);
+    }
+  }
+  return out;
+}
+
+std::vector<int> cell_expert_parallel(const SearchSpace& s, const ModelShape& model, int t, int cp,
+                                      int d) {
+  if (model.num_experts == 0) return {1};
+  std::vector<int> out;
+  for (int ep : s.expert_parallel)
+    if (ep >= 1 && model.num_experts % ep == 0 && (t * cp * d) % (ep * t) == 0) out.push_back(ep);
   return out;
 }
 
@@ -81,8 +97,10 @@ std::uint64_t space_size(const SearchSpace& s, const ModelShape& model) {
                       s.recompute.size() * s.sequence_parallel.size() * s.zero.size() *
                       s.offload.size() * s.end_trim.size();
   std::uint64_t tpd = 0;
-  for (int n : s.gpu_counts) tpd += space_factorisations(s, n, model).size();
-  return per * tpd;
+  for (int n : s.gpu_counts)
+    for (const Tpd& f : space_factorisations(s, n, model))
+      tpd += cell_expert_parallel(s, model, f.t, f.cp, f.d).size();
+  return per * tpd * s.fp8.size();
 }
 
 namespace {
@@ -361,7 +379,10 @@ void check_ranges(const SearchConstraints& c) {
                 {"--global-batch", c.global_batch, 1, 1 << 24, "1..16777216 sequences"},
                 {"--zero", c.zero, 0, 3, "stages 0..3"},
                 {"--sequence-parallel", c.sequence_parallel, 0, 1, "0 (off) or 1 (on)"},
-                {"--offload", c.offload, 0, 1, "0 (off) or 1 (on)"}};
+                {"--offload", c.offload, 0, 1, "0 (off) or 1 (on)"},
+                {"--cp", c.cp, 1, 255, "degrees 1..255"},
+                {"--ep", c.ep, 1, 65535, "degrees 1..65535"},
+                {"--fp8", c.fp8, 0, 1, "0 (off) or 1 (on)"}};
   for (const auto& r : ranges)
     if (!in(r.list, r.lo, r.hi))
       throw ConfigError("", int_flag(r.flag, r.list), std::string("expected ") + r.expected);
@@ -381,12 +402,41 @@ std::string SearchConstraints::describe() const {
        int_flag("--global-batch", global_batch),
        schedules.empty() ? "" : "--schedules " + join(schedules),
        rc.empty() ? "" : "--recompute " + join(rc), int_flag("--zero", zero),
-       on_off_flag("--sequence-parallel", sequence_parallel), on_off_flag("--offload", offload)});
+       on_off_flag("--sequence-parallel", sequence_parallel), on_off_flag("--offload", offload),
+       int_flag("--cp", cp), int_flag("--ep", ep), on_off_flag("--fp8", fp8)});
 }
 
 void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluster_gpus,
                      SearchSpace* s) {
   check_ranges(c);
+  // Context and expert parallelism first: they shape the factorisations below.
+  if (!c.cp.empty()) {
+    for (int cp : c.cp)
+      if (cp > 1 && m.seq_length % (2 * cp) != 0)
+        throw ConfigError("", int_flag("--cp", c.cp),
+                          fmt::format("2 x {} does not divide seq_length {}; expected cp with 2cp "
+                                      "dividing the sequence",
+                                      cp, m.seq_length));
+    if (*std::max_element(c.cp.begin(), c.cp.end()) > 1 &&
+        std::find(s->context_parallel.begin(), s->context_parallel.end(), 2) ==
+            s->context_parallel.end() &&
+        s->context_parallel.size() == 1)
+      throw ConfigError("", int_flag("--cp", c.cp),
+                        "context parallelism needs fused attention; expected model.use_flash_attn: "
+                        "true in the scenario");
+    s->context_parallel = sorted_unique(c.cp);
+  }
+  if (!c.ep.empty()) {
+    for (int ep : c.ep)
+      if (ep > 1 && (m.num_experts == 0 || m.num_experts % ep != 0))
+        throw ConfigError("", int_flag("--ep", c.ep),
+                          m.num_experts == 0
+                              ? fmt::format("{} for a dense model; expected 1", ep)
+                              : fmt::format("{} does not divide num_experts {}; expected a divisor",
+                                            ep, m.num_experts));
+    s->expert_parallel = sorted_unique(c.ep);
+  }
+  if (!c.fp8.empty()) s->fp8 = sorted_unique(c.fp8);
   const std::string f_gpus = c.gpus > 0 ? fmt::format("--gpus {}", c.gpus) : "";
   const std::string f_tpd =
       flags({f_gpus, int_flag("--tp", c.tp), int_flag("--pp", c.pp), int_flag("--dp", c.dp)});

@@ -21,9 +21,13 @@ std::vector<std::string> model_preset_names();
 using Recompute = hw::Recompute;
 using hw::recompute_name;
 
-/// One configuration. 16 bytes; the global batch is micro_batch * microbatches * d.
+/// One configuration. 20 bytes; the global batch is micro_batch * microbatches * d; the GPUs
+/// t * cp * p * d (d counts data-parallel groups, as Megatron's data_parallel_size).
 struct SearchConfig {
   std::uint16_t t = 1, p = 1, d = 1;
+  std::uint16_t ep = 1;  ///< expert parallel (MoE; expert-TP = t)
+  std::uint8_t cp = 1;   ///< context parallel
+  std::uint8_t fp8 = 0;  ///< FP8 GEMMs
   std::uint16_t micro_batch = 1;
   std::uint16_t microbatches = 1;
   std::uint8_t schedule = 0;   ///< index into SearchSpace::schedules
@@ -32,7 +36,7 @@ struct SearchConfig {
   std::uint8_t zero = 0;
   std::uint8_t offload = 0;
   std::uint8_t end_trim = 0;  ///< layers taken off the first and last stage (uneven split)
-  int gpus() const { return int{t} * p * d; }
+  int gpus() const { return int{t} * cp * p * d; }
   int global_batch() const { return int{micro_batch} * microbatches * d; }
   friend bool operator==(const SearchConfig&, const SearchConfig&) = default;
 };
@@ -74,16 +78,29 @@ struct SearchSpace {
   int max_tensor_parallel = 64;  ///< t limit (heads must divide as well)
   /// Allowed t, p and d (empty = any that multiplies to a GPU count): set by constrain_space.
   std::vector<int> tensor_parallel, pipeline_parallel, data_parallel;
+  /// Context-parallel sizes (each must divide the sequence into 2cp chunks; > 1 needs fused
+  /// attention), expert-parallel sizes (MoE models; each divides the experts and t*cp*d), FP8.
+  std::vector<int> context_parallel{1};
+  std::vector<int> expert_parallel{1};
+  std::vector<int> fp8{0};
 };
+
+/// Expert-parallel sizes valid for a cell: in the space, dividing the experts and t*cp*d (1 for
+/// a dense model).
+std::vector<int> cell_expert_parallel(const SearchSpace& space, const ModelShape& model, int t,
+                                      int cp, int d);
 
 /// Every (t, p, d) with t*p*d == n, t dividing the heads and t <= max_t, p <= layers.
 /// Ordered by (t, p) ascending.
 struct Tpd {
   int t, p, d;
+  int cp = 1;  ///< space_factorisations: t * cp * p * d == n
 };
 std::vector<Tpd> factorisations(int n, const ModelShape& model, int max_t);
 
-/// factorisations(n, model, space.max_tensor_parallel) restricted to the space's allowed t, p, d.
+/// factorisations(n, model, space.max_tensor_parallel) restricted to the space's allowed t, p, d,
+/// each split into every allowed cp (dividing d, and the sequence into 2cp chunks): t*cp*p*d = n.
+/// t must also divide the key/value heads (Megatron splits them over TP).
 std::vector<Tpd> space_factorisations(const SearchSpace& space, int n, const ModelShape& model);
 
 /// What the user allows (`pipewright plan --tp 8 --pp 8 --schedules interleaved ...`). Every
@@ -101,6 +118,8 @@ struct SearchConstraints {
   std::vector<int> zero;               ///< ZeRO stages 0..3
   std::vector<int> sequence_parallel;  ///< subset of {0, 1}
   std::vector<int> offload;            ///< subset of {0, 1}
+  std::vector<int> cp, ep;             ///< context / expert-parallel degrees
+  std::vector<int> fp8;                ///< subset of {0, 1}
   int gpus = 0;                        ///< exactly this many GPUs; 0 = the usual sweep
   bool empty() const;
   /// The constraints as the command line spells them, e.g. "--tp 8 --pp 8 --schedules
