@@ -415,12 +415,14 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   }
   s.micro_batches = {1, 2, 4, 8};
   s.global_batches = global_batches;
-  // Context parallelism (fused attention only; 2cp chunks of the sequence) and, for MoE models,
-  // expert parallelism over power-of-two sizes dividing the experts.
+  // Context parallelism (fused attention only; 2cp chunks of the sequence, each rank keeping at
+  // least 2,048 tokens, below which its GEMMs and exchanges only lose: a default, --cp overrides
+  // it) and, for MoE models, expert parallelism over power-of-two sizes dividing the experts.
   s.context_parallel = {1};
   if (pr.sim.flash_attention)
     for (int cp = 2; cp <= 8; cp *= 2)
-      if (pr.model.seq_length % (2 * cp) == 0) s.context_parallel.push_back(cp);
+      if (pr.model.seq_length % (2 * cp) == 0 && pr.model.seq_length / cp >= 2048)
+        s.context_parallel.push_back(cp);
   s.expert_parallel = {1};
   for (int ep = 2; ep <= 64 && pr.model.num_experts > 0; ep *= 2)
     if (pr.model.num_experts % ep == 0) s.expert_parallel.push_back(ep);
