@@ -79,6 +79,7 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   e.microbatches = s.num_microbatches();
   WorkloadOptions o = workload_options(par, s.flash_attention);
   e.params = parameter_count(m);
+  e.active_params = active_parameter_count(m);
   e.flops = iteration_flops(m, o, par.global_batch_size);
   const int p = par.pipeline_parallel, v = std::max(1, par.virtual_stages);
   e.first = first;
@@ -165,12 +166,19 @@ std::string estimate_table(const Estimate& e) {
   out += fmt::format("scenario   {}\nmodel      {}   profile {}   {} GPUs\n", e.scenario, e.model,
                      e.profile, e.gpus);
   out += fmt::format(
-      "parallel   t={} p={} d={} v={}  micro-batch {}  global batch {}  microbatches {}\n"
-      "           sequence-parallel {}  recompute {}  ZeRO {}{}\n\n",
-      p.tensor_parallel, p.pipeline_parallel, p.data_parallel, p.virtual_stages, p.micro_batch_size,
-      p.global_batch_size, e.microbatches, p.sequence_parallel ? "on" : "off", p.recompute,
-      p.zero_stage, p.optimizer_offload ? " (optimizer offloaded)" : "");
-  out += fmt::format("parameters            {:.3f} B\n", e.params / 1e9);
+      "parallel   t={}{} p={} d={}{} v={}  micro-batch {}  global batch {}  microbatches {}\n"
+      "           sequence-parallel {}  recompute {}  ZeRO {}{}{}\n\n",
+      p.tensor_parallel, p.context_parallel > 1 ? fmt::format(" cp={}", p.context_parallel) : "",
+      p.pipeline_parallel, p.data_parallel,
+      p.expert_parallel > 1 ? fmt::format(" ep={}", p.expert_parallel) : "", p.virtual_stages,
+      p.micro_batch_size, p.global_batch_size, e.microbatches,
+      p.sequence_parallel ? "on" : "off", p.recompute, p.zero_stage,
+      p.optimizer_offload ? " (optimizer offloaded)" : "",
+      p.fp8 != "off" ? fmt::format("  FP8 {}", p.fp8) : "");
+  out += fmt::format("parameters            {:.3f} B{}\n", e.params / 1e9,
+                     e.active_params < e.params
+                         ? fmt::format(" ({:.3f} B active per token)", e.active_params / 1e9)
+                         : "");
   out += fmt::format("FLOPs per iteration   model {:.4g}   hardware {:.4g}\n\n", e.flops.model,
                      e.flops.hardware);
   out += fmt::format("memory per GPU (GB)   {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
@@ -241,6 +249,7 @@ nlohmann::ordered_json estimate_json(const Estimate& e) {
         {"optimizer_offload", p.optimizer_offload}}},
       {"microbatches", e.microbatches},
       {"parameters", e.params},
+      {"active_parameters", e.active_params},
       {"flops_per_iteration", {{"model", e.flops.model}, {"hardware", e.flops.hardware}}},
       {"memory", {{"first_stage", mem(e.first)}, {"last_stage", mem(e.last)}}},
       {"pass_times", {{"first_stage", costs(e.first_costs)}, {"last_stage", costs(e.last_costs)}}},

@@ -45,6 +45,7 @@ struct Estimate {
   ParallelConfig parallel;
   long long microbatches = 0;
   double params = 0;
+  double active_params = 0;  ///< parameters one token uses (MoE: top-k experts)
   IterationFlops flops;
   GpuMemoryFigures first;  ///< GPU of the first pipeline stage
   GpuMemoryFigures last;   ///< GPU of the last pipeline stage

@@ -110,7 +110,10 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
   }
 
   ModelShape m;
-  m.name = std::filesystem::path(file).parent_path().filename().string();
+  // Named after the checkpoint's directory (".../Llama-3-8B/config.json"), else the file.
+  const std::filesystem::path path(file);
+  m.name = path.filename() == "config.json" ? path.parent_path().filename().string()
+                                            : path.stem().string();
   if (m.name.empty()) m.name = type;
   m.num_layers = r.integer("num_hidden_layers");
   m.hidden_size = r.integer("hidden_size");
