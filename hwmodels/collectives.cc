@@ -329,4 +329,15 @@ CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net) {
   return line;
 }
 
+TimePs all_to_all_bandwidth_bound(CollectiveKind kind, Bytes s, const GroupNetwork& net) {
+  if (kind != CollectiveKind::kAllToAll || net.n <= 1 || s.value <= 0) return 0;
+  const double n = net.n, r = std::max(1, net.ranks_per_node);
+  double secs = 0;
+  if (net.nodes > 1 && net.inter_bw.value > 0)
+    secs = r * s.value * (n - r) / n / net.inter_bw.value;
+  if (r > 1 && net.intra_bw.value > 0)
+    secs = std::max(secs, s.value * (r - 1) / n / net.intra_bw.value);
+  return seconds_to_ps(secs);
+}
+
 }  // namespace pw::hw

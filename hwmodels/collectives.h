@@ -116,6 +116,13 @@ struct CollectiveLine {
 };
 CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net);
 
+/// A time no schedule of the all-to-all can beat on `net`: the bytes each node must send off
+/// node (its ranks_per_node ranks each send S x (n - ranks_per_node) / n) over the node's
+/// aggregate scale-out bandwidth, or each rank's on-node share over the intra-node bandwidth,
+/// whichever is longer; no latency. Screens use it as a lower bound where the simulator times the
+/// exchange with flows. 0 for other kinds.
+TimePs all_to_all_bandwidth_bound(CollectiveKind kind, Bytes s, const GroupNetwork& net);
+
 /// The algorithm kAuto resolves to for this kind, size and network.
 CollectiveAlgo choose_algorithm(CollectiveKind kind, Bytes s, const GroupNetwork& net);
 

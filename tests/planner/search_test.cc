@@ -181,6 +181,84 @@ TEST(Search, DesTierIsCertifiedAgainstAnExhaustiveDes) {
   EXPECT_GE(checked, 3000u);
 }
 
+// The same certificate with context parallelism, expert parallelism and FP8 in the space: a
+// small GQA + SwiGLU + RMSNorm MoE model (8 experts, top-2, its first layer dense) on two
+// DGX H100 nodes. Every bound is below the DES's figure and the search's first row is the
+// exhaustive DES winner.
+TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
+  const GeneratorRegistry reg = default_registry();
+  PlanProblem pr;
+  pr.model = ModelShape{"tiny-moe", 8, 1024, 16, 2816, 4096, 32000};
+  pr.model.num_query_groups = 4;
+  pr.model.swiglu = true;
+  pr.model.rmsnorm = true;
+  pr.model.rope = true;
+  pr.model.bias = false;
+  pr.model.untie_embeddings = true;
+  pr.model.num_experts = 8;
+  pr.model.moe_router_topk = 2;
+  pr.model.moe_ffn_hidden_size = 1408;
+  pr.model.moe_first_dense_layers = 1;
+  pr.profile = hw::resolve_profile("dgx-h100", "", "", "");
+  pr.num_gpus = 16;
+  pr.sim.flash_attention = true;
+  SearchSpace space = default_space(pr, reg, {64});
+  space.gpu_counts = {16};
+  space.micro_batches = {1};
+  space.zero = {0, 1};
+  space.end_trim = {0};
+  space.offload = {0};
+  space.recompute = {Recompute::kNone, Recompute::kFull};
+  space.fp8 = {0, 1};
+  std::vector<ScheduleOption> kept;
+  for (const ScheduleOption& o : space.schedules)
+    if (o.name == "1f1b" || (o.name == "interleaved" && o.v == 2) || o.name == "zb-h1")
+      kept.push_back(o);
+  space.schedules = kept;
+  ASSERT_EQ(space.context_parallel, (std::vector<int>{1, 2}));  // 4096 / cp >= 2048
+  ASSERT_EQ(space.expert_parallel, (std::vector<int>{1, 2, 4, 8}));
+  SearchOptions all;
+  all.prune = false;
+  all.keep_all = true;
+  all.max_evaluations = 1 << 30;
+  all.des_top = 0;
+  const SearchResult r = run_search(pr, space, reg, all);
+  const CostModel model(pr, space);
+  std::vector<Evaluated> runs;
+  for (const Evaluated& e : r.all)
+    if (e.iteration > 0 && e.mem_lb <= pr.limit()) runs.push_back(e);
+  ASSERT_GT(runs.size(), 200u);
+  std::vector<Evaluated> des(runs.size());
+  tbb::parallel_for(std::size_t{0}, runs.size(), [&](std::size_t i) {
+    des[i] = evaluate_config_des(model, reg, runs[i].config);
+  });
+  const Evaluated* best = nullptr;
+  int with_cp = 0, with_ep = 0, with_fp8 = 0;
+  for (std::size_t i = 0; i < des.size(); ++i) {
+    const Evaluated& e = des[i];
+    ASSERT_EQ(e.tier, Tier::kDes) << describe_config(space, e.config);
+    EXPECT_LE(runs[i].time_lb, e.iteration * (1 + 1e-9)) << describe_config(space, e.config);
+    EXPECT_LE(runs[i].time_bound, e.iteration * (1 + 1e-9)) << describe_config(space, e.config);
+    EXPECT_LE(runs[i].mem_lb, e.peak_memory * (1 + 1e-9)) << describe_config(space, e.config);
+    with_cp += e.config.cp > 1;
+    with_ep += e.config.ep > 1;
+    with_fp8 += e.config.fp8;
+    if (e.feasible && (!best || e.objective < best->objective)) best = &e;
+  }
+  EXPECT_GT(with_cp, 20);
+  EXPECT_GT(with_ep, 20);
+  EXPECT_GT(with_fp8, 20);
+  ASSERT_NE(best, nullptr);
+  SearchOptions o;
+  o.top = 3;
+  const SearchResult s = run_search(pr, space, reg, o);
+  ASSERT_FALSE(s.top.empty());
+  EXPECT_TRUE(s.stats.certified) << s.stats.des_note;
+  EXPECT_DOUBLE_EQ(s.top[0].objective, best->objective)
+      << "exhaustive DES winner " << describe_config(space, best->config) << ", search chose "
+      << describe_config(space, s.top[0].config);
+}
+
 // Megatron SC21 configurations (t, p, GPUs, B from the weak-scaling table; microbatch 1, full
 // recomputation, interleaved with v = 2 where p > 1): the planner's choice must be at least as
 // fast in the same simulator.
