@@ -21,11 +21,11 @@ struct ModelShape {
   int seq_length = 0;
   int vocab_size = 0;
   // Attention (Megatron names): grouped-query attention when 0 < num_query_groups < heads.
-  int num_query_groups = 0;   ///< key/value heads; 0 = num_attention_heads (multi-head)
-  int kv_channels = 0;        ///< head dimension; 0 = hidden_size / num_attention_heads
-  bool qk_layernorm = false;  ///< per-head norms of queries and keys (Qwen3)
-  bool swiglu = false;        ///< gated MLP: ffn_hidden_size is the gate's (and up's) width
-  bool rmsnorm = false;       ///< RMSNorm (scale only) instead of LayerNorm (scale and shift)
+  int num_query_groups = 0;       ///< key/value heads; 0 = num_attention_heads (multi-head)
+  int kv_channels = 0;            ///< head dimension; 0 = hidden_size / num_attention_heads
+  bool qk_layernorm = false;      ///< per-head norms of queries and keys (Qwen3)
+  bool swiglu = false;            ///< gated MLP: ffn_hidden_size is the gate's (and up's) width
+  bool rmsnorm = false;           ///< RMSNorm (scale only) instead of LayerNorm (scale and shift)
   bool untie_embeddings = false;  ///< untie_embeddings_and_output_weights
   bool rope = false;              ///< rotary positions: no learned position table
   bool bias = true;               ///< add_bias_linear: biases on the linear layers
@@ -33,11 +33,11 @@ struct ModelShape {
   // Mixture of experts (0 experts = dense).
   int num_experts = 0;
   int moe_router_topk = 0;
-  int moe_ffn_hidden_size = 0;       ///< per expert; 0 = ffn_hidden_size
-  int moe_shared_expert_size = 0;    ///< moe_shared_expert_intermediate_size; 0 = none
-  int moe_layer_freq = 1;            ///< every k-th layer is MoE (after the first dense ones)
-  int moe_first_dense_layers = 0;    ///< the first k layers are dense (DeepSeek's first_k_dense)
-  double moe_capacity_factor = 0;    ///< 0 = dropless (tokens routed as the router says)
+  int moe_ffn_hidden_size = 0;     ///< per expert; 0 = ffn_hidden_size
+  int moe_shared_expert_size = 0;  ///< moe_shared_expert_intermediate_size; 0 = none
+  int moe_layer_freq = 1;          ///< every k-th layer is MoE (after the first dense ones)
+  int moe_first_dense_layers = 0;  ///< the first k layers are dense (DeepSeek's first_k_dense)
+  double moe_capacity_factor = 0;  ///< 0 = dropless (tokens routed as the router says)
   friend bool operator==(const ModelShape&, const ModelShape&) = default;
 };
 
@@ -60,8 +60,12 @@ struct ParallelConfig {
   int expert_parallel = 1;         ///< expert_model_parallel_size (within cp * d * t)
   int expert_tensor_parallel = 0;  ///< expert_tensor_parallel_size; 0 = tensor_parallel
   std::string fp8 = "off";         ///< off | e4m3 | hybrid: FP8 GEMMs (Transformer Engine)
-  int num_gpus() const { return tensor_parallel * context_parallel * pipeline_parallel * data_parallel; }
-  int expert_tp() const { return expert_tensor_parallel > 0 ? expert_tensor_parallel : tensor_parallel; }
+  int num_gpus() const {
+    return tensor_parallel * context_parallel * pipeline_parallel * data_parallel;
+  }
+  int expert_tp() const {
+    return expert_tensor_parallel > 0 ? expert_tensor_parallel : tensor_parallel;
+  }
   friend bool operator==(const ParallelConfig&, const ParallelConfig&) = default;
 };
 

@@ -35,6 +35,37 @@ std::string get_str(const Doc& obj, const R& r, const std::string& path, const c
   return r.as_string(r.at(obj, path, key), R::join(path, key));
 }
 
+}  // namespace
+
+const std::vector<std::string>& model_shape_keys() {
+  static const std::vector<std::string> kKeys = {"name",
+                                                 "num_layers",
+                                                 "hidden_size",
+                                                 "num_attention_heads",
+                                                 "ffn_hidden_size",
+                                                 "seq_length",
+                                                 "vocab_size",
+                                                 "num_query_groups",
+                                                 "kv_channels",
+                                                 "qk_layernorm",
+                                                 "swiglu",
+                                                 "normalization",
+                                                 "untie_embeddings_and_output_weights",
+                                                 "position_embedding_type",
+                                                 "add_bias_linear",
+                                                 "add_qkv_bias",
+                                                 "num_experts",
+                                                 "moe_router_topk",
+                                                 "moe_ffn_hidden_size",
+                                                 "moe_shared_expert_intermediate_size",
+                                                 "moe_layer_freq",
+                                                 "moe_first_dense_layers",
+                                                 "moe_expert_capacity_factor"};
+  return kKeys;
+}
+
+namespace {
+
 // Keys beyond GPT-3's shape are written only when they differ from the default, so plans of
 // GPT-style models keep their form; all are read when present.
 Doc model_to_doc(const ModelShape& m) {
@@ -70,13 +101,7 @@ Doc model_to_doc(const ModelShape& m) {
 
 ModelShape model_from_doc(const Doc& d, const R& r) {
   const std::string p = "model";
-  r.expect_keys(d, p,
-                {"name", "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
-                 "seq_length", "vocab_size", "num_query_groups", "kv_channels", "qk_layernorm",
-                 "swiglu", "normalization", "untie_embeddings_and_output_weights",
-                 "position_embedding_type", "add_bias_linear", "add_qkv_bias", "num_experts", "moe_router_topk",
-                 "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_layer_freq",
-                 "moe_first_dense_layers", "moe_expert_capacity_factor"});
+  r.expect_keys(d, p, model_shape_keys());
   ModelShape m;
   m.name = get_str(d, r, p, "name");
   m.num_layers = get_int(d, r, p, "num_layers");
@@ -105,8 +130,7 @@ ModelShape model_from_doc(const Doc& d, const R& r) {
   if (r.find(d, "position_embedding_type")) {
     const std::string n = get_str(d, r, p, "position_embedding_type");
     if (n != "rope" && n != "learned_absolute")
-      r.fail("model.position_embedding_type",
-             fmt::format("rope or learned_absolute, got '{}'", n));
+      r.fail("model.position_embedding_type", fmt::format("rope or learned_absolute, got '{}'", n));
     m.rope = n == "rope";
   }
   opt_bool("add_bias_linear", &m.bias);

@@ -35,6 +35,11 @@
 
 namespace pw {
 
+/// The keys of a model shape as plans and scenarios spell them (Megatron's names): name,
+/// num_layers, ..., vocab_size, then num_query_groups ... moe_expert_capacity_factor. Both
+/// readers check against this one list.
+const std::vector<std::string>& model_shape_keys();
+
 inline constexpr int kPlanFormatVersion = 1;
 inline constexpr int kMeasuredRunFormatVersion = 1;
 

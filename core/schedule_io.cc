@@ -265,8 +265,12 @@ void DocReader::fail(const std::string& path, const std::string& expected) const
 
 void DocReader::expect_keys(const Doc& obj, const std::string& path,
                             std::initializer_list<std::string> known) const {
+  expect_keys(obj, path, std::vector<std::string>(known));
+}
+
+void DocReader::expect_keys(const Doc& obj, const std::string& path,
+                            const std::vector<std::string>& names) const {
   if (!obj.is_object()) fail(path.empty() ? "(root)" : path, "a map");
-  std::vector<std::string> names(known);
   for (const auto& kv : obj.items()) {
     bool ok = false;
     for (const std::string& k : names) ok = ok || k == kv.key();

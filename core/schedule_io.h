@@ -55,6 +55,8 @@ class DocReader {
   /// `obj` must be a map; every key must be in `known` (unknown keys name the nearest one).
   void expect_keys(const Doc& obj, const std::string& path,
                    std::initializer_list<std::string> known) const;
+  void expect_keys(const Doc& obj, const std::string& path,
+                   const std::vector<std::string>& known) const;
   /// Required member; `path` is the map's own path ("" for the root).
   const Doc& at(const Doc& obj, const std::string& path, std::string_view key) const;
   /// Optional member (nullptr when absent).

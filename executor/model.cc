@@ -158,8 +158,12 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
   // The executor's layer is GPT-3's (multi-head attention, GELU MLP, LayerNorm, biases, tied
   // embeddings, learned positions); a model or layout beyond it is refused, never run as
   // something else.
-  const ModelShape gpt{shape.name,        shape.num_layers,      shape.hidden_size,
-                       shape.num_attention_heads, shape.ffn_hidden_size, shape.seq_length,
+  const ModelShape gpt{shape.name,
+                       shape.num_layers,
+                       shape.hidden_size,
+                       shape.num_attention_heads,
+                       shape.ffn_hidden_size,
+                       shape.seq_length,
                        shape.vocab_size};
   if (!(shape == gpt)) {
     const char* key = shape.num_query_groups > 0 ? "model.num_query_groups"

@@ -31,9 +31,8 @@ void add_tp(const std::vector<TpComm>& comms, const char* pass, long long per_it
   for (const TpComm& tc : comms) {
     std::string group = comm_group_name(tc.group);
     for (char& ch : group) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    out->push_back(
-        timed(fmt::format("{} {} ({})", group, collective_kind_name(tc.kind), pass), tc.kind,
-              tc.bytes, tc.count * per_iter_scale, nets.of(tc.group)));
+    out->push_back(timed(fmt::format("{} {} ({})", group, collective_kind_name(tc.kind), pass),
+                         tc.kind, tc.bytes, tc.count * per_iter_scale, nets.of(tc.group)));
   }
 }
 
@@ -171,9 +170,8 @@ std::string estimate_table(const Estimate& e) {
       p.tensor_parallel, p.context_parallel > 1 ? fmt::format(" cp={}", p.context_parallel) : "",
       p.pipeline_parallel, p.data_parallel,
       p.expert_parallel > 1 ? fmt::format(" ep={}", p.expert_parallel) : "", p.virtual_stages,
-      p.micro_batch_size, p.global_batch_size, e.microbatches,
-      p.sequence_parallel ? "on" : "off", p.recompute, p.zero_stage,
-      p.optimizer_offload ? " (optimizer offloaded)" : "",
+      p.micro_batch_size, p.global_batch_size, e.microbatches, p.sequence_parallel ? "on" : "off",
+      p.recompute, p.zero_stage, p.optimizer_offload ? " (optimizer offloaded)" : "",
       p.fp8 != "off" ? fmt::format("  FP8 {}", p.fp8) : "");
   out += fmt::format("parameters            {:.3f} B{}\n", e.params / 1e9,
                      e.active_params < e.params

@@ -69,7 +69,7 @@ struct GpuSpec {
   /// 0 = price the attention core as batched GEMMs.
   double attention_fwd_efficiency = 0;
   double attention_bwd_efficiency = 0;
-  double gemm_k_half = 256;           ///< K at which the K-loop pipeline reaches half efficiency
+  double gemm_k_half = 256;          ///< K at which the K-loop pipeline reaches half efficiency
   std::vector<GemmTile> tiles;       ///< candidate tiles; empty = {256x128, 128x128, 128x64, 64x64}
   std::vector<GemmSample> measured;  ///< optional calibration table
 };

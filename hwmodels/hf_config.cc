@@ -19,15 +19,38 @@ namespace {
 using Json = nlohmann::json;
 
 // Fields that do not change a training step's cost or memory in pipewright's model.
-const std::set<std::string> kNeutral = {
-    "architectures",    "model_type",       "bos_token_id",      "eos_token_id",
-    "pad_token_id",     "torch_dtype",      "dtype",             "transformers_version",
-    "initializer_range", "rms_norm_eps",    "rope_theta",        "rope_scaling",
-    "use_cache",        "_name_or_path",    "max_position_embeddings", "pretraining_tp",
-    "output_router_logits", "router_aux_loss_coef", "router_jitter_noise", "norm_topk_prob",
-    "attention_dropout", "max_window_layers", "use_sliding_window", "sliding_window",
-    "tie_word_embeddings", "hidden_act",    "attention_bias",    "mlp_bias",
-    "head_dim",         "num_key_value_heads", "layer_types",    "use_qk_norm"};
+const std::set<std::string> kNeutral = {"architectures",
+                                        "model_type",
+                                        "bos_token_id",
+                                        "eos_token_id",
+                                        "pad_token_id",
+                                        "torch_dtype",
+                                        "dtype",
+                                        "transformers_version",
+                                        "initializer_range",
+                                        "rms_norm_eps",
+                                        "rope_theta",
+                                        "rope_scaling",
+                                        "use_cache",
+                                        "_name_or_path",
+                                        "max_position_embeddings",
+                                        "pretraining_tp",
+                                        "output_router_logits",
+                                        "router_aux_loss_coef",
+                                        "router_jitter_noise",
+                                        "norm_topk_prob",
+                                        "attention_dropout",
+                                        "max_window_layers",
+                                        "use_sliding_window",
+                                        "sliding_window",
+                                        "tie_word_embeddings",
+                                        "hidden_act",
+                                        "attention_bias",
+                                        "mlp_bias",
+                                        "head_dim",
+                                        "num_key_value_heads",
+                                        "layer_types",
+                                        "use_qk_norm"};
 
 class Reader {
  public:
@@ -84,8 +107,8 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
   if (!j.is_object()) throw ConfigError(file, "", "expected a JSON object (a config.json)");
   Reader r(j, file);
   const std::string type = r.text_or("model_type", "");
-  const std::set<std::string> types = {"llama", "mistral", "mixtral", "qwen2", "qwen3",
-                                       "qwen3_moe"};
+  const std::set<std::string> types = {"llama", "mistral", "mixtral",
+                                       "qwen2", "qwen3",   "qwen3_moe"};
   if (type == "deepseek_v3" || type == "deepseek_v2")
     r.fail("model_type",
            fmt::format("'{}' uses multi-head latent attention, which pipewright does not model; "
@@ -135,8 +158,7 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
   m.qkv_bias = r.boolean_or("attention_bias", type == "qwen2");
   if (r.boolean_or("mlp_bias", false)) r.fail("mlp_bias", "true; expected false (no MLP biases)");
   m.qk_layernorm = type == "qwen3" || type == "qwen3_moe";
-  if (r.boolean_or("use_sliding_window", false) ||
-      (type == "mistral" && r.has("sliding_window")))
+  if (r.boolean_or("use_sliding_window", false) || (type == "mistral" && r.has("sliding_window")))
     r.fail(r.has("use_sliding_window") ? "use_sliding_window" : "sliding_window",
            "sliding-window attention is not modelled; expected it off (null)");
   if (r.number_or("attention_dropout", 0) != 0)
@@ -159,6 +181,8 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
   return m;
 }
 
-ModelShape load_hf_config(const std::string& path) { return parse_hf_config(read_file(path), path); }
+ModelShape load_hf_config(const std::string& path) {
+  return parse_hf_config(read_file(path), path);
+}
 
 }  // namespace pw::hw

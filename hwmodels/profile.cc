@@ -60,8 +60,7 @@ void parse_gemm(const ConfigMap& m, GpuSpec* g) {
   g->gemm_max_efficiency = m.positive("max_efficiency");
   if (g->gemm_max_efficiency > 1.0) m.fail("max_efficiency", "expected a number in (0, 1]");
   g->gemm_max_efficiency_fp8 = m.positive_or("fp8_max_efficiency", 0, true);
-  if (g->gemm_max_efficiency_fp8 > 1.0)
-    m.fail("fp8_max_efficiency", "expected a number in (0, 1]");
+  if (g->gemm_max_efficiency_fp8 > 1.0) m.fail("fp8_max_efficiency", "expected a number in (0, 1]");
   g->gemm_k_half = m.positive("k_half", true);
   YAML::Node tiles = m.raw("tiles");
   if (!tiles.IsDefined() || tiles.IsNull()) return;

@@ -4,6 +4,6 @@
 
 namespace pw::hw {
 using pw::make_rank_layout;
-using pw::RankLayout;
 using pw::rank_layout_of;
+using pw::RankLayout;
 }  // namespace pw::hw

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/plan_io.h"
 #include "hwmodels/config_map.h"
 #include "hwmodels/hf_config.h"
 #include "hwmodels/model_presets.h"
@@ -15,19 +16,9 @@
 namespace pw::hw {
 namespace {
 
-const std::vector<std::string> kShapeKeys = {"num_layers",          "hidden_size",
-                                             "num_attention_heads", "ffn_hidden_size",
-                                             "seq_length",          "vocab_size"};
-
 void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
-  std::vector<std::string> keys = kShapeKeys;
-  for (const char* k :
-       {"preset", "name", "use_flash_attn", "hf_config", "num_query_groups", "kv_channels",
-        "qk_layernorm", "swiglu", "normalization", "untie_embeddings_and_output_weights",
-        "position_embedding_type", "add_bias_linear", "add_qkv_bias", "num_experts",
-        "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
-        "moe_layer_freq", "moe_first_dense_layers", "moe_expert_capacity_factor"})
-    keys.push_back(k);
+  std::vector<std::string> keys = model_shape_keys();
+  for (const char* k : {"preset", "use_flash_attn", "hf_config"}) keys.push_back(k);
   m.check_keys(keys);
   ModelShape& shape = s->model;
   if (m.has("preset") && m.has("hf_config"))
@@ -72,8 +63,7 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
     shape.rmsnorm = m.choice_or("normalization", "", {"LayerNorm", "RMSNorm"}) == "RMSNorm";
   flag("untie_embeddings_and_output_weights", &shape.untie_embeddings);
   if (m.has("position_embedding_type"))
-    shape.rope =
-        m.choice_or("position_embedding_type", "", {"learned_absolute", "rope"}) == "rope";
+    shape.rope = m.choice_or("position_embedding_type", "", {"learned_absolute", "rope"}) == "rope";
   flag("add_bias_linear", &shape.bias);
   flag("add_qkv_bias", &shape.qkv_bias);
   field("num_experts", &shape.num_experts, true, 0);
@@ -297,9 +287,9 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
   }
   const std::string ep_key = "parallel.expert_model_parallel_size";
   if (c.expert_parallel > 1 && m.num_experts == 0)
-    throw ConfigError(s->file, ep_key,
-                      fmt::format("{} for a dense model; expected 1 (or model.num_experts)",
-                                  c.expert_parallel));
+    throw ConfigError(
+        s->file, ep_key,
+        fmt::format("{} for a dense model; expected 1 (or model.num_experts)", c.expert_parallel));
   if (m.num_experts > 0) {
     if (m.num_experts % c.expert_parallel != 0)
       throw ConfigError(s->file, ep_key,
@@ -307,9 +297,9 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                                     c.expert_parallel, m.num_experts));
     const int etp = c.expert_tp();
     if (etp != 1 && etp != c.tensor_parallel)
-      throw ConfigError(s->file, "parallel.expert_tensor_parallel_size",
-                        fmt::format("{}; expected 1 or tensor_model_parallel_size ({})", etp,
-                                    c.tensor_parallel));
+      throw ConfigError(
+          s->file, "parallel.expert_tensor_parallel_size",
+          fmt::format("{}; expected 1 or tensor_model_parallel_size ({})", etp, c.tensor_parallel));
     const long long ranks = 1LL * c.tensor_parallel * cp * c.data_parallel;
     if (ranks % (1LL * etp * c.expert_parallel) != 0)
       throw ConfigError(s->file, ep_key,
@@ -416,7 +406,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   // Tokens per second per GPU is the step time of global_batch x seq_length tokens.
   if (s.published && s.published->tokens_per_s_per_gpu > 0)
     s.published->iteration_time_s = double(s.parallel.global_batch_size) * s.model.seq_length /
-                                     (s.published->tokens_per_s_per_gpu * s.num_gpus());
+                                    (s.published->tokens_per_s_per_gpu * s.num_gpus());
   return s;
 }
 

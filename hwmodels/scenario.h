@@ -15,8 +15,8 @@ namespace pw::hw {
 
 /// Published throughput to compare against (`pipewright validate`).
 struct PublishedFigures {
-  double tflops_per_gpu = 0;    ///< 0 = not given
-  double iteration_time_s = 0;  ///< 0 = not given (derived from tokens_per_s_per_gpu if given)
+  double tflops_per_gpu = 0;        ///< 0 = not given
+  double iteration_time_s = 0;      ///< 0 = not given (derived from tokens_per_s_per_gpu if given)
   double tokens_per_s_per_gpu = 0;  ///< as published; 0 = not given
   std::string source;
 };

@@ -1,9 +1,9 @@
 #include "hwmodels/transformer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 
@@ -69,7 +69,9 @@ int kv_heads(const ModelShape& m) {
 long long query_width(const ModelShape& m) {
   return static_cast<long long>(m.num_attention_heads) * head_dim(m);
 }
-long long kv_width(const ModelShape& m) { return static_cast<long long>(kv_heads(m)) * head_dim(m); }
+long long kv_width(const ModelShape& m) {
+  return static_cast<long long>(kv_heads(m)) * head_dim(m);
+}
 int expert_ffn_size(const ModelShape& m) {
   return m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : ffn_size(m);
 }
@@ -90,13 +92,15 @@ std::string model_shape_problem(const ModelShape& m) {
   const int a = m.num_attention_heads;
   if (a <= 0) return "num_attention_heads: expected a positive integer";
   if (m.kv_channels == 0 && m.hidden_size % a != 0)
-    return fmt::format("num_attention_heads: {} does not divide hidden_size {}; expected a divisor "
-                       "(or give kv_channels)",
-                       a, m.hidden_size);
+    return fmt::format(
+        "num_attention_heads: {} does not divide hidden_size {}; expected a divisor "
+        "(or give kv_channels)",
+        a, m.hidden_size);
   if (m.num_query_groups < 0 || (m.num_query_groups > 0 && a % m.num_query_groups != 0))
-    return fmt::format("num_query_groups: {} does not divide num_attention_heads {}; expected a "
-                       "divisor",
-                       m.num_query_groups, a);
+    return fmt::format(
+        "num_query_groups: {} does not divide num_attention_heads {}; expected a "
+        "divisor",
+        m.num_query_groups, a);
   if (m.num_experts < 0) return "num_experts: expected an integer >= 0";
   if (m.num_experts == 0) {
     if (m.moe_router_topk != 0 || m.moe_ffn_hidden_size != 0 || m.moe_shared_expert_size != 0)
@@ -116,13 +120,13 @@ std::string model_shape_problem(const ModelShape& m) {
 
 namespace {
 
-constexpr double kAct = 2.0;  // bytes per 16-bit activation element
+constexpr double kAct = 2.0;      // bytes per 16-bit activation element
 constexpr double kFp8Cast = 3.0;  // bytes per element of a bf16 -> fp8 cast (read 2, write 1)
 
 // Shape shorthands for one microbatch on one rank.
 struct Dims {
-  long long s;       // tokens of a sequence on this rank: seq_length / cp
-  long long sf;      // whole sequence (keys each query may see)
+  long long s;   // tokens of a sequence on this rank: seq_length / cp
+  long long sf;  // whole sequence (keys each query may see)
   long long b, h, a, dh, q, kv, f, v, t, cp, tokens;
   bool sp, gated, bias;
   double sp_div;  // tokens held per rank outside the TP region: 1/t with SP
@@ -307,9 +311,8 @@ std::vector<LayerOp> backward_weight_ops(const ModelShape& m, const Dims& d,
       if (n == "mlp_up" || n == "shared_up" || n == "expert_up")
         ops.push_back(reduction("mlp_up_bias_grad", double(f.m * f.batch), double(f.n)));
       if (n == "mlp_down" || n == "shared_down" || n == "expert_down")
-        ops.push_back(reduction("mlp_down_bias_grad", n == "expert_down" ? double(f.m * f.batch)
-                                                                         : sharded,
-                                h));
+        ops.push_back(reduction("mlp_down_bias_grad",
+                                n == "expert_down" ? double(f.m * f.batch) : sharded, h));
     }
   }
   return ops;
@@ -322,8 +325,7 @@ void add_comm(std::vector<TpComm>* out, CollectiveKind k, double bytes, int coun
 
 }  // namespace
 
-std::vector<LayerOp> layer_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass,
-                               bool moe) {
+std::vector<LayerOp> layer_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass, bool moe) {
   Dims d = dims(m, o);
   bool flash = o.flash_attention;
   switch (pass) {
@@ -353,7 +355,8 @@ std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o
     const int regions = moe && m.moe_shared_expert_size == 0 ? 1 : 2;
     if (fwd_like) {
       if (d.sp) {
-        add_comm(&out, CollectiveKind::kAllGather, size, regions, "sp all-gather before qkv/mlp_up");
+        add_comm(&out, CollectiveKind::kAllGather, size, regions,
+                 "sp all-gather before qkv/mlp_up");
         add_comm(&out, CollectiveKind::kReduceScatter, size, regions,
                  "sp reduce-scatter after proj/mlp");
       } else {
@@ -497,9 +500,9 @@ double mlp_activation_bytes(const ModelShape& m, const WorkloadOptions& o, const
   const double tokens = double(d.tokens) * d.sp_div;
   const double rows = expert_rows(m, o, d);
   const double fe = double(expert_ffn_size(m)) / std::max(1, o.etp);
-  double bytes = 4.0 * tokens * m.num_experts;                // router probabilities (fp32)
-  bytes += kAct * rows * (double(d.h) + (up + 1.0) * fe);     // expert input, up, activation
-  bytes += kAct * tokens * m.moe_router_topk * double(d.h);   // expert outputs to combine
+  double bytes = 4.0 * tokens * m.num_experts;               // router probabilities (fp32)
+  bytes += kAct * rows * (double(d.h) + (up + 1.0) * fe);    // expert input, up, activation
+  bytes += kAct * tokens * m.moe_router_topk * double(d.h);  // expert outputs to combine
   if (m.moe_shared_expert_size > 0)
     bytes += kAct * double(d.tokens) * (up + 1.0) * double(m.moe_shared_expert_size) / d.t;
   return bytes;
@@ -674,7 +677,8 @@ double layer_params(const ModelShape& m, bool moe, double t, int ep, int etp, do
 }
 
 double embedding_params(const ModelShape& m) {
-  return double(m.vocab_size) * m.hidden_size + (m.rope ? 0.0 : double(m.seq_length) * m.hidden_size);
+  return double(m.vocab_size) * m.hidden_size +
+         (m.rope ? 0.0 : double(m.seq_length) * m.hidden_size);
 }
 
 }  // namespace
@@ -704,8 +708,7 @@ double active_parameter_count(const ModelShape& m) {
 }
 
 double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int layer_begin,
-                             int layer_end, bool is_first, bool is_last, int pp,
-                             double* expert) {
+                             int layer_end, bool is_first, bool is_last, int pp, double* expert) {
   const double t = o.tp, h = m.hidden_size;
   if (expert) *expert = 0;
   const int moe = moe_layers_in(m, layer_begin, layer_end);
@@ -736,10 +739,13 @@ IterationFlops iteration_flops(const ModelShape& m, const WorkloadOptions& o,
     for (Pass p : {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight}) {
       total += (m.num_layers - moe_layers) * total_flops(layer_ops(shape, w, p, false)).value;
       if (moe_layers > 0) total += moe_layers * total_flops(layer_ops(shape, w, p, true)).value;
-      total += total_flops(head_ops(shape, w, p)).value + total_flops(embedding_ops(shape, w, p)).value;
+      total +=
+          total_flops(head_ops(shape, w, p)).value + total_flops(embedding_ops(shape, w, p)).value;
     }
     if (with_recompute) {
-      auto r = [&](bool moe) { return total_flops(layer_ops(shape, w, Pass::kRecompute, moe)).value; };
+      auto r = [&](bool moe) {
+        return total_flops(layer_ops(shape, w, Pass::kRecompute, moe)).value;
+      };
       total += (m.num_layers - moe_layers) * r(false) + (moe_layers > 0 ? moe_layers * r(true) : 0);
     }
     return total;

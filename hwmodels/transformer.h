@@ -34,10 +34,10 @@ struct WorkloadOptions {
   Recompute recompute = Recompute::kNone;
   bool flash_attention = false;  ///< fused attention: no s^2 tensors stored or streamed
   DType dtype = DType::kBf16;
-  int cp = 1;         ///< context parallel: each rank holds seq_length / cp tokens
-  int ep = 1;         ///< expert parallel: each rank holds num_experts / ep experts
-  int etp = 1;        ///< expert tensor parallel: expert FFN width split etp ways
-  bool fp8 = false;   ///< linear-layer GEMMs in FP8 (attention core stays bf16)
+  int cp = 1;        ///< context parallel: each rank holds seq_length / cp tokens
+  int ep = 1;        ///< expert parallel: each rank holds num_experts / ep experts
+  int etp = 1;       ///< expert tensor parallel: expert FFN width split etp ways
+  bool fp8 = false;  ///< linear-layer GEMMs in FP8 (attention core stays bf16)
 };
 
 /// Builds options from the IR's ParallelConfig (recompute and fp8 strings already validated).

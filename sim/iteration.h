@@ -77,8 +77,8 @@ struct IterationResult {
   double mfu = 0, hfu = 0;          ///< over the GPU's dense bf16 peak
   /// MFU with the causal convention (attention core halved; Megatron-Bridge's newer tables).
   double mfu_causal = 0;
-  double bubble_rate = 0;           ///< (span - busy) / span of the busiest compute stream
-  double bubble_fraction = 0;       ///< (span - busy) / busy
+  double bubble_rate = 0;      ///< (span - busy) / span of the busiest compute stream
+  double bubble_fraction = 0;  ///< (span - busy) / busy
   /// Pipeline bubble alone, same convention as bubble_rate: (span - busy - C) / span, where C is
   /// the time the busiest GPU spends inside its compute span on exposed communication (TP, PP, DP)
   /// rather than waiting for another stage. bubble_rate minus this is exposed communication.

@@ -95,7 +95,7 @@ class IterationBuilder {
   hw::WorkloadOptions wo_;
   DependencyGraph dep_;
   std::vector<hw::StageCosts> costs_;
-  std::vector<double> stage_params_;  ///< per schedule stage, per rank (experts included)
+  std::vector<double> stage_params_;         ///< per schedule stage, per rank (experts included)
   std::vector<double> stage_expert_params_;  ///< the expert part of stage_params_
   bool has_recompute_actions_ = false;
   BuiltIteration out_;

@@ -43,10 +43,9 @@ void IterationBuilder::build_optimizer() {
         expert += stage_expert_params_[st];
       }
     const int ed = layout_.expert_dp();
-    const double shard =
-        zero >= 1 ? (params - expert) / d + expert / std::max(1, ed) : params;
-    const hw::ModelStateBytes ms = hw::model_state_bytes(
-        params, expert, zero, d, std::max(1, ed), in_.parallel.optimizer_offload, wo_.fp8);
+    const double shard = zero >= 1 ? (params - expert) / d + expert / std::max(1, ed) : params;
+    const hw::ModelStateBytes ms = hw::model_state_bytes(params, expert, zero, d, std::max(1, ed),
+                                                         in_.parallel.optimizer_offload, wo_.fp8);
     out_.graph.add_initial_memory(sim, MemCategory::kWeights, ms.weights.value);
     out_.graph.add_initial_memory(sim, MemCategory::kGrads, ms.gradients.value);
     out_.graph.add_initial_memory(sim, MemCategory::kOptimizer, ms.optimizer.value);

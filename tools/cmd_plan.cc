@@ -380,9 +380,7 @@ int run_plan(const PlanOptions& o) {
   const bool same_batch =
       cons.global_batch.empty() ||
       (cons.global_batch.size() == 1 && cons.global_batch[0] == pub.global_batch_size);
-  const bool same_gpus =
-      cons.gpus == 0 ||
-      cons.gpus == pub.num_gpus();
+  const bool same_gpus = cons.gpus == 0 || cons.gpus == pub.num_gpus();
   if (sc.has_parallel && same_batch && same_gpus) {
     SearchConfig pc;
     std::string why;

@@ -88,18 +88,20 @@ int run_validate(const ValidateOptions& o) {
   // Published TFLOP/s or iteration time: the figure the source gives ("-" for the other).
   auto fig = [](double v) { return v > 0 ? fmt::format("{:.1f}", v) : std::string("-"); };
   auto secs = [](double v) { return v > 0 ? fmt::format("{:.2f}", v) : std::string("-"); };
-  std::string t = fmt::format("{:<{}}{:>6}{:>3}{:>3}{:>3}{:>5}{:>4}{:>3}{:>3}{:>5}{:>9}{:>9}{:>9}{:>9}{:>8}\n",
-                              "scenario", width, "GPUs", "t", "cp", "p", "d", "ep", "v", "b",
-                              "fp8", "pred s", "pub s", "pred TF", "pub TF", "error");
+  std::string t =
+      fmt::format("{:<{}}{:>6}{:>3}{:>3}{:>3}{:>5}{:>4}{:>3}{:>3}{:>5}{:>9}{:>9}{:>9}{:>9}{:>8}\n",
+                  "scenario", width, "GPUs", "t", "cp", "p", "d", "ep", "v", "b", "fp8", "pred s",
+                  "pub s", "pred TF", "pub TF", "error");
   for (const Row& r : rows) {
     const ParallelConfig& p = r.scenario.parallel;
     const hw::PublishedFigures& pub = *r.scenario.published;
-    t += fmt::format("{:<{}}{:>6}{:>3}{:>3}{:>3}{:>5}{:>4}{:>3}{:>3}{:>5}{:>9.2f}{:>9}{:>9.1f}{:>9}{:>+7.1f}%\n",
-                     r.file, width, r.scenario.num_gpus(), p.tensor_parallel, p.context_parallel,
-                     p.pipeline_parallel, p.data_parallel, p.expert_parallel, p.virtual_stages,
-                     p.micro_batch_size, p.fp8 == "off" ? "-" : p.fp8.substr(0, 4),
-                     ps_to_seconds(r.result.iteration), secs(pub.iteration_time_s),
-                     r.result.tflops_per_gpu, fig(pub.tflops_per_gpu), r.error_pct);
+    t += fmt::format(
+        "{:<{}}{:>6}{:>3}{:>3}{:>3}{:>5}{:>4}{:>3}{:>3}{:>5}{:>9.2f}{:>9}{:>9.1f}{:>9}{:>+7.1f}%\n",
+        r.file, width, r.scenario.num_gpus(), p.tensor_parallel, p.context_parallel,
+        p.pipeline_parallel, p.data_parallel, p.expert_parallel, p.virtual_stages,
+        p.micro_batch_size, p.fp8 == "off" ? "-" : p.fp8.substr(0, 4),
+        ps_to_seconds(r.result.iteration), secs(pub.iteration_time_s), r.result.tflops_per_gpu,
+        fig(pub.tflops_per_gpu), r.error_pct);
   }
   t += fmt::format("{} scenarios with published figures: mean |error| {:.2f}%, worst {:.2f}%\n",
                    rows.size(), mean, worst);

@@ -68,8 +68,8 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
   if (s.published) {
     j["published_tflops_per_gpu"] = s.published->tflops_per_gpu;
     j["published_iteration_s"] = s.published->iteration_time_s;
-    j["error_pct"] = hw::published_error_pct(*s.published, r.tflops_per_gpu,
-                                             ps_to_seconds(r.iteration));
+    j["error_pct"] =
+        hw::published_error_pct(*s.published, r.tflops_per_gpu, ps_to_seconds(r.iteration));
   }
   return j;
 }
@@ -115,8 +115,7 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
          fmt::format("{:.0f}% of the optimizer update", 100 * r.offload_gpu_share));
   if (s.published) {
     const hw::PublishedFigures& pub = *s.published;
-    const double err =
-        hw::published_error_pct(pub, r.tflops_per_gpu, ps_to_seconds(r.iteration));
+    const double err = hw::published_error_pct(pub, r.tflops_per_gpu, ps_to_seconds(r.iteration));
     line("published", pub.tflops_per_gpu > 0
                           ? fmt::format("{:.1f} TFLOP/s per GPU ({}): error {:+.1f}%",
                                         pub.tflops_per_gpu, pub.source, err)

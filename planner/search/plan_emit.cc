@@ -46,8 +46,9 @@ bool config_from_parallel(const SearchSpace& space, const ParallelConfig& pc, Se
   c.ep = static_cast<std::uint16_t>(pc.expert_parallel);
   c.fp8 = pc.fp8 != "off" ? 1 : 0;
   if (pc.expert_tp() != pc.tensor_parallel) {
-    *why = fmt::format("expert_tensor_parallel {} differs from t = {} (the search keeps them equal)",
-                       pc.expert_tp(), pc.tensor_parallel);
+    *why =
+        fmt::format("expert_tensor_parallel {} differs from t = {} (the search keeps them equal)",
+                    pc.expert_tp(), pc.tensor_parallel);
     return false;
   }
   *out = c;

@@ -204,12 +204,12 @@ const CostModel::LayerEntry& CostModel::layer_entry(const SearchConfig& c,
   const bool fp8_wanted =
       std::find(space_.fp8.begin(), space_.fp8.end(), int{c.fp8}) != space_.fp8.end();
   if (ti >= 0 && bi >= 0 && ci >= 0 && ei >= 0 && fp8_wanted)
-    return layers_[(((((static_cast<std::size_t>(ti) * num_cp_ + ci) * num_ep_ + ei) * num_fp8_ +
-                      c.fp8) *
-                         num_b_ +
-                     bi) *
-                        6 +
-                    (c.sequence_parallel ? 3 : 0) + c.recompute)];
+    return layers_[(
+        ((((static_cast<std::size_t>(ti) * num_cp_ + ci) * num_ep_ + ei) * num_fp8_ + c.fp8) *
+             num_b_ +
+         bi) *
+            6 +
+        (c.sequence_parallel ? 3 : 0) + c.recompute)];
   *scratch = make_layer_entry({c.t, c.cp, c.ep, c.fp8, c.micro_batch, c.sequence_parallel != 0,
                                static_cast<hw::Recompute>(c.recompute)});
   return *scratch;
@@ -399,8 +399,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     const double P_dev = dev_params[d];
     const double E_dev = dev_expert[d];
     const int edp = std::max(1, dpc / c.ep);  // expert-data-parallel group (expert TP = t)
-    const hw::ModelStateBytes ms = hw::model_state_bytes(P_dev, E_dev, c.zero, dpc, edp,
-                                                         c.offload != 0, c.fp8 != 0);
+    const hw::ModelStateBytes ms =
+        hw::model_state_bytes(P_dev, E_dev, c.zero, dpc, edp, c.offload != 0, c.fp8 != 0);
     const double shard = c.zero >= 1 ? (P_dev - E_dev) / dpc + E_dev / edp : P_dev;
     double opt_s = 0, prefetch = 0;
     if (c.offload) {
@@ -432,10 +432,12 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   // A layer's share of pass time in TP collectives (F + B + W, as the DES runs them).
   const int L = pr.model.num_layers, nm = hw::moe_layers_in(pr.model, 0, L);
   const double tp_layer = ((L - nm) * (le.tp[0] + le.tp[1] + le.tp[2]) +
-                           nm * (le.tp_moe[0] + le.tp_moe[1] + le.tp_moe[2])) / L;
-  const double pass_layer =
-      ((L - nm) * ps_to_seconds(le.layer.f + le.layer.b + le.layer.w) +
-       nm * ps_to_seconds(le.moe.f + le.moe.b + le.moe.w)) / L + tp_layer;
+                           nm * (le.tp_moe[0] + le.tp_moe[1] + le.tp_moe[2])) /
+                          L;
+  const double pass_layer = ((L - nm) * ps_to_seconds(le.layer.f + le.layer.b + le.layer.w) +
+                             nm * ps_to_seconds(le.moe.f + le.moe.b + le.moe.w)) /
+                                L +
+                            tp_layer;
   out->tp_share = pass_layer > 0 ? tp_layer / pass_layer : 0;
 }
 

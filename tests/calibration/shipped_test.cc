@@ -114,7 +114,8 @@ TEST(ShippedCpuMeasurement, OptimizerStepStreamsAtTheCopyBandwidth) {
   // Stage 0 of the calibration loop's model (tests/calibration/loop_test.cc: 8 layers, h 160,
   // 4 heads, s 128, V 512) on 2 pipeline ranks: 4 layers + the embedding.
   const ModelShape loop{"loop-gpt", 8, 160, 4, 640, 128, 512};
-  const double params = hw::stage_parameter_count(loop, hw::WorkloadOptions{}, 0, 4, true, false, 2);
+  const double params =
+      hw::stage_parameter_count(loop, hw::WorkloadOptions{}, 0, 4, true, false, 2);
   // Hand formula: t = 28 B x P / (0.5 x copy) + kernel latency = 56 B x P / copy + latency.
   // Per layer 12h^2 + 13h = 309,280 parameters; x4 + V*h + s*h = 1,319,040: 56 x 1.32e6 /
   // ~1e11 B/s is under a millisecond, where the element-wise figure (~1.3e9 B/s) gave ~28 ms.

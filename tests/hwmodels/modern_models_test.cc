@@ -40,10 +40,10 @@ TEST(ModernModels, ParameterCountsMatchThePublishedOnes) {
   // GPT-3 keeps its form: 12Lh^2(1 + 13/(12h) + (V+s)/(12Lh)) + 2h.
   const ModelShape& g = preset("gpt3-175b");
   const double L = g.num_layers, h = g.hidden_size;
-  EXPECT_NEAR(parameter_count(g),
-              12 * L * h * h * (1 + 13 / (12 * h) + (g.vocab_size + g.seq_length) / (12 * L * h)) +
-                  2 * h,
-              1.0);
+  EXPECT_NEAR(
+      parameter_count(g),
+      12 * L * h * h * (1 + 13 / (12 * h) + (g.vocab_size + g.seq_length) / (12 * L * h)) + 2 * h,
+      1.0);
 }
 
 TEST(ModernModels, FlopsPerTokenFollowTheFormulaInBothConventions) {
@@ -75,8 +75,7 @@ TEST(ModernModels, ActivationMemoryOfGqaSwigluWithCpIsExactToTheByte) {
   o.cp = 2;
   o.flash_attention = true;
   const double s = 4096, h = 8192, q = 8192, kv = 1024, f = 28672, t = 4;
-  const double expected =
-      10 * s * h / t + 2 * s * (q + 2 * kv + q) / t + 2 * s * (2 * f + f) / t;
+  const double expected = 10 * s * h / t + 2 * s * (q + 2 * kv + q) / t + 2 * s * (2 * f + f) / t;
   EXPECT_EQ(layer_activation_bytes(m, o).value, expected);
 }
 
@@ -212,8 +211,9 @@ TEST(ModernModels, HuggingFaceConfigErrorsNameTheField) {
 
 // A scenario around a model section and a parallel section.
 Scenario scenario(const std::string& model, const std::string& parallel, int nodes = 1) {
-  const std::string text = "model: " + model + "\ncluster: {profile: dgx-h100, nodes: " +
-                           std::to_string(nodes) + "}\nparallel: " + parallel + "\n";
+  const std::string text = "model: " + model +
+                           "\ncluster: {profile: dgx-h100, nodes: " + std::to_string(nodes) +
+                           "}\nparallel: " + parallel + "\n";
   return parse_scenario(text, "s.yaml", "");
 }
 
@@ -253,8 +253,8 @@ TEST(ModernModels, BadShapesAndLayoutsAreOneLineErrorsNamingTheKey) {
                         "{tensor_model_parallel_size: 8, context_parallel_size: 2, "
                         "micro_batch_size: 1, global_batch_size: 8}",
                         "parallel.tensor_model_parallel_size");
-  expect_scenario_error("{preset: llama3-8b}", "{fp8: e5m2, micro_batch_size: 1, global_batch_size: 8}",
-                        "parallel.fp8");
+  expect_scenario_error("{preset: llama3-8b}",
+                        "{fp8: e5m2, micro_batch_size: 1, global_batch_size: 8}", "parallel.fp8");
 }
 
 TEST(ModernModels, ContextParallelSplitsTheDataParallelSize) {

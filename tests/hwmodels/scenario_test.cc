@@ -267,7 +267,8 @@ TEST(Estimate, ReportsMemoryFlopsAndCollectives) {
   EXPECT_TRUE(e.first.fits);
   EXPECT_DOUBLE_EQ(e.first.optimizer, 1.5e9);
   // The first stage's GPU holds 12 of 96 layers, the embedding and positions (t = 8).
-  EXPECT_DOUBLE_EQ(e.first.params, stage_parameter_count(s.model, workload_options(s.parallel), 0, 12, true, false, 8));
+  EXPECT_DOUBLE_EQ(e.first.params, stage_parameter_count(s.model, workload_options(s.parallel), 0,
+                                                         12, true, false, 8));
   bool saw_tp = false, saw_pp = false, saw_dp = false;
   for (const auto& c : e.collectives) {
     saw_tp = saw_tp || c.purpose.rfind("TP", 0) == 0;

@@ -206,10 +206,9 @@ TEST(PlanEmit, PredictedPassTimesAreTheWorkloadModelsStageCosts) {
         // m, v and the bf16 weight written) at hbm_bandwidth x hbm_efficiency, plus one kernel
         // latency (hwmodels/gpu_model.h memory_bound_time).
         const StageInfo& st = pl.stages[t.device];
-        const double params =
-            hw::stage_parameter_count(plan.model, hw::WorkloadOptions{}, st.layer_begin,
-                                      st.layer_end, st.index == 0,
-                                      st.index == pl.stages_per_pipeline() - 1, 4);
+        const double params = hw::stage_parameter_count(
+            plan.model, hw::WorkloadOptions{}, st.layer_begin, st.layer_end, st.index == 0,
+            st.index == pl.stages_per_pipeline() - 1, 4);
         const hw::GpuSpec& g = s.pr.profile.gpu;
         EXPECT_EQ(dur, seconds_to_ps(28 * params / (g.hbm_bandwidth.value * g.hbm_efficiency)) +
                            g.kernel_latency)

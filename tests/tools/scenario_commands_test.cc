@@ -3,6 +3,7 @@
 // stays small) and, as a directory, `validate`.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +47,56 @@ TEST(ScenarioCommands, EveryBundledScenarioIsReadByEveryCommand) {
   std::string out;
   EXPECT_EQ(sh(kTool + " validate " + PW_SOURCE_DIR + "/scenarios", &out), 0) << out;
   EXPECT_NE(out.find("scenarios with published figures"), std::string::npos) << out;
+}
+
+// Today's models from the command line: bad shapes, layouts and config.json files are one-line
+// errors naming the file (or flag) and key, exit 2.
+TEST(ScenarioCommands, ModernModelErrorsExit2NamingFileAndKey) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pw-modern-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    pw::write_file_atomic((dir / name).string(), text);
+    return (dir / name).string();
+  };
+  const std::string cluster = "cluster: {profile: dgx-h100, nodes: 1}\n";
+  const std::string batch = "parallel: {micro_batch_size: 1, global_batch_size: 8";
+  struct Case {
+    std::string cmd, must;
+  };
+  const std::string neox = write("neox.json", R"({"model_type": "gpt_neox", "hidden_size": 64})");
+  const std::string hf =
+      write("hf.yaml", "model: {hf_config: neox.json, seq_length: 64}\n" + cluster + batch + "}\n");
+  const std::string gqa =
+      write("gqa.yaml",
+            "model: {num_layers: 2, hidden_size: 64, num_attention_heads: 8, num_query_groups: 3, "
+            "seq_length: 64, vocab_size: 128}\n" +
+                cluster + batch + "}\n");
+  const std::string ep =
+      write("ep.yaml", "model: {preset: qwen3-30b-a3b, use_flash_attn: true}\n" + cluster + batch +
+                           ", expert_model_parallel_size: 3}\n");
+  const std::string cp = write("cp.yaml",
+                               "model: {preset: llama3-8b, use_flash_attn: true, "
+                               "seq_length: 8190}\n" +
+                                   cluster + batch + ", context_parallel_size: 2}\n");
+  const std::string dense = write("dense.yaml", "model: {preset: llama3-8b}\n" + cluster +
+                                                    "parallel: {global_batch_size: 8}\n");
+  const Case cases[] = {
+      {kTool + " estimate " + hf, "neox.json: model_type: 'gpt_neox'"},
+      {kTool + " simulate " + gqa, "gqa.yaml: model.num_query_groups:"},
+      {kTool + " estimate " + ep, "ep.yaml: parallel.expert_model_parallel_size:"},
+      {kTool + " simulate " + cp, "cp.yaml: parallel.context_parallel_size:"},
+      {kTool + " plan " + dense + " --ep 2", "--ep 2: 2 for a dense model"},
+      {kTool + " plan " + dense + " --cp 3", "--cp 3: 2 x 3 does not divide seq_length 8192"},
+      {kTool + " plan " + dense + " --fp8 maybe", "--fp8 maybe: expected on, off or both"},
+  };
+  for (const Case& c : cases) {
+    std::string out;
+    EXPECT_EQ(sh(c.cmd, &out), 2) << c.cmd << "\n" << out;
+    EXPECT_NE(out.find(c.must), std::string::npos) << c.cmd << "\n" << out;
+    EXPECT_EQ(out.find('\n'), out.size() - 1) << c.cmd << " printed more than one line:\n" << out;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
