@@ -28,8 +28,11 @@ std::string limits_line(const PlanProblem& pr, const SearchSpace& space, const E
     const char* name;
     double v;
   };
+  // The pass-blocking collectives: TP, and the MoE all-to-all when experts are split.
+  const char* pass_comm = e.config.ep > 1 ? "network: tensor/expert-parallel collectives"
+                                          : "network: tensor-parallel collectives";
   const Part parts[] = {{"pipeline bubbles", b.bubble},
-                        {"network: tensor-parallel collectives", b.tp_comm},
+                        {pass_comm, b.tp_comm},
                         {"network: data-parallel gradient reduction", b.dp_comm},
                         {"optimizer step", b.optimizer}};
   const Part* top = &parts[0];
