@@ -95,6 +95,9 @@ struct Provenance {
 /// rank-to-GPU map + predicted per-action times + provenance.
 struct Plan {
   ModelShape model;
+  /// Fused (flash) attention, as the scenario's model.use_flash_attn (written in the model
+  /// section as use_flash_attn when true): how the plan's attention was priced.
+  bool flash_attention = false;
   std::string cluster;  ///< cluster/profile name
   ParallelConfig config;
   Schedule schedule;

@@ -60,7 +60,8 @@ const std::vector<std::string>& model_shape_keys() {
                                                  "moe_shared_expert_intermediate_size",
                                                  "moe_layer_freq",
                                                  "moe_first_dense_layers",
-                                                 "moe_expert_capacity_factor"};
+                                                 "moe_expert_capacity_factor",
+                                                 "use_flash_attn"};
   return kKeys;
 }
 
@@ -250,6 +251,7 @@ Doc plan_to_doc(const Plan& plan) {
   d["format"] = kPlanFormat;
   d["version"] = kPlanFormatVersion;
   d["model"] = model_to_doc(plan.model);
+  if (plan.flash_attention) d["model"]["use_flash_attn"] = true;
   d["cluster"] = plan.cluster;
   d["config"] = config_to_doc(plan.config);
   d["rank_to_gpu"] = plan.rank_to_gpu;
@@ -283,6 +285,8 @@ Plan plan_from_doc(const Doc& d, const std::string& source) {
                                   want, got));
   validate_schedule(plan.schedule, source);
   plan.model = model_from_doc(r.at(d, "", "model"), r);
+  if (const Doc* f = r.find(r.at(d, "", "model"), "use_flash_attn"))
+    plan.flash_attention = r.as_bool(*f, "model.use_flash_attn");
   plan.cluster = r.as_string(r.at(d, "", "cluster"), "cluster");
   plan.config = config_from_doc(r.at(d, "", "config"), r);
   const Doc& ranks = r.at(d, "", "rank_to_gpu");

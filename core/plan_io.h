@@ -36,7 +36,8 @@
 namespace pw {
 
 /// The keys of a model shape as plans and scenarios spell them (Megatron's names): name,
-/// num_layers, ..., vocab_size, then num_query_groups ... moe_expert_capacity_factor. Both
+/// num_layers, ..., vocab_size, then num_query_groups ... moe_expert_capacity_factor, and
+/// use_flash_attn (the plan's attention pricing; not a shape field). Both
 /// readers check against this one list.
 const std::vector<std::string>& model_shape_keys();
 

@@ -18,7 +18,7 @@ namespace {
 
 void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
   std::vector<std::string> keys = model_shape_keys();
-  for (const char* k : {"preset", "use_flash_attn", "hf_config"}) keys.push_back(k);
+  for (const char* k : {"preset", "hf_config"}) keys.push_back(k);
   m.check_keys(keys);
   ModelShape& shape = s->model;
   if (m.has("preset") && m.has("hf_config"))

@@ -121,8 +121,10 @@ int run_rebuilt(const ScenarioSimOptions& opts, const Plan& plan) {
   s.model = in.model;
   s.parallel = in.parallel;
   s.topology = in.topology;
+  s.flash_attention = plan.flash_attention;
   std::vector<ActionTiming> times;
-  const IterationResult r = simulate_iteration(in, iteration_options(opts, false), &times);
+  const IterationResult r =
+      simulate_iteration(in, iteration_options(opts, plan.flash_attention), &times);
   const TimingAgreement agree = compare_timings(plan.schedule, plan.predicted, times);
   if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(r.trace));
   std::string text;

@@ -104,6 +104,7 @@ Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const
     throw ConfigError("", "--emit", "the chosen configuration cannot be generated: " + e.why_not);
   Plan plan;
   plan.model = model.problem().model;
+  plan.flash_attention = model.problem().sim.flash_attention;
   plan.cluster = cluster;
   plan.config = parallel_from_config(model.space(), c);
   plan.schedule = complete_for_execution(s, c.cp * c.d);

@@ -41,6 +41,38 @@ TEST(PlanIo, RoundTripIsLosslessInBothSyntaxes) {
     EXPECT_EQ(parse_plan(plan_to_text(p, f), f, "t"), p);
 }
 
+// Today's model keys and layouts round-trip; a GPT-style plan writes none of them.
+TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
+  Plan p = sample_plan();
+  const std::string gpt = plan_to_text(p, DocFormat::kYaml);
+  for (const char* key : {"num_query_groups", "swiglu", "num_experts", "use_flash_attn",
+                          "context_parallel", "expert_parallel", "fp8"})
+    EXPECT_EQ(gpt.find(key), std::string::npos) << key;
+  p.model.num_query_groups = 2;
+  p.model.kv_channels = 96;
+  p.model.qk_layernorm = true;
+  p.model.swiglu = true;
+  p.model.rmsnorm = true;
+  p.model.untie_embeddings = true;
+  p.model.rope = true;
+  p.model.bias = false;
+  p.model.qkv_bias = true;
+  p.model.num_experts = 16;
+  p.model.moe_router_topk = 4;
+  p.model.moe_ffn_hidden_size = 256;
+  p.model.moe_shared_expert_size = 512;
+  p.model.moe_layer_freq = 2;
+  p.model.moe_first_dense_layers = 1;
+  p.model.moe_capacity_factor = 1.25;
+  p.flash_attention = true;
+  p.config.context_parallel = 2;
+  p.config.expert_parallel = 4;
+  p.config.expert_tensor_parallel = 1;
+  p.config.fp8 = "e4m3";
+  for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
+    EXPECT_EQ(parse_plan(plan_to_text(p, f), f, "t"), p);
+}
+
 TEST(PlanIo, PredictionSourceRoundTripsAndIsOptional) {
   Plan p = sample_plan();
   p.provenance.prediction_source = "evaluator (no hardware profile for 'my-gpu')";

@@ -99,4 +99,41 @@ TEST(ScenarioCommands, ModernModelErrorsExit2NamingFileAndKey) {
   std::filesystem::remove_all(dir);
 }
 
+// A plan of a GQA + SwiGLU MoE model with context parallelism, expert parallelism and FP8
+// carries its model and attention pricing: `simulate --plan` re-simulates it to the picosecond.
+TEST(ScenarioCommands, ModernModelPlanReSimulatesExactly) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pw-modern-plan-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string scenario = (dir / "moe.yaml").string();
+  pw::write_file_atomic(
+      scenario,
+      "model: {name: tiny-moe, num_layers: 4, hidden_size: 512, num_attention_heads: 8,\n"
+      "        num_query_groups: 2, swiglu: true, normalization: RMSNorm,\n"
+      "        position_embedding_type: rope, add_bias_linear: false,\n"
+      "        untie_embeddings_and_output_weights: true, num_experts: 8, moe_router_topk: 2,\n"
+      "        moe_ffn_hidden_size: 512, seq_length: 4096, vocab_size: 32000,\n"
+      "        use_flash_attn: true}\n"
+      "cluster: {profile: dgx-h100, nodes: 2}\n"
+      "parallel: {global_batch_size: 32}\n");
+  const std::string plan = (dir / "plan.yaml").string();
+  std::string out;
+  ASSERT_EQ(
+      sh(kTool + " plan " + scenario + " --top 1 --cp 2 --ep 4 --fp8 on --pp 2 --emit " + plan,
+         &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("cp2"), std::string::npos) << out;
+  EXPECT_NE(out.find("ep4"), std::string::npos) << out;
+  const std::string text = pw::read_file(plan);
+  for (const char* key :
+       {"num_query_groups: 2", "swiglu: true", "num_experts: 8", "use_flash_attn: true",
+        "context_parallel: 2", "expert_parallel: 4", "fp8: hybrid"})
+    EXPECT_NE(text.find(key), std::string::npos) << key;
+  out.clear();
+  ASSERT_EQ(sh(kTool + " simulate --plan " + plan, &out), 0) << out;
+  EXPECT_NE(out.find("difference +0.00%"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
