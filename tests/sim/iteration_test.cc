@@ -54,6 +54,36 @@ TEST(Iteration, RepresentativeRanksGiveTheSameTimesAsEveryRank) {
   }
 }
 
+// The same symmetry with context and expert parallelism: a small GQA + SwiGLU MoE model on two
+// DGX H100 nodes, t=2 cp=2 p=2 d=2 ep=4 (the EP group spans both nodes), FP8.
+TEST(Iteration, RepresentativeRanksHoldWithContextAndExpertParallelism) {
+  const hw::Scenario s = hw::parse_scenario(
+      "model: {num_layers: 4, hidden_size: 512, num_attention_heads: 8, num_query_groups: 2,\n"
+      "        swiglu: true, normalization: RMSNorm, num_experts: 8, moe_router_topk: 2,\n"
+      "        moe_ffn_hidden_size: 512, seq_length: 2048, vocab_size: 32000,\n"
+      "        use_flash_attn: true}\n"
+      "cluster: {profile: dgx-h100, nodes: 2}\n"
+      "parallel: {tensor_model_parallel_size: 2, context_parallel_size: 2,\n"
+      "           pipeline_model_parallel_size: 2, expert_model_parallel_size: 4,\n"
+      "           sequence_parallel: true, micro_batch_size: 1, global_batch_size: 8,\n"
+      "           fp8: hybrid}\n",
+      "moe.yaml", "");
+  ASSERT_EQ(s.parallel.data_parallel, 2);
+  const IterationInput in = testing::input_for(s);
+  IterationOptions rep, full;
+  rep.flash_attention = full.flash_attention = true;
+  full.representative = false;
+  const IterationResult a = simulate_iteration(in, rep);
+  const IterationResult b = simulate_iteration(in, full);
+  EXPECT_EQ(b.simulated_gpus, 16);
+  EXPECT_NEAR(static_cast<double>(a.iteration), static_cast<double>(b.iteration), 1000.0);
+  EXPECT_GT(a.exposed[static_cast<int>(CommKind::kEp)], 0);
+  for (int k = 0; k < kNumCommKinds; ++k)
+    EXPECT_NEAR(static_cast<double>(a.exposed[k]), static_cast<double>(b.exposed[k]), 1000.0)
+        << "kind " << k;
+  EXPECT_DOUBLE_EQ(a.memory[0].peak, b.memory[0].peak);
+}
+
 TEST(Iteration, SameScenarioGivesAByteIdenticalTrace) {
   const IterationInput in = testing::input_for(small_scenario(2, 2, 1, 8));
   IterationOptions opt;
