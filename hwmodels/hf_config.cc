@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -175,8 +173,16 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
   }
   const std::string problem = model_shape_problem(m);
   if (!problem.empty()) {
+    // The problem names pipewright's key; the error names the config.json field it came from.
     const auto colon = problem.find(':');
-    throw ConfigError(file, problem.substr(0, colon), problem.substr(colon + 2));
+    const std::string key = problem.substr(0, colon);
+    const std::string field = key == "num_query_groups"  ? "num_key_value_heads"
+                              : key == "moe_router_topk" ? "num_experts_per_tok"
+                              : key == "moe_layer_freq"  ? "decoder_sparse_step"
+                              : key == "num_experts"
+                                  ? (type == "mixtral" ? "num_local_experts" : "num_experts")
+                                  : key;
+    throw ConfigError(file, field, problem.substr(colon + 2));
   }
   return m;
 }

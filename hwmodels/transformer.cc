@@ -83,9 +83,12 @@ bool is_moe_layer(const ModelShape& m, int layer) {
 
 int moe_layers_in(const ModelShape& m, int begin, int end) {
   if (m.num_experts <= 0) return 0;
-  int n = 0;
-  for (int l = begin; l < end; ++l) n += is_moe_layer(m, l) ? 1 : 0;
-  return n;
+  // Multiples of the frequency in [lo, end): those below end minus those below lo (the screen
+  // asks this per stage of every configuration, so no loop over layers).
+  const int f = std::max(1, m.moe_layer_freq), lo = std::max(begin, m.moe_first_dense_layers);
+  if (end <= lo) return 0;
+  auto below = [f](int n) { return (n + f - 1) / f; };
+  return below(end) - below(lo);
 }
 
 std::string model_shape_problem(const ModelShape& m) {
@@ -299,7 +302,7 @@ std::vector<LayerOp> backward_weight_ops(const ModelShape& m, const Dims& d,
   }
   const double tokens = double(d.tokens), h = double(d.h);
   const double sharded = tokens * d.sp_div;
-  const double norm_params = m.rmsnorm ? h : 2 * h;
+  const double norm_params = norm_parameter_count(m);
   ops.push_back(mem("layernorm1_param_grad", kAct * (2 * sharded * h + norm_params)));
   ops.push_back(mem("layernorm2_param_grad", kAct * (2 * sharded * h + norm_params)));
   if (d.bias || m.qkv_bias)
@@ -634,94 +637,6 @@ TimePs tp_comm_time(const std::vector<TpComm>& comms, const GroupNetwork& tp_gro
     t += c.count * collective_time(c.kind, CollectiveAlgo::kAuto, c.bytes, tp_group);
   }
   return t;
-}
-
-namespace {
-
-double norm_params(const ModelShape& m) {
-  return m.rmsnorm ? double(m.hidden_size) : 2.0 * m.hidden_size;
-}
-
-// Parameters of one MLP of width f: weights, and biases when the model has them. `split` divides
-// the column-parallel part (weights, up bias); the down bias (row-parallel) is not split.
-double mlp_params(const ModelShape& m, double f, double split) {
-  const double h = m.hidden_size, up = m.swiglu ? 2.0 : 1.0;
-  double p = (up + 1.0) * h * f / split;
-  if (m.bias) p += up * f / split + h;
-  return p;
-}
-
-// Attention weights and biases (column/row-parallel parts split by t) and q/k norms.
-double attention_params(const ModelShape& m, double t) {
-  const double h = m.hidden_size, q = double(query_width(m)), kv = double(kv_width(m));
-  double p = (h * (q + 2 * kv) + q * h) / t;
-  if (m.bias || m.qkv_bias) p += (q + 2 * kv) / t;
-  if (m.bias) p += h;
-  if (m.qk_layernorm) p += 2.0 * (m.rmsnorm ? 1.0 : 2.0) * head_dim(m);
-  return p;
-}
-
-// Expert and router parameters of one MoE MLP held by a rank with ep / etp splits.
-double moe_params(const ModelShape& m, int ep, int etp, double t, double* expert) {
-  const double E = m.num_experts;
-  const double experts = (E / ep) * mlp_params(m, expert_ffn_size(m), etp);
-  if (expert) *expert += experts;
-  double p = experts + double(m.hidden_size) * E;  // router (replicated)
-  if (m.moe_shared_expert_size > 0) p += mlp_params(m, m.moe_shared_expert_size, t);
-  return p;
-}
-
-double layer_params(const ModelShape& m, bool moe, double t, int ep, int etp, double* expert) {
-  const double mlp = moe ? moe_params(m, ep, etp, t, expert) : mlp_params(m, ffn_size(m), t);
-  return attention_params(m, t) + 2.0 * norm_params(m) + mlp;
-}
-
-double embedding_params(const ModelShape& m) {
-  return double(m.vocab_size) * m.hidden_size +
-         (m.rope ? 0.0 : double(m.seq_length) * m.hidden_size);
-}
-
-}  // namespace
-
-double layer_parameter_count(const ModelShape& m, bool moe) {
-  return layer_params(m, moe, 1, 1, 1, nullptr);
-}
-
-double non_embedding_parameter_count(const ModelShape& m) {
-  const int moe = moe_layers_in(m, 0, m.num_layers);
-  return (m.num_layers - moe) * layer_parameter_count(m, false) +
-         moe * layer_parameter_count(m, true);
-}
-
-double parameter_count(const ModelShape& m) {
-  const double out = m.untie_embeddings ? double(m.vocab_size) * m.hidden_size : 0.0;
-  return non_embedding_parameter_count(m) + embedding_params(m) + norm_params(m) + out;
-}
-
-double active_parameter_count(const ModelShape& m) {
-  if (m.num_experts == 0) return parameter_count(m);
-  ModelShape a = m;
-  const int moe = moe_layers_in(m, 0, m.num_layers);
-  // Per MoE layer, top-k experts instead of all of them.
-  const double per_expert = mlp_params(m, expert_ffn_size(m), 1);
-  return parameter_count(a) - double(moe) * (m.num_experts - m.moe_router_topk) * per_expert;
-}
-
-double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int layer_begin,
-                             int layer_end, bool is_first, bool is_last, int pp, double* expert) {
-  const double t = o.tp, h = m.hidden_size;
-  if (expert) *expert = 0;
-  const int moe = moe_layers_in(m, layer_begin, layer_end);
-  const int dense = layer_end - layer_begin - moe;
-  double p = dense * layer_params(m, false, t, o.ep, o.etp, nullptr);
-  for (int i = 0; i < moe; ++i) p += layer_params(m, true, t, o.ep, o.etp, expert);
-  if (is_first) p += double(m.vocab_size) * h / t + (m.rope ? 0.0 : double(m.seq_length) * h);
-  if (is_last) {
-    p += norm_params(m);
-    // Output layer: its own when untied; a copy of the input embedding when tied and p > 1.
-    if (m.untie_embeddings || pp > 1) p += double(m.vocab_size) * h / t;
-  }
-  return p;
 }
 
 IterationFlops iteration_flops(const ModelShape& m, const WorkloadOptions& o,

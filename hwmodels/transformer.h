@@ -172,6 +172,8 @@ TimePs tp_comm_time(const std::vector<TpComm>& comms, const GroupNetwork& tp_gro
 /// the final norm and, when untied, the output layer. GPT-3 style (f = 4h, tied): L*(4h^2 + 2hf
 /// + 9h + f) + V*h + s*h + 2h. Counts every expert of MoE layers.
 double parameter_count(const ModelShape& m);
+/// Parameters of one norm: h for RMSNorm (scale), 2h for LayerNorm (scale and shift).
+double norm_parameter_count(const ModelShape& m);
 /// Parameters one token uses: as parameter_count but with moe_router_topk experts per MoE layer.
 double active_parameter_count(const ModelShape& m);
 /// Parameters of one transformer layer (dense or MoE): attention (q, k, v, output weights and

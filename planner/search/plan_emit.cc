@@ -42,6 +42,13 @@ bool config_from_parallel(const SearchSpace& space, const ParallelConfig& pc, Se
   c.zero = static_cast<std::uint8_t>(pc.zero_stage);
   c.offload = pc.optimizer_offload ? 1 : 0;
   c.end_trim = 0;
+  if (pc.context_parallel > 255 || pc.expert_parallel > 65535) {
+    *why = fmt::format(
+        "cp = {} / ep = {} is beyond what the search represents (cp <= 255, "
+        "ep <= 65535)",
+        pc.context_parallel, pc.expert_parallel);
+    return false;
+  }
   c.cp = static_cast<std::uint8_t>(pc.context_parallel);
   c.ep = static_cast<std::uint16_t>(pc.expert_parallel);
   c.fp8 = pc.fp8 != "off" ? 1 : 0;

@@ -418,6 +418,7 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   // least 2,048 tokens, below which its GEMMs and exchanges only lose: a default, --cp overrides
   // it) and, for MoE models, expert parallelism over power-of-two sizes dividing the experts.
   s.context_parallel = {1};
+  s.fused_attention = pr.sim.flash_attention;
   if (pr.sim.flash_attention)
     for (int cp = 2; cp <= 8; cp *= 2)
       if (pr.model.seq_length % (2 * cp) == 0 && pr.model.seq_length / cp >= 2048)

@@ -417,10 +417,7 @@ void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluste
                           fmt::format("2 x {} does not divide seq_length {}; expected cp with 2cp "
                                       "dividing the sequence",
                                       cp, m.seq_length));
-    if (*std::max_element(c.cp.begin(), c.cp.end()) > 1 &&
-        std::find(s->context_parallel.begin(), s->context_parallel.end(), 2) ==
-            s->context_parallel.end() &&
-        s->context_parallel.size() == 1)
+    if (*std::max_element(c.cp.begin(), c.cp.end()) > 1 && !s->fused_attention)
       throw ConfigError("", int_flag("--cp", c.cp),
                         "context parallelism needs fused attention; expected model.use_flash_attn: "
                         "true in the scenario");

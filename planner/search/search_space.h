@@ -81,6 +81,7 @@ struct SearchSpace {
   /// Context-parallel sizes (each must divide the sequence into 2cp chunks; > 1 needs fused
   /// attention), expert-parallel sizes (MoE models; each divides the experts and t*cp*d), FP8.
   std::vector<int> context_parallel{1};
+  bool fused_attention = false;  ///< the model uses fused attention (cp > 1 needs it)
   std::vector<int> expert_parallel{1};
   std::vector<int> fp8{0};
 };

@@ -46,6 +46,24 @@ TEST(ModernModels, ParameterCountsMatchThePublishedOnes) {
       1.0);
 }
 
+TEST(ModernModels, MoeLayerCountsFollowTheLayerPattern) {
+  // The definition (is_moe_layer: l >= first dense layers and l % freq == 0), counted one by one.
+  ModelShape m{"m", 61, 64, 8, 256, 64, 128};
+  m.num_experts = 8;
+  m.moe_router_topk = 2;
+  for (int freq : {1, 2, 3})
+    for (int first : {0, 1, 3}) {
+      m.moe_layer_freq = freq;
+      m.moe_first_dense_layers = first;
+      for (int b = 0; b <= 61; b += 7)
+        for (int e = b; e <= 61; e += 5) {
+          int n = 0;
+          for (int l = b; l < e; ++l) n += is_moe_layer(m, l) ? 1 : 0;
+          EXPECT_EQ(moe_layers_in(m, b, e), n) << freq << " " << first << " " << b << " " << e;
+        }
+    }
+}
+
 TEST(ModernModels, FlopsPerTokenFollowTheFormulaInBothConventions) {
   // Per token and iteration: 6 x (linear weights + output layer) + attention over all pairs
   // 12 x L x s x q (scores and context: 4sq forward, 8sq backward); the causal convention halves
@@ -205,7 +223,7 @@ TEST(ModernModels, HuggingFaceConfigErrorsNameTheField) {
   expect_config_error(extra, "sliding_windoww");
   std::string groups = t;
   groups.replace(groups.find(R"("num_key_value_heads": 8)"), 24, R"("num_key_value_heads": 7)");
-  expect_config_error(groups, "num_query_groups");
+  expect_config_error(groups, "num_key_value_heads");
   expect_config_error("{not json", "");
 }
 
