@@ -271,16 +271,16 @@ std::string schedule_to_pytorch_csv(const Schedule& schedule, CsvForm form) {
     throw ConfigError("", "--export-csv",
                       "PyTorch's CSV format holds one pipeline; this schedule has " +
                           std::to_string(schedule.placement.num_pipelines()));
-  Schedule s;
-  if (form == CsvForm::kComputeComms) {
-    s = lower_communication(schedule);
-  } else {
-    s = schedule;
-    for (auto& dev : s.actions)
-      dev.erase(
-          std::remove_if(dev.begin(), dev.end(), [](const Action& a) { return is_p2p(a.kind); }),
-          dev.end());
-  }
+  Schedule s = form == CsvForm::kComputeComms ? lower_communication(schedule) : schedule;
+  // OPT is the training loop's step after the schedule, and R is the module's activation
+  // checkpointing in PyTorch: neither is a CSV action. compute_only drops SEND/RECV as well.
+  for (auto& dev : s.actions)
+    dev.erase(std::remove_if(dev.begin(), dev.end(),
+                             [form](const Action& a) {
+                               return a.kind == ActionKind::kOptStep || a.kind == ActionKind::kR ||
+                                      (form == CsvForm::kComputeOnly && is_p2p(a.kind));
+                             }),
+              dev.end());
   std::vector<std::vector<int>> cols;
   if (form == CsvForm::kComputeOnly) cols = slot_columns(s);
   std::string out;

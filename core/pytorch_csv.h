@@ -36,8 +36,11 @@ Schedule load_pytorch_csv(const std::string& path, const CsvImportOptions& optio
 /// Writes the schedule as CSV. kComputeOnly drops SEND/RECV and lines actions up in time slots
 /// (every compute action one slot, dependencies respected, empty cells where a rank waits), as
 /// PyTorch's own tables do. kComputeComms lowers the communication (lower_communication) and
-/// writes each rank's actions back to back. Throws ConfigError(key "--export-csv") for what the
-/// format cannot express: recompute (R), PAIR_REDUCE, OPT, or more than one pipeline.
+/// writes each rank's actions back to back. OPT (the training loop's optimizer step, not part of
+/// PyTorch's schedule) and R (recomputation, which PyTorch does by activation checkpointing in
+/// the module) are left out; REDUCE_GRAD, UNSHARD and RESHARD keep PyTorch's tokens. Throws
+/// ConfigError(key "--export-csv") for what the format cannot express: PAIR_REDUCE or more than
+/// one pipeline.
 std::string schedule_to_pytorch_csv(const Schedule& schedule, CsvForm form);
 void save_pytorch_csv(const std::string& path, const Schedule& schedule, CsvForm form);
 

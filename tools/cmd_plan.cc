@@ -51,6 +51,7 @@ struct PlanOptions {
   std::string sequence_parallel, offload;  ///< on | off | both
   std::string cp, ep;                      ///< context / expert-parallel degrees
   std::string fp8;                         ///< on | off | both
+  std::string framework = "any";           ///< any | megatron | torchtitan
   int gpus = kNotGiven;                    ///< kNotGiven: not given
 };
 
@@ -115,6 +116,10 @@ SearchConstraints parse_constraints(const PlanOptions& o) {
   c.cp = int_list("--cp", o.cp);
   c.ep = int_list("--ep", o.ep);
   c.fp8 = on_off("--fp8", o.fp8);
+  if (!parse_framework(o.framework, &c.framework))
+    throw ConfigError("", "--framework " + o.framework,
+                      "expected any, megatron or torchtitan (did you mean '" +
+                          nearest_name(o.framework, {"any", "megatron", "torchtitan"}) + "'?)");
   if (o.gpus != kNotGiven && o.gpus < 1)
     throw ConfigError("", "--gpus", fmt::format("expected a GPU count >= 1, got {}", o.gpus));
   c.gpus = std::max(0, o.gpus);
@@ -146,6 +151,7 @@ nlohmann::json constraints_json(const SearchConstraints& c) {
   if (!c.sequence_parallel.empty()) j["sequence_parallel"] = c.sequence_parallel;
   if (!c.offload.empty()) j["optimizer_offload"] = c.offload;
   if (!c.fp8.empty()) j["fp8"] = c.fp8;
+  if (c.framework != Framework::kAny) j["framework"] = std::string(framework_name(c.framework));
   return j;
 }
 
@@ -483,6 +489,9 @@ void register_plan(CLI::App& app, int* status) {
   sub->add_option("--fp8", o->fp8,
                   "FP8 GEMMs: on | off | both (default off, or on when the scenario trains in "
                   "FP8)");
+  sub->add_option("--framework", o->framework,
+                  "only configurations this framework runs, so the best plan can be exported "
+                  "(`pipewright export`): any (default) | megatron | torchtitan");
   sub->callback([o, status] { *status = run_plan(*o); });
 }
 

@@ -14,5 +14,6 @@ void register_compare(CLI::App& app, int* status);
 void register_validate(CLI::App& app, int* status);
 void register_calibrate(CLI::App& app, int* status);
 void register_execute(CLI::App& app, int* status);
+void register_export(CLI::App& app, int* status);
 
 }  // namespace pw::tools

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   pw::tools::register_validate(app, &status);
   pw::tools::register_calibrate(app, &status);
   pw::tools::register_execute(app, &status);
+  pw::tools::register_export(app, &status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -62,26 +62,6 @@ bool config_from_parallel(const SearchSpace& space, const ParallelConfig& pc, Se
   return true;
 }
 
-ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig& c) {
-  const ScheduleOption& so = space.schedules[c.schedule];
-  ParallelConfig pc;
-  pc.tensor_parallel = c.t;
-  pc.pipeline_parallel = c.p;
-  pc.data_parallel = c.d;
-  pc.virtual_stages = so.v;
-  pc.micro_batch_size = c.micro_batch;
-  pc.global_batch_size = c.global_batch();
-  pc.sequence_parallel = c.sequence_parallel != 0;
-  pc.recompute = recompute_name(static_cast<Recompute>(c.recompute));
-  pc.zero_stage = c.zero;
-  pc.optimizer_offload = c.offload != 0;
-  pc.schedule = so.name;
-  pc.context_parallel = c.cp;
-  pc.expert_parallel = c.ep;
-  pc.fp8 = c.fp8 ? "hybrid" : "off";
-  return pc;
-}
-
 namespace {
 
 /// The evaluator's prediction (the fallback): fixed per-(stage, kind) costs from the planner's

@@ -18,9 +18,6 @@ namespace pw {
 bool config_from_parallel(const SearchSpace& space, const ParallelConfig& pc, SearchConfig* out,
                           std::string* why);
 
-/// The inverse: the core ParallelConfig of a search configuration.
-ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig& c);
-
 /// How build_plan predicts a plan's per-action times and iteration.
 struct EmitOptions {
   /// true: the discrete-event simulator (the planner's final tier) on the plan's own lowered

@@ -268,6 +268,16 @@ bool CostModel::stage_costs(const SearchConfig& c, StageCosts* out) const {
   if (so.explicit_recompute && static_cast<Recompute>(c.recompute) != Recompute::kFull)
     return false;
   if (!layer_split(c, &out->layers)) return false;
+  if (space_.framework != Framework::kAny) {
+    const ParallelConfig pc = parallel_from_config(space_, c);
+    FrameworkQuery q;
+    q.model = &problem_.model;
+    q.config = &pc;
+    q.stage_layers = &out->layers;
+    q.pipelines = so.pipelines;
+    q.v_shape = so.v_shape;
+    if (!framework_problem(space_.framework, q).empty()) return false;
+  }
   const int S = static_cast<int>(out->layers.size());
   out->num_stages = S;
   out->num_devices = c.p;

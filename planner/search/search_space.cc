@@ -1,6 +1,7 @@
 #include "planner/search/search_space.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -83,6 +84,26 @@ std::vector<Tpd> space_factorisations(const SearchSpace& s, int n, const ModelSh
   return out;
 }
 
+ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig& c) {
+  const ScheduleOption& so = space.schedules[c.schedule];
+  ParallelConfig pc;
+  pc.tensor_parallel = c.t;
+  pc.pipeline_parallel = c.p;
+  pc.data_parallel = c.d;
+  pc.virtual_stages = so.v;
+  pc.micro_batch_size = c.micro_batch;
+  pc.global_batch_size = c.global_batch();
+  pc.sequence_parallel = c.sequence_parallel != 0;
+  pc.recompute = recompute_name(static_cast<Recompute>(c.recompute));
+  pc.zero_stage = c.zero;
+  pc.optimizer_offload = c.offload != 0;
+  pc.schedule = so.name;
+  pc.context_parallel = c.cp;
+  pc.expert_parallel = c.ep;
+  pc.fp8 = c.fp8 ? "hybrid" : "off";
+  return pc;
+}
+
 std::vector<int> cell_expert_parallel(const SearchSpace& s, const ModelShape& model, int t, int cp,
                                       int d) {
   if (model.num_experts == 0) return {1};
@@ -105,17 +126,9 @@ std::uint64_t space_size(const SearchSpace& s, const ModelShape& model) {
 
 namespace {
 
-std::string join(const std::vector<int>& v) {
-  std::string out;
-  for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
-  return out;
-}
+std::string join(const std::vector<int>& v) { return fmt::format("{}", fmt::join(v, ",")); }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const std::string& x : v) out += (out.empty() ? "" : ",") + x;
-  return out;
-}
+std::string join(const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, ",")); }
 
 std::string int_flag(const char* name, const std::vector<int>& v) {
   return v.empty() ? std::string() : fmt::format("{} {}", name, join(v));
@@ -403,8 +416,52 @@ std::string SearchConstraints::describe() const {
        schedules.empty() ? "" : "--schedules " + join(schedules),
        rc.empty() ? "" : "--recompute " + join(rc), int_flag("--zero", zero),
        on_off_flag("--sequence-parallel", sequence_parallel), on_off_flag("--offload", offload),
-       int_flag("--cp", cp), int_flag("--ep", ep), on_off_flag("--fp8", fp8)});
+       int_flag("--cp", cp), int_flag("--ep", ep), on_off_flag("--fp8", fp8),
+       framework == Framework::kAny ? ""
+                                    : fmt::format("--framework {}", framework_name(framework))});
 }
+
+namespace {
+
+// `--framework`: only the schedules, ZeRO stages and offload the framework runs; the rest of its
+// rules (layer splits, sequence parallelism, expert layouts) are checked per configuration by
+// the screen (framework_problem).
+void keep_framework(const SearchConstraints& c, const ModelShape& m, SearchSpace* s) {
+  const std::string flag = fmt::format("--framework {}", framework_name(c.framework));
+  if (std::string why = framework_model_problem(c.framework, m); !why.empty())
+    throw ConfigError("", flag, why);
+  s->framework = c.framework;
+  std::vector<ScheduleOption> kept;
+  for (const ScheduleOption& o : s->schedules)
+    if (framework_schedule_support(c.framework, o.name, o.pipelines) != ScheduleSupport::kNone)
+      kept.push_back(o);
+  if (kept.empty()) {
+    std::string names;
+    for (const ScheduleOption& o : s->schedules)
+      if (names.find(o.name) == std::string::npos) names += (names.empty() ? "" : ", ") + o.name;
+    throw ConfigError("",
+                      flags({c.schedules.empty() ? "" : "--schedules " + join(c.schedules), flag}),
+                      fmt::format("{} runs none of the schedules searched ({})",
+                                  framework_title(c.framework), names));
+  }
+  s->schedules = kept;
+  if (c.framework == Framework::kTorchtitan) {
+    // FSDP2 shards gradients with the optimizer state (no ZeRO-1); no optimizer-only offload.
+    std::vector<int> zero;
+    for (int z : s->zero)
+      if (z != 1) zero.push_back(z);
+    if (zero.empty())
+      throw ConfigError("", flag, "torchtitan has no ZeRO-1; expected --zero 0, 2 or 3");
+    s->zero = zero;
+    if (s->offload == std::vector<int>{1})
+      throw ConfigError("", flag,
+                        "torchtitan offloads parameters, gradients and optimizer state together, "
+                        "not the optimizer alone; expected --offload off");
+    s->offload = {0};
+  }
+}
+
+}  // namespace
 
 void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluster_gpus,
                      SearchSpace* s) {
@@ -467,6 +524,7 @@ void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluste
   s->zero = keep(s->zero, c.zero);
   s->sequence_parallel = keep(s->sequence_parallel, c.sequence_parallel);
   s->offload = keep(s->offload, c.offload);
+  if (c.framework != Framework::kAny) keep_framework(c, m, s);
   check_combinations(c, f_tpd, ts, ps, ds, *s);
 }
 

@@ -10,6 +10,7 @@
 #include "hwmodels/profile.h"
 #include "hwmodels/transformer.h"
 #include "planner/schedules/generator.h"
+#include "planner/search/frameworks.h"
 
 namespace pw {
 
@@ -84,7 +85,13 @@ struct SearchSpace {
   bool fused_attention = false;  ///< the model uses fused attention (cp > 1 needs it)
   std::vector<int> expert_parallel{1};
   std::vector<int> fp8{0};
+  /// Only configurations this framework runs (planner/search/frameworks.h; kAny = all).
+  Framework framework = Framework::kAny;
 };
+
+/// The core ParallelConfig of a search configuration (config_from_parallel in plan_emit.h is the
+/// inverse).
+ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig& c);
 
 /// Expert-parallel sizes valid for a cell: in the space, dividing the experts and t*cp*d (1 for
 /// a dense model).
@@ -116,12 +123,13 @@ struct SearchConstraints {
   /// within the layers for some allowed p >= 2).
   std::vector<std::string> schedules;
   std::vector<Recompute> recompute;
-  std::vector<int> zero;               ///< ZeRO stages 0..3
-  std::vector<int> sequence_parallel;  ///< subset of {0, 1}
-  std::vector<int> offload;            ///< subset of {0, 1}
-  std::vector<int> cp, ep;             ///< context / expert-parallel degrees
-  std::vector<int> fp8;                ///< subset of {0, 1}
-  int gpus = 0;                        ///< exactly this many GPUs; 0 = the usual sweep
+  std::vector<int> zero;                  ///< ZeRO stages 0..3
+  std::vector<int> sequence_parallel;     ///< subset of {0, 1}
+  std::vector<int> offload;               ///< subset of {0, 1}
+  std::vector<int> cp, ep;                ///< context / expert-parallel degrees
+  std::vector<int> fp8;                   ///< subset of {0, 1}
+  Framework framework = Framework::kAny;  ///< only what this framework runs (`--framework`)
+  int gpus = 0;                           ///< exactly this many GPUs; 0 = the usual sweep
   bool empty() const;
   /// The constraints as the command line spells them, e.g. "--tp 8 --pp 8 --schedules
   /// interleaved" (fixed flag order; "" when empty).

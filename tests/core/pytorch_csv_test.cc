@@ -86,9 +86,22 @@ TEST(PytorchCsv, StageOnTwoRanksIsAnError) {
   EXPECT_NE(e.find("line 2, cell 1: stage 0 appears on rank 0 and rank 1"), std::string::npos) << e;
 }
 
-TEST(PytorchCsv, ExportRejectsRecompute) {
-  Schedule s = testing::hand_1f1b(1, 1);
+TEST(PytorchCsv, ExportLeavesOutRecomputeAndOptimizerStep) {
+  // PyTorch recomputes by activation checkpointing inside the module and steps the optimizer
+  // after the schedule: a schedule with R before its backward and a final OPT writes the same
+  // CSV as the schedule without them, in both forms.
+  const Schedule plain = testing::hand_1f1b(1, 1);
+  Schedule s = plain;
   s.actions[0].insert(s.actions[0].begin() + 1, Action{ActionKind::kR, 0, 0});
+  s.actions[0].push_back(Action{ActionKind::kOptStep, -1, -1});
+  for (CsvForm form : {CsvForm::kComputeOnly, CsvForm::kComputeComms})
+    EXPECT_EQ(schedule_to_pytorch_csv(s, form), schedule_to_pytorch_csv(plain, form));
+  EXPECT_EQ(schedule_to_pytorch_csv(s, CsvForm::kComputeOnly), "0F0,0B0\n");
+}
+
+TEST(PytorchCsv, ExportRejectsPairReduce) {
+  Schedule s = testing::hand_1f1b(1, 1);
+  s.actions[0].push_back(Action{ActionKind::kPairReduce, 0, -1});
   EXPECT_THROW(schedule_to_pytorch_csv(s, CsvForm::kComputeOnly), ConfigError);
 }
 

@@ -1,0 +1,357 @@
+// From plan to launch: the Megatron-LM argument list and the torchtitan TOML of a plan read back
+// into the plan's configuration; custom orders travel as PyTorch CSV that the project's own
+// importer reads back into the same schedule; what a framework cannot run is refused naming the
+// setting and the nearest one it can; `--framework` keeps only what the framework runs.
+#include "planner/search/frameworks.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/lowering.h"
+#include "core/pytorch_csv.h"
+#include "hwmodels/model_presets.h"
+#include "hwmodels/profile.h"
+#include "planner/search/search.h"
+
+namespace pw {
+namespace {
+
+// A plan of `schedule` at (t, cp, p, d) with `layers` per stage (global stage order).
+Plan make_plan(const std::string& preset, const std::string& schedule, int t, int cp, int p, int d,
+               int v, const std::vector<int>& layers, int m = 8) {
+  Plan plan;
+  plan.model = hw::find_model_preset(preset)->shape;
+  plan.flash_attention = true;
+  plan.cluster = "dgx-h100";
+  ParallelConfig& pc = plan.config;
+  pc.tensor_parallel = t;
+  pc.context_parallel = cp;
+  pc.pipeline_parallel = p;
+  pc.data_parallel = d;
+  pc.virtual_stages = v;
+  pc.micro_batch_size = 1;
+  pc.global_batch_size = m * d;
+  pc.sequence_parallel = t > 1;
+  pc.schedule = schedule;
+  GeneratorParams gp;
+  gp.p = p;
+  gp.m = m;
+  gp.v = v > 1 ? v : 0;
+  gp.num_layers = plan.model.num_layers;
+  Schedule s = generate_schedule(default_registry(), schedule, gp);
+  EXPECT_EQ(s.placement.stages.size(), layers.size());
+  int at = 0;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    s.placement.stages[i].layer_begin = at;
+    at += layers[i];
+    s.placement.stages[i].layer_end = at;
+  }
+  EXPECT_EQ(at, plan.model.num_layers);
+  plan.schedule = complete_for_execution(s, cp * d);
+  return plan;
+}
+
+// Megatron's argument list as flag -> value ("" for a switch); comments and blank lines skipped.
+std::map<std::string, std::string> parse_args(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    EXPECT_EQ(line.rfind("--", 0), 0u) << line;
+    const std::size_t sp = line.find(' ');
+    const std::string flag = line.substr(0, sp);
+    EXPECT_EQ(out.count(flag), 0u) << flag << " given twice";
+    out[flag] = sp == std::string::npos ? "" : line.substr(sp + 1);
+  }
+  return out;
+}
+
+// TOML `key = value` lines (values as written) under their "[section]".
+std::map<std::string, std::string> parse_toml(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line[0] == ' ' || line[0] == ']') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    const std::size_t eq = line.find(" = ");
+    if (eq == std::string::npos) continue;
+    out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return out;
+}
+
+std::string refusal_key(const Plan& plan, Framework fw) {
+  try {
+    export_plan(plan, fw, "plan.yaml", "plan.csv");
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.file(), "plan.yaml");
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    return e.key() + " | " + e.message();
+  }
+  return "";
+}
+
+TEST(Frameworks, MegatronArgumentsReadBackIntoThePlansConfiguration) {
+  // Llama 3 70B (80 layers, GQA 64/8, SwiGLU 28672, RMSNorm, RoPE, untied, no bias) at t4 cp2
+  // p4 d8 with 19/21/21/19 layers (one layer off each end stage), ZeRO-1, selective, FP8.
+  Plan plan = make_plan("llama3-70b", "1f1b", 4, 2, 4, 8, 1, {19, 21, 21, 19});
+  plan.config.zero_stage = 1;
+  plan.config.recompute = "selective";
+  plan.config.fp8 = "hybrid";
+  const auto a = parse_args(export_plan(plan, Framework::kMegatron, "p", "").text);
+  const ModelShape& m = plan.model;
+  const ParallelConfig& pc = plan.config;
+  EXPECT_EQ(a.at("--num-layers"), std::to_string(m.num_layers));
+  EXPECT_EQ(a.at("--hidden-size"), std::to_string(m.hidden_size));
+  EXPECT_EQ(a.at("--ffn-hidden-size"), std::to_string(m.ffn_hidden_size));
+  EXPECT_EQ(a.at("--num-attention-heads"), std::to_string(m.num_attention_heads));
+  EXPECT_EQ(a.count("--group-query-attention"), 1u);
+  EXPECT_EQ(a.at("--num-query-groups"), "8");
+  EXPECT_EQ(a.at("--seq-length"), std::to_string(m.seq_length));
+  EXPECT_EQ(a.count("--swiglu"), 1u);
+  EXPECT_EQ(a.at("--normalization"), "RMSNorm");
+  EXPECT_EQ(a.count("--untie-embeddings-and-output-weights"), 1u);
+  EXPECT_EQ(a.at("--position-embedding-type"), "rope");
+  EXPECT_EQ(a.count("--disable-bias-linear"), 1u);
+  EXPECT_EQ(a.count("--num-experts"), 0u);
+  EXPECT_EQ(a.at("--tensor-model-parallel-size"), "4");
+  EXPECT_EQ(a.at("--pipeline-model-parallel-size"), "4");
+  EXPECT_EQ(a.at("--context-parallel-size"), "2");
+  EXPECT_EQ(a.count("--sequence-parallel"), 1u);
+  EXPECT_EQ(a.count("--num-layers-per-virtual-pipeline-stage"), 0u);
+  EXPECT_EQ(a.at("--decoder-first-pipeline-num-layers"), "19");
+  EXPECT_EQ(a.at("--decoder-last-pipeline-num-layers"), "19");
+  EXPECT_EQ(a.at("--micro-batch-size"), std::to_string(pc.micro_batch_size));
+  EXPECT_EQ(a.at("--global-batch-size"), std::to_string(pc.global_batch_size));
+  EXPECT_EQ(a.at("--recompute-granularity"), "selective");
+  EXPECT_EQ(a.count("--use-distributed-optimizer"), 1u);
+  EXPECT_EQ(a.count("--use-megatron-fsdp"), 0u);
+  EXPECT_EQ(a.at("--fp8-format"), "hybrid");
+  EXPECT_EQ(a.count("--bf16"), 1u);
+  // Data parallelism is what is left: GPUs / (t cp p) = 256 / 32 = 8 = the plan's d.
+  EXPECT_EQ(pc.num_gpus() / (4 * 2 * 4), pc.data_parallel);
+}
+
+TEST(Frameworks, MegatronInterleavedFullRecomputeZero3AndMoe) {
+  // Interleaved at p4 v2 over 80 layers: 8 stages of 10 = --num-layers-per-virtual-pipeline-stage
+  // 10 (80 / (4 * 2)); full recompute uniform over 1 layer; ZeRO-3 = Megatron FSDP.
+  Plan plan = make_plan("llama3-70b", "interleaved", 8, 1, 4, 2, 2, std::vector<int>(8, 10));
+  plan.config.recompute = "full";
+  plan.config.zero_stage = 3;
+  plan.config.optimizer_offload = true;
+  auto a = parse_args(export_plan(plan, Framework::kMegatron, "p", "").text);
+  EXPECT_EQ(a.at("--num-layers-per-virtual-pipeline-stage"), "10");
+  EXPECT_EQ(a.count("--decoder-first-pipeline-num-layers"), 0u);
+  EXPECT_EQ(a.at("--recompute-granularity"), "full");
+  EXPECT_EQ(a.at("--recompute-method"), "uniform");
+  EXPECT_EQ(a.at("--recompute-num-layers"), "1");
+  EXPECT_EQ(a.count("--use-megatron-fsdp"), 1u);
+  EXPECT_EQ(a.at("--data-parallel-sharding-strategy"), "optim_grads_params");
+  EXPECT_EQ(a.count("--optimizer-cpu-offload"), 1u);
+  EXPECT_EQ(a.count("--context-parallel-size"), 0u);
+  // 1F1B with explicit recomputation is Megatron's 1F1B with full recomputation.
+  Plan r = make_plan("llama3-8b", "1f1b-r", 1, 1, 4, 2, 1, std::vector<int>(4, 8));
+  r.config.recompute = "full";
+  a = parse_args(export_plan(r, Framework::kMegatron, "p", "").text);
+  EXPECT_EQ(a.at("--recompute-granularity"), "full");
+  // Mixtral 8x7B (32 layers, 8 experts, top-2): EP 8 within cp*d = 8, expert TP = t.
+  Plan moe = make_plan("mixtral-8x7b", "1f1b", 2, 1, 4, 8, 1, std::vector<int>(4, 8));
+  moe.config.expert_parallel = 8;
+  a = parse_args(export_plan(moe, Framework::kMegatron, "p", "").text);
+  EXPECT_EQ(a.at("--num-experts"), "8");
+  EXPECT_EQ(a.at("--moe-router-topk"), "2");
+  EXPECT_EQ(a.at("--expert-model-parallel-size"), "8");
+  EXPECT_EQ(a.at("--expert-tensor-parallel-size"), "2");
+  EXPECT_EQ(a.count("--moe-layer-freq"), 0u);  // every layer is MoE: Megatron's default 1
+  // First k layers dense, the rest MoE (DeepSeek's first_k_dense): 3 dense of 32 -> the list
+  // expression ([0]*3+[1]*29).
+  moe.model.moe_first_dense_layers = 3;
+  a = parse_args(export_plan(moe, Framework::kMegatron, "p", "").text);
+  EXPECT_EQ(a.at("--moe-layer-freq"), "([0]*3+[1]*29)");
+}
+
+TEST(Frameworks, RefusalsNameTheSettingAndTheNearestRunnableOne) {
+  // Megatron has no zero-bubble or V-shape schedules.
+  const Plan zb = make_plan("llama3-8b", "zb-h1", 1, 1, 4, 2, 1, std::vector<int>(4, 8));
+  std::string why = refusal_key(zb, Framework::kMegatron);
+  EXPECT_EQ(why.rfind("schedule | ", 0), 0u) << why;
+  EXPECT_NE(why.find("'zb-h1'"), std::string::npos) << why;
+  EXPECT_NE(why.find("nearest it can: '1f1b'"), std::string::npos) << why;
+  const Plan vh = make_plan("llama3-8b", "v-half", 1, 1, 4, 2, 1, std::vector<int>(8, 4));
+  why = refusal_key(vh, Framework::kMegatron);
+  EXPECT_NE(why.find("nearest it can: 'interleaved'"), std::string::npos) << why;
+  // An uneven interleaved split is not one Megatron's --num-layers-per-virtual-pipeline-stage
+  // can express.
+  const Plan uneven =
+      make_plan("llama3-8b", "interleaved", 1, 1, 4, 2, 2, {3, 4, 4, 4, 4, 4, 4, 5});
+  why = refusal_key(uneven, Framework::kMegatron);
+  EXPECT_EQ(why.rfind("schedule.placement | ", 0), 0u) << why;
+  EXPECT_NE(why.find("3/4/4/4/4/4/4/5"), std::string::npos) << why;
+  // torchtitan: no ZeRO-1, TP always with sequence parallelism, no GPT-3 flavor, one pipeline.
+  Plan z1 = make_plan("llama3-8b", "1f1b", 2, 1, 4, 2, 1, std::vector<int>(4, 8));
+  z1.config.zero_stage = 1;
+  why = refusal_key(z1, Framework::kTorchtitan);
+  EXPECT_EQ(why.rfind("config.zero_stage | ", 0), 0u) << why;
+  z1.config.zero_stage = 0;
+  z1.config.sequence_parallel = false;
+  why = refusal_key(z1, Framework::kTorchtitan);
+  EXPECT_EQ(why.rfind("config.sequence_parallel | ", 0), 0u) << why;
+  const Plan gpt = make_plan("gpt3-175b", "1f1b", 8, 1, 8, 2, 1, std::vector<int>(8, 12));
+  why = refusal_key(gpt, Framework::kTorchtitan);
+  EXPECT_EQ(why.rfind("model | ", 0), 0u) << why;
+  EXPECT_NE(why.find("llama3 70B"), std::string::npos) << why;
+  const Plan bit = make_plan("llama3-8b", "bitpipe", 1, 1, 4, 2, 1, std::vector<int>(16, 2));
+  why = refusal_key(bit, Framework::kTorchtitan);
+  EXPECT_NE(why.find("nearest it can: 'interleaved'"), std::string::npos) << why;
+  // A torchtitan custom order needs a file to put its CSV in.
+  try {
+    export_plan(zb, Framework::kTorchtitan, "plan.yaml", "");
+    ADD_FAILURE() << "no --out accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "--out");
+  }
+}
+
+TEST(Frameworks, TorchtitanTomlReadsBackIntoThePlansConfiguration) {
+  // Llama 3 8B at t2 cp2 p4 d4, interleaved v2 (PyTorch's Interleaved1F1B), ZeRO-3, full AC.
+  Plan plan = make_plan("llama3-8b", "interleaved", 2, 2, 4, 4, 2, std::vector<int>(8, 4));
+  plan.config.zero_stage = 3;
+  plan.config.recompute = "full";
+  plan.config.fp8 = "e4m3";
+  const FrameworkExport e = export_plan(plan, Framework::kTorchtitan, "p", "p.csv");
+  EXPECT_TRUE(e.csv_path.empty());  // a schedule torchtitan has: no CSV
+  const auto t = parse_toml(e.text);
+  EXPECT_EQ(t.at("model.name"), "\"llama3\"");
+  EXPECT_EQ(t.at("model.flavor"), "\"8B\"");
+  EXPECT_EQ(t.at("model.converters"), "[\"quantize.linear.float8\"]");
+  // Per-DP-rank batch = B / d = (1 * 8 * 4) / 4 = 8 sequences of 1 (the microbatch).
+  EXPECT_EQ(t.at("training.local_batch_size"), "8");
+  EXPECT_EQ(t.at("training.global_batch_size"), "32");
+  EXPECT_EQ(t.at("training.seq_len"), std::to_string(plan.model.seq_length));
+  EXPECT_EQ(t.at("parallelism.data_parallel_replicate_degree"), "1");
+  EXPECT_EQ(t.at("parallelism.data_parallel_shard_degree"), "4");
+  EXPECT_EQ(t.at("parallelism.fsdp_reshard_after_forward"), "\"always\"");
+  EXPECT_EQ(t.at("parallelism.tensor_parallel_degree"), "2");
+  EXPECT_EQ(t.at("parallelism.context_parallel_degree"), "2");
+  EXPECT_EQ(t.at("parallelism.pipeline_parallel_degree"), "4");
+  EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule"), "\"Interleaved1F1B\"");
+  EXPECT_EQ(t.at("parallelism.pipeline_parallel_microbatch_size"), "1");
+  EXPECT_EQ(t.at("activation_checkpoint.mode"), "\"full\"");
+  // Every stage's modules: 8 parts of 4 layers, the embedding first and norm + output last.
+  EXPECT_NE(e.text.find("[\"tok_embeddings\", \"layers.0\", \"layers.1\", \"layers.2\", "
+                        "\"layers.3\"],\n  [\"layers.4\""),
+            std::string::npos)
+      << e.text;
+  EXPECT_NE(e.text.find("\"layers.31\", \"norm\", \"output\"]"), std::string::npos) << e.text;
+  // ZeRO-0: plain replication (DDP).
+  plan.config.zero_stage = 0;
+  const auto t0 = parse_toml(export_plan(plan, Framework::kTorchtitan, "p", "p.csv").text);
+  EXPECT_EQ(t0.at("parallelism.data_parallel_replicate_degree"), "4");
+  EXPECT_EQ(t0.at("parallelism.data_parallel_shard_degree"), "1");
+  EXPECT_EQ(t0.count("parallelism.fsdp_reshard_after_forward"), 0u);
+}
+
+// The schedule with OPT (the training loop's step, not a CSV action) removed.
+Schedule without_opt(Schedule s) {
+  for (auto& dev : s.actions)
+    dev.erase(std::remove_if(dev.begin(), dev.end(),
+                             [](const Action& a) { return a.kind == ActionKind::kOptStep; }),
+              dev.end());
+  return s;
+}
+
+TEST(Frameworks, TorchtitanCustomOrdersTravelAsCsvTheImporterReadsBack) {
+  // ZB-H1 (loop placement) and V-Half (V placement): the CSV beside the TOML, in PyTorch's
+  // compute_comms form, reads back into the plan's own order, REDUCE_GRAD included.
+  for (const auto& [name, stages, map, style] : {std::tuple{"zb-h1", 4, "loop", "Interleaved1F1B"},
+                                                 std::tuple{"v-half", 8, "v", "ZBVZeroBubble"}}) {
+    SCOPED_TRACE(name);
+    const Plan plan =
+        make_plan("llama3-8b", name, 1, 1, 4, 2, 1, std::vector<int>(stages, 32 / stages));
+    const FrameworkExport e = export_plan(plan, Framework::kTorchtitan, "p", "sched.csv");
+    EXPECT_EQ(e.csv_path, "sched.csv");
+    const auto t = parse_toml(e.text);
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule_csv"), "\"sched.csv\"");
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule"), std::string("\"") + style + "\"");
+    CsvImportOptions io;
+    io.stage_map = map;
+    const Schedule back = schedule_from_pytorch_csv(e.csv_text, "sched.csv", io);
+    EXPECT_EQ(back.actions, without_opt(plan.schedule).actions);
+    EXPECT_EQ(back.num_microbatches, plan.schedule.num_microbatches);
+    for (int s = 0; s < stages; ++s)
+      EXPECT_EQ(back.placement.stages[s].device, plan.schedule.placement.stages[s].device);
+  }
+}
+
+TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
+  // Llama 3 8B on 16 H100s: with --framework megatron every scored configuration's schedule is
+  // one Megatron runs, its layer split one Megatron expresses; with torchtitan no ZeRO-1, no
+  // offload and sequence parallelism with every t > 1. A subset never beats the whole space.
+  const GeneratorRegistry reg = default_registry();
+  PlanProblem pr;
+  ASSERT_TRUE(model_preset("llama3-8b", &pr.model));
+  pr.model.seq_length = 2048;
+  pr.profile = hw::resolve_profile("dgx-h100", "", "", "");
+  pr.num_gpus = 16;
+  SearchOptions o;
+  o.des_top = 0;
+  o.keep_all = true;
+  o.max_evaluations = 1 << 30;
+  const SearchSpace whole = default_space(pr, reg, {64});
+  const SearchResult all = run_search(pr, whole, reg, o);
+  ASSERT_FALSE(all.top.empty());
+  for (Framework fw : {Framework::kMegatron, Framework::kTorchtitan}) {
+    SCOPED_TRACE(std::string(framework_name(fw)));
+    SearchSpace space = whole;
+    SearchConstraints c;
+    c.framework = fw;
+    constrain_space(c, pr.model, pr.num_gpus, &space);
+    const SearchResult r = run_search(pr, space, reg, o);
+    ASSERT_GT(r.all.size(), 10u);
+    const CostModel model(pr, space);
+    for (const Evaluated& e : r.all) {
+      const ParallelConfig pc = parallel_from_config(space, e.config);
+      StageCosts sc;
+      ASSERT_TRUE(model.stage_costs(e.config, &sc));
+      const ScheduleOption& so = space.schedules[e.config.schedule];
+      FrameworkQuery q{&pr.model, &pc, &sc.layers, so.pipelines, so.v_shape};
+      EXPECT_EQ(framework_problem(fw, q), "") << describe_config(space, e.config);
+      if (fw == Framework::kMegatron && pc.pipeline_parallel > 1) {
+        EXPECT_TRUE(pc.schedule == "1f1b" || pc.schedule == "interleaved" ||
+                    pc.schedule == "1f1b-r")
+            << pc.schedule;
+      }
+      if (fw == Framework::kTorchtitan) {
+        EXPECT_NE(pc.zero_stage, 1);
+        EXPECT_FALSE(pc.optimizer_offload);
+        EXPECT_TRUE(pc.tensor_parallel == 1 || pc.sequence_parallel);
+      }
+    }
+    ASSERT_FALSE(r.top.empty());
+    EXPECT_GE(r.top[0].iteration, all.top[0].iteration);
+  }
+  // torchtitan cannot build GPT-3: refused before the search, naming the flag.
+  PlanProblem gpt = pr;
+  ASSERT_TRUE(model_preset("gpt3-175b", &gpt.model));
+  SearchSpace space = whole;
+  SearchConstraints c;
+  c.framework = Framework::kTorchtitan;
+  try {
+    constrain_space(c, gpt.model, gpt.num_gpus, &space);
+    ADD_FAILURE() << "GPT-3 accepted for torchtitan";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "--framework torchtitan");
+  }
+}
+
+}  // namespace
+}  // namespace pw
