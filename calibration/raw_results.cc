@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/input_limits.h"
 
 namespace pw::calibration {
 namespace {
@@ -213,12 +214,7 @@ std::string raw_to_json(const RawResults& raw) {
 }
 
 RawResults raw_from_json(const std::string& text, const std::string& source) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ConfigError(source, "", std::string("not valid JSON: ") + e.what());
-  }
+  const nlohmann::json doc = parse_json_limited(text, source);
   Reader top(doc, source, "");
   if (top.str("format") != kFormat)
     top.fail("format",

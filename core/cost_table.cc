@@ -1,6 +1,22 @@
 #include "core/cost_table.h"
 
+#include <fmt/format.h>
+
+#include "core/error.h"
+
 namespace pw {
+
+void check_clock_headroom(double passes, const UniformCosts& c, const std::string& flag) {
+  const double per_pass = static_cast<double>(c.f) + static_cast<double>(c.b) +
+                          static_cast<double>(c.w) + static_cast<double>(c.r) +
+                          static_cast<double>(c.comm) + static_cast<double>(c.overlap);
+  if (passes * per_pass > 4e18)
+    throw ConfigError("", flag,
+                      fmt::format("{:.3g} passes of these costs exceed the simulator's 64-bit "
+                                  "picosecond clock (4e18 ps, about 46 days); expected smaller "
+                                  "costs or fewer microbatches",
+                                  passes));
+}
 
 CostTable make_uniform_cost_table(const Placement& placement, const UniformCosts& c,
                                   bool with_recompute) {

@@ -48,6 +48,11 @@ struct UniformCosts {
   double recompute_keep = 0.0;
 };
 
+/// Throws ConfigError(key `flag`) when `passes` passes of these costs could overflow the 64-bit
+/// picosecond clock (their sum above 4e18 ps, about 46 days): absurd costs are refused instead of
+/// wrapping into negative times.
+void check_clock_headroom(double passes, const UniformCosts& costs, const std::string& flag);
+
 /// Builds a cost table for `placement` from uniform per-stage pass costs (every stage, whatever
 /// its size, costs the same time per pass); activation memory scales with
 /// Placement::activation_weight (a V-shape chunk holds half a 1F1B stage's activations).

@@ -8,11 +8,32 @@
 namespace pw {
 namespace {
 
+// Control characters (a newline inside a mutated key, a NUL) are written as escapes, so an error
+// is always one line whatever the input held.
+std::string one_line(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (u < 0x20 || u == 0x7f)
+      out += "\\x" + std::string(1, "0123456789abcdef"[u >> 4]) + "0123456789abcdef"[u & 15];
+    else
+      out += c;
+  }
+  return out;
+}
+
 std::string join_what(const std::string& file, const std::string& key, const std::string& msg) {
   std::string out;
   if (!file.empty()) out += file + ": ";
   if (!key.empty()) out += key + ": ";
-  return out + msg;
+  return one_line(out + msg);
 }
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {

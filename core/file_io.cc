@@ -9,15 +9,24 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_limits.h"
 
 namespace pw {
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path, "", std::string("cannot read file: ") + std::strerror(errno));
+  // Refuse an oversized regular file before reading it (pipes are checked after).
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size > 0) check_input_size(static_cast<std::size_t>(size), path);
+  in.seekg(0, std::ios::beg);
+  in.clear();
   std::ostringstream ss;
   ss << in.rdbuf();
-  return ss.str();
+  std::string text = ss.str();
+  check_input_size(text.size(), path);
+  return text;
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {

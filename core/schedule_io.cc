@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/input_limits.h"
 #include "core/validator.h"
 
 namespace pw {
@@ -234,15 +235,13 @@ DocFormat doc_format_for_path(const std::string& path) {
 }
 
 Doc parse_document(const std::string& text, DocFormat format, const std::string& source) {
-  if (format == DocFormat::kJson) {
-    try {
-      return Doc::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw ConfigError(source, "", fmt::format("JSON syntax error: {}", e.what()));
-    }
-  }
+  if (format == DocFormat::kJson) return parse_ordered_json_limited(text, source);
+  check_input_size(text.size(), source);
+  check_utf8(text, source);
   try {
-    return yaml_to_doc(YAML::Load(text));
+    const YAML::Node root = YAML::Load(text);
+    check_yaml_limits(root, source);
+    return yaml_to_doc(root);
   } catch (const YAML::Exception& e) {
     throw ConfigError(source, "",
                       fmt::format("YAML syntax error at line {}: {}", e.mark.line + 1, e.msg));

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/input_limits.h"
 
 namespace pw::hw {
 namespace {
@@ -83,8 +84,10 @@ double ConfigMap::positive_or(const std::string& key, double fallback, bool allo
   return has(key) ? positive(key, allow_zero) : fallback;
 }
 
-long long ConfigMap::integer(const std::string& key, long long min) const {
-  std::string expected = fmt::format("an integer >= {}", min);
+long long ConfigMap::integer(const std::string& key, long long min, long long max) const {
+  std::string expected = max == std::numeric_limits<int>::max()
+                             ? fmt::format("an integer >= {}", min)
+                             : fmt::format("an integer in [{}, {}]", min, max);
   if (!has(key)) fail(key, "missing; expected " + expected);
   long long v = 0;
   try {
@@ -93,11 +96,13 @@ long long ConfigMap::integer(const std::string& key, long long min) const {
     fail(key, fmt::format("'{}' is not an integer; expected {}", node_[key].Scalar(), expected));
   }
   if (v < min) fail(key, fmt::format("{} is out of range; expected {}", v, expected));
+  if (v > max) fail(key, fmt::format("{} is out of range; expected at most {}", v, max));
   return v;
 }
 
-long long ConfigMap::integer_or(const std::string& key, long long fallback, long long min) const {
-  return has(key) ? integer(key, min) : fallback;
+long long ConfigMap::integer_or(const std::string& key, long long fallback, long long min,
+                                long long max) const {
+  return has(key) ? integer(key, min, max) : fallback;
 }
 
 std::string ConfigMap::text(const std::string& key) const {
@@ -137,8 +142,12 @@ ConfigMap ConfigMap::child(const std::string& key, bool optional) const {
 }
 
 YAML::Node parse_yaml(const std::string& text, const std::string& file) {
+  check_input_size(text.size(), file);
+  check_utf8(text, file);
   try {
-    return YAML::Load(text);
+    YAML::Node root = YAML::Load(text);
+    check_yaml_limits(root, file);
+    return root;
   } catch (const YAML::ParserException& e) {
     throw ConfigError(file, "",
                       fmt::format("YAML syntax error at line {}: {}", e.mark.line + 1, e.msg));

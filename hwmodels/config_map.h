@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,13 @@ class ConfigMap {
   double positive(const std::string& key, bool allow_zero = false) const;
   /// An optional number > 0 (>= 0 when `allow_zero`); `fallback` when absent.
   double positive_or(const std::string& key, double fallback, bool allow_zero = false) const;
-  /// A required integer >= `min`.
-  long long integer(const std::string& key, long long min = 1) const;
-  /// An optional integer >= `min`; `fallback` when absent.
-  long long integer_or(const std::string& key, long long fallback, long long min = 1) const;
+  /// A required integer in [min, max] (max defaults to the int range every caller stores it in:
+  /// a larger value is refused, never wrapped).
+  long long integer(const std::string& key, long long min = 1,
+                    long long max = std::numeric_limits<int>::max()) const;
+  /// An optional integer in [min, max]; `fallback` when absent.
+  long long integer_or(const std::string& key, long long fallback, long long min = 1,
+                       long long max = std::numeric_limits<int>::max()) const;
   /// A required non-empty string.
   std::string text(const std::string& key) const;
   std::string text_or(const std::string& key, const std::string& fallback) const;

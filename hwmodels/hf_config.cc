@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/input_limits.h"
 #include "hwmodels/transformer.h"
 
 namespace pw::hw {
@@ -95,13 +96,7 @@ class Reader {
 }  // namespace
 
 ModelShape parse_hf_config(const std::string& text, const std::string& file) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::exception& e) {
-    std::string what = e.what();
-    throw ConfigError(file, "", "JSON syntax error: " + what.substr(0, 200));
-  }
+  const Json j = parse_json_limited(text, file);
   if (!j.is_object()) throw ConfigError(file, "", "expected a JSON object (a config.json)");
   Reader r(j, file);
   const std::string type = r.text_or("model_type", "");

@@ -93,6 +93,10 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
   s->topology = topology_spec(s->profile, static_cast<int>(c.integer("nodes", 1)));
   TopologySpec& t = s->topology;
   t.node.gpus_per_node = static_cast<int>(c.integer_or("gpus_per_node", t.node.gpus_per_node, 1));
+  if (static_cast<long long>(t.nodes) * t.node.gpus_per_node > kMaxClusterGpus)
+    c.fail("nodes", fmt::format("{} nodes x {} GPUs is beyond what pipewright models; expected at "
+                                "most {} GPUs",
+                                t.nodes, t.node.gpus_per_node, kMaxClusterGpus));
   if (c.has("fabric")) {
     std::string kind = c.choice_or("fabric", "", {"fat-tree", "rail-optimized"});
     t.fabric.kind = kind == "fat-tree" ? FabricKind::kFatTree : FabricKind::kRailOptimized;

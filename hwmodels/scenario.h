@@ -33,6 +33,10 @@ double published_error_pct(const PublishedFigures& pub, double predicted_tflops_
 enum class ParallelSection { kRequired, kOptional };
 
 /// A loaded, validated scenario.
+/// The largest cluster a scenario may describe (nodes x GPUs per node): 2^20 GPUs, ten times the
+/// largest training clusters built; beyond it a scenario is refused, not wrapped or attempted.
+inline constexpr long long kMaxClusterGpus = 1 << 20;
+
 struct Scenario {
   std::string file;  ///< path it was loaded from (used in later error messages)
   ModelShape model;

@@ -81,9 +81,11 @@ TimePs parse_duration(const std::string& key, const std::string& text) {
     throw ConfigError(
         "", "--costs",
         fmt::format("{}: unknown unit '{}' (expected ps, ns, us, ms or s)", key, unit));
-  if (!std::isfinite(v) || v < 0)
+  // At most 1000 s per pass: an iteration of up to millions of passes stays inside the 64-bit
+  // picosecond clock (9.2e6 s).
+  if (!std::isfinite(v) || v < 0 || v * scale > 1e15)
     throw ConfigError("", "--costs",
-                      fmt::format("{}: expected a duration >= 0, got '{}'", key, text));
+                      fmt::format("{}: expected a duration in [0, 1000 s], got '{}'", key, text));
   return static_cast<TimePs>(std::llround(v * scale));
 }
 
@@ -176,6 +178,8 @@ ReportInput fixed_cost_input(const CompareOptions& o) {
   if (o.microbatches < 1) throw ConfigError("", "--microbatches", "expected a positive count");
   if (o.memory_limit < 0) throw ConfigError("", "--memory-limit", "expected a limit >= 0");
   const UniformCosts uc = parse_costs(o.costs);
+  // Every compared schedule runs at most 4 chunks per device, F + B + W (+ R) each.
+  check_clock_headroom(16.0 * o.pp * o.microbatches, uc, "--costs");
   GeneratorParams gp;
   gp.p = o.pp;
   gp.m = o.microbatches;

@@ -220,6 +220,8 @@ Schedule build_schedule(const SimOptions& o, const CostSpec& costs, const ModelS
     throw ConfigError("", "--microbatches",
                       fmt::format("p * chunks * m is too large (limit {} passes)", kMaxPasses));
   gp.costs = to_uniform(costs, o.mw_ratio);
+  // Cost-aware generators time their candidates with these costs: refuse absurd ones first.
+  check_clock_headroom(3.0 * gp.p * std::max(gp.v, 2) * gp.m, gp.costs, "--costs");
   gp.memory_limit = o.memory_limit;
   gp.num_layers = model.shape.num_layers;
   Schedule s = generate_schedule(registry, o.schedule, gp);
@@ -430,6 +432,8 @@ int run_simulation(const SimOptions& o) {
   const CostSpec costs = parse_costs(o.costs);
   const ModelSpec model = parse_model(o);
   const Schedule s = build_schedule(o, costs, model);
+  check_clock_headroom(static_cast<double>(s.total_actions()), to_uniform(costs, o.mw_ratio),
+                       "--costs");
   const CostTable table =
       make_uniform_cost_table(s.placement, to_uniform(costs, o.mw_ratio), has_recompute(s));
   Evaluator ev(s);
@@ -492,9 +496,31 @@ void register_simulate(CLI::App& app, int* status) {
                   "Model shape for an emitted plan: hidden=..,heads=..,seq=..,vocab=..,layers=..[,"
                   "ffn=..][,microbatch=..] (overrides --model's keys; `execute` can run it)");
   add_scenario_sim_flags(sub, &scenario);
-  sub->callback([status, state] {
+  sub->callback([status, state, sub] {
     ScenarioSimOptions& scen = state->second;
-    if (!scen.scenario.empty() || !scen.plan.empty()) {
+    const bool whole = !scen.scenario.empty() || !scen.plan.empty();
+    // Every flag acts in the mode it is given in, or is refused: none is silently ignored.
+    static const char* const kFixedCostOnly[] = {
+        "--schedule", "--pp",           "--microbatches", "--chunks",  "--group-size",
+        "--costs",    "--memory-limit", "--mw-ratio",     "--diagram", "--export-csv",
+        "--csv-form", "--import-csv",   "--emit",         "--model",   "--model-shape"};
+    static const char* const kWholeOnly[] = {"--trace", "--overlap-grad-reduce",
+                                             "--grad-reduce-bytes", "--all-ranks",
+                                             "--comm-compute-slowdown"};
+    auto refuse = [&](const char* flag, const char* why) {
+      if (sub->get_option(flag)->count() > 0) throw ConfigError("", flag, why);
+    };
+    if (whole) {
+      for (const char* flag : kFixedCostOnly)
+        refuse(flag,
+               "applies to a fixed-cost schedule (--schedule or --import-csv); a scenario or "
+               "--plan is simulated with the workload model's costs (use `pipewright plan "
+               "--emit` / `--export-csv` to write a plan or CSV of a scenario)");
+    } else {
+      for (const char* flag : kWholeOnly)
+        refuse(flag, "applies to a scenario or --plan (the discrete-event simulator)");
+    }
+    if (whole) {
       scen.format = state->first.format;
       *status = run_scenario_simulation(scen);
       return;

@@ -1,4 +1,6 @@
 // The pipewright CLI: a thin main over the libraries.
+#include <yaml-cpp/yaml.h>
+
 #include <cstdio>
 #include <exception>
 
@@ -26,6 +28,11 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   } catch (const pw::ConfigError& e) {
     std::fprintf(stderr, "pipewright: error: %s\n", e.what());
+    return 2;
+  } catch (const YAML::Exception& e) {
+    // A YAML shape a reader did not anticipate (a scalar where a map was expected, ...): the
+    // input's fault, with the parser's line and column.
+    std::fprintf(stderr, "pipewright: error: malformed YAML input: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pipewright: internal error: %s\n", e.what());

@@ -1,0 +1,131 @@
+// The reproducers of the hardening issue, as a user meets them on the command line: each is one
+// line naming the file, key or flag, exit 2, and nothing else happens (no crash, no wrapped
+// numbers, no silently ignored flag).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "core/file_io.h"
+
+namespace {
+
+int sh(const std::string& cmd, std::string* out) {
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) *out += buf;
+  const int st = pclose(pipe);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+const std::string kTool = std::string(PW_BINARY_DIR) + "/tools/pipewright";
+const std::string kScenario = std::string(PW_SOURCE_DIR) + "/scenarios/gpt3-175b-1024-a100.yaml";
+
+struct Dir {
+  std::filesystem::path path;
+  Dir() : path(std::filesystem::temp_directory_path() / ("pw-hard-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path);
+  }
+  ~Dir() { std::filesystem::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text) const {
+    pw::write_file_atomic((path / name).string(), text);
+    return (path / name).string();
+  }
+};
+
+std::size_t occurrences(const std::string& hay, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+// Runs `args`; expects exit 2 and one line containing every `needle`.
+void refused(const std::string& args, std::initializer_list<std::string> needles) {
+  std::string out;
+  EXPECT_EQ(sh(kTool + " " + args, &out), 2) << args << "\n" << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << args << "\n" << out;
+  for (const std::string& n : needles)
+    EXPECT_NE(out.find(n), std::string::npos) << args << "\n" << out;
+}
+
+TEST(Hardening, CostsThatWouldOverflowTheClockAreRefused) {
+  // F = 1e9 ms is 1e18 ps per pass: a V-Half order of 192 passes wrapped the 64-bit clock and
+  // tripped the gap filler's deadlock assertion (SIGABRT); W = 1e10 s printed a negative
+  // iteration time.
+  refused("simulate --schedule v-half --pp 4 --microbatches 8 --costs F=1e9", {"--costs", "clock"});
+  refused("simulate --schedule v-zb --pp 4 --microbatches 8 --costs F=1e9", {"--costs"});
+  refused("compare --pp 4 --microbatches 8 --costs W=1e10s", {"--costs", "1000 s"});
+  std::string out;
+  EXPECT_EQ(sh(kTool + " simulate --schedule v-half --pp 4 --microbatches 8 --costs F=1e6", &out),
+            0)
+      << out;
+  // Each device runs 2 chunks x 8 microbatches of F + B + W: busy 16 x (1e6 + 2) = 16000032.
+  EXPECT_EQ(occurrences(out, " 16000032 "), 4u) << out;
+  EXPECT_FALSE(std::regex_search(out, std::regex(" -[0-9]"))) << out;
+}
+
+TEST(Hardening, ScenarioNumbersOutOfRangeAreRefusedNotWrapped) {
+  const Dir d;
+  refused("estimate " + d.write("n.yaml",
+                                "model: {preset: gpt3-175b}\n"
+                                "cluster: {profile: dgx-a100-80gb, nodes: 9223372036854775807}\n"),
+          {"n.yaml", "cluster.nodes", "at most 2147483647"});
+  refused("estimate " + d.write("big.yaml",
+                                "model: {preset: gpt3-175b}\n"
+                                "cluster: {profile: dgx-a100-80gb, nodes: 2000000}\n"),
+          {"big.yaml", "cluster.nodes", "1048576 GPUs"});
+  refused("estimate " + d.write("layers.yaml",
+                                "model: {preset: gpt3-175b, num_layers: 4294967296}\n"
+                                "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"),
+          {"layers.yaml", "model.num_layers"});
+}
+
+TEST(Hardening, MalformedDocumentsAreOneLineErrors) {
+  const Dir d;
+  // A YAML alias bomb ("billion laughs"): 9^9 strings once expanded.
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'i'; ++c)
+    bomb += std::string(1, c) + ": &" + c + " [" + [&] {
+      std::string r;
+      for (int i = 0; i < 9; ++i) r += std::string(i ? ", *" : "*") + static_cast<char>(c - 1);
+      return r;
+    }() + "]\n";
+  refused("estimate " + d.write("bomb.yaml", bomb + "model: {preset: gpt3-175b}\n"),
+          {"bomb.yaml", "aliases"});
+  refused("simulate --plan " + d.write("bomb-plan.yaml", bomb), {"bomb-plan.yaml", "aliases"});
+  // A map key that is itself a sequence was "internal error", exit 1.
+  refused("estimate " + d.write("key.yaml", "? [a, b]\n: 1\nmodel: {preset: gpt3-175b}\n"),
+          {"key.yaml", "line 1", "map key"});
+  // 1e999 in JSON was an uncaught out_of_range.
+  refused("simulate --plan " + d.write("inf.json", "{\"format\": 1e999}"), {"inf.json", "1e999"});
+  // Invalid UTF-8 is named by its line.
+  refused("estimate " + d.write("utf.yaml", "model: {preset: gpt3-175b}\ncluster: \xff\xfe\n"),
+          {"utf.yaml", "line 2", "UTF-8"});
+  // A key holding a newline still gives one line.
+  refused("estimate " + d.write("nl.yaml", "model: {preset: gpt3-175b, \"num\\nlayers\": 3}\n"),
+          {"nl.yaml", "num\\nlayers"});
+  // Deep nesting.
+  refused(
+      "simulate --plan " + d.write("deep.json", std::string(5000, '[') + std::string(5000, ']')),
+      {"deep.json", "nested deeper"});
+}
+
+TEST(Hardening, EveryFlagActsInItsModeOrIsRefused) {
+  // With a scenario, the fixed-cost flags used to be ignored with exit 0 and nothing written.
+  for (const std::string flag : {"--export-csv x.csv", "--emit x.yaml", "--diagram", "--costs F=2",
+                                 "--schedule 1f1b", "--microbatches 8"})
+    refused("simulate " + kScenario + " " + flag, {flag.substr(0, flag.find(' '))});
+  // Without one, the simulator's flags have nothing to act on.
+  for (const std::string flag : {"--trace t.json", "--all-ranks", "--overlap-grad-reduce"})
+    refused("simulate --schedule 1f1b --pp 4 --microbatches 8 " + flag,
+            {flag.substr(0, flag.find(' ')), "scenario"});
+}
+
+}  // namespace
