@@ -73,6 +73,14 @@ GroupNetwork describe_group(const Topology& topo, const HardwareProfile& profile
   net.nvls = profile.node.nvls;
   net.nvls_efficiency = profile.node.nvls_efficiency;
   net.step_latency = profile.collective_step_latency;
+  if (!profile.collective_protocols.empty()) {
+    net.num_protocols = static_cast<int>(
+        std::min<std::size_t>(profile.collective_protocols.size(), net.protocol_latency.size()));
+    for (int i = 0; i < net.num_protocols; ++i) {
+      net.protocol_latency[i] = profile.collective_protocols[i].step_latency;
+      net.protocol_efficiency[i] = profile.collective_protocols[i].bandwidth_efficiency;
+    }
+  }
   if (gpus.empty()) return net;
   std::map<int, std::vector<int>> by_node;
   for (int g : gpus) by_node[topo.node_of_gpu(g)].push_back(g);
@@ -253,8 +261,8 @@ bool applicable(K kind, CollectiveAlgo algo, const GroupNetwork& net) {
   }
 }
 
-std::vector<CollectiveStep> steps_for(K kind, CollectiveAlgo algo, double s,
-                                      const GroupNetwork& net) {
+std::vector<CollectiveStep> algo_steps(K kind, CollectiveAlgo algo, double s,
+                                       const GroupNetwork& net) {
   if (!applicable(kind, algo, net)) algo = CollectiveAlgo::kRing;
   switch (algo) {
     case CollectiveAlgo::kNvls: {
@@ -272,28 +280,61 @@ std::vector<CollectiveStep> steps_for(K kind, CollectiveAlgo algo, double s,
   }
 }
 
+// The algorithm's steps under protocol `proto`: its latency on every hop, its efficiency on
+// every step's bandwidth.
+std::vector<CollectiveStep> steps_for(K kind, CollectiveAlgo algo, double s,
+                                      const GroupNetwork& net, int proto) {
+  std::vector<CollectiveStep> steps = algo_steps(kind, algo, s, net);
+  for (CollectiveStep& st : steps) {
+    st.hop_latency += net.protocol_latency[proto];
+    st.bandwidth.value *= net.protocol_efficiency[proto];
+  }
+  return steps;
+}
+
+// The fastest protocol for `algo` at size s (the first on ties).
+int best_protocol(K kind, CollectiveAlgo algo, double s, const GroupNetwork& net, TimePs* time) {
+  int best = 0;
+  TimePs best_t = steps_time(steps_for(kind, algo, s, net, 0));
+  for (int p = 1; p < net.num_protocols; ++p) {
+    const TimePs t = steps_time(steps_for(kind, algo, s, net, p));
+    if (t < best_t) best_t = t, best = p;
+  }
+  if (time) *time = best_t;
+  return best;
+}
+
 }  // namespace
 
-CollectiveAlgo choose_algorithm(CollectiveKind kind, Bytes s, const GroupNetwork& net) {
+CollectiveAlgo choose_algorithm(CollectiveKind kind, Bytes s, const GroupNetwork& net,
+                                int* protocol) {
   CollectiveAlgo best = CollectiveAlgo::kRing;
-  TimePs best_t = steps_time(steps_for(kind, best, s.value, net));
+  TimePs best_t = 0;
+  int best_p = best_protocol(kind, best, s.value, net, &best_t);
   for (CollectiveAlgo a :
        {CollectiveAlgo::kTree, CollectiveAlgo::kHierarchical, CollectiveAlgo::kNvls}) {
     if (!applicable(kind, a, net)) continue;
-    TimePs t = steps_time(steps_for(kind, a, s.value, net));
+    TimePs t = 0;
+    const int p = best_protocol(kind, a, s.value, net, &t);
     if (t < best_t) {
       best_t = t;
       best = a;
+      best_p = p;
     }
   }
+  if (protocol) *protocol = best_p;
   return best;
 }
 
 std::vector<CollectiveStep> collective_steps(CollectiveKind kind, CollectiveAlgo algo, Bytes s,
                                              const GroupNetwork& net) {
   if (net.n <= 1 || s.value <= 0) return {};
-  if (algo == CollectiveAlgo::kAuto) algo = choose_algorithm(kind, s, net);
-  return steps_for(kind, algo, s.value, net);
+  int proto = 0;
+  if (algo == CollectiveAlgo::kAuto)
+    algo = choose_algorithm(kind, s, net, &proto);
+  else
+    proto = best_protocol(kind, algo, s.value, net, nullptr);
+  return steps_for(kind, algo, s.value, net, proto);
 }
 
 TimePs collective_time(CollectiveKind kind, CollectiveAlgo algo, Bytes s, const GroupNetwork& net) {
@@ -306,25 +347,27 @@ CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net) {
   for (CollectiveAlgo a : {CollectiveAlgo::kRing, CollectiveAlgo::kTree,
                            CollectiveAlgo::kHierarchical, CollectiveAlgo::kNvls}) {
     if (a != CollectiveAlgo::kRing && !applicable(kind, a, net)) continue;
-    // At S = 1 byte each step moves bytes_per_rank(1) per repeat: beta is their sum over the
-    // bandwidth; alpha the latency terms. Concurrent steps (all-to-all) take the larger.
-    double alpha = 0, beta = 0, last_a = 0, last_b = 0;
-    for (const CollectiveStep& st : steps_for(kind, a, 1.0, net)) {
-      const double sa = st.repeat * st.latency_hops * ps_to_seconds(st.hop_latency);
-      const double sb = st.repeat * st.bytes_per_rank.value / st.bandwidth.value;
-      if (st.overlaps_previous) {
-        alpha += std::max(0.0, sa - last_a);
-        beta += std::max(0.0, sb - last_b);
-      } else {
-        alpha += sa;
-        beta += sb;
+    for (int proto = 0; proto < net.num_protocols; ++proto) {
+      // At S = 1 byte each step moves bytes_per_rank(1) per repeat: beta is their sum over the
+      // bandwidth; alpha the latency terms. Concurrent steps (all-to-all) take the larger.
+      double alpha = 0, beta = 0, last_a = 0, last_b = 0;
+      for (const CollectiveStep& st : steps_for(kind, a, 1.0, net, proto)) {
+        const double sa = st.repeat * st.latency_hops * ps_to_seconds(st.hop_latency);
+        const double sb = st.repeat * st.bytes_per_rank.value / st.bandwidth.value;
+        if (st.overlaps_previous) {
+          alpha += std::max(0.0, sa - last_a);
+          beta += std::max(0.0, sb - last_b);
+        } else {
+          alpha += sa;
+          beta += sb;
+        }
+        last_a = sa;
+        last_b = sb;
       }
-      last_a = sa;
-      last_b = sb;
+      line.alpha[line.count] = alpha;
+      line.beta[line.count] = beta;
+      ++line.count;
     }
-    line.alpha[line.count] = alpha;
-    line.beta[line.count] = beta;
-    ++line.count;
   }
   return line;
 }

@@ -55,6 +55,11 @@ struct GroupNetwork {
   bool nvls = false;
   double nvls_efficiency = 0;
   TimePs step_latency = 0;  ///< software cost per algorithm step
+  /// The profile's NCCL protocols (HardwareProfile::collective_protocols): each adds its latency
+  /// to every step and scales every step's bandwidth; one neutral protocol when none is given.
+  int num_protocols = 1;
+  std::array<TimePs, 3> protocol_latency{};
+  std::array<double, 3> protocol_efficiency{1.0, 1.0, 1.0};
 };
 
 /// Describes the group `gpus` (global GPU indices, in rank order) on `topo`; the NVLS and
@@ -89,7 +94,9 @@ struct CollectiveStep {
   TimePs time() const;
 };
 
-/// The steps of `kind` over `net` with `algo` (kAuto = the fastest applicable). Algorithms not
+/// The steps of `kind` over `net` with `algo` (kAuto = the fastest applicable) under the fastest
+/// of the network's protocols for that algorithm (its latency in every hop_latency, its
+/// efficiency in every bandwidth). Algorithms not
 /// applicable to the kind fall back to ring (NVLS: all-reduce on one node only; hierarchical:
 /// all-reduce, reduce-scatter, all-gather, broadcast across >= 2 nodes with >= 2 ranks per node).
 /// n == 1 or S == 0 gives no steps.
@@ -105,8 +112,8 @@ TimePs collective_time(CollectiveKind kind, CollectiveAlgo algo, Bytes s, const 
 /// millions of sizes without building steps; seconds() equals collective_time to within the
 /// picosecond rounding of its steps (it is never above it by more than one picosecond per step).
 struct CollectiveLine {
-  int count = 0;  ///< algorithms (0: the group has one rank, every size takes 0)
-  std::array<double, 4> alpha{}, beta{};  ///< seconds, seconds per byte
+  int count = 0;  ///< (algorithm, protocol) pairs (0: the group has one rank, every size takes 0)
+  std::array<double, 12> alpha{}, beta{};  ///< seconds, seconds per byte
   double seconds(double bytes) const {
     if (count == 0 || bytes <= 0) return 0;
     double best = alpha[0] + beta[0] * bytes;
@@ -123,7 +130,9 @@ CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net);
 /// exchange with flows. 0 for other kinds.
 TimePs all_to_all_bandwidth_bound(CollectiveKind kind, Bytes s, const GroupNetwork& net);
 
-/// The algorithm kAuto resolves to for this kind, size and network.
-CollectiveAlgo choose_algorithm(CollectiveKind kind, Bytes s, const GroupNetwork& net);
+/// The algorithm kAuto resolves to for this kind, size and network (and, in `*protocol` when
+/// given, the index of the protocol it runs under).
+CollectiveAlgo choose_algorithm(CollectiveKind kind, Bytes s, const GroupNetwork& net,
+                                int* protocol = nullptr);
 
 }  // namespace pw::hw

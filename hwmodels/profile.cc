@@ -226,9 +226,29 @@ HardwareProfile parse_profile(const std::string& text, const std::string& file) 
   // key throws yaml-cpp's InvalidNode (it assigns to the zombie node operator[] returned).
   if (root.has("collectives")) {
     ConfigMap coll = root.child("collectives");
-    coll.check_keys({"step_latency_us", "source"});
+    coll.check_keys({"step_latency_us", "protocols", "source"});
     p.collective_step_latency =
         seconds_to_ps(coll.positive_or("step_latency_us", 2.0, true) * 1e-6);
+    if (coll.has("protocols")) {
+      YAML::Node list = coll.raw("protocols");
+      if (!list.IsSequence() || list.size() == 0 || list.size() > kMaxCollectiveProtocols)
+        coll.fail("protocols", fmt::format("expected a list of 1 to {} {{name, step_latency_us, "
+                                           "bandwidth_efficiency}}",
+                                           kMaxCollectiveProtocols));
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        ConfigMap e(list[i], coll.file(), coll.key_path(fmt::format("protocols[{}]", i)));
+        e.check_keys({"name", "step_latency_us", "bandwidth_efficiency"});
+        CollectiveProtocol pr;
+        pr.name = e.text("name");
+        pr.step_latency = seconds_to_ps(e.positive("step_latency_us", true) * 1e-6);
+        pr.bandwidth_efficiency = e.positive("bandwidth_efficiency");
+        if (pr.bandwidth_efficiency > 1)
+          e.fail("bandwidth_efficiency",
+                 fmt::format("{} is out of range; expected a share in (0, 1]",
+                             pr.bandwidth_efficiency));
+        p.collective_protocols.push_back(pr);
+      }
+    }
   }
   return p;
 }

@@ -10,6 +10,16 @@
 
 namespace pw::hw {
 
+/// One NCCL protocol as the collective model sees it (Simple, LL128, LL): latency added to every
+/// algorithm step and the share of the step's bandwidth it reaches. The model takes, for every
+/// collective and size, the fastest (algorithm, protocol) pair, as NCCL's tuner does.
+struct CollectiveProtocol {
+  std::string name;
+  TimePs step_latency = 0;
+  double bandwidth_efficiency = 1.0;
+};
+inline constexpr int kMaxCollectiveProtocols = 3;
+
 /// A loaded, validated hardware profile.
 struct HardwareProfile {
   std::string name;
@@ -20,6 +30,9 @@ struct HardwareProfile {
   FabricSpec fabric;
   /// Fixed software cost of one step of a collective algorithm (NCCL kernel/proxy overhead), ps.
   TimePs collective_step_latency = 2'000'000;
+  /// `collectives.protocols` (at most kMaxCollectiveProtocols; written by `calibrate
+  /// --from-nccl-tests`). Empty: one protocol with no added latency at full bandwidth.
+  std::vector<CollectiveProtocol> collective_protocols;
   /// `gpu.compute_dtype`: the one element type this device computes in, whatever the workload
   /// asks for (the executor's CPU backend runs everything in fp64). The file gives only that
   /// dtype's peak and measured GEMMs; on load they answer for every dtype (gpu.peak_flops and

@@ -122,5 +122,39 @@ TEST(SendRecv, AcrossNodesUsesOneNic) {
   EXPECT_NEAR(algbw(Bytes{1e8}, tt) / 1e9, 22.5, 0.5);
 }
 
+TEST(Protocols, FastestProtocolPerSizeAndTheLineAgrees) {
+  // DGX H100 NVLS all-reduce over 8 GPUs is one switch step of 2 latency hops moving S at
+  // intra bw x nvls_efficiency: t = 2 (link + step + protocol latency) + S / (bw x eff x eta).
+  // With LL (+0, eta 0.25) and Simple (+10 us, eta 1) the small message takes LL, the large one
+  // Simple, each at that formula, and the line the screen uses gives the same times.
+  HardwareProfile p = profile("dgx-h100");
+  p.collective_protocols = {{"LL", 0, 0.25}, {"Simple", seconds_to_ps(10e-6), 1.0}};
+  Topology t(topology_spec(p, 1));
+  const GroupNetwork net = describe_group(t, p, first_gpus(8));
+  ASSERT_EQ(net.num_protocols, 2);
+  const double bw = net.intra_bw.value * net.nvls_efficiency;
+  const double hop = ps_to_seconds(net.intra_latency + net.step_latency);
+  auto formula = [&](double s, double lat, double eta) { return 2 * (hop + lat) + s / (bw * eta); };
+  const CollectiveLine line = collective_line(CollectiveKind::kAllReduce, net);
+  for (double s : {1e3, 1e9}) {
+    int proto = -1;
+    const CollectiveAlgo a = choose_algorithm(CollectiveKind::kAllReduce, Bytes{s}, net, &proto);
+    EXPECT_EQ(a, CollectiveAlgo::kNvls);
+    EXPECT_EQ(proto, s < 1e6 ? 0 : 1) << s;
+    const double want = s < 1e6 ? formula(s, 0, 0.25) : formula(s, 10e-6, 1.0);
+    const double got = ps_to_seconds(
+        collective_time(CollectiveKind::kAllReduce, CollectiveAlgo::kAuto, Bytes{s}, net));
+    EXPECT_NEAR(got, want, 1e-11) << s;
+    EXPECT_NEAR(line.seconds(s), got, 1e-11) << s;
+  }
+  // Without protocols every time is what it was: one neutral protocol.
+  const HardwareProfile plain = profile("dgx-h100");
+  const GroupNetwork n0 = describe_group(t, plain, first_gpus(8));
+  EXPECT_EQ(n0.num_protocols, 1);
+  EXPECT_NEAR(ps_to_seconds(collective_time(CollectiveKind::kAllReduce, CollectiveAlgo::kNvls,
+                                            Bytes{1e9}, n0)),
+              formula(1e9, 0, 1.0), 1e-11);
+}
+
 }  // namespace
 }  // namespace pw::hw

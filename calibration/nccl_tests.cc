@@ -1,0 +1,512 @@
+#include "calibration/nccl_tests.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "hwmodels/topology.h"
+
+namespace pw::calibration {
+namespace {
+
+using hw::CollectiveKind;
+
+struct KnownCollective {
+  const char* name;  ///< nccl-tests' name (binary without _perf)
+  CollectiveKind kind;
+};
+constexpr KnownCollective kCollectives[] = {
+    {"all_reduce", CollectiveKind::kAllReduce},
+    {"all_gather", CollectiveKind::kAllGather},
+    {"reduce_scatter", CollectiveKind::kReduceScatter},
+    {"alltoall", CollectiveKind::kAllToAll},
+    {"sendrecv", CollectiveKind::kSendRecv},
+};
+
+std::string known_names() {
+  std::string out;
+  for (const KnownCollective& c : kCollectives)
+    out += (out.empty() ? "" : ", ") + std::string(c.name);
+  return out;
+}
+
+const KnownCollective* find_collective(const std::string& name) {
+  for (const KnownCollective& c : kCollectives)
+    if (name == c.name || name == std::string(c.name) + "_perf") return &c;
+  return nullptr;
+}
+
+std::vector<std::string> tokens(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string t; in >> t;) out.push_back(t);
+  return out;
+}
+
+bool number(const std::string& t, double* out) {
+  if (t.empty()) return false;
+  char* end = nullptr;
+  const double v = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size() || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+NcclTestsLog parse_nccl_tests(const std::string& text, const std::string& file,
+                              const NcclTestsHints& hints) {
+  NcclTestsLog log;
+  log.file = file;
+  std::string collective;
+  std::set<std::string> hosts;
+  int rank_lines = 0;
+  std::istringstream in(text);
+  std::string line;
+  int no = 0;
+  while (std::getline(in, line)) {
+    ++no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::vector<std::string> t = tokens(line);
+    if (t.empty()) continue;
+    if (t[0][0] == '#') {
+      // "# Collective test starting: all_reduce_perf" (nccl-tests >= 2.13)
+      const std::size_t at = line.find("Collective test starting:");
+      if (at != std::string::npos) {
+        const std::vector<std::string> rest = tokens(line.substr(at + 25));
+        if (!rest.empty()) collective = rest[0];
+      }
+      // "#  Rank  0 Group  0 Pid  1234 on   host-a device  0 [0x1b] NVIDIA H100 80GB HBM3"
+      if (t.size() >= 7 && (t[0] == "#" && t[1] == "Rank")) {
+        ++rank_lines;
+        const auto on = std::find(t.begin(), t.end(), "on");
+        if (on != t.end() && on + 1 != t.end()) hosts.insert(*(on + 1));
+      }
+      continue;
+    }
+    // A measurement row: size count type redop [root] time algbw busbw #wrong time algbw busbw
+    // #wrong (13 columns since nccl-tests 2.10 added root; 12 before).
+    if (t.size() != 13 && t.size() != 12)
+      throw ConfigError(file, fmt::format("line {}", no),
+                        fmt::format("expected an nccl-tests row of 12 or 13 columns (size count "
+                                    "type redop root time algbw busbw #wrong time algbw busbw "
+                                    "#wrong), got {}: a truncated or foreign log",
+                                    t.size()));
+    const int tc = t.size() == 13 ? 5 : 4;  // out-of-place time column; in-place at tc + 4
+    NcclTestsRow r;
+    r.line = no;
+    double time_us = 0, busbw = 0;
+    if (!number(t[0], &r.bytes) || r.bytes <= 0 || r.bytes != std::floor(r.bytes))
+      throw ConfigError(file, fmt::format("line {}", no),
+                        fmt::format("size '{}' is not a positive byte count", t[0]));
+    if (!number(t[tc], &time_us) || time_us <= 0 || !number(t[tc + 2], &busbw) || busbw < 0)
+      throw ConfigError(file, fmt::format("line {}", no),
+                        fmt::format("time '{}' and busbw '{}' are not a positive time (us) and a "
+                                    "bandwidth (GB/s)",
+                                    t[tc], t[tc + 2]));
+    // The faster of the out-of-place and in-place runs: the same collective measured twice, and
+    // a slow outlier in one of them (the published DGX H100 log has 68 us against 13.5 us at
+    // 32 B) is noise, not the machine.
+    double in_place_us = 0;
+    if (number(t[tc + 4], &in_place_us) && in_place_us > 0)
+      time_us = std::min(time_us, in_place_us);
+    r.time_s = time_us * 1e-6;
+    r.busbw = busbw * 1e9;
+    if (!log.rows.empty() && r.bytes <= log.rows.back().bytes)
+      throw ConfigError(file, fmt::format("line {}", no),
+                        fmt::format("size {} after {}; expected ascending sizes", r.bytes,
+                                    log.rows.back().bytes));
+    log.rows.push_back(r);
+  }
+  if (log.rows.empty())
+    throw ConfigError(file, "",
+                      "no measurement rows; expected nccl-tests output (size count type ...)");
+  // Which collective: the log's own line, else the file name, else the hint.
+  if (collective.empty()) {
+    const std::string base = file.substr(file.find_last_of('/') + 1);
+    for (const KnownCollective& c : kCollectives)
+      if (base.find(std::string(c.name) + "_perf") != std::string::npos) collective = c.name;
+  }
+  if (!hints.collective.empty()) collective = hints.collective;
+  if (collective.empty())
+    throw ConfigError(file, "",
+                      "cannot tell which collective this log measured (no 'Collective test "
+                      "starting' line, no *_perf in the file name); give --log-collective "
+                      "(" +
+                          known_names() + ")");
+  const KnownCollective* kc = find_collective(collective);
+  if (kc == nullptr)
+    throw ConfigError(file, "collective",
+                      fmt::format("'{}' is not a collective pipewright models; expected one of {}",
+                                  collective, known_names()));
+  log.collective = kc->name;
+  log.kind = kc->kind;
+  log.ranks = hints.ranks > 0 ? hints.ranks : rank_lines;
+  log.nodes = hints.nodes > 0 ? hints.nodes : static_cast<int>(hosts.size());
+  if (log.ranks < 2)
+    throw ConfigError(file, "",
+                      "cannot tell the rank count (no '#  Rank N ... on HOST' lines); give "
+                      "--log-ranks");
+  if (log.nodes < 1)
+    throw ConfigError(file, "",
+                      "cannot tell the node count (no '#  Rank N ... on HOST' lines); give "
+                      "--log-nodes");
+  if (log.ranks % log.nodes != 0)
+    throw ConfigError(file, "",
+                      fmt::format("{} ranks on {} nodes; expected the same ranks on every node",
+                                  log.ranks, log.nodes));
+  return log;
+}
+
+TimePs nccl_tests_model_time(const hw::HardwareProfile& profile, CollectiveKind kind, int ranks,
+                             int nodes, double bytes) {
+  const hw::Topology topo(hw::topology_spec(profile, nodes));
+  const int per = ranks / nodes, gpn = profile.node.gpus_per_node;
+  std::vector<int> group;
+  for (int n = 0; n < nodes; ++n)
+    for (int i = 0; i < per; ++i) group.push_back(n * gpn + i);
+  const hw::GroupNetwork net = hw::describe_group(topo, profile, group);
+  return hw::collective_time(kind, hw::CollectiveAlgo::kAuto, Bytes{bytes}, net);
+}
+
+namespace {
+
+double model_seconds(const hw::HardwareProfile& p, const NcclTestsLog& log, double bytes) {
+  return ps_to_seconds(nccl_tests_model_time(p, log.kind, log.ranks, log.nodes, bytes));
+}
+
+// Bisection on a knob the model time decreases with (a bandwidth share): the knob at which the
+// model's time at `bytes` equals `target_s`, within [lo, hi].
+template <class Set>
+double solve_decreasing(double lo, double hi, double target_s, const Set& time_at) {
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    if (time_at(mid) > target_s)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+// A line t = c + d S fitted to rows [a, b) minimising the relative squared error.
+struct Line {
+  double c = 0, d = 0, sse = 0;
+};
+
+Line fit_line(const std::vector<NcclTestsRow>& rows, std::size_t a, std::size_t b) {
+  double sww = 0, swx = 0, swy = 0, swxx = 0, swxy = 0;
+  for (std::size_t i = a; i < b; ++i) {
+    const double w = 1.0 / (rows[i].time_s * rows[i].time_s);
+    const double x = rows[i].bytes, y = rows[i].time_s;
+    sww += w;
+    swx += w * x;
+    swy += w * y;
+    swxx += w * x * x;
+    swxy += w * x * y;
+  }
+  Line l;
+  const double det = sww * swxx - swx * swx;
+  if (b - a >= 2 && det > 0) {
+    l.d = (sww * swxy - swx * swy) / det;
+    l.c = (swy - l.d * swx) / sww;
+  } else {
+    l.c = swy / sww;
+  }
+  if (l.d < 0) {  // a decreasing line is no protocol: flat at the weighted mean
+    l.d = 0;
+    l.c = swy / sww;
+  }
+  for (std::size_t i = a; i < b; ++i) {
+    const double e = (l.c + l.d * rows[i].bytes - rows[i].time_s) / rows[i].time_s;
+    l.sse += e * e;
+  }
+  return l;
+}
+
+// The algorithm kAuto picks at `bytes` and its time as alpha + beta * S with the profile's
+// collective step latency, and H: the seconds one more second of step latency adds.
+struct AlgoLine {
+  hw::CollectiveAlgo algo;
+  double alpha = 0, beta = 0, hops = 0;
+};
+
+AlgoLine algo_line(const hw::HardwareProfile& p, const NcclTestsLog& log, double bytes) {
+  const hw::Topology topo(hw::topology_spec(p, log.nodes));
+  const int per = log.ranks / log.nodes, gpn = p.node.gpus_per_node;
+  std::vector<int> group;
+  for (int n = 0; n < log.nodes; ++n)
+    for (int i = 0; i < per; ++i) group.push_back(n * gpn + i);
+  hw::GroupNetwork net = hw::describe_group(topo, p, group);
+  AlgoLine l;
+  l.algo = hw::choose_algorithm(log.kind, Bytes{bytes}, net);
+  auto t = [&](double s) {
+    return ps_to_seconds(hw::collective_time(log.kind, l.algo, Bytes{s}, net));
+  };
+  const double s1 = 64.0 * 1024 * 1024, t1 = t(s1), t2 = t(2 * s1);
+  l.beta = (t2 - t1) / s1;
+  l.alpha = t1 - l.beta * s1;
+  net.step_latency += seconds_to_ps(1e-6);
+  const double t1b = ps_to_seconds(hw::collective_time(log.kind, l.algo, Bytes{s1}, net));
+  l.hops = (t1b - t1) / 1e-6;
+  return l;
+}
+
+NcclTestsReport predict(const hw::HardwareProfile& p, const NcclTestsLog& log) {
+  NcclTestsReport r;
+  r.file = log.file;
+  r.collective = log.collective;
+  r.ranks = log.ranks;
+  r.nodes = log.nodes;
+  const double factor = hw::bus_factor(log.kind, log.ranks);
+  double mean = 0;
+  for (const NcclTestsRow& row : log.rows) mean += std::log(row.time_s);
+  mean /= static_cast<double>(log.rows.size());
+  double ss_res = 0, ss_tot = 0;
+  for (const NcclTestsRow& row : log.rows) {
+    const double t = model_seconds(p, log, row.bytes);
+    NcclTestsPrediction e;
+    e.bytes = row.bytes;
+    // busbw recomputed from the measured time (the printed one is rounded to 0.01 GB/s).
+    e.measured_busbw = row.bytes / row.time_s * factor;
+    e.predicted_busbw = t > 0 ? row.bytes / t * factor : 0;
+    e.error_pct = 100.0 * (e.predicted_busbw - e.measured_busbw) / e.measured_busbw;
+    double& worst = row.bytes >= 1024.0 * 1024 ? r.worst_large_pct : r.worst_small_pct;
+    worst = std::max(worst, std::abs(e.error_pct));
+    ss_res += std::pow(std::log(t) - std::log(row.time_s), 2);
+    ss_tot += std::pow(std::log(row.time_s) - mean, 2);
+    r.rows.push_back(e);
+  }
+  r.r2_log_time = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+  return r;
+}
+
+// Fits the protocols and the intra-node bandwidth to one single-node log.
+void fit_single_node(const NcclTestsLog& log, hw::HardwareProfile* p,
+                     std::vector<std::string>* notes) {
+  p->collective_protocols.clear();
+  const NcclTestsRow& big = log.rows.back();
+  const bool nvls = log.kind == CollectiveKind::kAllReduce && p->node.nvls && log.ranks > 1;
+  double* knob = nvls ? &p->node.nvls_efficiency : &p->node.intra.efficiency;
+  const double hi = nvls ? 4.0 : 1.0;
+  *knob = solve_decreasing(1e-3, hi, big.time_s, [&](double k) {
+    *knob = k;
+    return model_seconds(*p, log, big.bytes);
+  });
+  notes->push_back(fmt::format("{}: {} = {:.4f} (the model's time at {:.0f} B equals the log's)",
+                               log.file, nvls ? "node.nvls_efficiency" : "node.intra.efficiency",
+                               *knob, big.bytes));
+  // Protocols: the lower envelope of up to three lines over contiguous size ranges.
+  const AlgoLine al = algo_line(*p, log, big.bytes);
+  const std::vector<NcclTestsRow>& rows = log.rows;
+  const std::size_t n = rows.size();
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<Line> lines;
+  for (std::size_t i1 = 0; i1 <= n; ++i1)
+    for (std::size_t i2 = i1; i2 <= n; ++i2) {
+      // Segments [0, i1), [i1, i2), [i2, n); the last one (the largest messages) is always
+      // present and runs at the fitted bandwidth, so only its intercept is free.
+      if (i2 == n || n - i2 < 2) continue;
+      if ((i1 > 0 && i1 < 2) || (i2 > i1 && i2 - i1 < 2)) continue;
+      std::vector<Line> ls;
+      double sse = 0;
+      if (i1 > 0) ls.push_back(fit_line(rows, 0, i1));
+      if (i2 > i1) ls.push_back(fit_line(rows, i1, i2));
+      // The largest messages run at the bandwidth fitted above: only the intercept is free.
+      Line simple;
+      double sw = 0, swr = 0;
+      for (std::size_t i = i2; i < n; ++i) {
+        const double w = 1.0 / (rows[i].time_s * rows[i].time_s);
+        sw += w;
+        swr += w * (rows[i].time_s - al.beta * rows[i].bytes);
+      }
+      simple.c = swr / sw;
+      simple.d = al.beta;
+      ls.push_back(simple);
+      // The model takes the fastest protocol at every size: score the lower envelope of the
+      // lines over every row, not each line over its own range.
+      for (const NcclTestsRow& r : rows) {
+        double t = std::numeric_limits<double>::infinity();
+        for (const Line& l : ls) t = std::min(t, l.c + l.d * r.bytes);
+        const double e = (t - r.time_s) / r.time_s;
+        sse += e * e;
+      }
+      if (sse < best - 1e-12) {
+        best = sse;
+        lines = ls;
+      }
+    }
+  // Each line: bandwidth share beta / d (at most 1) and latency (c - alpha) / H per step; the
+  // smallest latency moves into the collective step latency.
+  static const char* const kNames3[] = {"LL", "LL128", "Simple"};
+  static const char* const kNames2[] = {"LL128", "Simple"};
+  std::vector<hw::CollectiveProtocol> protos;
+  for (std::size_t j = 0; j < lines.size(); ++j) {
+    hw::CollectiveProtocol pr;
+    pr.name = lines.size() == 3 ? kNames3[j] : lines.size() == 2 ? kNames2[j] : "Simple";
+    pr.bandwidth_efficiency = lines[j].d > 0 ? std::clamp(al.beta / lines[j].d, 1e-3, 1.0) : 1.0;
+    const double lat = al.hops > 0 ? (lines[j].c - al.alpha) / al.hops : 0.0;
+    pr.step_latency = seconds_to_ps(lat);  // may be negative until shifted below
+    protos.push_back(pr);
+  }
+  TimePs shift = std::numeric_limits<TimePs>::max();
+  for (const auto& pr : protos) shift = std::min(shift, pr.step_latency);
+  TimePs step = p->collective_step_latency + shift;
+  if (step < 0) {
+    notes->push_back(fmt::format(
+        "{}: the log's smallest latency is below the links' own ({:.2f} us short); the collective "
+        "step latency is 0",
+        log.file, ps_to_seconds(-step) * 1e6));
+    shift -= step;
+    step = 0;
+  }
+  p->collective_step_latency = step;
+  for (auto& pr : protos) pr.step_latency -= shift;
+  p->collective_protocols = protos;
+  std::string desc;
+  for (const auto& pr : protos)
+    desc += fmt::format("{}{} +{:.2f} us/step at {:.3f} of the bandwidth", desc.empty() ? "" : "; ",
+                        pr.name, ps_to_seconds(pr.step_latency) * 1e6, pr.bandwidth_efficiency);
+  notes->push_back(fmt::format(
+      "{}: collectives.step_latency_us = {:.3f}; protocols: {} ({} "
+      "algorithm, {:.1f} step latencies per collective)",
+      log.file, ps_to_seconds(step) * 1e6, desc, hw::collective_algo_name(al.algo), al.hops));
+}
+
+void fit_multi_node(const NcclTestsLog& log, hw::HardwareProfile* p,
+                    std::vector<std::string>* notes) {
+  const NcclTestsRow& big = log.rows.back();
+  const NcclTestsRow& small = log.rows.front();
+  // Bandwidth from the largest message, latency from the smallest; each moves the other's end a
+  // little, so three rounds.
+  for (int round = 0; round < 3; ++round) {
+    p->node.nic.efficiency = solve_decreasing(1e-3, 1.0, big.time_s, [&](double k) {
+      p->node.nic.efficiency = k;
+      return model_seconds(*p, log, big.bytes);
+    });
+    double lo = 0, hi = 1e-3;  // latency grows the time: bisect on it directly
+    for (int i = 0; i < 60; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      p->node.nic.latency = seconds_to_ps(mid);
+      if (model_seconds(*p, log, small.bytes) < small.time_s)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    p->node.nic.latency = seconds_to_ps(0.5 * (lo + hi));
+  }
+  notes->push_back(
+      fmt::format("{}: node.nic.efficiency = {:.4f} (at {:.0f} B), "
+                  "node.nic.latency_us = {:.3f} (at {:.0f} B)",
+                  log.file, p->node.nic.efficiency, big.bytes,
+                  ps_to_seconds(p->node.nic.latency) * 1e6, small.bytes));
+}
+
+}  // namespace
+
+NcclTestsFit fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
+                            const hw::HardwareProfile& base) {
+  NcclTestsFit fit;
+  fit.profile = base;
+  for (const NcclTestsLog& log : logs) {
+    if (log.ranks / log.nodes > base.node.gpus_per_node)
+      throw ConfigError(log.file, "",
+                        fmt::format("{} ranks per node; the base profile '{}' has {} GPUs per node",
+                                    log.ranks / log.nodes, base.name, base.node.gpus_per_node));
+  }
+  // Single-node logs first (they set the protocols the multi-node fit runs under); the last
+  // single-node log wins if there are several.
+  for (const NcclTestsLog& log : logs)
+    if (log.nodes == 1) fit_single_node(log, &fit.profile, &fit.notes);
+  for (const NcclTestsLog& log : logs)
+    if (log.nodes > 1) fit_multi_node(log, &fit.profile, &fit.notes);
+  for (const NcclTestsLog& log : logs) fit.reports.push_back(predict(fit.profile, log));
+  return fit;
+}
+
+namespace {
+
+double rounded(double v, int digits) {
+  const double s = std::pow(10.0, digits);
+  return std::round(v * s) / s;
+}
+
+}  // namespace
+
+std::string nccl_tests_profile_yaml(const NcclTestsFit& fit, const std::string& base_text,
+                                    const std::string& base_file, const std::string& name,
+                                    const std::vector<std::string>& log_files) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(base_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(base_file, "", std::string("YAML syntax error: ") + e.what());
+  }
+  if (!doc.IsMap() || !doc["node"].IsMap())
+    throw ConfigError(base_file, "node", "expected a hardware profile with a node section");
+  std::string files;
+  for (const std::string& f : log_files) files += (files.empty() ? "" : ", ") + f;
+  const std::string src = "fitted by `pipewright calibrate --from-nccl-tests` from " + files;
+  const hw::HardwareProfile& p = fit.profile;
+  doc["name"] = name;
+  doc["description"] =
+      fmt::format("{} with collectives fitted to nccl-tests ({})",
+                  doc["description"] ? doc["description"].as<std::string>() : "", files);
+  YAML::Node node = doc["node"];
+  bool single = false, multi = false;
+  for (const NcclTestsReport& r : fit.reports) (r.nodes == 1 ? single : multi) = true;
+  if (single) {
+    node["intra"]["efficiency"] = rounded(p.node.intra.efficiency, 6);
+    node["nvls_efficiency"] = rounded(p.node.nvls_efficiency, 6);
+    node["intra"]["source"] = src;
+    YAML::Node coll = doc["collectives"];
+    coll["step_latency_us"] = rounded(ps_to_seconds(p.collective_step_latency) * 1e6, 6);
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (const hw::CollectiveProtocol& pr : p.collective_protocols) {
+      YAML::Node e;
+      e["name"] = pr.name;
+      e["step_latency_us"] = rounded(ps_to_seconds(pr.step_latency) * 1e6, 6);
+      e["bandwidth_efficiency"] = rounded(pr.bandwidth_efficiency, 6);
+      list.push_back(e);
+    }
+    coll["protocols"] = list;
+    coll["source"] = src;
+  }
+  if (multi) {
+    node["nic"]["efficiency"] = rounded(p.node.nic.efficiency, 6);
+    node["nic"]["latency_us"] = rounded(ps_to_seconds(p.node.nic.latency) * 1e6, 6);
+    node["nic"]["source"] = src;
+  }
+  YAML::Emitter out;
+  out.SetDoublePrecision(7);
+  out << doc;
+  return "# Hardware profile: " + base_file + " with its collective model fitted to nccl-tests " +
+         "logs.\n# Regenerate rather than edit: pipewright calibrate --from-nccl-tests LOG... " +
+         "--base " + base_file + "\n" + out.c_str() + "\n";
+}
+
+std::string nccl_tests_report(const NcclTestsFit& fit) {
+  std::string out;
+  for (const std::string& n : fit.notes) out += "fit  " + n + "\n";
+  for (const NcclTestsReport& r : fit.reports) {
+    out +=
+        fmt::format("{}: {} over {} ranks on {} node(s)\n", r.file, r.collective, r.ranks, r.nodes);
+    out += "        size (B)   busbw meas (GB/s)   busbw pred (GB/s)    error\n";
+    for (const NcclTestsPrediction& e : r.rows)
+      out += fmt::format("{:>16.0f}   {:>17.2f}   {:>17.2f}   {:>+6.1f}%\n", e.bytes,
+                         e.measured_busbw * 1e-9, e.predicted_busbw * 1e-9, e.error_pct);
+    out += fmt::format(
+        "{}: worst |busbw error| {:.1f}% at >= 1 MiB, {:.1f}% below; R2(log "
+        "time)={:.4f}\n",
+        r.file, r.worst_large_pct, r.worst_small_pct, r.r2_log_time);
+  }
+  return out;
+}
+
+}  // namespace pw::calibration
