@@ -8,11 +8,12 @@
 
 #include "calibration/calibrate.h"
 #include "calibration/mpi_bench.h"
+#include "calibration/nccl_tests.h"
 #include "core/error.h"
+#include "core/file_io.h"
+#include "hwmodels/profile.h"
 #include "tools/command.h"
-#ifdef PW_HAVE_CUDA_CALIBRATION
-#include "calibration/cuda/cuda_bench.h"
-#endif
+#include "tools/cuda_plugin.h"
 
 namespace pw::tools {
 namespace {
@@ -26,7 +27,39 @@ struct CalibrateArgs {
   int ranks = INT_MIN;     ///< INT_MIN: not given (the number of cores)
   std::string mpi_worker;  // hidden: this process is one rank of the MPI benchmark job
   std::vector<std::string> argv;
+  // --from-nccl-tests LOG...: fit the base profile's collective model to the user's logs.
+  std::vector<std::string> nccl_logs;
+  calibration::NcclTestsHints nccl_hints;
 };
+
+// `calibrate --from-nccl-tests LOG... --base PROFILE --out FILE`: every log read (one line, exit
+// 2, nothing written for one that cannot be), fitted, reported, and the profile written.
+void run_nccl_tests(const CalibrateArgs& a, int* status) {
+  if (a.base.empty())
+    throw ConfigError("", "--base",
+                      "--from-nccl-tests fits the collectives of a base profile: give --base "
+                      "(a shipped name such as dgx-h100, or a YAML file)");
+  if (a.out.empty()) throw ConfigError("", "--out", "expected the profile YAML to write");
+  if (a.backend != "auto" || a.quick || !a.from_raw.empty() || !a.raw.empty() || a.skip_mpi ||
+      a.ranks != INT_MIN)
+    throw ConfigError("", "--from-nccl-tests",
+                      "fits logs; --backend, --quick, --from-raw, --raw, --skip-mpi and --ranks "
+                      "measure this machine and do not apply");
+  const hw::HardwareProfile base = hw::resolve_profile(a.base, ".", "", "--base");
+  std::vector<calibration::NcclTestsLog> logs;
+  for (const std::string& f : a.nccl_logs)
+    logs.push_back(calibration::parse_nccl_tests(read_file(f), f, a.nccl_hints));
+  const calibration::NcclTestsFit fit = calibration::fit_nccl_tests(logs, base);
+  const std::string base_path = base.file.empty() ? a.base : base.file;
+  const std::string yaml = calibration::nccl_tests_profile_yaml(
+      fit, read_file(base_path), base_path, a.name.empty() ? base.name + "-nccl" : a.name,
+      a.nccl_logs);
+  // The written profile must load as any other.
+  hw::parse_profile(yaml, a.out);
+  write_file_atomic(a.out, yaml);
+  std::printf("%swrote %s\n", calibration::nccl_tests_report(fit).c_str(), a.out.c_str());
+  *status = 0;
+}
 
 std::string self_exe() {
   char buf[PATH_MAX];
@@ -45,14 +78,21 @@ calibration::Progress terminal_progress() {
 
 std::string resolve_backend(const std::string& asked) {
   if (asked != "auto") return asked;
-#ifdef PW_HAVE_CUDA_CALIBRATION
   std::string why;
-  if (calibration::cuda::device_count(&why) > 0) return "cuda";
-#endif
+  if (const CudaPlugin* cuda = load_cuda_plugin(&why); cuda && cuda->device_count(&why) > 0)
+    return "cuda";
   return "cpu";
 }
 
 void run(const CalibrateArgs& a, int* status) {
+  if (!a.nccl_logs.empty()) {
+    run_nccl_tests(a, status);
+    return;
+  }
+  if (!a.nccl_hints.collective.empty() || a.nccl_hints.ranks != 0 || a.nccl_hints.nodes != 0)
+    throw ConfigError("", "--log-ranks",
+                      "--log-collective, --log-ranks and --log-nodes describe --from-nccl-tests "
+                      "logs; none was given");
   if (!a.mpi_worker.empty()) {
     *status = calibration::run_mpi_worker(a.mpi_worker, a.quick);
     return;
@@ -76,15 +116,15 @@ void run(const CalibrateArgs& a, int* status) {
   o.mpi.worker.push_back("--mpi-worker");
   for (const auto& s : a.argv) o.command += (o.command.empty() ? "" : " ") + s;
   o.progress = terminal_progress();
-#ifdef PW_HAVE_CUDA_CALIBRATION
-  o.measure_cuda = [](bool quick, const calibration::Progress& progress,
-                      const std::string& command) {
-    calibration::cuda::CudaBenchOptions co;
-    co.quick = quick;
-    co.progress = progress;
-    return calibration::cuda::run_cuda_benchmarks(co, command);
-  };
-#endif
+  if (o.backend == "cuda") {
+    std::string why;
+    const CudaPlugin* cuda = load_cuda_plugin(&why);
+    if (cuda == nullptr) throw ConfigError("", "--backend", "cuda: " + why + "; use --backend cpu");
+    o.measure_cuda = [cuda](bool quick, const calibration::Progress& progress,
+                            const std::string& command) {
+      return cuda->run_benchmarks(quick, progress, command);
+    };
+  }
   calibration::CalibrateOutcome result;
   try {
     result = calibration::calibrate(o);
@@ -123,6 +163,19 @@ void register_calibrate(CLI::App& app, int* status) {
   sub->add_option("--ranks", args->ranks,
                   "cpu: executor ranks (one core each) per host, the profile's GPUs per node "
                   "(default: the number of cores)");
+  sub->add_option("--from-nccl-tests", args->nccl_logs,
+                  "fit the --base profile's collective model to nccl-tests logs (text output of "
+                  "all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf, "
+                  "sendrecv_perf) and write it to --out");
+  sub->add_option("--log-collective", args->nccl_hints.collective,
+                  "--from-nccl-tests: the logs' collective when neither the log nor its file name "
+                  "says (all_reduce, all_gather, reduce_scatter, alltoall, sendrecv)");
+  sub->add_option("--log-ranks", args->nccl_hints.ranks,
+                  "--from-nccl-tests: ranks of the logs' runs when they lack '# Using devices' "
+                  "lines");
+  sub->add_option("--log-nodes", args->nccl_hints.nodes,
+                  "--from-nccl-tests: nodes of the logs' runs when they lack '# Using devices' "
+                  "lines");
   sub->add_option("--mpi-worker", args->mpi_worker)->group("");  // internal
   sub->callback([args, status, sub] {
     args->argv = {"pipewright", "calibrate"};

@@ -14,9 +14,7 @@
 #include "core/trace.h"
 #include "executor/executor.h"
 #include "tools/command.h"
-#ifdef PW_HAVE_CUDA_EXECUTOR
-#include "executor/cuda/cuda_executor.h"
-#endif
+#include "tools/cuda_plugin.h"
 
 namespace pw::tools {
 namespace {
@@ -102,15 +100,13 @@ void print_summary(const Plan& plan, const ExecuteArgs& a, const exec::ExecuteRe
 
 exec::ExecuteResult run_backend(const Plan& plan, const exec::ExecuteOptions& opt) {
   if (opt.backend == "cpu") return exec::execute_plan(plan, opt, MPI_COMM_WORLD);
-#ifdef PW_HAVE_CUDA_EXECUTOR
-  return exec::cuda::execute_plan_cuda(plan, opt, MPI_COMM_WORLD);
-#else
-  exec::agree_on_error(MPI_COMM_WORLD,
-                       fmt::format("--backend {}: this pipewright was built without CUDA (no nvcc "
-                                   "or NCCL at configure time)",
-                                   opt.backend));
-  return {};
-#endif
+  std::string why;
+  const CudaPlugin* cuda = load_cuda_plugin(&why);
+  if (cuda == nullptr) {
+    exec::agree_on_error(MPI_COMM_WORLD, fmt::format("--backend {}: {}", opt.backend, why));
+    return {};
+  }
+  return cuda->execute_plan(plan, opt, MPI_COMM_WORLD);
 }
 
 int run_execute(ExecuteArgs& a) {

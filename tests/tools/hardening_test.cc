@@ -128,4 +128,27 @@ TEST(Hardening, EveryFlagActsInItsModeOrIsRefused) {
             {flag.substr(0, flag.find(' ')), "scenario"});
 }
 
+TEST(Hardening, TheBinaryLinksNoCudaLibrary) {
+  // The CUDA backends are the plugin libpipewright_cuda.so, opened only for --backend cuda*:
+  // every other command starts without loading cudart, cuBLAS or NCCL.
+  std::string out;
+  ASSERT_EQ(sh("ldd " + kTool, &out), 0) << out;
+  for (const char* lib : {"libcudart", "libcublas", "libnccl", "libcuda."})
+    EXPECT_EQ(out.find(lib), std::string::npos) << lib << "\n" << out;
+}
+
+TEST(Hardening, CudaBackendWithoutThePluginIsOneLineExit2) {
+  // Opened only when asked for; when it cannot be, the reason is one line naming where it
+  // looked, exit 2, nothing written.
+  std::string out;
+  EXPECT_EQ(sh("PIPEWRIGHT_CUDA_PLUGIN=/nonexistent/libpipewright_cuda.so " + kTool +
+                   " calibrate --backend cuda --out /tmp/pw-never-written.yaml",
+               &out),
+            2)
+      << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_NE(out.find("/nonexistent/libpipewright_cuda.so"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists("/tmp/pw-never-written.yaml"));
+}
+
 }  // namespace
