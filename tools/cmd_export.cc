@@ -30,9 +30,11 @@ std::string csv_beside(const std::string& out) {
 int run_export(const ExportOptions& o) {
   Framework fw = Framework::kAny;
   if (!parse_framework(o.to, &fw) || fw == Framework::kAny)
-    throw ConfigError("", "--to", "expected megatron or torchtitan, got '" + o.to + "'");
+    throw ConfigError("", "--to",
+                      "expected megatron, torchtitan, nemo or deepspeed, got '" + o.to + "'");
   const Plan plan = load_plan(o.plan);
   const FrameworkExport e = export_plan(plan, fw, o.plan, csv_beside(o.out));
+  for (const std::string& n : e.notes) std::fprintf(stderr, "pipewright export: %s\n", n.c_str());
   if (o.out.empty()) {
     std::fwrite(e.text.data(), 1, e.text.size(), stdout);
     return 0;
@@ -53,11 +55,11 @@ int run_export(const ExportOptions& o) {
 
 void register_export(CLI::App& app, int* status) {
   auto o = std::make_shared<ExportOptions>();
-  auto* sub = app.add_subcommand(
-      "export",
-      "Launch configuration of a plan for a training framework (Megatron-LM, torchtitan)");
+  auto* sub = app.add_subcommand("export",
+                                 "Launch configuration of a plan for a training framework "
+                                 "(Megatron-LM, torchtitan, NeMo, DeepSpeed)");
   sub->add_option("plan", o->plan, "Plan file (YAML or JSON, from `plan --emit`)")->required();
-  sub->add_option("--to", o->to, "megatron | torchtitan")->required();
+  sub->add_option("--to", o->to, "megatron | torchtitan | nemo | deepspeed")->required();
   sub->add_option("--out", o->out,
                   "Write here instead of stdout (torchtitan: FILE.toml, and FILE.csv beside it "
                   "when the schedule is a custom order)");

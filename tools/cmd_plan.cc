@@ -117,9 +117,11 @@ SearchConstraints parse_constraints(const PlanOptions& o) {
   c.ep = int_list("--ep", o.ep);
   c.fp8 = on_off("--fp8", o.fp8);
   if (!parse_framework(o.framework, &c.framework))
-    throw ConfigError("", "--framework " + o.framework,
-                      "expected any, megatron or torchtitan (did you mean '" +
-                          nearest_name(o.framework, {"any", "megatron", "torchtitan"}) + "'?)");
+    throw ConfigError(
+        "", "--framework " + o.framework,
+        "expected any, megatron, torchtitan, nemo or deepspeed (did you mean '" +
+            nearest_name(o.framework, {"any", "megatron", "torchtitan", "nemo", "deepspeed"}) +
+            "'?)");
   if (o.gpus != kNotGiven && o.gpus < 1)
     throw ConfigError("", "--gpus", fmt::format("expected a GPU count >= 1, got {}", o.gpus));
   c.gpus = std::max(0, o.gpus);
@@ -491,7 +493,8 @@ void register_plan(CLI::App& app, int* status) {
                   "FP8)");
   sub->add_option("--framework", o->framework,
                   "only configurations this framework runs, so the best plan can be exported "
-                  "(`pipewright export`): any (default) | megatron | torchtitan");
+                  "(`pipewright export`): any (default) | megatron | torchtitan | "
+                  "nemo | deepspeed");
   sub->callback([o, status] { *status = run_plan(*o); });
 }
 

@@ -31,8 +31,17 @@ constexpr NativeName kTorchtitanSchedules[] = {
     {"breadth-first", "LoopedBFS"},
 };
 
+// NeMo runs Megatron-core's schedules; DeepSpeed's pipeline engine runs one 1F1B-style order
+// (TrainSchedule).
+constexpr NativeName kDeepspeedSchedules[] = {{"1f1b", "TrainSchedule (1F1B)"}};
+
 const char* native_name(Framework fw, const std::string& schedule) {
-  if (fw == Framework::kMegatron) {
+  if (fw == Framework::kDeepspeed) {
+    for (const NativeName& n : kDeepspeedSchedules)
+      if (schedule == n.generator) return n.framework;
+    return nullptr;
+  }
+  if (fw == Framework::kMegatron || fw == Framework::kNemo) {
     for (const NativeName& n : kMegatronSchedules)
       if (schedule == n.generator) return n.framework;
   } else if (fw == Framework::kTorchtitan) {
@@ -57,9 +66,25 @@ constexpr Flavor kTorchtitanFlavors[] = {
     {"qwen3-235b-a22b", "qwen3", "235B-A22B"},
 };
 
-// The torchtitan flavor whose shape is the model's (the sequence length and name aside).
-const Flavor* torchtitan_flavor(const ModelShape& m) {
-  for (const Flavor& f : kTorchtitanFlavors) {
+// NeMo 2's recipes (nemo/collections/llm/recipes) for pipewright's presets: --factory NAME.
+constexpr Flavor kNemoRecipes[] = {
+    {"gpt3-175b", "gpt3_175b", ""},
+    {"llama2-7b", "llama2_7b", ""},
+    {"llama3-8b", "llama3_8b", ""},
+    {"llama3-70b", "llama3_70b", ""},
+    {"llama3.1-405b", "llama31_405b", ""},
+    {"mixtral-8x7b", "mixtral_8x7b", ""},
+    {"mixtral-8x22b", "mixtral_8x22b", ""},
+    {"qwen3-30b-a3b", "qwen3_30b_a3b", ""},
+    {"qwen3-235b-a22b", "qwen3_235b_a22b", ""},
+    {"nemotron4-15b", "nemotron4_15b", ""},
+    {"nemotron4-340b", "nemotron4_340b", ""},
+};
+
+// The entry of `table` whose preset has the model's shape (the sequence length and name aside).
+template <std::size_t N>
+const Flavor* flavor_in(const Flavor (&table)[N], const ModelShape& m) {
+  for (const Flavor& f : table) {
     const hw::ModelPreset* p = hw::find_model_preset(f.preset);
     if (!p) continue;
     ModelShape a = p->shape, b = m;
@@ -68,6 +93,19 @@ const Flavor* torchtitan_flavor(const ModelShape& m) {
     if (a == b) return &f;
   }
   return nullptr;
+}
+
+const Flavor* torchtitan_flavor(const ModelShape& m) { return flavor_in(kTorchtitanFlavors, m); }
+const Flavor* nemo_recipe(const ModelShape& m) { return flavor_in(kNemoRecipes, m); }
+
+std::string nemo_model_problem(const ModelShape& m) {
+  if (nemo_recipe(m)) return {};
+  std::string names;
+  for (const Flavor& f : kNemoRecipes) names += (names.empty() ? "" : ", ") + std::string(f.name);
+  return fmt::format(
+      "model: NeMo builds models from its recipes and none has this shape ('{}'); the recipes "
+      "pipewright knows: {}",
+      m.name, names);
 }
 
 std::string torchtitan_model_problem(const ModelShape& m) {
@@ -120,6 +158,8 @@ bool parse_framework(const std::string& name, Framework* out) {
   if (name == "any") return *out = Framework::kAny, true;
   if (name == "megatron") return *out = Framework::kMegatron, true;
   if (name == "torchtitan") return *out = Framework::kTorchtitan, true;
+  if (name == "nemo") return *out = Framework::kNemo, true;
+  if (name == "deepspeed") return *out = Framework::kDeepspeed, true;
   return false;
 }
 
@@ -129,6 +169,10 @@ std::string_view framework_name(Framework fw) {
       return "megatron";
     case Framework::kTorchtitan:
       return "torchtitan";
+    case Framework::kNemo:
+      return "nemo";
+    case Framework::kDeepspeed:
+      return "deepspeed";
     default:
       return "any";
   }
@@ -140,6 +184,10 @@ std::string_view framework_title(Framework fw) {
       return "Megatron-LM";
     case Framework::kTorchtitan:
       return "torchtitan";
+    case Framework::kNemo:
+      return "NeMo";
+    case Framework::kDeepspeed:
+      return "DeepSpeed";
     default:
       return "any framework";
   }
@@ -159,12 +207,14 @@ std::string framework_nearest_schedule(Framework fw, const std::string& schedule
   if (native_name(fw, schedule)) return schedule;
   // Several chunks per device (V shapes, BitPipe, breadth-first) are nearest to interleaving;
   // one chunk per device (GPipe, the ZB-H family, ZB-1p/2p) to 1F1B.
+  if (fw == Framework::kDeepspeed) return "1f1b";
   const bool chunked = v_shape || chunks > 1 || schedule == "bitpipe";
   return chunked ? "interleaved" : "1f1b";
 }
 
 std::string framework_model_problem(Framework fw, const ModelShape& m) {
   if (fw == Framework::kTorchtitan) return torchtitan_model_problem(m);
+  if (fw == Framework::kNemo) return nemo_model_problem(m);
   return {};
 }
 
@@ -174,14 +224,46 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
   const ModelShape& m = *q.model;
   if (std::string s = schedule_problem(fw, q); !s.empty()) return s;
   if (std::string s = framework_model_problem(fw, m); !s.empty()) return s;
-  if (fw == Framework::kMegatron) {
+  if (fw == Framework::kDeepspeed) {
+    // DeepSpeed's own config: data parallelism with ZeRO (only 0/1 under its pipeline engine),
+    // AutoTP tensor slicing without sequence parallelism, its 1F1B-style pipeline. Context
+    // (Ulysses is another scheme), expert parallelism and FP8 are code, not config.
+    if (pc.pipeline_parallel > 1 && pc.zero_stage > 1)
+      return fmt::format(
+          "config.zero_stage: DeepSpeed's pipeline engine runs ZeRO 0 or 1, got "
+          "{}; nearest: zero_stage 1",
+          pc.zero_stage);
+    if (pc.tensor_parallel > 1 && pc.sequence_parallel)
+      return "config.sequence_parallel: DeepSpeed's AutoTP has no sequence parallelism; nearest: "
+             "sequence_parallel false";
+    if (pc.context_parallel > 1)
+      return "config.context_parallel: DeepSpeed's config has no context parallelism (Ulysses "
+             "splits attention heads, not the ring this plan prices); nearest: 1";
+    if (pc.expert_parallel > 1)
+      return "config.expert_parallel: DeepSpeed-MoE sets expert parallelism in the model code; "
+             "nearest: 1";
+    if (pc.fp8 != "off")
+      return "config.fp8: DeepSpeed's config has no FP8 (Transformer Engine layers are code); "
+             "nearest: off";
+    if (pc.recompute == "selective")
+      return "config.recompute: DeepSpeed recomputes whole layers "
+             "(activation_checkpoint_interval); "
+             "nearest: full";
+    if (pc.pipeline_parallel > 1 && !all_equal(*q.stage_layers, 0, q.stage_layers->size()))
+      return fmt::format(
+          "schedule.placement: DeepSpeed's PipelineModule(partition_method="
+          "'uniform') splits layers evenly; this plan's split is {}",
+          join_layers(*q.stage_layers));
+    return {};
+  }
+  if (fw == Framework::kMegatron || fw == Framework::kNemo) {
     int first = 0, last = 0;
     if (pc.pipeline_parallel > 1 &&
         !megatron_split(*q.stage_layers, pc.pipeline_parallel, pc.virtual_stages, &first, &last))
       return fmt::format(
-          "schedule.placement: Megatron-LM splits layers evenly over the stages (non-interleaved: "
-          "evenly after --decoder-first/last-pipeline-num-layers); this plan's split is {}",
-          join_layers(*q.stage_layers));
+          "schedule.placement: {} splits layers evenly over the stages (non-interleaved: evenly "
+          "after a first and last stage of their own size); this plan's split is {}",
+          framework_title(fw), join_layers(*q.stage_layers));
     return {};
   }
   // torchtitan
@@ -399,12 +481,107 @@ std::string torchtitan_toml(const Plan& plan, const std::vector<int>& layers,
   return out;
 }
 
+std::string py_bool(bool b) { return b ? "True" : "False"; }
+
+// NeMo 2: `nemo llm pretrain --factory RECIPE` and its overrides (MegatronStrategy, the data
+// module, Megatron-core's OptimizerConfig and TransformerConfig, the mixed-precision plugin).
+std::string nemo_overrides(const Plan& plan, const std::vector<int>& layers) {
+  const ModelShape& m = plan.model;
+  const ParallelConfig& pc = plan.config;
+  const Flavor* r = nemo_recipe(m);
+  PW_ASSERT(r != nullptr, "nemo_overrides called without a recipe check");
+  std::string out = fmt::format(
+      "# NeMo 2 overrides for {}: {} GPUs = tensor {} x context {} x pipeline {} x data {}\n"
+      "# Launch: nemo llm pretrain --factory {} trainer.num_nodes=N trainer.devices=G "
+      "$(grep -v '^#' THIS_FILE)\n",
+      m.name.empty() ? "the plan's model" : m.name, pc.num_gpus(), pc.tensor_parallel,
+      pc.context_parallel, pc.pipeline_parallel, pc.data_parallel, r->name);
+  auto kv = [&](const std::string& k, const std::string& v) { out += k + "=" + v + "\n"; };
+  auto num = [&](const std::string& k, long long v) { kv(k, std::to_string(v)); };
+  const std::string s = "trainer.strategy.";
+  num(s + "tensor_model_parallel_size", pc.tensor_parallel);
+  num(s + "pipeline_model_parallel_size", pc.pipeline_parallel);
+  kv(s + "virtual_pipeline_model_parallel_size", pc.virtual_stages > 1 && pc.pipeline_parallel > 1
+                                                     ? std::to_string(pc.virtual_stages)
+                                                     : "None");
+  num(s + "context_parallel_size", pc.context_parallel);
+  kv(s + "sequence_parallel", py_bool(pc.sequence_parallel && pc.tensor_parallel > 1));
+  if (m.num_experts > 0) {
+    num(s + "expert_model_parallel_size", pc.expert_parallel);
+    num(s + "expert_tensor_parallel_size", pc.expert_tp());
+  }
+  if (pc.pipeline_parallel > 1) {
+    int first = 0, last = 0;
+    megatron_split(layers, pc.pipeline_parallel, pc.virtual_stages, &first, &last);
+    if (first > 0) num(s + "num_layers_in_first_pipeline_stage", first);
+    if (last > 0) num(s + "num_layers_in_last_pipeline_stage", last);
+  }
+  // The plan was priced without overlapping the gradient reduction with the backward (the
+  // simulator's default; `simulate --overlap-grad-reduce` prices it): the recipes overlap.
+  kv(s + "ddp.overlap_grad_reduce", "False");
+  kv(s + "ddp.overlap_param_gather", "False");
+  if (pc.zero_stage >= 2) {
+    kv(s + "fsdp", "megatron");
+    kv(s + "ddp.data_parallel_sharding_strategy",
+       pc.zero_stage == 2 ? "optim_grads" : "optim_grads_params");
+  }
+  num("data.micro_batch_size", pc.micro_batch_size);
+  num("data.global_batch_size", pc.global_batch_size);
+  num("data.seq_length", m.seq_length);
+  num("model.config.seq_length", m.seq_length);
+  kv("optim.config.use_distributed_optimizer", py_bool(pc.zero_stage >= 1));
+  if (pc.optimizer_offload) {
+    kv("optim.config.optimizer_cpu_offload", "True");
+    kv("optim.config.optimizer_offload_fraction", "1.0");
+    kv("optim.config.use_precision_aware_optimizer", "True");
+  }
+  std::string recompute = pc.recompute;
+  if (pc.schedule == "1f1b-r" && pc.pipeline_parallel > 1) recompute = "full";
+  kv("model.config.recompute_granularity", recompute == "none" ? "None" : recompute);
+  if (recompute == "full") {
+    kv("model.config.recompute_method", "uniform");
+    num("model.config.recompute_num_layers", 1);
+  }
+  kv("trainer.plugins.fp8", pc.fp8 == "off" ? "None" : pc.fp8);
+  return out;
+}
+
+// DeepSpeed's JSON config; the pipeline itself is PipelineModule's arguments in the model code.
+std::string deepspeed_json(const Plan& plan, std::vector<std::string>* notes) {
+  const ParallelConfig& pc = plan.config;
+  const int accumulation = pc.global_batch_size / (pc.micro_batch_size * pc.data_parallel);
+  std::string out = "{\n";
+  out += fmt::format("  \"train_batch_size\": {},\n", pc.global_batch_size);
+  out += fmt::format("  \"train_micro_batch_size_per_gpu\": {},\n", pc.micro_batch_size);
+  out += fmt::format("  \"gradient_accumulation_steps\": {},\n", accumulation);
+  out += "  \"bf16\": {\"enabled\": true},\n";
+  if (pc.tensor_parallel > 1)
+    out += fmt::format("  \"tensor_parallel\": {{\"autotp_size\": {}}},\n", pc.tensor_parallel);
+  out += fmt::format("  \"zero_optimization\": {{\"stage\": {}{}}}\n", pc.zero_stage,
+                     pc.optimizer_offload
+                         ? ", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}"
+                         : "");
+  out += "}\n";
+  const bool full = pc.recompute == "full" || pc.schedule == "1f1b-r";
+  if (pc.pipeline_parallel > 1)
+    notes->push_back(
+        fmt::format("in the model code: PipelineModule(layers=..., num_stages={}, partition_method="
+                    "'uniform'{}) ({} GPUs = tensor {} x pipeline {} x data {})",
+                    pc.pipeline_parallel, full ? ", activation_checkpoint_interval=1" : "",
+                    pc.num_gpus(), pc.tensor_parallel, pc.pipeline_parallel, pc.data_parallel));
+  else if (full)
+    notes->push_back(
+        "in the model code: deepspeed.checkpointing.checkpoint around each layer "
+        "(full recomputation)");
+  return out;
+}
+
 }  // namespace
 
 FrameworkExport export_plan(const Plan& plan, Framework fw, const std::string& source,
                             const std::string& csv_path) {
   if (fw == Framework::kAny)
-    throw ConfigError("", "--to", "expected megatron or torchtitan, got 'any'");
+    throw ConfigError("", "--to", "expected megatron, torchtitan, nemo or deepspeed, got 'any'");
   const std::vector<int> layers = plan_stage_layers(plan);
   FrameworkQuery q;
   q.model = &plan.model;
@@ -423,6 +600,14 @@ FrameworkExport export_plan(const Plan& plan, Framework fw, const std::string& s
   FrameworkExport out;
   if (fw == Framework::kMegatron) {
     out.text = megatron_args(plan, layers);
+    return out;
+  }
+  if (fw == Framework::kNemo) {
+    out.text = nemo_overrides(plan, layers);
+    return out;
+  }
+  if (fw == Framework::kDeepspeed) {
+    out.text = deepspeed_json(plan, &out.notes);
     return out;
   }
   const bool csv =

@@ -12,12 +12,12 @@
 
 namespace pw {
 
-enum class Framework : std::uint8_t { kAny, kMegatron, kTorchtitan };
+enum class Framework : std::uint8_t { kAny, kMegatron, kTorchtitan, kNemo, kDeepspeed };
 
-/// "any", "megatron", "torchtitan"; false otherwise.
+/// "any", "megatron", "torchtitan", "nemo", "deepspeed"; false otherwise.
 bool parse_framework(const std::string& name, Framework* out);
 std::string_view framework_name(Framework fw);
-/// The framework's own name for messages ("Megatron-LM", "torchtitan").
+/// The framework's own name for messages ("Megatron-LM", "torchtitan", "NeMo", "DeepSpeed").
 std::string_view framework_title(Framework fw);
 
 /// How a framework runs a schedule generator's order.
@@ -59,13 +59,20 @@ struct FrameworkExport {
   std::string text;
   std::string csv_path;
   std::string csv_text;
+  /// What the framework takes in code rather than in the written file (DeepSpeed's
+  /// PipelineModule arguments), one line each; the CLI prints them on stderr.
+  std::vector<std::string> notes;
 };
 
 /// The launch configuration of `plan` for `fw` (not kAny):
 /// - Megatron-LM: the argument list of pretrain_gpt.py, one flag per line, `#` comments;
 /// - torchtitan: the job TOML ([model], [training], [parallelism], [activation_checkpoint]);
 ///   a schedule torchtitan has no class for goes into a PyTorch CSV (compute_comms form) named
-///   `csv_path` (required then; the TOML points at it).
+///   `csv_path` (required then; the TOML points at it);
+/// - NeMo 2: `nemo llm pretrain --factory RECIPE` with one override per line (its Megatron-core
+///   strategy, data, optimizer and precision keys);
+/// - DeepSpeed: the JSON config (batch, ZeRO, offload, AutoTP, bf16) with the pipeline's
+///   PipelineModule arguments in `notes`.
 /// Throws ConfigError(source, "config.<key>" or "schedule", ...) naming what the framework
 /// cannot run and the nearest setting it can.
 FrameworkExport export_plan(const Plan& plan, Framework fw, const std::string& source,

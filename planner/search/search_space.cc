@@ -445,6 +445,27 @@ void keep_framework(const SearchConstraints& c, const ModelShape& m, SearchSpace
                                   framework_title(c.framework), names));
   }
   s->schedules = kept;
+  if (c.framework == Framework::kDeepspeed) {
+    // Its config has no sequence or context parallelism, expert parallelism, FP8 or selective
+    // recomputation (planner/search/frameworks.cc says why for each).
+    auto only = [&](std::vector<int>* v, int value, const char* what) {
+      if (std::find(v->begin(), v->end(), value) == v->end())
+        throw ConfigError("", flag, fmt::format("DeepSpeed's config has no {}", what));
+      *v = {value};
+    };
+    only(&s->sequence_parallel, 0, "sequence parallelism; expected --sequence-parallel off");
+    only(&s->context_parallel, 1, "context parallelism; expected --cp 1");
+    only(&s->expert_parallel, 1,
+         "expert parallelism (DeepSpeed-MoE sets it in code); expected --ep 1");
+    only(&s->fp8, 0, "FP8; expected --fp8 off");
+    std::vector<Recompute> rc;
+    for (Recompute r : s->recompute)
+      if (r != Recompute::kSelective) rc.push_back(r);
+    if (rc.empty())
+      throw ConfigError("", flag,
+                        "DeepSpeed recomputes whole layers; expected --recompute none or full");
+    s->recompute = rc;
+  }
   if (c.framework == Framework::kTorchtitan) {
     // FSDP2 shards gradients with the optimizer state (no ZeRO-1); no optimizer-only offload.
     std::vector<int> zero;

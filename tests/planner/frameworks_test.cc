@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
@@ -221,6 +222,86 @@ TEST(Frameworks, RefusalsNameTheSettingAndTheNearestRunnableOne) {
   }
 }
 
+// NeMo's overrides as key -> value ("k=v" lines; comments skipped).
+std::map<std::string, std::string> parse_overrides(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t eq = line.find('=');
+    EXPECT_NE(eq, std::string::npos) << line;
+    EXPECT_EQ(out.count(line.substr(0, eq)), 0u) << line;
+    out[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return out;
+}
+
+TEST(Frameworks, NemoOverridesReadBackIntoThePlansConfiguration) {
+  // The same Llama 3 70B plan as Megatron's test, as NeMo 2 recipe overrides.
+  Plan plan = make_plan("llama3-70b", "1f1b", 4, 2, 4, 8, 1, {19, 21, 21, 19});
+  plan.config.zero_stage = 1;
+  plan.config.recompute = "selective";
+  plan.config.fp8 = "hybrid";
+  const std::string text = export_plan(plan, Framework::kNemo, "p", "").text;
+  EXPECT_NE(text.find("--factory llama3_70b"), std::string::npos) << text;
+  const auto o = parse_overrides(text);
+  const std::string s = "trainer.strategy.";
+  EXPECT_EQ(o.at(s + "tensor_model_parallel_size"), "4");
+  EXPECT_EQ(o.at(s + "pipeline_model_parallel_size"), "4");
+  EXPECT_EQ(o.at(s + "virtual_pipeline_model_parallel_size"), "None");
+  EXPECT_EQ(o.at(s + "context_parallel_size"), "2");
+  EXPECT_EQ(o.at(s + "sequence_parallel"), "True");
+  EXPECT_EQ(o.at(s + "num_layers_in_first_pipeline_stage"), "19");
+  EXPECT_EQ(o.at(s + "num_layers_in_last_pipeline_stage"), "19");
+  EXPECT_EQ(o.at(s + "ddp.overlap_grad_reduce"), "False");  // priced without overlap
+  EXPECT_EQ(o.at("data.micro_batch_size"), "1");
+  EXPECT_EQ(o.at("data.global_batch_size"), std::to_string(plan.config.global_batch_size));
+  EXPECT_EQ(o.at("data.seq_length"), std::to_string(plan.model.seq_length));
+  EXPECT_EQ(o.at("optim.config.use_distributed_optimizer"), "True");
+  EXPECT_EQ(o.at("model.config.recompute_granularity"), "selective");
+  EXPECT_EQ(o.at("trainer.plugins.fp8"), "hybrid");
+  // Interleaving: the virtual size is the plan's chunks per device.
+  const Plan il = make_plan("llama3-8b", "interleaved", 1, 1, 4, 2, 2, std::vector<int>(8, 4));
+  EXPECT_EQ(parse_overrides(export_plan(il, Framework::kNemo, "p", "").text)
+                .at(s + "virtual_pipeline_model_parallel_size"),
+            "2");
+  // NeMo builds models from recipes: a shape none has is refused.
+  Plan odd = il;
+  odd.model.num_layers = 30;
+  EXPECT_EQ(refusal_key(odd, Framework::kNemo).rfind("model | ", 0), 0u);
+}
+
+TEST(Frameworks, DeepspeedConfigReadsBackIntoThePlansConfiguration) {
+  // Llama 3 8B at t2 (AutoTP, no sequence parallelism) p4 d2, m = 8, ZeRO-1, full recompute.
+  Plan plan = make_plan("llama3-8b", "1f1b", 2, 1, 4, 2, 1, std::vector<int>(4, 8));
+  plan.config.sequence_parallel = false;
+  plan.config.zero_stage = 1;
+  plan.config.recompute = "full";
+  const FrameworkExport e = export_plan(plan, Framework::kDeepspeed, "p", "");
+  const nlohmann::json j = nlohmann::json::parse(e.text);
+  EXPECT_EQ(j.at("train_batch_size"), plan.config.global_batch_size);
+  EXPECT_EQ(j.at("train_micro_batch_size_per_gpu"), 1);
+  // Gradient accumulation = microbatches per iteration = B / (b d) = 16 / (1 * 2) = 8.
+  EXPECT_EQ(j.at("gradient_accumulation_steps"), 8);
+  EXPECT_EQ(j.at("zero_optimization").at("stage"), 1);
+  EXPECT_EQ(j.at("tensor_parallel").at("autotp_size"), 2);
+  EXPECT_TRUE(j.at("bf16").at("enabled").get<bool>());
+  ASSERT_EQ(e.notes.size(), 1u);
+  EXPECT_NE(e.notes[0].find("num_stages=4"), std::string::npos) << e.notes[0];
+  EXPECT_NE(e.notes[0].find("activation_checkpoint_interval=1"), std::string::npos) << e.notes[0];
+  // Its pipeline engine runs ZeRO 0/1 only; AutoTP has no sequence parallelism.
+  Plan z3 = plan;
+  z3.config.zero_stage = 3;
+  EXPECT_EQ(refusal_key(z3, Framework::kDeepspeed).rfind("config.zero_stage | ", 0), 0u);
+  Plan sp = plan;
+  sp.config.sequence_parallel = true;
+  EXPECT_EQ(refusal_key(sp, Framework::kDeepspeed).rfind("config.sequence_parallel | ", 0), 0u);
+  const Plan il = make_plan("llama3-8b", "interleaved", 1, 1, 4, 2, 2, std::vector<int>(8, 4));
+  EXPECT_NE(refusal_key(il, Framework::kDeepspeed).find("nearest it can: '1f1b'"),
+            std::string::npos);
+}
+
 TEST(Frameworks, TorchtitanTomlReadsBackIntoThePlansConfiguration) {
   // Llama 3 8B at t2 cp2 p4 d4, interleaved v2 (PyTorch's Interleaved1F1B), ZeRO-3, full AC.
   Plan plan = make_plan("llama3-8b", "interleaved", 2, 2, 4, 4, 2, std::vector<int>(8, 4));
@@ -309,7 +390,8 @@ TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
   const SearchSpace whole = default_space(pr, reg, {64});
   const SearchResult all = run_search(pr, whole, reg, o);
   ASSERT_FALSE(all.top.empty());
-  for (Framework fw : {Framework::kMegatron, Framework::kTorchtitan}) {
+  for (Framework fw :
+       {Framework::kMegatron, Framework::kTorchtitan, Framework::kNemo, Framework::kDeepspeed}) {
     SCOPED_TRACE(std::string(framework_name(fw)));
     SearchSpace space = whole;
     SearchConstraints c;
@@ -329,6 +411,11 @@ TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
         EXPECT_TRUE(pc.schedule == "1f1b" || pc.schedule == "interleaved" ||
                     pc.schedule == "1f1b-r")
             << pc.schedule;
+      }
+      if (fw == Framework::kDeepspeed) {
+        EXPECT_TRUE(pc.pipeline_parallel == 1 || pc.schedule == "1f1b") << pc.schedule;
+        EXPECT_TRUE(pc.pipeline_parallel == 1 || pc.zero_stage <= 1);
+        EXPECT_FALSE(pc.sequence_parallel);
       }
       if (fw == Framework::kTorchtitan) {
         EXPECT_NE(pc.zero_stage, 1);

@@ -88,7 +88,8 @@ TEST(ExportCli, WhatCannotBeExportedIsOneLineExit2AndNothingIsWritten) {
   const std::string target = dir / "out.txt";
   for (const auto& [args, says] : {
            std::pair{plan + " --to megatron", "cannot run 'zb-h1'; nearest it can: '1f1b'"},
-           std::pair{plan + " --to deepspeed", "--to: expected megatron or torchtitan"},
+           std::pair{plan + " --to colossalai",
+                     "--to: expected megatron, torchtitan, nemo or deepspeed"},
            std::pair{dir / "missing.yaml" + " --to megatron", "missing.yaml"},
            std::pair{plan + " --to torchtitan --out " + dir / "nodir/job.toml", "nodir"},
        }) {
