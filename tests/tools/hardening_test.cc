@@ -12,19 +12,14 @@
 #include <string>
 
 #include "core/file_io.h"
+#include "tests/tools/cli_util.h"
 
 namespace {
 
-int sh(const std::string& cmd, std::string* out) {
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) *out += buf;
-  const int st = pclose(pipe);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
+using pw::testing::kTool;
+using pw::testing::occurrences;
+using pw::testing::sh;
 
-const std::string kTool = std::string(PW_BINARY_DIR) + "/tools/pipewright";
 const std::string kScenario = std::string(PW_SOURCE_DIR) + "/scenarios/gpt3-175b-1024-a100.yaml";
 
 struct Dir {
@@ -38,13 +33,6 @@ struct Dir {
     return (path / name).string();
   }
 };
-
-std::size_t occurrences(const std::string& hay, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
-    ++n;
-  return n;
-}
 
 // Runs `args`; expects exit 2 and one line containing every `needle`.
 void refused(const std::string& args, std::initializer_list<std::string> needles) {

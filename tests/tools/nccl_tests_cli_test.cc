@@ -9,19 +9,14 @@
 #include <string>
 
 #include "core/file_io.h"
+#include "tests/tools/cli_util.h"
 
 namespace {
 
-int sh(const std::string& cmd, std::string* out) {
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) *out += buf;
-  const int st = pclose(pipe);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
+using pw::testing::kTool;
+using pw::testing::occurrences;
+using pw::testing::sh;
 
-const std::string kTool = std::string(PW_BINARY_DIR) + "/tools/pipewright";
 const std::string kLog = std::string(PW_SOURCE_DIR) +
                          "/../shared/reference/nccl-tests/dgx-h100-8gpu-all_reduce_perf.txt";
 

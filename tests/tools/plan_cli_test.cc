@@ -10,16 +10,14 @@
 
 #include "core/file_io.h"
 #include "core/plan_io.h"
+#include "tests/tools/cli_util.h"
 
 namespace pw {
 namespace {
 
-std::size_t occurrences(const std::string& hay, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
-    ++n;
-  return n;
-}
+using pw::testing::kTool;
+using pw::testing::occurrences;
+using pw::testing::sh;
 
 TEST(PlanCli, ReportDrawsEveryComputePassOfTheEmittedPlanAndThePareto) {
   const auto dir =

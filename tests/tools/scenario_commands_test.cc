@@ -11,19 +11,13 @@
 #include <string>
 
 #include "core/file_io.h"
+#include "tests/tools/cli_util.h"
 
 namespace {
 
-int sh(const std::string& cmd, std::string* out) {
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) *out += buf;
-  const int st = pclose(pipe);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-const std::string kTool = std::string(PW_BINARY_DIR) + "/tools/pipewright";
+using pw::testing::kTool;
+using pw::testing::occurrences;
+using pw::testing::sh;
 
 TEST(ScenarioCommands, EveryBundledScenarioIsReadByEveryCommand) {
   int files = 0;
