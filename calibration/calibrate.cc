@@ -6,6 +6,7 @@
 #include <cctype>
 #include <regex>
 
+#include "calibration/kineto_trace.h"
 #include "calibration/profile_writer.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -79,7 +80,21 @@ CalibrateOutcome calibrate(const CalibrateOptions& o) {
   std::string source =
       o.from_raw.empty() ? (o.raw_out.empty() ? "measured" : o.raw_out) : o.from_raw;
   RawResults raw;
-  if (o.from_raw.empty()) {
+  std::string trace_line;
+  if (!o.from_trace.empty()) {
+    if (o.base.empty())
+      throw ConfigError("--base", "",
+                        "--from-trace needs the profile of the traced machine (node, fabric, "
+                        "peaks), e.g. --base dgx-h100");
+    source = o.from_trace;
+    KinetoSummary sum;
+    raw = raw_from_kineto(read_file(o.from_trace), o.from_trace,
+                          hw::resolve_profile(o.base, "", "--base", ""), &sum);
+    trace_line = fmt::format(
+        "trace {}: {} kernels: {} GEMM, {} element-wise, {} NCCL; {} of other ops skipped\n",
+        o.from_trace, sum.kernels, sum.gemm, sum.elementwise, sum.nccl, sum.skipped);
+    if (!o.raw_out.empty()) write_file_atomic(o.raw_out, raw_to_json(raw));
+  } else if (o.from_raw.empty()) {
     raw = measure(o);
     if (!o.raw_out.empty()) write_file_atomic(o.raw_out, raw_to_json(raw));
   } else {
@@ -119,7 +134,7 @@ CalibrateOutcome calibrate(const CalibrateOptions& o) {
   CalibrateOutcome out;
   out.fit = fit_all(
       raw, base_gpu, [&](const std::string& d) { return peak_for(raw.provenance, d); }, source);
-  out.report = fit_report(out.fit);
+  out.report = trace_line + fit_report(out.fit);
   out.profile_text = profile_yaml(out.fit, po);
   try {  // the profile must load exactly as a shipped one does
     hw::parse_profile(out.profile_text, o.out);

@@ -19,9 +19,11 @@ using CudaMeasure =
 struct CalibrateOptions {
   std::string backend = "cpu";  ///< cpu | cuda; "" with from_raw = as the raw file says
   bool quick = false;
-  std::string out;           ///< profile YAML to write (required)
-  std::string raw_out;       ///< raw JSON to write ("" = do not keep)
-  std::string from_raw;      ///< fit this raw JSON instead of measuring ("" = measure)
+  std::string out;       ///< profile YAML to write (required)
+  std::string raw_out;   ///< raw JSON to write ("" = do not keep)
+  std::string from_raw;  ///< fit this raw JSON instead of measuring ("" = measure)
+  /// Fit a PyTorch profiler (Kineto) trace instead (calibration/kineto_trace.h); needs `base`.
+  std::string from_trace;
   std::string base;          ///< base profile (name or path) for cuda; "" = chosen by GPU name
   std::string name;          ///< profile name; "" = calibrated-<backend>[-<gpu>]
   MpiLaunch mpi;             ///< how to start the 2-rank MPI job (CPU backend)

@@ -21,7 +21,7 @@ namespace {
 struct CalibrateArgs {
   std::string backend = "auto";
   bool quick = false;
-  std::string out, raw, from_raw, base, name;
+  std::string out, raw, from_raw, from_trace, base, name;
   std::string mpirun = "mpirun";
   bool skip_mpi = false;
   int ranks = INT_MIN;     ///< INT_MIN: not given (the number of cores)
@@ -98,11 +98,19 @@ void run(const CalibrateArgs& a, int* status) {
     return;
   }
   calibration::CalibrateOptions o;
-  o.backend = a.from_raw.empty() ? resolve_backend(a.backend) : a.backend;  // "" = from the file
+  o.backend = !a.from_trace.empty() ? "cuda"
+              : a.from_raw.empty()  ? resolve_backend(a.backend)
+                                    : a.backend;  // "" = from the file
   o.quick = a.quick;
   o.out = a.out;
   o.raw_out = a.raw;
   o.from_raw = a.from_raw;
+  o.from_trace = a.from_trace;
+  if (!a.from_trace.empty() &&
+      (!a.from_raw.empty() || a.backend != "auto" || a.quick || a.skip_mpi || a.ranks != INT_MIN))
+    throw ConfigError("", "--from-trace",
+                      "fits a profiler trace; --from-raw, --backend, --quick, --skip-mpi and "
+                      "--ranks do not apply");
   o.base = a.base;
   o.name = a.name;
   o.skip_mpi = a.skip_mpi;
@@ -116,7 +124,7 @@ void run(const CalibrateArgs& a, int* status) {
   o.mpi.worker.push_back("--mpi-worker");
   for (const auto& s : a.argv) o.command += (o.command.empty() ? "" : " ") + s;
   o.progress = terminal_progress();
-  if (o.backend == "cuda") {
+  if (o.backend == "cuda" && o.from_raw.empty() && o.from_trace.empty()) {
     std::string why;
     const CudaPlugin* cuda = load_cuda_plugin(&why);
     if (cuda == nullptr) throw ConfigError("", "--backend", "cuda: " + why + "; use --backend cpu");
@@ -167,6 +175,10 @@ void register_calibrate(CLI::App& app, int* status) {
                   "fit the --base profile's collective model to nccl-tests logs (text output of "
                   "all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf, "
                   "sendrecv_perf) and write it to --out");
+  sub->add_option(
+      "--from-trace", args->from_trace,
+      "fit a PyTorch profiler (Kineto) Chrome trace of a training step, recorded with "
+      "record_shapes=True, into the --base profile (GEMMs, element-wise kernels, NCCL)");
   sub->add_option("--log-collective", args->nccl_hints.collective,
                   "--from-nccl-tests: the logs' collective when neither the log nor its file name "
                   "says (all_reduce, all_gather, reduce_scatter, alltoall, sendrecv)");

@@ -6,6 +6,7 @@
 // map keys that are sequences, deep nesting, invalid UTF-8). A reader must accept the input or
 // refuse it with a ConfigError whose message is one line; any other exception fails the test, a
 // crash or hang fails the run. Deterministic: fixed seeds.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "calibration/kineto_trace.h"
+#include "calibration/nccl_tests.h"
 #include "calibration/raw_results.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -232,6 +235,42 @@ TEST(ReadersFuzz, SchedulesAndPytorchCsv) {
         [](const std::string& t) { schedule_from_pytorch_csv(t, "s.csv"); }, salt++);
     EXPECT_GT(o.refused, 0);
   }
+}
+
+TEST(ReadersFuzz, ProfilerTracesAndNcclTestsLogs) {
+  const hw::HardwareProfile base = hw::resolve_profile("dgx-h100", "", "", "");
+  const std::string trace =
+      "{\"traceEvents\": [\n"
+      "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"ts\": 1.0, \"dur\": 5.0, "
+      "\"args\": {\"External id\": 1, \"Input Dims\": [[64, 32], [32, 16]], \"Input type\": "
+      "[\"c10::BFloat16\", \"c10::BFloat16\"]}},\n"
+      "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm\", \"ts\": 7.0, \"dur\": 9.5, "
+      "\"args\": {\"External id\": 1}},\n"
+      "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"ts\": 20.0, "
+      "\"dur\": 5.0, \"args\": {\"External id\": 2, \"Collective name\": \"allreduce\", \"In msg "
+      "nelems\": 1024, \"Out msg nelems\": 1024, \"dtype\": \"BFloat16\", \"Group size\": 8}},\n"
+      "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclDevKernel_AllReduce\", \"ts\": 26.0, "
+      "\"dur\": 30.0, \"args\": {\"External id\": 2}}\n]}\n";
+  const Outcome t = fuzz(
+      "trace.json", trace, kInputsPerReader,
+      [&](const std::string& s) { calibration::raw_from_kineto(s, "trace.json", base); }, 51);
+  EXPECT_GT(t.refused, 0);
+  std::string log = "# Collective test starting: all_reduce_perf\n";
+  for (int i = 0; i < 6; ++i)
+    log += fmt::format("{:>12} {:>10} float sum -1 {:>8.2f} 1.00 1.75 0 {:>8.2f} 1.00 1.75 0\n",
+                       1024 << (2 * i), 256 << (2 * i), 10.0 + 3 * i, 10.0 + 3 * i);
+  calibration::NcclTestsHints h;
+  h.ranks = 8;
+  h.nodes = 1;
+  const Outcome n = fuzz(
+      "all_reduce_perf.txt", log, kInputsPerReader,
+      [&](const std::string& s) {
+        const calibration::NcclTestsLog l =
+            calibration::parse_nccl_tests(s, "all_reduce_perf.txt", h);
+        calibration::fit_nccl_tests({l}, base);
+      },
+      52);
+  EXPECT_GT(n.refused, 0);
 }
 
 TEST(ReadersFuzz, CalibrationRawFiles) {
