@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
+#include <string>
 
 #include "core/file_io.h"
 #include "core/plan_io.h"
@@ -52,8 +54,10 @@ double iteration_error(const Plan& plan, const MeasuredRun& run) {
 }
 
 /// One closed loop: calibrate, plan, execute three times, compare; returns the median iteration
-/// error (1.0 when a step failed, with the failure recorded).
-double loop_once(int attempt) {
+/// error (1.0 when a step failed, with the reason in *why: a noisy measurement on a busy machine
+/// can fail one attempt, e.g. a memory series that does not grow with size, and the next
+/// attempt starts afresh).
+double loop_once(int attempt, std::string* why) {
   fs::path dir = fs::temp_directory_path() / fmt::format("pw-calib-loop-{}-{}", getpid(), attempt);
   fs::create_directories(dir);
   auto at = [&](const std::string& name) { return (dir / name).string(); };
@@ -63,21 +67,27 @@ double loop_once(int attempt) {
   if (shell(fmt::format("{} calibrate --backend cpu --quick --ranks 2 --out {} --raw {} > {} 2>&1",
                         kBin, at("cpu-profile.yaml"), at("cpu-raw.json"), at("calibrate.log"))) !=
       0) {
-    ADD_FAILURE() << "calibration failed: see " << at("calibrate.log");
+    std::ostringstream msg;
+    msg << "calibration failed: see " << at("calibrate.log");
+    *why = msg.str();
     return 1.0;
   }
   write_file_atomic(at("loop.yaml"), loop_scenario(at("cpu-profile.yaml")));
   if (shell(fmt::format("{} plan {} {} --emit {} > {} 2>&1", kBin, at("loop.yaml"),
                         kPlanConstraints, at("plan.yaml"), at("plan.log"))) != 0) {
-    ADD_FAILURE() << "plan failed: see " << at("plan.log");
+    std::ostringstream msg;
+    msg << "plan failed: see " << at("plan.log");
+    *why = msg.str();
     return 1.0;
   }
   const Plan plan = load_plan(at("plan.yaml"));
   if (plan.config.pipeline_parallel != 2 || plan.config.tensor_parallel != 1 ||
       plan.config.data_parallel != 1) {
-    ADD_FAILURE() << fmt::format("the planner chose t={} p={} d={} under {} (see {})",
-                                 plan.config.tensor_parallel, plan.config.pipeline_parallel,
-                                 plan.config.data_parallel, kPlanConstraints, at("plan.log"));
+    std::ostringstream msg;
+    msg << fmt::format("the planner chose t={} p={} d={} under {} (see {})",
+                       plan.config.tensor_parallel, plan.config.pipeline_parallel,
+                       plan.config.data_parallel, kPlanConstraints, at("plan.log"));
+    *why = msg.str();
     return 1.0;
   }
   std::printf("plan: %s, v=%d, %d microbatches, predicted iteration %.1f ms\n",
@@ -90,7 +100,9 @@ double loop_once(int attempt) {
     if (shell(fmt::format("mpirun -np 2 --oversubscribe {} execute {} --backend cpu "
                           "--iterations 4 --measured {} > {} 2>&1",
                           kBin, at("plan.yaml"), measured, at("execute.log"))) != 0) {
-      ADD_FAILURE() << "execution failed: see " << at("execute.log");
+      std::ostringstream msg;
+      msg << "execution failed: see " << at("execute.log");
+      *why = msg.str();
       return 1.0;
     }
     const MeasuredRun r = load_measured_run(measured);
@@ -104,7 +116,9 @@ double loop_once(int attempt) {
   // The per-kind table of the median run, as the user sees it.
   if (shell(fmt::format("{} compare --plan {} --measured {} > {} 2>&1", kBin, at("plan.yaml"),
                         median_file, at("compare.txt"))) != 0) {
-    ADD_FAILURE() << "compare failed: see " << at("compare.txt");
+    std::ostringstream msg;
+    msg << "compare failed: see " << at("compare.txt");
+    *why = msg.str();
     return 1.0;
   }
   std::printf("%s", read_file(at("compare.txt")).c_str());
@@ -131,13 +145,16 @@ TEST(CalibrationLoop, CalibratePlanExecuteCompareWithin35Percent) {
   // A shared 2-core VM has bursts of outside work that the model cannot know about: up to three
   // whole attempts (fresh calibration, plan and runs) are allowed; all must exceed 35% to fail.
   double median = 1.0;
+  std::string failures;
   for (int attempt = 0; attempt < 3 && median > 0.35; ++attempt) {
-    median = loop_once(attempt);
-    std::printf("attempt %d: median iteration error %.1f%% (target 15%%, CI limit 35%%)\n", attempt,
-                100 * median);
+    std::string why;
+    median = loop_once(attempt, &why);
+    if (!why.empty()) failures += fmt::format("attempt {}: {}\n", attempt, why);
+    std::printf("attempt %d: median iteration error %.1f%% (target 15%%, CI limit 35%%)%s\n",
+                attempt, 100 * median, why.empty() ? "" : (" -- " + why).c_str());
   }
   RecordProperty("median_iteration_error_percent", fmt::format("{:.1f}", 100 * median));
-  EXPECT_LE(median, 0.35);
+  EXPECT_LE(median, 0.35) << failures;
 }
 
 }  // namespace
