@@ -189,4 +189,63 @@ RunComparison compare_run(const Plan& plan, const MeasuredRun& run, const std::s
   return c;
 }
 
+ScheduleReport simulated_iteration_report(const std::string& name, const std::string& description,
+                                          const Schedule& schedule,
+                                          const std::vector<ActionTiming>& timings,
+                                          const IterationResult& result) {
+  ScheduleReport r;
+  r.name = name;
+  r.description = description;
+  r.schedule = schedule;
+  const int devices = static_cast<int>(schedule.actions.size());
+  std::vector<std::size_t> offset(devices + 1, 0);
+  for (int d = 0; d < devices; ++d) offset[d + 1] = offset[d] + schedule.actions[d].size();
+  EvalResult& e = r.result;
+  e.start.assign(offset[devices], 0);
+  e.end.assign(offset[devices], 0);
+  for (const ActionTiming& t : timings) {
+    if (t.device < 0 || t.device >= devices ||
+        t.index >= static_cast<std::int32_t>(schedule.actions[t.device].size()))
+      continue;
+    e.start[offset[t.device] + t.index] = t.start;
+    e.end[offset[t.device] + t.index] = t.end;
+  }
+  e.device.assign(devices, DeviceStats{});
+  TimePs first = std::numeric_limits<TimePs>::max(), last = 0;
+  for (int d = 0; d < devices; ++d) {
+    DeviceStats& st = e.device[d];
+    st.first_start = std::numeric_limits<TimePs>::max();
+    for (std::size_t k = 0; k < schedule.actions[d].size(); ++k) {
+      const std::size_t id = offset[d] + k;
+      st.last_end = std::max(st.last_end, e.end[id]);
+      if (!is_compute(schedule.actions[d][k].kind)) continue;
+      st.first_start = std::min(st.first_start, e.start[id]);
+      st.busy += e.end[id] - e.start[id];
+    }
+    if (st.first_start == std::numeric_limits<TimePs>::max()) st.first_start = 0;
+    first = std::min(first, st.first_start);
+    last = std::max(last, st.last_end);
+    e.cost = std::max(e.cost, st.last_end - st.first_start);
+    e.ideal = std::max(e.ideal, st.busy);
+  }
+  e.makespan = last > first ? last - first : 0;
+  e.bubble_rate = e.cost > 0 ? static_cast<double>(e.cost - e.ideal) / e.cost : 0;
+  e.bubble_fraction = e.ideal > 0 ? static_cast<double>(e.cost - e.ideal) / e.ideal : 0;
+  r.iteration_time = result.iteration;
+  r.tokens_per_second = result.tokens_per_sec;
+  r.mfu = result.mfu;
+  TimePs exposed = 0;
+  for (int k = 0; k < kNumCommKinds; ++k) exposed += result.exposed[k];
+  r.exposed_comm = exposed;
+  r.fits = result.fits;
+  for (const DeviceMemory& m : result.memory) {
+    r.peak_memory_bytes.push_back(m.peak);
+    // Activation peaks in GB (the report's memory unit for a simulated iteration).
+    if (m.pipeline_rank >= 0 && m.pipeline_rank < devices)
+      e.device[m.pipeline_rank].peak_memory =
+          std::max(e.device[m.pipeline_rank].peak_memory, m.activation_peak * 1e-9);
+  }
+  return r;
+}
+
 }  // namespace pw

@@ -8,6 +8,7 @@
 #include "core/cost_table.h"
 #include "planner/schedules/generator.h"
 #include "report/report.h"
+#include "sim/iteration.h"
 
 namespace pw {
 
@@ -42,5 +43,15 @@ std::vector<ScheduleReport> build_schedule_reports(const GeneratorRegistry& regi
 /// span) with run.iteration_time (or the measured span). Throws ConfigError (prefixed with
 /// `source`) when the run names actions the plan does not have or the plan has no predictions.
 RunComparison compare_run(const Plan& plan, const MeasuredRun& run, const std::string& source = "");
+
+/// One iteration as the discrete-event simulator ran it (`simulate SCENARIO --report`): the
+/// schedule's actions at their simulated intervals on each pipeline rank's representative GPU
+/// (`timings`, as simulate_iteration fills them), per-device busy time and span, and the
+/// iteration's figures (time, tokens/s, MFU, exposed communication, peak bytes per GPU, fit);
+/// per-device activation peaks in GB (use ReportInput::memory_unit "GB act.").
+ScheduleReport simulated_iteration_report(const std::string& name, const std::string& description,
+                                          const Schedule& schedule,
+                                          const std::vector<ActionTiming>& timings,
+                                          const IterationResult& result);
 
 }  // namespace pw

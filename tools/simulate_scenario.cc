@@ -13,6 +13,8 @@
 #include "hwmodels/scenario.h"
 #include "hwmodels/transformer.h"
 #include "planner/schedules/generator.h"
+#include "report/build.h"
+#include "report/report.h"
 #include "sim/iteration.h"
 
 namespace pw::tools {
@@ -160,10 +162,10 @@ namespace {
 
 /// Checks the flags shared by the scenario and plan modes.
 void check_common_flags(const ScenarioSimOptions& opts) {
-  if (!opts.report.empty())
+  if (!opts.report.empty() && !opts.plan.empty())
     throw ConfigError("", "--report",
-                      "not available with a scenario or plan yet; use `pipewright compare "
-                      "SCENARIO.yaml --schedules ... --report FILE` (same renderer)");
+                      "not available with --plan yet; `pipewright simulate SCENARIO --report "
+                      "FILE` draws a scenario's iteration");
   if (opts.format != "table" && opts.format != "json")
     throw ConfigError("", "--format", fmt::format("'{}'; expected table or json", opts.format));
   if (opts.grad_reduce_bytes != 2 && opts.grad_reduce_bytes != 4)
@@ -172,6 +174,46 @@ void check_common_flags(const ScenarioSimOptions& opts) {
   if (!(opts.comm_slowdown >= 0 && opts.comm_slowdown <= 0.9))
     throw ConfigError("", "--comm-compute-slowdown",
                       fmt::format("{}; expected a share in [0, 0.9]", opts.comm_slowdown));
+}
+
+// `simulate SCENARIO --report FILE`: the iteration the simulator ran, drawn by the shared
+// renderer: each pipeline rank's representative GPU, its actions at their simulated times, the
+// iteration's figures and the exposed communication by kind.
+void write_iteration_report(const std::string& path, const hw::Scenario& s,
+                            const IterationInput& in, const std::vector<ActionTiming>& timings,
+                            const IterationResult& r) {
+  const ParallelConfig& pc = in.parallel;
+  ReportInput ri;
+  ri.title = "pipewright simulate: one iteration";
+  ri.memory_unit = "GB act.";
+  ri.context = {
+      {"scenario", s.file},
+      {"cluster", fmt::format("{} GPUs ({})", pc.num_gpus(), s.cluster_profile)},
+      {"configuration",
+       fmt::format("t={} cp={} p={} d={} v={} micro-batch {} global batch {} schedule {}",
+                   pc.tensor_parallel, pc.context_parallel, pc.pipeline_parallel, pc.data_parallel,
+                   pc.virtual_stages, pc.micro_batch_size, pc.global_batch_size, pc.schedule)},
+      {"iteration",
+       fmt::format("{:.1f} ms, MFU {:.1f}% (HFU {:.1f}%), {:.0f} tokens/s",
+                   ps_to_seconds(r.iteration) * 1e3, 100 * r.mfu, 100 * r.hfu, r.tokens_per_sec)}};
+  std::string comm;
+  for (int k = 0; k < kNumCommKinds; ++k)
+    comm +=
+        fmt::format("{}{} {:.1f} ms", comm.empty() ? "" : ", ",
+                    comm_kind_name(static_cast<CommKind>(k)), ps_to_seconds(r.exposed[k]) * 1e3);
+  ri.context.emplace_back("exposed communication", comm);
+  std::string mem;
+  for (const DeviceMemory& m : r.memory)
+    mem += fmt::format(
+        "{}rank {}: {:.1f} GB (weights {:.1f}, grads {:.1f}, optimizer {:.1f}, "
+        "activations {:.1f}) of {:.1f}",
+        mem.empty() ? "" : "; ", m.pipeline_rank, m.peak * 1e-9, m.weights * 1e-9, m.grads * 1e-9,
+        m.optimizer * 1e-9, m.activations * 1e-9, m.capacity * 1e-9);
+  ri.context.emplace_back("peak memory per GPU", mem);
+  ri.schedules.push_back(simulated_iteration_report(
+      pc.schedule, "discrete-event simulation, one representative GPU per pipeline rank",
+      in.schedule, timings, r));
+  write_file_atomic(path, render_html(ri));
 }
 
 }  // namespace
@@ -204,9 +246,12 @@ int run_scenario_simulation(const ScenarioSimOptions& opts) {
   if (opts.scenario.empty()) throw ConfigError("", "SCENARIO", "expected a scenario YAML file");
   check_common_flags(opts);
   const hw::Scenario s = hw::load_scenario(opts.scenario);
-  const IterationResult r =
-      simulate_iteration(scenario_iteration_input(s), iteration_options(opts, s.flash_attention));
+  const IterationInput in = scenario_iteration_input(s);
+  std::vector<ActionTiming> timings;
+  const IterationResult r = simulate_iteration(in, iteration_options(opts, s.flash_attention),
+                                               opts.report.empty() ? nullptr : &timings);
   if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(r.trace));
+  if (!opts.report.empty()) write_iteration_report(opts.report, s, in, timings, r);
   std::fputs(scenario_summary(s, r, opts.format == "json").c_str(), stdout);
   return 0;
 }

@@ -139,4 +139,25 @@ TEST(Hardening, CudaBackendWithoutThePluginIsOneLineExit2) {
   EXPECT_FALSE(std::filesystem::exists("/tmp/pw-never-written.yaml"));
 }
 
+TEST(Hardening, SimulateScenarioReportDrawsTheSimulatedIteration) {
+  // Llama 3.1 70B on 64 H100 (t4 cp2 p4 d2, interleaved v5, b1, B128): m = 128 / (1 x 2) = 64
+  // microbatches over p x v = 20 stages, an F and a full backward each: 2 x 20 x 64 = 2560
+  // blocks on the representative GPUs' timelines.
+  const std::string html =
+      std::filesystem::temp_directory_path() / ("pw-iter-" + std::to_string(::getpid()) + ".html");
+  std::string out;
+  ASSERT_EQ(sh(kTool + " simulate " + PW_SOURCE_DIR +
+                   "/scenarios/h100/dgxc-2411-llama3170b-bf16-64.yaml --report " + html,
+               &out),
+            0)
+      << out;
+  const std::string page = pw::read_file(html);
+  EXPECT_EQ(occurrences(page, "class=\"blk "), 2560u);
+  EXPECT_NE(page.find("exposed communication"), std::string::npos);
+  EXPECT_NE(page.find("peak memory per GPU"), std::string::npos);
+  std::filesystem::remove(html);
+  // With --plan it is refused in one line (not yet drawn there).
+  refused("simulate --plan x.yaml --report y.html", {"--report"});
+}
+
 }  // namespace
