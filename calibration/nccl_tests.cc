@@ -342,6 +342,10 @@ void fit_single_node(const NcclTestsLog& log, hw::HardwareProfile* p,
         lines = ls;
       }
     }
+  // The largest-size line needs 2 rows: a log with fewer cannot give protocols.
+  if (lines.empty())
+    throw ConfigError(log.file, "",
+                      fmt::format("{} row(s); expected at least 2 sizes to fit", rows.size()));
   // Each line: bandwidth share beta / d (at most 1) and latency (c - alpha) / H per step; the
   // smallest latency moves into the collective step latency.
   static const char* const kNames3[] = {"LL", "LL128", "Simple"};

@@ -199,6 +199,9 @@ TEST(NcclTests, BadLogsAreOneLineErrors) {
   // Sizes out of order.
   e = error_of(row(1 << 21, 150e-6, 24e9) + row(1 << 20, 100e-6, 18e9), "all_reduce_perf.txt", h);
   EXPECT_NE(e.find("ascending"), std::string::npos) << e;
+  // One size cannot give a bandwidth and protocols: refused, not fitted from nothing.
+  const NcclTestsLog one = parse_nccl_tests(row(1 << 20, 100e-6, 18e9), "all_reduce_perf.txt", h);
+  EXPECT_THROW(fit_nccl_tests({one}, hw::resolve_profile("dgx-h100", "", "", "")), ConfigError);
   // More ranks per node than the base profile's GPUs.
   const NcclTestsLog big = parse_nccl_tests(good, "all_reduce_perf.txt", {"", 16, 1});
   EXPECT_THROW(fit_nccl_tests({big}, hw::resolve_profile("dgx-h100", "", "", "")), ConfigError);
