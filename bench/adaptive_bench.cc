@@ -46,6 +46,35 @@ BENCHMARK_CAPTURE(BM_VGenerator, v_min, "v-min")->Args({16, 64})->Unit(benchmark
 BENCHMARK_CAPTURE(BM_VGenerator, v_half, "v-half")->Args({16, 64})->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_VGenerator, v_zb, "v-zb")->Args({16, 64})->Unit(benchmark::kMillisecond);
 
+// The planner's questions (GPT-3 175B on 1024 A100, t4 p16 d16): pass costs relative to F = 1 ms
+// (B 1.0, W 0.75, hop 1/64), W holding a quarter of the activation, a memory limit that binds.
+void BM_PlannerQuestion(benchmark::State& state, const char* name) {
+  pw::GeneratorParams gp;
+  gp.p = static_cast<int>(state.range(0));
+  gp.m = static_cast<int>(state.range(1));
+  constexpr pw::TimePs kMs = 1'000'000'000;
+  gp.costs = pw::UniformCosts{kMs, kMs, kMs * 3 / 4, 0, kMs / 64};
+  gp.costs.mw_over_mb = 0.25;
+  gp.memory_limit = static_cast<double>(state.range(2));
+  const pw::GeneratorRegistry reg = pw::default_registry();
+  std::size_t actions = 0;
+  for (auto _ : state) {
+    const pw::Schedule s = pw::generate_schedule(reg, name, gp);
+    actions = s.total_actions();
+    benchmark::DoNotOptimize(actions);
+  }
+  state.counters["actions"] = static_cast<double>(actions);
+}
+BENCHMARK_CAPTURE(BM_PlannerQuestion, v_adaptive, "v-adaptive")
+    ->Args({16, 48, 8})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlannerQuestion, v_zb, "v-zb")
+    ->Args({16, 48, 8})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlannerQuestion, zeropp, "zeropp")
+    ->Args({16, 24, 4})
+    ->Unit(benchmark::kMillisecond);
+
 BENCHMARK(BM_AdaptiveOffsetSpace)->Args({4, 8})->Args({16, 64})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AdaptiveWithGreedyPoints)->Args({4, 8})->Args({16, 64})->Unit(benchmark::kMillisecond);
 

@@ -46,4 +46,16 @@ CostTable make_uniform_cost_table(const Placement& placement, const UniformCosts
   return t;
 }
 
+void append_cost_key(const CostTable& table, std::string* key) {
+  auto put = [key](const void* data, std::size_t bytes) {
+    key->append(static_cast<const char*>(data), bytes);
+  };
+  put(&table.num_stages, sizeof table.num_stages);
+  const char pairs = table.overlap_pairs ? 1 : 0;
+  put(&pairs, 1);
+  put(table.duration.data(), table.duration.size() * sizeof(TimePs));
+  put(table.mem_delta.data(), table.mem_delta.size() * sizeof(double));
+  put(table.comm.data(), table.comm.size() * sizeof(TimePs));
+}
+
 }  // namespace pw

@@ -1,6 +1,7 @@
 #pragma once
 /// Per-(stage, kind) pass costs and memory effects, kept apart from the IR so one schedule can
 /// be scored under many cost models without copying it.
+#include <string>
 #include <vector>
 
 #include "core/schedule.h"
@@ -59,6 +60,10 @@ void check_clock_headroom(double passes, const UniformCosts& costs, const std::s
 /// F allocates weight*1.0; B releases all but mw_over_mb of it; W releases the rest; BW releases
 /// all; R allocates weight*(1 - recompute_keep) (and F then only keeps recompute_keep when the
 /// schedule contains R actions: pass `with_recompute`).
+/// Appends an exact key of `table` to `key` (every duration, memory delta and hop, bit for bit):
+/// equal keys mean equal tables, for memoising work that depends on a table.
+void append_cost_key(const CostTable& table, std::string* key);
+
 CostTable make_uniform_cost_table(const Placement& placement, const UniformCosts& c,
                                   bool with_recompute = false);
 

@@ -260,14 +260,24 @@ Schedule tradeoff_schedule(int p, int m, const TradeoffPoint& pt, const CostTabl
 Schedule generate_v_adaptive(const GeneratorParams& gp) {
   if (gp.p < 2) throw ConfigError("", "--pp", "v-adaptive needs at least 2 pipeline devices");
   const CostTable costs = v_cost_table(gp);
-  const TradeoffCurve curve = adaptive_tradeoff(gp.p, gp.m, costs);
+  // The curve does not depend on the memory limit: with a memo, one search per (p, m, costs).
+  auto compute = [&] { return adaptive_tradeoff(gp.p, gp.m, costs); };
+  std::shared_ptr<const TradeoffCurve> held;
+  if (gp.memo) {
+    std::string key = fmt::format("v-adaptive/{}/{}", gp.p, gp.m);
+    append_cost_key(costs, &key);
+    held = gp.memo->get<TradeoffCurve>(key, compute);
+  } else {
+    held = std::make_shared<const TradeoffCurve>(compute());
+  }
+  const TradeoffCurve& curve = *held;
   const TradeoffPoint& pick = pick_point(curve, gp.memory_limit);
   Schedule best = tradeoff_schedule(gp.p, gp.m, pick, costs, gp.num_layers);
   if (gp.memory_limit <= 0) return best;
   // Under a limit, the two cheapest block points that fit are also reordered with the limit as
-  // every device's cap (planner/schedules/block_reorder.h): a block whose own peak is below the limit may
-  // then run warm-up forwards early up to it (2, not more: each reordering costs about as much
-  // as the whole offset search at p=16, m=64).
+  // every device's cap (planner/schedules/block_reorder.h): a block whose own peak is below the
+  // limit may then run warm-up forwards early up to it (2, not more: each reordering costs about as
+  // much as the whole offset search at p=16, m=64).
   std::vector<const TradeoffPoint*> blocks;
   for (const TradeoffPoint& pt : curve.points)
     if (!pt.greedy && pt.peak_memory <= gp.memory_limit + 1e-9) blocks.push_back(&pt);

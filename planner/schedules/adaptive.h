@@ -12,10 +12,10 @@
 /// w go greedily into the first free slot after B and b. Each candidate is squeezed under the real
 /// costs; the Pareto front (peak memory, cost) is kept and its points are re-squeezed with W
 /// gap filling (squeeze_fill_w), keeping the better of the two timelines. Optionally the
-/// zero-bubble greedy scheduler (planner/schedules/zb_auto.h) on the same V placement adds a point at every
-/// memory level one chunk apart up to 1F1B's budget; it reaches zero bubble at 1F1B memory,
-/// which the uniform-offset blocks do not. Time is the zero-bubble papers' cost: the largest
-/// device span (last end - first start of that device).
+/// zero-bubble greedy scheduler (planner/schedules/zb_auto.h) on the same V placement adds a point
+/// at every memory level one chunk apart up to 1F1B's budget; it reaches zero bubble at 1F1B
+/// memory, which the uniform-offset blocks do not. Time is the zero-bubble papers' cost: the
+/// largest device span (last end - first start of that device).
 #include <string>
 #include <vector>
 

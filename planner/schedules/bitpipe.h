@@ -1,7 +1,8 @@
 #pragma once
 /// BitPipe (Wu et al. 2024): two V-shaped interleaved pipelines in opposite directions, 4 chunks
 /// per device, full backwards, PAIR_REDUCE between devices j and p-1-j. The registered generator
-/// is generate_bitpipe (planner/schedules/memory_family.h); these are its parts, for tests and tools.
+/// is generate_bitpipe (planner/schedules/memory_family.h); these are its parts, for tests and
+/// tools.
 #include "core/cost_table.h"
 #include "core/schedule.h"
 

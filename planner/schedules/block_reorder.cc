@@ -142,15 +142,23 @@ int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const
     std::int32_t before;  // the pass that follows the gap
   };
   std::vector<Gap> gaps;
-  for (int d = 0; d < static_cast<int>(ord.size()); ++d)
+  for (int d = 0; d < static_cast<int>(ord.size()); ++d) {
+    // A gap shorter than every pass of its device takes none (most gaps are a hop long).
+    TimePs shortest = kNever;
+    for (const std::int32_t id : ord[d]) shortest = std::min(shortest, f.dur[id]);
     for (std::size_t i = 1; i < ord[d].size(); ++i) {
       const TimePs s = tl.end[ord[d][i - 1]], e = tl.start[ord[d][i]];
-      if (e > s) gaps.push_back({s, e, d, ord[d][i]});
+      if (e > s && e - s >= shortest) gaps.push_back({s, e, d, ord[d][i]});
     }
+  }
   std::sort(gaps.begin(), gaps.end(), [](const Gap& a, const Gap& b) {
     return std::tie(a.s, a.d, a.before) < std::tie(b.s, b.d, b.before);
   });
   std::fill(moved.begin(), moved.end(), 0);
+  // Each pass's data-ready time in this timeline (the test every candidate meets first).
+  std::vector<TimePs> ready(f.size());
+  for (std::size_t id = 0; id < f.size(); ++id)
+    ready[id] = f.data_ready(static_cast<std::int32_t>(id), tl.end);
   // Memory after each position, per device; recomputed only for a device a move changed.
   std::vector<std::vector<double>> after(ord.size());
   std::vector<std::uint8_t> dirty(ord.size(), 1);
@@ -171,8 +179,7 @@ int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const
     for (std::size_t k = i + 1; k < last; ++k) {
       range_max = std::max(range_max, aft[k - 1]);
       const std::int32_t id = dev[k];
-      if (moved[id] || tl.start[id] < gp.e || f.dur[id] > gp.e - gp.s) continue;
-      if (f.data_ready(id, tl.end) > gp.s) continue;
+      if (ready[id] > gp.s || moved[id] || tl.start[id] < gp.e || f.dur[id] > gp.e - gp.s) continue;
       const double delta = f.mem[id];
       if (delta > 0 && range_max + delta > caps[gp.d] + kEps) continue;
       std::rotate(dev.begin() + i, dev.begin() + k, dev.begin() + k + 1);
@@ -358,7 +365,19 @@ class ListScheduler {
     std::size_t head = 0;
     bool filler = false;
     int rank = 0;
+    // The head's data-ready time once every dependency has been dispatched (it cannot change
+    // after that: dispatched passes have fixed ends); `ready_head` names the head it is for.
+    TimePs ready = kNever;
+    std::size_t ready_head = static_cast<std::size_t>(-1);
   };
+
+  // Data-ready time of q's head (kNever while a dependency has not been dispatched).
+  TimePs head_ready(Seq& q) const {
+    if (q.ready_head == q.head) return q.ready;
+    const TimePs r = f_.data_ready(q.ids[q.head], end_);
+    if (r != kNever) q.ready = r, q.ready_head = q.head;
+    return r;
+  }
 
   void build_sequences(int d, const CostTable& costs) {
     std::vector<int> stages;
@@ -407,7 +426,7 @@ class ListScheduler {
       for (Seq& q : seqs_[d]) {
         if (q.head >= q.ids.size() || q.filler != (pass == 1)) continue;
         const std::int32_t id = q.ids[q.head];
-        if (f_.data_ready(id, end_) > now) continue;
+        if (head_ready(q) > now) continue;
         if (!fits(d, q, id)) {
           held_back = std::min(held_back, id);
           continue;
@@ -418,19 +437,19 @@ class ListScheduler {
     for (Seq& q : seqs_[d]) {
       if (!q.filler || q.head >= q.ids.size()) continue;
       const std::int32_t id = q.ids[q.head];
-      if (f_.mem[id] < 0 && f_.data_ready(id, end_) <= now) return &q;
+      if (f_.mem[id] < 0 && head_ready(q) <= now) return &q;
     }
     return best;
   }
 
   // Next time something can change: a device becoming free or a head pass becoming ready.
-  TimePs next_event(TimePs now) const {
+  TimePs next_event(TimePs now) {
     TimePs next = kNever;
     for (int d = 0; d < f_.devices(); ++d) {
       if (clock_[d] > now) next = std::min(next, clock_[d]);
-      for (const Seq& q : seqs_[d]) {
+      for (Seq& q : seqs_[d]) {
         if (q.head >= q.ids.size()) continue;
-        const TimePs r = f_.data_ready(q.ids[q.head], end_);
+        const TimePs r = head_ready(q);
         if (r != kNever && r > now) next = std::min(next, r);
       }
     }

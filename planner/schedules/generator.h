@@ -3,13 +3,48 @@
 /// into a validated Schedule, or throws ConfigError saying which constraint is not met.
 /// Registration is explicit (no static self-registration): default_registry() calls each
 /// family's register_* function.
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/cost_table.h"
 #include "core/schedule.h"
 
 namespace pw {
+
+/// Results that generators share between calls differing only in what those results do not
+/// depend on (the adaptive V-shape trade-off curve is the same for every memory limit). The
+/// caller owns it and passes it explicitly (GeneratorParams::memo): the search keeps one per
+/// run. Thread-safe. A generator gives the same schedule with or without one (every memoised
+/// value is a pure function of its key); two threads asking a new key at once may both compute
+/// it, and the first stored value is the one kept.
+class GeneratorMemo {
+ public:
+  /// The value stored under `key`, computed by `make()` (returning T) when absent.
+  template <class T, class Make>
+  std::shared_ptr<const T> get(const std::string& key, Make&& make) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto it = values_.find(key);
+      if (it != values_.end()) return std::static_pointer_cast<const T>(it->second);
+    }
+    auto value = std::make_shared<const T>(make());
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto [it, fresh] = values_.try_emplace(key, value);
+    return fresh ? value : std::static_pointer_cast<const T>(it->second);
+  }
+  /// Values stored so far.
+  std::size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return values_.size();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const void>> values_;
+};
 
 /// Inputs shared by all generators. Times are picoseconds; memory in microbatch activations of
 /// one 1F1B stage (a V-shape chunk's activation is 0.5).
@@ -21,9 +56,10 @@ struct GeneratorParams {
   UniformCosts costs{1, 1, 1, 0, 0};  ///< per-stage pass costs, for cost-aware generators
   /// Optional real per-stage costs (overrides `costs` in cost-aware generators when non-null).
   const CostTable* stage_costs = nullptr;
-  double memory_limit = 0;  ///< activation limit per device; <= 0 means none
-  int group_size = 0;       ///< interleaved 1F1B group size g (0 = p); zeropp: microbatches
-                            ///< per weight-gather block (0 = m)
+  double memory_limit = 0;        ///< activation limit per device; <= 0 means none
+  int group_size = 0;             ///< interleaved 1F1B group size g (0 = p); zeropp: microbatches
+                                  ///< per weight-gather block (0 = m)
+  GeneratorMemo* memo = nullptr;  ///< optional: shares memory-independent work between calls
 };
 
 using GenerateFn = Schedule (*)(const GeneratorParams&);

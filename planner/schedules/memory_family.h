@@ -1,7 +1,8 @@
 #pragma once
 /// Generators of the zero-bubble and memory family that have no header of their own
-/// (registered in planner/schedules/memory_generators.cc). Each takes GeneratorParams and returns an
-/// unvalidated Schedule (generate_schedule validates), throwing ConfigError on unmet constraints.
+/// (registered in planner/schedules/memory_generators.cc). Each takes GeneratorParams and returns
+/// an unvalidated Schedule (generate_schedule validates), throwing ConfigError on unmet
+/// constraints.
 #include "planner/schedules/generator.h"
 
 namespace pw {

@@ -28,8 +28,8 @@ VOffsets v_half_offsets(int p);
 /// The V-ZB block: F: i, f: 2p-1-i, B: 6p-4+i, b: 8p-5-i (the tightest chain with a turn gap
 /// of 4p-3 slots at device 0). Collision-free for every p; its lifespan bound and its plain
 /// repetition's peak are 2p chunk activations (1F1B's p microbatches); the steady state is
-/// bubble-free and the reordering (planner/schedules/block_reorder.h) removes the warm-up and cool-down
-/// bubbles (zero-bubble cost 6m with F = B = W = 1).
+/// bubble-free and the reordering (planner/schedules/block_reorder.h) removes the warm-up and
+/// cool-down bubbles (zero-bubble cost 6m with F = B = W = 1).
 VOffsets v_zb_offsets(int p);
 
 /// Generators registered as v-min, v-half, v-zb (GeneratorParams: p >= 2, m >= 1). Each repeats

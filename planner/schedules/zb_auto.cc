@@ -58,6 +58,13 @@ class Greedy {
     mem_.assign(D, 0.0);
     in_flight_.assign(D, 0);
     blocked_.assign(D, 0);
+    fb_left_.assign(D, 0);
+    left_.assign(D, 0);
+    for (int s = 0; s < S; ++s) {
+      const int d = pl.stages[s].device;
+      fb_left_[d] += 2 * count_[s];
+      left_[d] += (v.fused_backward ? 2 : 3) * count_[s];
+    }
     w_queue_.resize(D);
     w_head_.assign(D, 0);
     order_.resize(D);
@@ -114,16 +121,12 @@ class Greedy {
     return e == kNever ? kNever : e + hop(prev_[s], s);
   }
 
-  bool has_work(int d) const {
-    for (int s : stages_of_[d])
-      if (nf_[s] < count_[s] || nb_[s] < count_[s]) return true;
-    return w_head_[d] < w_queue_[d].size();
-  }
+  bool has_work(int d) const { return left_[d] > 0; }
 
   int pick_device() const {
     int best = -1;
     for (int d = 0; d < pl_.num_devices; ++d) {
-      if (blocked_[d] || !has_work(d)) continue;
+      if (blocked_[d] == epoch_ || !has_work(d)) continue;
       if (best < 0 || clock_[d] < clock_[best]) best = d;
     }
     return best;
@@ -153,14 +156,12 @@ class Greedy {
     }
     order_[d].push_back(Action{k, static_cast<std::int16_t>(s), j});
     --remaining_;
-    std::fill(blocked_.begin(), blocked_.end(), 0);
+    --left_[d];
+    if (k != ActionKind::kW) --fb_left_[d];
+    ++epoch_;  // every device may have work again
   }
 
-  bool has_fb(int d) const {
-    for (int s : stages_of_[d])
-      if (nf_[s] < count_[s] || nb_[s] < count_[s]) return true;
-    return false;
-  }
+  bool has_fb(int d) const { return fb_left_[d] > 0; }
 
   void run_w(int d) {
     const Action w = w_queue_[d][w_head_[d]++];
@@ -211,7 +212,7 @@ class Greedy {
       if (go) return run_w(d);
     }
     if (next_known == kNever) {
-      blocked_[d] = 1;
+      blocked_[d] = epoch_;
       return;
     }
     clock_[d] = next_known;
@@ -242,12 +243,29 @@ class Greedy {
   std::vector<std::vector<int>> mbs_;
   std::vector<TimePs> f_end_, b_end_, clock_;
   std::vector<double> mem_;
-  std::vector<std::uint8_t> blocked_;
+  // Device d is blocked while blocked_[d] == epoch_; every executed pass starts a new epoch.
+  std::vector<std::uint64_t> blocked_;
+  std::uint64_t epoch_ = 1;
+  std::vector<long long> fb_left_, left_;  // F/B passes, and all passes, left per device
   std::vector<std::vector<Action>> w_queue_;
   std::vector<std::size_t> w_head_;
   std::vector<std::vector<Action>> order_;
   long long remaining_ = 0;
 };
+
+// FNV-1a over every device's actions (kind, stage, microbatch): equal orders, equal hashes.
+std::uint64_t order_hash(const Schedule& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::uint64_t x) { h = (h ^ x) * 1099511628211ull; };
+  for (const auto& dev : s.actions) {
+    mix(dev.size());
+    for (const Action& a : dev)
+      mix((static_cast<std::uint64_t>(a.kind) << 48) ^
+          (static_cast<std::uint64_t>(static_cast<std::uint16_t>(a.stage)) << 32) ^
+          static_cast<std::uint32_t>(a.microbatch));
+  }
+  return h;
+}
 
 std::vector<GreedyVariant> variants() {
   std::vector<GreedyVariant> out;
@@ -279,9 +297,16 @@ Schedule zb_auto(const Placement& placement, int m, const CostTable& costs, doub
                  const std::string& name) {
   Schedule best;
   TimePs best_cost = kNever;
+  // Many variants give the same order (a policy that never binds): time each order once.
+  std::vector<std::pair<std::uint64_t, std::vector<std::vector<Action>>>> seen;
   for (const GreedyVariant& v : variants()) {
     Schedule s = zb_greedy(placement, m, costs, limit, v, name);
     if (s.actions.empty()) continue;
+    const std::uint64_t h = order_hash(s);
+    if (std::any_of(seen.begin(), seen.end(),
+                    [&](const auto& x) { return x.first == h && x.second == s.actions; }))
+      continue;
+    seen.emplace_back(h, s.actions);
     const TimePs cost = evaluate(s, costs).cost;
     if (cost < best_cost) best_cost = cost, best = std::move(s);
   }
@@ -331,7 +356,14 @@ Schedule generate_zb_v(const GeneratorParams& gp) {
   // 1F1B memory: p microbatches = p * (chunk 0 + chunk 1 activations of one microbatch).
   const double mb = costs.mem(0, ActionKind::kF) + costs.mem(2 * gp.p - 1, ActionKind::kF);
   const double limit = gp.memory_limit > 0 ? gp.memory_limit : gp.p * mb;
-  return zb_auto(v_placement(gp.p, gp.num_layers), gp.m, costs, limit, "zb-v");
+  auto compute = [&] {
+    return zb_auto(v_placement(gp.p, gp.num_layers), gp.m, costs, limit, "zb-v");
+  };
+  if (!gp.memo) return compute();
+  // V-ZB asks the same question of this generator (its greedy candidate): share the answer.
+  std::string key = fmt::format("zb-v/{}/{}/{}/{}", gp.p, gp.m, gp.num_layers, limit);
+  append_cost_key(costs, &key);
+  return *gp.memo->get<Schedule>(key, compute);
 }
 
 }  // namespace pw

@@ -605,20 +605,39 @@ class Searcher {
       }
       entry[i] = it->second.get();
     }
+    // Longest first (actions ~ p * m * chunks): one long generation left for last would keep
+    // the other threads idle. The entries do not depend on the order.
+    auto work = [&](const std::pair<GenKey, std::size_t>& t) {
+      const SearchConfig& c = cfg[t.second];
+      const ScheduleOption& so = model_.space().schedules[c.schedule];
+      return std::int64_t{c.p} * c.microbatches * std::max(1, so.v) * so.pipelines;
+    };
+    std::stable_sort(todo.begin(), todo.end(),
+                     [&](const auto& a, const auto& b) { return work(a) > work(b); });
+    const double t_gen = now_seconds();
+    // Each worker takes the next entry in that order (a static split would not).
+    std::atomic<std::size_t> next{0};
+    const int workers = static_cast<int>(std::min<std::size_t>(
+        todo.size(), static_cast<std::size_t>(std::max(1, arena.max_concurrency()))));
     arena.execute([&] {
-      tbb::parallel_for(std::size_t{0}, todo.size(), [&](std::size_t j) {
-        const std::size_t i = todo[j].second;
-        GenEntry& e = *entry[i];
-        try {
-          const Schedule s =
-              generate_schedule(registry_, model_.space().schedules[cfg[i].schedule].name, gp[i]);
-          e.ev = std::make_unique<Evaluator>(s);
-        } catch (const ConfigError& ex) {  // refused (internal errors propagate)
-          e.error = ex.what();
+      tbb::parallel_for(0, workers, [&](int) {
+        for (std::size_t j; (j = next++) < todo.size();) {
+          const std::size_t i = todo[j].second;
+          GenEntry& e = *entry[i];
+          try {
+            gp[i].memo = &memo_;
+            const Schedule s =
+                generate_schedule(registry_, model_.space().schedules[cfg[i].schedule].name, gp[i]);
+            e.ev = std::make_unique<Evaluator>(s);
+          } catch (const ConfigError& ex) {  // refused (internal errors propagate)
+            e.error = ex.what();
+          }
         }
       });
     });
     result_.stats.generated += todo.size();
+    const double t_score = now_seconds();
+    result_.stats.generate_seconds += t_score - t_gen;
     std::vector<Evaluated> out(n);
     arena.execute([&] {
       tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
@@ -638,6 +657,7 @@ class Searcher {
         out[i].time_bound = std::max(out[i].time_bound, out[i].time_lb);
       });
     });
+    result_.stats.score_seconds += now_seconds() - t_score;
     for (Evaluated& e : out) record(std::move(e));
   }
 
@@ -840,6 +860,7 @@ class Searcher {
   std::vector<Cand> cands_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, int> seen_;
   std::map<GenKey, std::unique_ptr<GenEntry>> cache_;
+  GeneratorMemo memo_;  // memory-independent generator work shared across limits
   std::vector<double> best_;
   std::vector<double> des_best_;  // best DES objectives of rows that fit, ascending (top of them)
   std::vector<char> des_done_;    // per evaluated_ row: simulated by the DES

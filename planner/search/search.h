@@ -89,6 +89,9 @@ struct SearchStats {
   double screen_seconds = 0;
   double evaluate_seconds = 0;
   double des_seconds = 0;
+  /// Of the second-tier time (both tiers' evaluations): generating schedules, and scoring
+  /// configurations on generated (memoised) schedules; wall seconds on `threads` threads.
+  double generate_seconds = 0, score_seconds = 0;
   std::string des_note;     ///< why the DES tier stopped before certifying ("" when it did)
   bool certified = false;   ///< the DES tier proved no unsimulated configuration can beat the top
   bool budget_hit = false;  ///< max_evaluations stopped the search before it proved the top

@@ -179,6 +179,27 @@ TEST(Adaptive, GeneratorReordersBlocksUnderTheLimitAndBeatsThePublishedCurve) {
   EXPECT_LT(run("v-adaptive", gp).cost, 59);
 }
 
+TEST(GeneratorMemo, SharedWorkGivesTheSameSchedulesAsFreshGeneration) {
+  // The search passes one memo to every generator call; a generator must answer exactly as
+  // without it. Asked in an order that makes the memo matter: v-adaptive at several limits (one
+  // trade-off curve), zb-v then v-zb at the same limit (v-zb's greedy candidate is zb-v's answer).
+  GeneratorMemo memo;
+  const GeneratorRegistry reg = default_registry();
+  for (double limit : {2.5, 3.0, 4.0, 2.5}) {
+    for (const char* name : {"v-adaptive", "zb-v", "v-zb"}) {
+      GeneratorParams gp = params(4, 12, 0.5);
+      gp.memory_limit = limit;
+      const Schedule fresh = generate_schedule(reg, name, gp);
+      gp.memo = &memo;
+      const Schedule shared = generate_schedule(reg, name, gp);
+      EXPECT_EQ(shared.actions, fresh.actions) << name << " at limit " << limit;
+      EXPECT_EQ(shared.name, fresh.name);
+    }
+  }
+  // One curve for the three distinct limits, one zb-v answer per limit: 1 + 3.
+  EXPECT_EQ(memo.size(), 4u);
+}
+
 TEST(Adaptive, LimitBelowEveryScheduleNamesTheSmallestFeasibleLimit) {
   GeneratorParams gp = params(4, 8, 1.0);
   gp.memory_limit = 1.0;  // 2 chunk activations; V-Min needs 4 (= 2.0 units)
