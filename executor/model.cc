@@ -34,8 +34,11 @@ std::uint64_t tensor_code(int layer, int id) {
 
 void full_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
   const int h = d.hidden, f = d.ffn;
+  const int qkv = d.heads * d.head_dim() + 2 * d.kv_heads() * d.head_dim();
+  const int mlp = d.swiglu ? 2 * f : f;  // [gate | up]
+  const int bias = d.bias ? 1 : 0;       // linear biases: empty tensors without them
   if (layer == kEmbeddingLayer) {
-    *rows = id == 0 ? d.vocab : d.seq;
+    *rows = id == 0 ? d.vocab : (d.rope ? 0 : d.seq);
     *cols = h;
     return;
   }
@@ -48,25 +51,33 @@ void full_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
   switch (id) {
     case kWqkv:
       *rows = h;
-      *cols = 3 * h;
+      *cols = qkv;
       return;
     case kBqkv:
-      *cols = 3 * h;
+      *cols = bias * qkv;
       return;
     case kWo:
-      *rows = h;
+      *rows = d.heads * d.head_dim();
       *cols = h;
       return;
     case kW1:
       *rows = h;
-      *cols = f;
+      *cols = mlp;
       return;
     case kB1:
-      *cols = f;
+      *cols = bias * mlp;
       return;
     case kW2:
       *rows = f;
       *cols = h;
+      return;
+    case kBo:
+    case kB2:
+      *cols = bias * h;
+      return;
+    case kLn1B:
+    case kLn2B:
+      *cols = d.rmsnorm ? 0 : h;
       return;
     default:
       *cols = h;
@@ -80,9 +91,11 @@ namespace {
 void local_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
   full_shape(d, layer, id, rows, cols);
   if (layer < 0) return;
-  if (id == kWqkv || id == kBqkv) *cols = 3 * d.local_hidden();
+  const int qkv = d.local_hidden() + 2 * d.local_kv();
+  const int mlp = (d.swiglu ? 2 : 1) * d.local_ffn();
+  if (id == kWqkv || (id == kBqkv && *cols > 0)) *cols = qkv;
   if (id == kWo) *rows = d.local_hidden();
-  if (id == kW1 || id == kB1) *cols = d.local_ffn();
+  if (id == kW1 || (id == kB1 && *cols > 0)) *cols = mlp;
   if (id == kW2) *rows = d.local_ffn();
 }
 
@@ -106,30 +119,59 @@ double init_value(const ModelDims& d, int layer, int id, int gr, int gc) {
   }
 }
 
-void layer_norm(const Mat& x, const Mat& gamma, const Mat& beta, Mat& xhat, Eigen::VectorXd& rstd,
-                Mat& out) {
+// LayerNorm (gamma, beta) or, with `rms`, RMSNorm (gamma only): xhat = (x - mean) * rstd or
+// x * rstd, rstd = 1 / sqrt(var + eps) or 1 / sqrt(mean(x^2) + eps).
+void norm_forward(const Mat& x, const Mat& gamma, const Mat& beta, bool rms, Mat& xhat,
+                  Eigen::VectorXd& rstd, Mat& out) {
   const Eigen::Index n = x.rows(), h = x.cols();
   xhat.resize(n, h);
   rstd.resize(n);
   for (Eigen::Index i = 0; i < n; ++i) {
-    const double mean = x.row(i).mean();
+    const double mean = rms ? 0.0 : x.row(i).mean();
     const double var = (x.row(i).array() - mean).square().mean();
     rstd(i) = 1.0 / std::sqrt(var + kLnEps);
     xhat.row(i) = (x.row(i).array() - mean) * rstd(i);
   }
-  out = (xhat.array().rowwise() * gamma.row(0).array()).rowwise() + beta.row(0).array();
+  out = xhat.array().rowwise() * gamma.row(0).array();
+  if (!rms) out.array().rowwise() += beta.row(0).array();
 }
 
-Mat layer_norm_backward(const Mat& d_out, const Mat& xhat, const Eigen::VectorXd& rstd,
-                        const Mat& gamma) {
+// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = d_out * gamma; RMSNorm
+// has no mean to subtract, so its middle term is absent.
+Mat norm_backward(const Mat& d_out, const Mat& xhat, const Eigen::VectorXd& rstd, const Mat& gamma,
+                  bool rms) {
   Mat dxhat = d_out.array().rowwise() * gamma.row(0).array();
   Mat dx(d_out.rows(), d_out.cols());
   for (Eigen::Index i = 0; i < d_out.rows(); ++i) {
-    const double m1 = dxhat.row(i).mean();
+    const double m1 = rms ? 0.0 : dxhat.row(i).mean();
     const double m2 = (dxhat.row(i).array() * xhat.row(i).array()).mean();
     dx.row(i) = rstd(i) * (dxhat.row(i).array() - m1 - xhat.row(i).array() * m2);
   }
   return dx;
+}
+
+// Rotary positions on columns [0, width) of `m` (heads of `dh` columns each; row i is position
+// i % seq): pair (2j, 2j+1) turns by pos * 10000^(-2j/dh); `inverse` turns back (the transpose,
+// which is also how a gradient passes through the rotation).
+void rotate(Mat& m, int width, int dh, int seq, bool inverse) {
+  for (Eigen::Index i = 0; i < m.rows(); ++i) {
+    const double pos = static_cast<double>(i % seq);
+    for (int j = 0; 2 * j < dh; ++j) {
+      const double theta = pos * std::pow(10000.0, -2.0 * j / dh);
+      const double cs = std::cos(theta), sn = inverse ? -std::sin(theta) : std::sin(theta);
+      for (int c = 2 * j; c < width; c += dh) {
+        const double x0 = m(i, c), x1 = m(i, c + 1);
+        m(i, c) = x0 * cs - x1 * sn;
+        m(i, c + 1) = x0 * sn + x1 * cs;
+      }
+    }
+  }
+}
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+double silu_grad(double x) {
+  const double sg = 1.0 / (1.0 + std::exp(-x));
+  return sg * (1.0 + x * (1.0 - sg));
 }
 
 double gelu(double u) { return 0.5 * u * (1.0 + std::tanh(kGeluC * (u + 0.044715 * u * u * u))); }
@@ -139,7 +181,9 @@ double gelu_grad(double u) {
   return 0.5 * (1.0 + t) + 0.5 * u * (1.0 - t * t) * kGeluC * (1.0 + 3 * 0.044715 * u * u);
 }
 
-void add_bias(Mat& m, const Mat& bias) { m.rowwise() += bias.row(0); }
+void add_bias(Mat& m, const Mat& bias) {
+  if (bias.size() > 0) m.rowwise() += bias.row(0);  // empty: the model has no linear biases
+}
 
 }  // namespace
 
@@ -155,30 +199,17 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
   need_positive(shape.vocab_size, "model.vocab_size");
   need_positive(config.tensor_parallel, "parallel.tensor_model_parallel_size");
   need_positive(config.micro_batch_size, "parallel.micro_batch_size");
-  // The executor's layer is GPT-3's (multi-head attention, GELU MLP, LayerNorm, biases, tied
-  // embeddings, learned positions); a model or layout beyond it is refused, never run as
-  // something else.
-  const ModelShape gpt{shape.name,
-                       shape.num_layers,
-                       shape.hidden_size,
-                       shape.num_attention_heads,
-                       shape.ffn_hidden_size,
-                       shape.seq_length,
-                       shape.vocab_size};
-  if (!(shape == gpt)) {
-    const char* key = shape.num_query_groups > 0 ? "model.num_query_groups"
-                      : shape.kv_channels > 0    ? "model.kv_channels"
-                      : shape.swiglu             ? "model.swiglu"
-                      : shape.rmsnorm            ? "model.normalization"
-                      : shape.num_experts > 0    ? "model.num_experts"
-                      : shape.untie_embeddings   ? "model.untie_embeddings_and_output_weights"
-                      : shape.rope               ? "model.position_embedding_type"
-                                                 : "model";
-    throw ConfigError(source, key,
-                      "the executor runs GPT-3-style layers only (multi-head attention, GELU, "
-                      "LayerNorm, biases, tied embeddings, learned positions); expected such a "
-                      "model (plan and simulate take the others)");
-  }
+  // The executor runs dense layers with the options ModelDims lists; a model beyond them is
+  // refused, never run as something else.
+  if (shape.num_experts > 0 || shape.qk_layernorm || shape.qkv_bias)
+    throw ConfigError(source,
+                      shape.num_experts > 0 ? "model.num_experts"
+                      : shape.qk_layernorm  ? "model.qk_layernorm"
+                                            : "model.add_qkv_bias",
+                      "the executor runs dense layers (MHA/GQA/MQA, GELU or SwiGLU, LayerNorm or "
+                      "RMSNorm, learned or rotary positions, with or without linear biases); "
+                      "expected no experts, no query/key norms and no q/k/v-only biases (plan "
+                      "and simulate take them)");
   if (config.context_parallel != 1 || config.expert_parallel != 1 || config.fp8 != "off")
     throw ConfigError(source,
                       config.context_parallel != 1  ? "config.context_parallel"
@@ -196,14 +227,32 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
   d.micro_batch = config.micro_batch_size;
   d.tp = config.tensor_parallel;
   d.seed = seed;
-  if (d.hidden % d.heads != 0)
+  d.groups = shape.num_query_groups;
+  d.kv_channels = shape.kv_channels;
+  d.swiglu = shape.swiglu;
+  d.rmsnorm = shape.rmsnorm;
+  d.rope = shape.rope;
+  d.bias = shape.bias;
+  if (d.kv_channels < 0)
+    throw ConfigError(source, "model.kv_channels",
+                      fmt::format("expected a positive value, got {}", d.kv_channels));
+  if (d.kv_channels == 0 && d.hidden % d.heads != 0)
     throw ConfigError(source, "model.num_attention_heads",
                       fmt::format("expected a divisor of hidden_size {}", d.hidden));
-  if (d.heads % d.tp != 0 || d.ffn % d.tp != 0)
+  if (d.groups < 0 || d.heads % d.kv_heads() != 0)
+    throw ConfigError(
+        source, "model.num_query_groups",
+        fmt::format("expected a divisor of num_attention_heads {}, got {}", d.heads, d.groups));
+  if (d.rope && d.head_dim() % 2 != 0)
+    throw ConfigError(source, "model.kv_channels",
+                      fmt::format("rotary positions turn pairs of channels: expected an even "
+                                  "head dimension, got {}",
+                                  d.head_dim()));
+  if (d.heads % d.tp != 0 || d.kv_heads() % d.tp != 0 || d.ffn % d.tp != 0)
     throw ConfigError(source, "parallel.tensor_model_parallel_size",
-                      fmt::format("expected a divisor of num_attention_heads {} and "
-                                  "ffn_hidden_size {}",
-                                  d.heads, d.ffn));
+                      fmt::format("expected a divisor of num_attention_heads {}, of the key/value "
+                                  "heads {} and of ffn_hidden_size {}",
+                                  d.heads, d.kv_heads(), d.ffn));
   return d;
 }
 
@@ -230,18 +279,24 @@ void global_coords(const ModelDims& d, int layer, int id, int tp_rank, int r, in
   *gr = r;
   *gc = c;
   if (layer < 0) return;
-  const int hl = d.local_hidden(), fl = d.local_ffn();
+  const int ql = d.local_hidden(), kl = d.local_kv(), fl = d.local_ffn();
+  const int qf = d.heads * d.head_dim(), kf = d.kv_heads() * d.head_dim();
   switch (id) {
     case kWqkv:
-    case kBqkv:  // columns are [q | k | v], each split by heads
-      *gc = (c / hl) * d.hidden + tp_rank * hl + c % hl;
+    case kBqkv:  // columns are [q | k | v]; q split by query heads, k and v by key/value heads
+      if (c < ql)
+        *gc = tp_rank * ql + c;
+      else if (c < ql + kl)
+        *gc = qf + tp_rank * kl + (c - ql);
+      else
+        *gc = qf + kf + tp_rank * kl + (c - ql - kl);
       return;
     case kWo:
-      *gr = tp_rank * hl + r;
+      *gr = tp_rank * ql + r;
       return;
     case kW1:
-    case kB1:
-      *gc = tp_rank * fl + c;
+    case kB1:  // [gate | up] with SwiGLU, each split by columns
+      *gc = c < fl ? tp_rank * fl + c : d.ffn + tp_rank * fl + (c - fl);
       return;
     case kW2:
       *gr = tp_rank * fl + r;
@@ -321,8 +376,10 @@ void StageModel::forward(int mb, const Mat* input, std::int64_t global_mb, bool 
     const Mat& table = tensors_[embedding_tensor_].value;
     const Mat& pos = tensors_[embedding_tensor_ + 1].value;
     st.input.resize(dims_.tokens(), dims_.hidden);
-    for (int i = 0; i < dims_.tokens(); ++i)
-      st.input.row(i) = table.row(tok[i]) + pos.row(i % dims_.seq);
+    for (int i = 0; i < dims_.tokens(); ++i) {
+      st.input.row(i) = table.row(tok[i]);
+      if (!dims_.rope) st.input.row(i) += pos.row(i % dims_.seq);
+    }
   } else {
     PW_ASSERT(input != nullptr, "a stage without the embedding needs an input");
     st.input = *input;
@@ -360,7 +417,8 @@ void StageModel::run_forward(MicrobatchState& st) {
 
 Mat StageModel::layer_forward(int l, const Mat& x, LayerCache& c) {
   c.x = x;
-  layer_norm(x, layer_tensor(l, kLn1G).value, layer_tensor(l, kLn1B).value, c.xhat1, c.rstd1, c.a);
+  norm_forward(x, layer_tensor(l, kLn1G).value, layer_tensor(l, kLn1B).value, dims_.rmsnorm,
+               c.xhat1, c.rstd1, c.a);
   c.qkv = c.a * layer_tensor(l, kWqkv).value;
   add_bias(c.qkv, layer_tensor(l, kBqkv).value);
   attention_forward(c);
@@ -368,11 +426,18 @@ Mat StageModel::layer_forward(int l, const Mat& x, LayerCache& c) {
   all_reduce(y);
   add_bias(y, layer_tensor(l, kBo).value);
   c.x1 = x + y;
-  layer_norm(c.x1, layer_tensor(l, kLn2G).value, layer_tensor(l, kLn2B).value, c.xhat2, c.rstd2,
-             c.a2);
+  norm_forward(c.x1, layer_tensor(l, kLn2G).value, layer_tensor(l, kLn2B).value, dims_.rmsnorm,
+               c.xhat2, c.rstd2, c.a2);
   c.u = c.a2 * layer_tensor(l, kW1).value;
   add_bias(c.u, layer_tensor(l, kB1).value);
-  c.g = c.u.unaryExpr([](double v) { return gelu(v); });
+  if (dims_.swiglu) {
+    const int fl = dims_.local_ffn();
+    c.g = c.u.leftCols(fl)
+              .unaryExpr([](double v) { return silu(v); })
+              .cwiseProduct(c.u.rightCols(fl));
+  } else {
+    c.g = c.u.unaryExpr([](double v) { return gelu(v); });
+  }
   Mat z = c.g * layer_tensor(l, kW2).value;
   all_reduce(z);
   add_bias(z, layer_tensor(l, kB2).value);
@@ -380,16 +445,22 @@ Mat StageModel::layer_forward(int l, const Mat& x, LayerCache& c) {
 }
 
 void StageModel::attention_forward(LayerCache& c) const {
-  const int s = dims_.seq, dh = dims_.head_dim(), hl = dims_.local_hidden();
-  const int lh = dims_.local_heads();
+  const int s = dims_.seq, dh = dims_.head_dim(), ql = dims_.local_hidden(), kl = dims_.local_kv();
+  const int lh = dims_.local_heads(), per_group = lh / dims_.local_kv_heads();
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  if (dims_.rope) {  // queries and keys rotated by position; values as projected
+    c.qk_rot = c.qkv;
+    rotate(c.qk_rot, ql + kl, dh, s, false);
+  }
+  const Mat& src = dims_.rope ? c.qk_rot : c.qkv;
   c.probs.resize(static_cast<Eigen::Index>(dims_.micro_batch) * lh * s, s);
-  c.ctx.resize(dims_.tokens(), hl);
+  c.ctx.resize(dims_.tokens(), ql);
   for (int b = 0; b < dims_.micro_batch; ++b) {
     for (int hd = 0; hd < lh; ++hd) {
-      const auto q = c.qkv.block(b * s, hd * dh, s, dh);
-      const auto k = c.qkv.block(b * s, hl + hd * dh, s, dh);
-      const auto v = c.qkv.block(b * s, 2 * hl + hd * dh, s, dh);
+      const int g = hd / per_group;  // the key/value head this query head shares
+      const auto q = src.block(b * s, hd * dh, s, dh);
+      const auto k = src.block(b * s, ql + g * dh, s, dh);
+      const auto v = src.block(b * s, ql + kl + g * dh, s, dh);
       auto p = c.probs.block((b * lh + hd) * s, 0, s, s);
       p.noalias() = (q * k.transpose()) * scale;
       for (int i = 0; i < s; ++i) {  // causal softmax over keys 0..i
@@ -404,25 +475,29 @@ void StageModel::attention_forward(LayerCache& c) const {
 }
 
 Mat StageModel::attention_backward(const LayerCache& c, const Mat& d_ctx) const {
-  const int s = dims_.seq, dh = dims_.head_dim(), hl = dims_.local_hidden();
-  const int lh = dims_.local_heads();
+  const int s = dims_.seq, dh = dims_.head_dim(), ql = dims_.local_hidden(), kl = dims_.local_kv();
+  const int lh = dims_.local_heads(), per_group = lh / dims_.local_kv_heads();
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-  Mat d_qkv(dims_.tokens(), 3 * hl);
+  const Mat& src = dims_.rope ? c.qk_rot : c.qkv;
+  // Key and value gradients sum over the query heads of their group.
+  Mat d_qkv = Mat::Zero(dims_.tokens(), ql + 2 * kl);
   for (int b = 0; b < dims_.micro_batch; ++b) {
     for (int hd = 0; hd < lh; ++hd) {
-      const auto q = c.qkv.block(b * s, hd * dh, s, dh);
-      const auto k = c.qkv.block(b * s, hl + hd * dh, s, dh);
-      const auto v = c.qkv.block(b * s, 2 * hl + hd * dh, s, dh);
+      const int g = hd / per_group;
+      const auto q = src.block(b * s, hd * dh, s, dh);
+      const auto k = src.block(b * s, ql + g * dh, s, dh);
+      const auto v = src.block(b * s, ql + kl + g * dh, s, dh);
       const auto p = c.probs.block((b * lh + hd) * s, 0, s, s);
       const auto d_o = d_ctx.block(b * s, hd * dh, s, dh);
       const Mat d_p = d_o * v.transpose();
       const Eigen::VectorXd dot = (d_p.array() * p.array()).rowwise().sum();
       const Mat d_s = (p.array() * (d_p.array().colwise() - dot.array())).matrix() * scale;
       d_qkv.block(b * s, hd * dh, s, dh).noalias() = d_s * k;
-      d_qkv.block(b * s, hl + hd * dh, s, dh).noalias() = d_s.transpose() * q;
-      d_qkv.block(b * s, 2 * hl + hd * dh, s, dh).noalias() = p.transpose() * d_o;
+      d_qkv.block(b * s, ql + g * dh, s, dh).noalias() += d_s.transpose() * q;
+      d_qkv.block(b * s, ql + kl + g * dh, s, dh).noalias() += p.transpose() * d_o;
     }
   }
+  if (dims_.rope) rotate(d_qkv, ql + kl, dh, s, true);  // back through the rotation
   return d_qkv;
 }
 
@@ -447,15 +522,26 @@ void StageModel::backward_input(int mb, const Mat* d_output) {
 Mat StageModel::layer_backward(int l, const Mat& dout, LayerCache& c) {
   c.d_z = dout;
   const Mat dg = dout * layer_tensor(l, kW2).value.transpose();
-  c.d_u = dg.array() * c.u.unaryExpr([](double v) { return gelu_grad(v); }).array();
+  if (dims_.swiglu) {  // g = silu(gate) * up
+    const int fl = dims_.local_ffn();
+    const auto gate = c.u.leftCols(fl), up = c.u.rightCols(fl);
+    c.d_u.resize(c.u.rows(), c.u.cols());
+    c.d_u.leftCols(fl) =
+        dg.array() * up.array() * gate.unaryExpr([](double v) { return silu_grad(v); }).array();
+    c.d_u.rightCols(fl) = dg.array() * gate.unaryExpr([](double v) { return silu(v); }).array();
+  } else {
+    c.d_u = dg.array() * c.u.unaryExpr([](double v) { return gelu_grad(v); }).array();
+  }
   c.d_a2 = c.d_u * layer_tensor(l, kW1).value.transpose();
   all_reduce(c.d_a2);
-  c.d_y = dout + layer_norm_backward(c.d_a2, c.xhat2, c.rstd2, layer_tensor(l, kLn2G).value);
+  c.d_y =
+      dout + norm_backward(c.d_a2, c.xhat2, c.rstd2, layer_tensor(l, kLn2G).value, dims_.rmsnorm);
   const Mat d_ctx = c.d_y * layer_tensor(l, kWo).value.transpose();
   c.d_qkv = attention_backward(c, d_ctx);
   c.d_a = c.d_qkv * layer_tensor(l, kWqkv).value.transpose();
   all_reduce(c.d_a);
-  return c.d_y + layer_norm_backward(c.d_a, c.xhat1, c.rstd1, layer_tensor(l, kLn1G).value);
+  return c.d_y +
+         norm_backward(c.d_a, c.xhat1, c.rstd1, layer_tensor(l, kLn1G).value, dims_.rmsnorm);
 }
 
 void StageModel::layer_weight_grads(int l, const LayerCache& c) {
@@ -463,7 +549,8 @@ void StageModel::layer_weight_grads(int l, const LayerCache& c) {
     layer_tensor(l, id).grad.noalias() += in.transpose() * d_out;
   };
   auto acc_bias = [&](int id, const Mat& d_out) {
-    layer_tensor(l, id).grad += d_out.colwise().sum();
+    Tensor& t = layer_tensor(l, id);
+    if (t.grad.size() > 0) t.grad += d_out.colwise().sum();  // empty: no such tensor
   };
   acc(kW2, c.g, c.d_z);
   acc_bias(kB2, c.d_z);
@@ -491,7 +578,7 @@ void StageModel::backward_weight(int mb) {
     Mat& pos = tensors_[embedding_tensor_ + 1].grad;
     for (int i = 0; i < dims_.tokens(); ++i) {
       table.row(tok[i]) += st.d_embed.row(i);
-      pos.row(i % dims_.seq) += st.d_embed.row(i);
+      if (!dims_.rope) pos.row(i % dims_.seq) += st.d_embed.row(i);
     }
   }
   // Keep output and d_input: a stage on the same device may still read them (V placement).

@@ -1,12 +1,19 @@
 #pragma once
-/// The real model the CPU executor trains: a GPT-style stack of pre-norm transformer blocks
-/// (layer norm, causal multi-head softmax attention, residual, layer norm, GELU MLP, residual),
-/// token + position embedding on the first stage of a pipeline and a vocabulary projection with
-/// cross-entropy loss on the last. Float64 (Eigen). Tensor parallelism is Megatron-style: the QKV
-/// and first MLP GEMMs are column-parallel (a rank holds heads / tp heads and ffn / tp columns),
+/// The real model the CPU executor trains: a stack of pre-norm transformer blocks (norm, causal
+/// softmax attention, residual, norm, MLP, residual), token embedding (+ learned positions) on
+/// the first stage of a pipeline and a vocabulary projection with cross-entropy loss on the last.
+/// Float64 (Eigen). The layer is GPT-3's by default (multi-head attention, GELU MLP, LayerNorm,
+/// biases, learned positions) and takes the dense options of today's models, as Megatron names
+/// them: grouped-query / multi-query attention (num_query_groups key/value heads shared by
+/// heads / groups query heads each), a head dimension of its own (kv_channels), the gated SwiGLU
+/// MLP (silu(x W_gate) * (x W_up), ffn_hidden_size wide), RMSNorm, rotary positions (RoPE, base
+/// 10000, rotating pairs (2j, 2j+1) of every query and key head) and no linear biases. Tensor
+/// parallelism is Megatron-style: the QKV and first MLP GEMMs are column-parallel (a rank holds
+/// heads / tp query heads, groups / tp key/value heads and ffn / tp columns of gate and of up),
 /// the attention output and second MLP GEMMs are row-parallel followed by an all-reduce; in the
-/// backward the column-parallel inputs' gradients are all-reduced. Layer norms, the row-parallel
-/// biases, the embedding and the head are replicated across the tensor-parallel group.
+/// backward the column-parallel inputs' gradients are all-reduced. Norms, the row-parallel
+/// biases, the embedding and the head are replicated across the tensor-parallel group. The
+/// output projection is always a tensor of its own (untied), whatever the plan's model says.
 ///
 /// Weights are a pure function of (seed, tensor, global row, global column), so every rank, layout
 /// and the unpipelined reference hold bit-identical weights. The backward is split into an input
@@ -35,12 +42,27 @@ struct ModelDims {
   int micro_batch = 1;  ///< sequences per microbatch
   int tp = 1;           ///< tensor-parallel degree
   std::uint64_t seed = 0;
+  int groups = 0;        ///< key/value heads (num_query_groups); 0 = heads (multi-head)
+  int kv_channels = 0;   ///< head dimension; 0 = hidden / heads
+  bool swiglu = false;   ///< gated MLP: W1 holds [gate | up], each ffn wide
+  bool rmsnorm = false;  ///< RMSNorm (scale only): the norms' shift tensors are empty
+  bool rope = false;     ///< rotary positions: the position table is empty
+  bool bias = true;      ///< linear biases (empty tensors when false)
 
-  int head_dim() const { return hidden / heads; }
+  int head_dim() const { return kv_channels > 0 ? kv_channels : hidden / heads; }
+  int kv_heads() const { return groups > 0 ? groups : heads; }
   int local_heads() const { return heads / tp; }
-  int local_hidden() const { return local_heads() * head_dim(); }  ///< attention width per rank
+  int local_kv_heads() const { return kv_heads() / tp; }
+  int local_hidden() const { return local_heads() * head_dim(); }  ///< query width per rank
+  int local_kv() const { return local_kv_heads() * head_dim(); }   ///< key (and value) width
   int local_ffn() const { return ffn / tp; }
   int tokens() const { return micro_batch * seq; }  ///< rows of an activation matrix
+  /// The layer GPT-3 has (what the CUDA backend runs): none of the options above.
+  bool gpt3_layer() const {
+    return (groups == 0 || groups == heads) &&
+           (kv_channels == 0 || kv_channels * heads == hidden) && !swiglu && !rmsnorm && !rope &&
+           bias;
+  }
 };
 
 /// Checks the shape (positive sizes, heads divide hidden, tp divides heads and ffn) and derives
@@ -125,7 +147,7 @@ class StageModel {
 
  private:
   struct LayerCache {
-    Mat x, xhat1, a, qkv, probs, ctx, x1, xhat2, a2, u, g;
+    Mat x, xhat1, a, qkv, qk_rot, probs, ctx, x1, xhat2, a2, u, g;  // qk_rot: RoPE only
     Eigen::VectorXd rstd1, rstd2;
     Mat d_qkv, d_a, d_y, d_a2, d_u, d_z;  // saved by B for W
   };

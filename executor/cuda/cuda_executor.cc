@@ -497,6 +497,11 @@ ExecuteResult execute_plan_cuda(const Plan& plan, const ExecuteOptions& opt, MPI
       layout = make_layout(plan, size, opt.source);
     }
     dims = make_plan_model_dims(plan, opt.seed, opt.source);
+    if (!dims.gpt3_layer())
+      throw ConfigError(opt.source, "model",
+                        "the CUDA backend runs GPT-3-style layers only (multi-head attention, "
+                        "GELU, LayerNorm, biases, learned positions); the CPU backend runs "
+                        "GQA, SwiGLU, RMSNorm and RoPE");
     prog = build_program(plan.schedule, layout.dp);
     if (!single) {
       const std::string order = check_transfer_order(prog, plan.schedule.placement);

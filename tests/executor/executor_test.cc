@@ -52,6 +52,19 @@ ModelDims tiny_dims(int tp) {
   return d;
 }
 
+// Today's dense layer: 4 query heads sharing 2 key/value heads (GQA) of dimension 6 (not
+// hidden / heads = 4), SwiGLU, RMSNorm, rotary positions, no linear biases.
+ModelDims modern_dims(int tp) {
+  ModelDims d = tiny_dims(tp);
+  d.heads = 4;
+  d.groups = 2;
+  d.kv_channels = 6;
+  d.ffn = 12;
+  d.swiglu = d.rmsnorm = d.rope = true;
+  d.bias = false;
+  return d;
+}
+
 double total_loss(StageModel& m, int mbs) {
   double loss = 0;
   for (int g = 0; g < mbs; ++g) {
@@ -63,8 +76,7 @@ double total_loss(StageModel& m, int mbs) {
 
 // The analytic gradient (F, B, W) against a central difference of the loss, for every element
 // of every tensor of a 2-layer model: an independent check that the reference itself is right.
-TEST(StageModel, GradientsMatchFiniteDifferences) {
-  const ModelDims d = tiny_dims(1);
+void check_finite_differences(const ModelDims& d) {
   const int mbs = 2;
   const double scale = 1.0 / (mbs * d.tokens());
   StageModel m(d, 0, d.num_layers, true, true, 0, mbs, scale, nullptr);
@@ -92,10 +104,62 @@ TEST(StageModel, GradientsMatchFiniteDifferences) {
   EXPECT_LT(worst, 1e-6);
 }
 
-// Megatron slicing: the tp slices of every split tensor tile the full tensor exactly once.
-TEST(StageModel, TensorParallelSlicesTileTheFullTensors) {
-  const ModelDims d = tiny_dims(2);
-  for (int id : {kWqkv, kBqkv, kWo, kW1, kB1, kW2}) {
+TEST(StageModel, GradientsMatchFiniteDifferences) { check_finite_differences(tiny_dims(1)); }
+
+// GQA, head dimension of its own, SwiGLU, RMSNorm, RoPE, no biases: the same independent check.
+TEST(StageModel, ModernLayerGradientsMatchFiniteDifferences) {
+  check_finite_differences(modern_dims(1));
+}
+
+// The modern layer's tensors: bias and shift tensors empty, the position table empty (RoPE),
+// QKV of 4*6 + 2*2*6 = 48 columns, W1 of 2*12 (gate and up), Wo of 24 rows. Parameter count by
+// hand: per layer 2 norms * 8 + 8*48 + 24*8 + 8*24 + 12*8 = 880; embedding 11*8 = 88; head 8*11
+// = 88; two layers: 1936.
+TEST(StageModel, ModernLayerShapesAndParameterCount) {
+  const ModelDims d = modern_dims(1);
+  StageModel m(d, 0, 2, true, true, 0, 1, 1.0, nullptr);
+  EXPECT_EQ(m.num_parameters(), 1936);
+  int rows = 0, cols = 0;
+  full_shape(d, 0, kWqkv, &rows, &cols);
+  EXPECT_EQ(cols, 48);
+  full_shape(d, 0, kBqkv, &rows, &cols);
+  EXPECT_EQ(cols, 0);
+  full_shape(d, 0, kLn1B, &rows, &cols);
+  EXPECT_EQ(cols, 0);
+  full_shape(d, kEmbeddingLayer, 1, &rows, &cols);
+  EXPECT_EQ(rows, 0);
+}
+
+// Without positions, causal attention at the last token sees its predecessors as a set:
+// swapping tokens 0 and 1 leaves the last output unchanged. Rotary positions make scores depend
+// on the distance i - j, so the swap must change it (and with RoPE off it must not).
+TEST(StageModel, RotaryPositionsMakeTheOrderOfEarlierTokensMatter) {
+  for (bool rope : {false, true}) {
+    ModelDims d = modern_dims(1);
+    d.rope = rope;
+    d.micro_batch = 1;
+    Mat x(d.seq, d.hidden);
+    for (int i = 0; i < d.seq; ++i)
+      for (int c = 0; c < d.hidden; ++c) x(i, c) = std::sin(1.0 + 0.7 * i + 0.3 * c);
+    Mat y = x;
+    y.row(0) = x.row(1);
+    y.row(1) = x.row(0);
+    StageModel m(d, 0, 1, false, false, 0, 2, 1.0, nullptr);
+    m.forward(0, &x, 0, true);
+    m.forward(1, &y, 1, true);
+    const double diff =
+        (m.output(0).bottomRows(1) - m.output(1).bottomRows(1)).cwiseAbs().maxCoeff();
+    if (rope)
+      EXPECT_GT(diff, 1e-6);
+    else
+      EXPECT_LT(diff, 1e-12);
+  }
+}
+
+// The same tiling with grouped keys/values and SwiGLU's [gate | up] columns.
+TEST(StageModel, ModernTensorParallelSlicesTileTheFullTensors) {
+  const ModelDims d = modern_dims(2);
+  for (int id : {kWqkv, kWo, kW1, kW2}) {
     int rows = 0, cols = 0;
     full_shape(d, 0, id, &rows, &cols);
     std::vector<int> hits(static_cast<std::size_t>(rows) * cols, 0);
@@ -111,6 +175,37 @@ TEST(StageModel, TensorParallelSlicesTileTheFullTensors) {
     }
     for (int h : hits) ASSERT_EQ(h, 1) << tensor_name(0, id);
   }
+}
+
+TEST(StageModel, RefusesWhatItDoesNotRunNamingTheKey) {
+  ModelShape shape{"t", 2, 16, 4, 32, 8, 32};
+  ParallelConfig cfg;
+  shape.num_experts = 8;
+  try {
+    make_model_dims(shape, cfg, 1, "plan.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "model.num_experts");
+  }
+  shape.num_experts = 0;
+  shape.num_query_groups = 3;  // 4 heads cannot share 3 groups
+  EXPECT_THROW(make_model_dims(shape, cfg, 1, "plan.yaml"), ConfigError);
+  shape.num_query_groups = 2;
+  cfg.tensor_parallel = 4;  // 2 key/value heads cannot split 4 ways
+  try {
+    make_model_dims(shape, cfg, 1, "plan.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "parallel.tensor_model_parallel_size");
+  }
+  cfg.tensor_parallel = 2;
+  shape.rope = true;
+  shape.kv_channels = 5;  // RoPE turns pairs
+  EXPECT_THROW(make_model_dims(shape, cfg, 1, "plan.yaml"), ConfigError);
+  shape.kv_channels = 6;
+  const ModelDims d = make_model_dims(shape, cfg, 1, "plan.yaml");
+  EXPECT_EQ(d.local_kv_heads(), 1);
+  EXPECT_FALSE(d.gpt3_layer());
 }
 
 TEST(StageModel, RejectsHeadsThatTensorParallelismCannotSplit) {
@@ -172,6 +267,15 @@ TEST(Executor, TensorParallel1F1BMatchesReference) {
 
 TEST(Executor, LoweredZbH1WithDataAndTensorParallelismMatchesReference) {
   const Job job = run_mpi(16, "--schedule zb-h1 --dp 2 --tp 2 --lower 1");
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("RESULT match=1"), std::string::npos) << job.output;
+}
+
+// Today's dense layer (GQA 4 heads / 2 groups, head dim 6, SwiGLU, RMSNorm, RoPE, no biases)
+// pipelined with tensor and data parallelism under a zero-bubble schedule (split B and W):
+// every gradient equals the unpipelined reference's.
+TEST(Executor, ModernLayerWithTensorAndDataParallelismMatchesReference) {
+  const Job job = run_mpi(16, "--schedule zb-h1 --dp 2 --tp 2 --model modern");
   EXPECT_EQ(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("RESULT match=1"), std::string::npos) << job.output;
 }

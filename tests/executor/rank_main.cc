@@ -22,6 +22,7 @@ struct Args {
   bool lower = false;
   std::string corrupt = "none";  // none | drop | swap | drop-send
   std::string save_plan;         // write the plan (YAML/JSON) instead of running it
+  std::string model = "gpt";     // gpt | modern (GQA, SwiGLU, RMSNorm, RoPE, no biases)
   pw::exec::ExecuteOptions opt;
 };
 
@@ -56,6 +57,8 @@ Args parse(int argc, char** argv) {
       a.opt.iterations = std::atoi(v.c_str());
     else if (k == "--save-plan")
       a.save_plan = v;
+    else if (k == "--model")
+      a.model = v;
   }
   return a;
 }
@@ -88,6 +91,15 @@ pw::Plan make_plan(const Args& a) {
       }
   }
   plan.model = {"test", a.layers, 16, 2, 32, 8, 32};
+  if (a.model == "modern") {
+    plan.model.num_attention_heads = 4;
+    plan.model.num_query_groups = 2;
+    plan.model.kv_channels = 6;
+    plan.model.ffn_hidden_size = 24;
+    plan.model.swiglu = plan.model.rmsnorm = plan.model.rope = true;
+    plan.model.untie_embeddings = true;
+    plan.model.bias = false;
+  }
   plan.config.tensor_parallel = a.tp;
   plan.config.pipeline_parallel = plan.schedule.placement.num_devices;
   plan.config.data_parallel = a.dp;
