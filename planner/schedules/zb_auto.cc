@@ -108,7 +108,8 @@ class Greedy {
   bool f_allowed(int s, int d) const {
     if (nf_[s] >= count_[s]) return false;
     if (v_.max_in_flight > 0 && in_flight_[d] >= v_.max_in_flight) return false;
-    if (v_.staggered_extra >= 0 && in_flight_[d] >= pl_.num_devices - d + v_.staggered_extra)
+    if (v_.staggered_extra >= 0 && in_flight_[d] >= v_.stagger_slope * (pl_.num_devices - d) -
+                                                        (v_.stagger_slope - 1) + v_.staggered_extra)
       return false;
     if (limit_ <= 0) return true;
     return mem_[d] + c_.mem(s, ActionKind::kF) + reserve_[s] <= limit_ + 1e-9;
@@ -273,6 +274,16 @@ std::vector<GreedyVariant> variants() {
        {WPolicy::kFillAny, WPolicy::kFillKnownGaps, WPolicy::kLookahead, WPolicy::kLazy})
     for (bool strict_f : {false, true})
       for (int extra : {-1, 0, 1, 2, 3}) out.push_back({w, strict_f, 0, extra});
+  // ZB-2p-shaped warm-ups: 2(p - d) - 1 (+ extra) forwards in flight on device d, so each
+  // device's first backward arrives as its warm-up ends instead of queueing behind forwards.
+  for (WPolicy w : {WPolicy::kFillAny, WPolicy::kFillKnownGaps, WPolicy::kLookahead})
+    for (int extra : {0, 1, 2}) {
+      GreedyVariant v;
+      v.w_policy = w;
+      v.staggered_extra = extra;
+      v.stagger_slope = 2;
+      out.push_back(v);
+    }
   return out;
 }
 

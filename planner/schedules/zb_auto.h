@@ -36,6 +36,9 @@ struct GreedyVariant {
   /// 1F1B-like staggered warm-up: device d keeps at most p - d + staggered_extra forwards in
   /// flight (-1: off).
   int staggered_extra = -1;
+  /// With staggered_extra >= 0: the cap is slope * (p - d) - (slope - 1) + staggered_extra, so
+  /// slope 2 gives ZB-2p's warm-up of 2(p - d) - 1 forwards on device d.
+  int stagger_slope = 1;
   /// Emit full backwards (BW) instead of B + W (schedules without the zero-bubble split).
   bool fused_backward = false;
 };
