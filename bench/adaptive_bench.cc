@@ -25,14 +25,8 @@ void run(benchmark::State& state, bool greedy_points) {
 void BM_AdaptiveOffsetSpace(benchmark::State& state) { run(state, false); }
 void BM_AdaptiveWithGreedyPoints(benchmark::State& state) { run(state, true); }
 
-// The V-Min / V-Half / V-ZB generators with warm-up/cool-down reordering (the planner calls
-// them once per (p, m)): unit costs, W holding nothing.
-void BM_VGenerator(benchmark::State& state, const char* name) {
-  pw::GeneratorParams gp;
-  gp.p = static_cast<int>(state.range(0));
-  gp.m = static_cast<int>(state.range(1));
-  gp.costs = pw::UniformCosts{1, 1, 1, 0, 0};
-  gp.costs.mw_over_mb = 0;
+// Generates `name` with `gp` once per iteration; reports the schedule's action count.
+void generate_repeatedly(benchmark::State& state, const char* name, const pw::GeneratorParams& gp) {
   const pw::GeneratorRegistry reg = pw::default_registry();
   std::size_t actions = 0;
   for (auto _ : state) {
@@ -41,6 +35,17 @@ void BM_VGenerator(benchmark::State& state, const char* name) {
     benchmark::DoNotOptimize(actions);
   }
   state.counters["actions"] = static_cast<double>(actions);
+}
+
+// The V-Min / V-Half / V-ZB generators with warm-up/cool-down reordering (the planner calls
+// them once per (p, m)): unit costs, W holding nothing.
+void BM_VGenerator(benchmark::State& state, const char* name) {
+  pw::GeneratorParams gp;
+  gp.p = static_cast<int>(state.range(0));
+  gp.m = static_cast<int>(state.range(1));
+  gp.costs = pw::UniformCosts{1, 1, 1, 0, 0};
+  gp.costs.mw_over_mb = 0;
+  generate_repeatedly(state, name, gp);
 }
 BENCHMARK_CAPTURE(BM_VGenerator, v_min, "v-min")->Args({16, 64})->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_VGenerator, v_half, "v-half")->Args({16, 64})->Unit(benchmark::kMillisecond);
@@ -56,14 +61,7 @@ void BM_PlannerQuestion(benchmark::State& state, const char* name) {
   gp.costs = pw::UniformCosts{kMs, kMs, kMs * 3 / 4, 0, kMs / 64};
   gp.costs.mw_over_mb = 0.25;
   gp.memory_limit = static_cast<double>(state.range(2));
-  const pw::GeneratorRegistry reg = pw::default_registry();
-  std::size_t actions = 0;
-  for (auto _ : state) {
-    const pw::Schedule s = pw::generate_schedule(reg, name, gp);
-    actions = s.total_actions();
-    benchmark::DoNotOptimize(actions);
-  }
-  state.counters["actions"] = static_cast<double>(actions);
+  generate_repeatedly(state, name, gp);
 }
 BENCHMARK_CAPTURE(BM_PlannerQuestion, v_adaptive, "v-adaptive")
     ->Args({16, 48, 8})

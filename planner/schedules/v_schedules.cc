@@ -10,6 +10,7 @@
 #include "planner/schedules/adaptive.h"
 #include "planner/schedules/block_reorder.h"
 #include "planner/schedules/memory_family.h"
+#include "planner/schedules/zb_auto.h"
 #include "sim/evaluator.h"
 
 namespace pw {
@@ -107,10 +108,12 @@ Schedule generate_v_half(const GeneratorParams& gp) {
 Schedule generate_v_zb(const GeneratorParams& gp) {
   check_p(gp, "v-zb");
   const CostTable costs = v_cost_table(gp);
-  // 1F1B memory: p microbatches = p * (chunk 0 + chunk 1 activations of one microbatch).
-  const double mb = costs.mem(0, ActionKind::kF) + costs.mem(2 * gp.p - 1, ActionKind::kF);
+  // 1F1B memory: p microbatches of each device's two chunks (its own, with uneven stages).
   ReorderOptions opt;
-  opt.caps.assign(gp.p, gp.memory_limit > 0 ? gp.memory_limit : gp.p * mb);
+  if (gp.memory_limit > 0)
+    opt.caps.assign(gp.p, gp.memory_limit);
+  else
+    opt.caps = own_stage_budgets(v_placement(gp.p, gp.num_layers), costs, 1);
   std::optional<ReorderResult> block;
   try {
     block =

@@ -17,8 +17,9 @@ constexpr TimePs kNever = std::numeric_limits<TimePs>::max();
 
 class Greedy {
  public:
-  Greedy(const Placement& pl, int m, const CostTable& c, double limit, const GreedyVariant& v)
-      : pl_(pl), m_(m), c_(c), limit_(limit), v_(v) {
+  Greedy(const Placement& pl, int m, const CostTable& c, const std::vector<double>& limits,
+         const GreedyVariant& v)
+      : pl_(pl), m_(m), c_(c), limits_(limits), v_(v) {
     const int S = pl.num_stages(), D = pl.num_devices;
     stages_of_.resize(D);
     for (int s = 0; s < S; ++s) stages_of_[pl.stages[s].device].push_back(s);
@@ -111,8 +112,8 @@ class Greedy {
     if (v_.staggered_extra >= 0 && in_flight_[d] >= v_.stagger_slope * (pl_.num_devices - d) -
                                                         (v_.stagger_slope - 1) + v_.staggered_extra)
       return false;
-    if (limit_ <= 0) return true;
-    return mem_[d] + c_.mem(s, ActionKind::kF) + reserve_[s] <= limit_ + 1e-9;
+    if (limits_[d] <= 0) return true;
+    return mem_[d] + c_.mem(s, ActionKind::kF) + reserve_[s] <= limits_[d] + 1e-9;
   }
 
   TimePs f_ready(int s) const {
@@ -236,7 +237,7 @@ class Greedy {
   const Placement& pl_;
   int m_;
   const CostTable& c_;
-  double limit_;
+  const std::vector<double>& limits_;  // per device
   GreedyVariant v_;
   std::vector<std::vector<int>> stages_of_;
   std::vector<double> reserve_;
@@ -291,11 +292,19 @@ std::vector<GreedyVariant> variants() {
 
 Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs, double limit,
                    const GreedyVariant& variant, const std::string& name) {
+  return zb_greedy(placement, m, costs, std::vector<double>(placement.num_devices, limit), variant,
+                   name);
+}
+
+Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs,
+                   const std::vector<double>& limits, const GreedyVariant& variant,
+                   const std::string& name) {
+  PW_ASSERT(static_cast<int>(limits.size()) == placement.num_devices, "one limit per device");
   Schedule s;
   s.name = name;
   s.placement = placement;
   s.num_microbatches = m;
-  Greedy g(placement, m, costs, limit, variant);
+  Greedy g(placement, m, costs, limits, variant);
   if (!g.run()) {
     s.actions.clear();
     return s;
@@ -306,12 +315,17 @@ Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs, do
 
 Schedule zb_auto(const Placement& placement, int m, const CostTable& costs, double limit,
                  const std::string& name) {
+  return zb_auto(placement, m, costs, std::vector<double>(placement.num_devices, limit), name);
+}
+
+Schedule zb_auto(const Placement& placement, int m, const CostTable& costs,
+                 const std::vector<double>& limits, const std::string& name) {
   Schedule best;
   TimePs best_cost = kNever;
   // Many variants give the same order (a policy that never binds): time each order once.
   std::vector<std::pair<std::uint64_t, std::vector<std::vector<Action>>>> seen;
   for (const GreedyVariant& v : variants()) {
-    Schedule s = zb_greedy(placement, m, costs, limit, v, name);
+    Schedule s = zb_greedy(placement, m, costs, limits, v, name);
     if (s.actions.empty()) continue;
     const std::uint64_t h = order_hash(s);
     if (std::any_of(seen.begin(), seen.end(),
@@ -322,17 +336,35 @@ Schedule zb_auto(const Placement& placement, int m, const CostTable& costs, doub
     if (cost < best_cost) best_cost = cost, best = std::move(s);
   }
   if (best_cost != kNever) return best;
-  // Smallest limit at which the loose variant finishes: double, then bisect to 1e-3.
+  // Smallest device-0 limit (the others scaled alike) at which the loose variant finishes:
+  // double, then bisect to 1e-3.
+  const double base = std::max(limits[0], 1e-12);
+  auto fits = [&](double x) {
+    std::vector<double> scaled(limits);
+    for (double& l : scaled) l *= x / base;
+    return !zb_greedy(placement, m, costs, scaled, {}, name).actions.empty();
+  };
+  const double limit = limits[0];
   double lo = limit, hi = std::max(limit, 1e-3);
-  while (zb_greedy(placement, m, costs, hi, {}, name).actions.empty()) hi *= 2;
+  while (!fits(hi)) hi *= 2;
   for (int it = 0; it < 40 && hi - lo > 1e-3; ++it) {
     const double mid = (lo + hi) / 2;
-    (zb_greedy(placement, m, costs, mid, {}, name).actions.empty() ? lo : hi) = mid;
+    (fits(mid) ? hi : lo) = mid;
   }
   throw ConfigError("", "--memory-limit",
                     fmt::format("{}: no schedule fits {} activations per device; the smallest "
                                 "feasible limit is about {:.3f}",
                                 name, limit, hi));
+}
+
+std::vector<double> own_stage_budgets(const Placement& placement, const CostTable& costs, int k) {
+  std::vector<double> out(placement.num_devices, 0.0);
+  const int P = placement.num_devices;
+  for (int g = 0; g < placement.num_stages(); ++g) {
+    const StageInfo& st = placement.stages[g];
+    if (st.pipeline == 0) out[st.device] += k * P * std::max(0.0, costs.mem(g, ActionKind::kF));
+  }
+  return out;
 }
 
 CostTable linear_cost_table(const GeneratorParams& gp) {
@@ -348,12 +380,13 @@ CostTable linear_cost_table(const GeneratorParams& gp) {
 
 namespace {
 
-// ZB-kp: limit k * p * M_B, M_B = what one forward of stage 0 allocates (1.0 with uniform costs).
+// ZB-kp: limit k * p * M_B, M_B = what one forward of the device's stage allocates (1.0 with
+// uniform costs); an explicit memory limit is the same for every device.
 Schedule zb_kp(const GeneratorParams& gp, int k, const char* name) {
   const CostTable costs = linear_cost_table(gp);
-  const double mb = costs.mem(0, ActionKind::kF);
-  const double limit = gp.memory_limit > 0 ? gp.memory_limit : k * gp.p * mb;
-  return zb_auto(linear_placement(gp.p, gp.num_layers), gp.m, costs, limit, name);
+  const Placement pl = linear_placement(gp.p, gp.num_layers);
+  if (gp.memory_limit > 0) return zb_auto(pl, gp.m, costs, gp.memory_limit, name);
+  return zb_auto(pl, gp.m, costs, own_stage_budgets(pl, costs, k), name);
 }
 
 }  // namespace
@@ -364,15 +397,16 @@ Schedule generate_zb_2p(const GeneratorParams& gp) { return zb_kp(gp, 2, "zb-2p"
 Schedule generate_zb_v(const GeneratorParams& gp) {
   if (gp.p < 2) throw ConfigError("", "--pp", "zb-v needs at least 2 pipeline devices");
   const CostTable costs = v_cost_table(gp);
-  // 1F1B memory: p microbatches = p * (chunk 0 + chunk 1 activations of one microbatch).
-  const double mb = costs.mem(0, ActionKind::kF) + costs.mem(2 * gp.p - 1, ActionKind::kF);
-  const double limit = gp.memory_limit > 0 ? gp.memory_limit : gp.p * mb;
-  auto compute = [&] {
-    return zb_auto(v_placement(gp.p, gp.num_layers), gp.m, costs, limit, "zb-v");
-  };
+  // 1F1B memory: p microbatches of the device's two chunks (each device its own).
+  const Placement pl = v_placement(gp.p, gp.num_layers);
+  const std::vector<double> limits = gp.memory_limit > 0
+                                         ? std::vector<double>(gp.p, gp.memory_limit)
+                                         : own_stage_budgets(pl, costs, 1);
+  auto compute = [&] { return zb_auto(pl, gp.m, costs, limits, "zb-v"); };
   if (!gp.memo) return compute();
   // V-ZB asks the same question of this generator (its greedy candidate): share the answer.
-  std::string key = fmt::format("zb-v/{}/{}/{}/{}", gp.p, gp.m, gp.num_layers, limit);
+  std::string key = fmt::format("zb-v/{}/{}/{}", gp.p, gp.m, gp.num_layers);
+  for (double l : limits) key += fmt::format("/{}", l);
   append_cost_key(costs, &key);
   return *gp.memo->get<Schedule>(key, compute);
 }

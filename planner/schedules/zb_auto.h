@@ -48,12 +48,26 @@ struct GreedyVariant {
 /// an empty schedule (no actions) when the run cannot finish (memory too small to progress).
 Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs, double limit,
                    const GreedyVariant& variant, const std::string& name);
+/// The same with one limit per device (`limits[d]`, <= 0: none).
+Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs,
+                   const std::vector<double>& limits, const GreedyVariant& variant,
+                   const std::string& name);
 
 /// Tries the variants and returns the schedule with the smallest zero-bubble cost (ties: the
 /// first variant). Throws ConfigError("", "--memory-limit", ...) naming the smallest feasible
 /// limit (found by doubling then bisection) when no variant finishes under `limit`.
 Schedule zb_auto(const Placement& placement, int m, const CostTable& costs, double limit,
                  const std::string& name);
+/// The same with one limit per device; the error names device 0's smallest feasible limit (the
+/// others scaled alike).
+Schedule zb_auto(const Placement& placement, int m, const CostTable& costs,
+                 const std::vector<double>& limits, const std::string& name);
+
+/// The zero-bubble papers' default budgets without an explicit limit: `k` x p microbatches of
+/// each device's own stages (ZB-1p: k = 1, ZB-2p: 2, ZB-V / V-ZB: 1 over both chunks), i.e.
+/// k * p * (sum of F's activation over the device's stages of pipeline 0). With uneven stages
+/// (an embedding or head stage) each device gets its own budget, not device 0's.
+std::vector<double> own_stage_budgets(const Placement& placement, const CostTable& costs, int k);
 
 /// Cost table for a linear placement from GeneratorParams (stage_costs if set, must have p
 /// stages; else uniform costs).

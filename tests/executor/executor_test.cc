@@ -156,10 +156,9 @@ TEST(StageModel, RotaryPositionsMakeTheOrderOfEarlierTokensMatter) {
   }
 }
 
-// The same tiling with grouped keys/values and SwiGLU's [gate | up] columns.
-TEST(StageModel, ModernTensorParallelSlicesTileTheFullTensors) {
-  const ModelDims d = modern_dims(2);
-  for (int id : {kWqkv, kWo, kW1, kW2}) {
+// Megatron slicing: the tp = 2 slices of every split tensor tile the full tensor exactly once.
+void check_tiling(const ModelDims& d, std::initializer_list<int> ids) {
+  for (int id : ids) {
     int rows = 0, cols = 0;
     full_shape(d, 0, id, &rows, &cols);
     std::vector<int> hits(static_cast<std::size_t>(rows) * cols, 0);
@@ -175,6 +174,15 @@ TEST(StageModel, ModernTensorParallelSlicesTileTheFullTensors) {
     }
     for (int h : hits) ASSERT_EQ(h, 1) << tensor_name(0, id);
   }
+}
+
+TEST(StageModel, TensorParallelSlicesTileTheFullTensors) {
+  check_tiling(tiny_dims(2), {kWqkv, kBqkv, kWo, kW1, kB1, kW2});
+}
+
+// The same with grouped keys/values and SwiGLU's [gate | up] columns.
+TEST(StageModel, ModernTensorParallelSlicesTileTheFullTensors) {
+  check_tiling(modern_dims(2), {kWqkv, kWo, kW1, kW2});
 }
 
 TEST(StageModel, RefusesWhatItDoesNotRunNamingTheKey) {

@@ -218,6 +218,17 @@ struct ZbRow {
   double f, b, w, comm, mw_over_mb, published;
 };
 
+// A profiled row as generator inputs (ms to ps; W keeps mw_over_mb of F's activation).
+GeneratorParams row_params(const ZbRow& row) {
+  GeneratorParams gp;
+  gp.p = row.p;
+  gp.m = row.m;
+  gp.costs = UniformCosts{millis_to_ps(row.f), millis_to_ps(row.b), millis_to_ps(row.w), 0,
+                          millis_to_ps(row.comm)};
+  gp.costs.mw_over_mb = row.mw_over_mb;
+  return gp;
+}
+
 TEST(Zb1p, BubbleRatesMatchTheZeroBubblePaper) {
   // Profiled times (ms) and published ZB-1p bubble rates from schedules.md. M_W/M_B =
   // 32h / (34h + 5as) with s = 1024: 1.5B (h=2304, a=24) -> 0.3664; 28.3B (h=6144, a=48) ->
@@ -228,12 +239,7 @@ TEST(Zb1p, BubbleRatesMatchTheZeroBubblePaper) {
                         {8, 64, 18.546, 18.097, 9.321, 0.762, 0.3664, 0.0674},
                         {32, 96, 10.419, 10.207, 7.715, 0.408, 0.4324, 0.1421}};
   for (const ZbRow& row : rows) {
-    GeneratorParams gp;
-    gp.p = row.p;
-    gp.m = row.m;
-    gp.costs = UniformCosts{millis_to_ps(row.f), millis_to_ps(row.b), millis_to_ps(row.w), 0,
-                            millis_to_ps(row.comm)};
-    gp.costs.mw_over_mb = row.mw_over_mb;
+    const GeneratorParams gp = row_params(row);
     const EvalResult r = run("zb-1p", gp);
     EXPECT_NEAR(r.bubble_rate, row.published, 5e-5) << "p=" << row.p << " m=" << row.m;
     EXPECT_LE(max_peak(r), row.p + 1e-9);  // limit p * M_B
@@ -253,12 +259,7 @@ TEST(Zb2p, NearlyBubbleFreeWithTheZeroBubblePapersProfiledTimes) {
                         {16, 48, 11.347, 11.248, 8.132, 0.377, 0.4, 0.01},
                         {32, 96, 10.419, 10.207, 7.715, 0.408, 0.4324, 0.01}};
   for (const ZbRow& row : rows) {
-    GeneratorParams gp;
-    gp.p = row.p;
-    gp.m = row.m;
-    gp.costs = UniformCosts{millis_to_ps(row.f), millis_to_ps(row.b), millis_to_ps(row.w), 0,
-                            millis_to_ps(row.comm)};
-    gp.costs.mw_over_mb = row.mw_over_mb;
+    const GeneratorParams gp = row_params(row);
     const EvalResult r = run("zb-2p", gp);
     EXPECT_LT(r.bubble_rate, row.published) << "p=" << row.p << " m=" << row.m;
     EXPECT_LE(max_peak(r), 2 * row.p + 1e-9);  // limit 2p * M_B
