@@ -58,6 +58,7 @@ struct CellOut {
   std::vector<Cand> keep;               // best `k` fitting candidates, sorted
   double cut = kInf;                    // best lower bound dropped for lack of room
   double min_mem = kInf;                // smallest memory lower bound of a valid configuration
+  double min_mem_over = kInf;           // ... of one whose bound is over the limit
   std::array<Cand, kBuckets> bucket{};  // best candidate per memory bucket (lb = inf: none)
   std::uint64_t valid = 0, fit = 0;
 };
@@ -101,6 +102,7 @@ void screen_cell(const CostModel& model, const Inner& in, const Cell& cell, std:
     if (!r.valid) continue;
     ++out->valid;
     out->min_mem = std::min(out->min_mem, r.mem_lb);
+    if (r.mem_lb > limit) out->min_mem_over = std::min(out->min_mem_over, r.mem_lb);
     if (r.mem_lb > cutoff) continue;
     ++out->fit;
     const Cand cand{objective_value(pr, c, r.time_lb), r.mem_lb, cell_id, i};
@@ -847,7 +849,21 @@ class Searcher {
     result_.pareto = pareto_front(ok);
     if (ok.size() > static_cast<std::size_t>(opt_.top)) ok.resize(opt_.top);
     result_.top = std::move(ok);
-    if (!result_.top.empty()) result_.min_memory_needed = 0;
+    if (!result_.top.empty()) {
+      result_.min_memory_needed = 0;
+    } else if (!result_.stats.budget_hit) {
+      // Nothing fits. Every configuration whose bound fits was scored (no budget stopped it), so
+      // the least any configuration needs is the smaller of the scored peaks (by the engine that
+      // ranked them; a row no schedule could be generated for needs more than the limit) and the
+      // bounds of those never scored (over the limit). The screen's bound alone can sit below
+      // the limit and made the message contradict itself.
+      const double limit = model_.problem().limit();
+      double need = kInf;
+      for (const CellOut& o : outs_) need = std::min(need, o.min_mem_over);
+      for (const Evaluated& e : evaluated_)
+        need = std::min(need, e.iteration > 0 ? e.peak_memory : std::max(limit, e.mem_lb));
+      if (need < kInf) result_.min_memory_needed = need;
+    }
     if (opt_.keep_all) result_.all = evaluated_;
   }
 

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
+
 #include "hwmodels/profile.h"
 #include "planner/search/plan_emit.h"
 
@@ -44,6 +46,41 @@ const Case kCases[] = {
     {"megatron-18.4b", 16, 32, 0},
     {"megatron-7.5b", 8, 32, 30},
 };
+
+// When nothing fits, "needs at least X GB" must be a true lower bound that is over the limit:
+// never the screen's bound of a configuration the evaluator then found not to fit. Set the limit
+// between the smallest screen bound and the smallest evaluated peak of a 1F1B-only space (1F1B
+// does not read the limit, so the peaks do not move): nothing fits, and the figure lies between
+// the limit and that smallest peak.
+TEST(Search, NoFeasiblePlanNamesANeedOverTheLimit) {
+  const GeneratorRegistry reg = default_registry();
+  PlanProblem pr = problem("megatron-7.5b", 8);
+  SearchSpace space = small_space(pr, reg, 32);
+  space.schedules.erase(std::remove_if(space.schedules.begin(), space.schedules.end(),
+                                       [](const ScheduleOption& o) { return o.name != "1f1b"; }),
+                        space.schedules.end());
+  ASSERT_EQ(space.schedules.size(), 1u);
+  SearchOptions o;
+  o.prune = false;
+  o.keep_all = true;
+  o.max_evaluations = 1 << 30;
+  o.des_top = 0;
+  const SearchResult all = run_search(pr, space, reg, o);
+  double lowest_bound = 1e300, lowest_peak = 1e300;
+  for (const Evaluated& e : all.all) {
+    if (e.iteration <= 0) continue;
+    lowest_bound = std::min(lowest_bound, e.mem_lb);
+    lowest_peak = std::min(lowest_peak, e.peak_memory);
+  }
+  ASSERT_LT(lowest_bound, lowest_peak);
+  pr.memory_limit = (lowest_bound + lowest_peak) / 2;
+  o.prune = true;
+  o.keep_all = false;
+  const SearchResult none = run_search(pr, space, reg, o);
+  ASSERT_TRUE(none.top.empty());
+  EXPECT_GT(none.min_memory_needed, pr.memory_limit);
+  EXPECT_LE(none.min_memory_needed, lowest_peak + 1);
+}
 
 TEST(Search, ScreenBoundsHoldForEveryEvaluatedConfiguration) {
   const GeneratorRegistry reg = default_registry();
