@@ -425,6 +425,50 @@ TEST(ZeroPP, GathersEachBlockOnceAndReducesItsGradients) {
   EXPECT_EQ(reduce, 8);
 }
 
+// Property: every generator that reads a memory limit keeps every device within it, for p = 2..16,
+// m in {p, 2p, 3p, 4p}, random F/B/W/comm costs and W's share of the activation, and limits
+// from 0.6p to 1.6p (1F1B-stage units). A generator may refuse a limit (ConfigError naming the
+// smallest feasible one); most runs must produce a schedule, so the property is not vacuous
+// (7 generators x 15 sizes x 4 batch counts = 420 runs; 389 ran when written).
+TEST(MemoryFamily, EveryMemoryReadingGeneratorStaysWithinItsLimit) {
+  const GeneratorRegistry reg = default_registry();
+  std::mt19937 rng(20261124);
+  int ran = 0, refused = 0;
+  for (const GeneratorInfo& g : reg.all()) {
+    if (!g.caps.memory_aware) continue;
+    for (int p = 2; p <= 16; ++p) {
+      if (g.caps.max_devices > 0 && p > g.caps.max_devices) continue;
+      for (int k = 1; k <= 4; ++k) {
+        const int m = k * p;
+        auto draw = [&](int lo, int hi) {
+          return lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1));
+        };
+        GeneratorParams gp;
+        gp.p = p;
+        gp.m = m;
+        constexpr TimePs kUnit = 1000;
+        gp.costs = UniformCosts{kUnit * draw(5, 15) / 10, kUnit * draw(5, 20) / 10,
+                                kUnit * draw(3, 12) / 10, 0, kUnit * draw(0, 3) / 10};
+        gp.costs.mw_over_mb = draw(0, 4) / 8.0;
+        gp.memory_limit = p * draw(6, 16) / 10.0;
+        Schedule s;
+        try {
+          s = generate_schedule(reg, g.name, gp);
+        } catch (const ConfigError& e) {
+          ++refused;
+          continue;
+        }
+        ++ran;
+        const EvalResult r = evaluate(s, make_uniform_cost_table(s.placement, gp.costs));
+        EXPECT_LE(max_peak(r), gp.memory_limit + 1e-9)
+            << g.name << " p=" << p << " m=" << m << " limit " << gp.memory_limit;
+      }
+    }
+  }
+  EXPECT_GT(ran, 3 * refused) << ran << " ran, " << refused << " refused";
+  EXPECT_GT(ran, 300) << ran << " ran, " << refused << " refused";
+}
+
 TEST(MemoryFamily, EveryScheduleIsLegalOverASweepAndExportsWhereTheFormatAllows) {
   const char* names[] = {"v-min", "v-half",  "v-zb",      "v-adaptive", "zb-1p", "zb-2p",
                          "zb-v",  "bitpipe", "dualpipev", "zeropp",     "1f1b-r"};
