@@ -191,7 +191,9 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
 
 IterationResult simulate_iteration(const IterationInput& in, const IterationOptions& opt,
                                    std::vector<ActionTiming>* timings) {
-  detail::IterationBuilder builder(in, opt);
+  IterationOptions o = opt;
+  if (!o.gpu_time_factor.empty()) o.representative = false;
+  detail::IterationBuilder builder(in, o);
   BuiltIteration b = builder.build();
   des::Engine engine(b.link_capacity);
   des::EngineOptions eo;
@@ -203,6 +205,15 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
   IterationResult res;
   res.iteration = er.makespan;
   res.simulated_gpus = static_cast<int>(b.ranks.size());
+  for (int d = 0; d < res.simulated_gpus; ++d)
+    if (d == 0 || er.device[d].busy > res.busiest_busy) {
+      const detail::SimRank& sr = b.ranks[d];
+      res.busiest_gpu = sr.gpu;
+      res.busiest_tp = sr.tr;
+      res.busiest_dp = sr.dr;
+      res.busiest_pp = sr.pr;
+      res.busiest_busy = er.device[d].busy;
+    }
   res.events = er.events;
   res.tasks = b.graph.size();
   res.offload_gpu_share = b.offload_gpu_share;

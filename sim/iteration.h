@@ -51,6 +51,10 @@ struct IterationOptions {
   double cpu_adam_params_per_sec = hw::kCpuAdamParamsPerSec;
   double offload_gpu_share = -1;
   bool trace = false;  ///< fill IterationResult::trace
+  /// Compute-time factor per GPU (global index; 1.25 = every pass takes 25% longer: a slow or
+  /// throttled GPU). Empty: all 1. Non-empty breaks the symmetry `representative` relies on, so
+  /// every GPU is simulated whatever `representative` says.
+  std::vector<double> gpu_time_factor;
 };
 
 /// Exposed (not overlapped with compute) communication, per kind.
@@ -88,6 +92,10 @@ struct IterationResult {
   bool fits = true;
   double worst_overflow = 0;  ///< bytes over capacity on the worst GPU (0 if it fits)
   int simulated_gpus = 0;
+  /// The simulated GPU with the most compute time (the one that sets the ideal time), global
+  /// index and coordinates, and its busy compute time.
+  int busiest_gpu = 0, busiest_tp = 0, busiest_dp = 0, busiest_pp = 0;
+  TimePs busiest_busy = 0;
   std::uint64_t events = 0;
   std::size_t tasks = 0;
   double offload_gpu_share = 1;  ///< share of the optimizer update run on the GPU

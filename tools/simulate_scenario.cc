@@ -67,6 +67,14 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
   if (s.parallel.optimizer_offload) j["offload_gpu_share"] = r.offload_gpu_share;
   j["simulated_gpus"] = r.simulated_gpus;
   j["events"] = r.events;
+  j["busiest_gpu"] = {{"gpu", r.busiest_gpu},
+                      {"tp", r.busiest_tp},
+                      {"dp", r.busiest_dp},
+                      {"pp", r.busiest_pp},
+                      {"busy_ms", ps_to_millis(r.busiest_busy)}};
+  int slow = 0;
+  for (double f : s.gpu_time_factor) slow += f != 1.0;
+  if (slow > 0) j["slow_gpus"] = slow;
   if (s.published) {
     j["published_tflops_per_gpu"] = s.published->tflops_per_gpu;
     j["published_iteration_s"] = s.published->iteration_time_s;
@@ -112,6 +120,18 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
     ex += fmt::format("{}{} {:.2f} ms", k ? ", " : "", comm_kind_name(static_cast<CommKind>(k)),
                       ps_to_millis(r.exposed[k]));
   line("exposed communication", ex);
+  int slow = 0;
+  double worst = 1;
+  for (double f : s.gpu_time_factor) {
+    slow += f != 1.0;
+    worst = std::max(worst, f);
+  }
+  if (slow > 0)
+    line("slow GPUs",
+         fmt::format("{} (slowest x{:.2f}); all {} GPUs simulated", slow, worst, r.simulated_gpus));
+  line("busiest GPU",
+       fmt::format("GPU {} (tp {}, dp {}, pp {}): {:.1f} ms of compute", r.busiest_gpu,
+                   r.busiest_tp, r.busiest_dp, r.busiest_pp, ps_to_millis(r.busiest_busy)));
   if (s.parallel.optimizer_offload)
     line("offload GPU share",
          fmt::format("{:.0f}% of the optimizer update", 100 * r.offload_gpu_share));
@@ -248,8 +268,9 @@ int run_scenario_simulation(const ScenarioSimOptions& opts) {
   const hw::Scenario s = hw::load_scenario(opts.scenario);
   const IterationInput in = scenario_iteration_input(s);
   std::vector<ActionTiming> timings;
-  const IterationResult r = simulate_iteration(in, iteration_options(opts, s.flash_attention),
-                                               opts.report.empty() ? nullptr : &timings);
+  IterationOptions io = iteration_options(opts, s.flash_attention);
+  io.gpu_time_factor = s.gpu_time_factor;  // slow GPUs: every GPU is simulated
+  const IterationResult r = simulate_iteration(in, io, opts.report.empty() ? nullptr : &timings);
   if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(r.trace));
   if (!opts.report.empty()) write_iteration_report(opts.report, s, in, timings, r);
   std::fputs(scenario_summary(s, r, opts.format == "json").c_str(), stdout);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "core/trace.h"
 #include "hwmodels/collectives.h"
 #include "hwmodels/profile.h"
@@ -82,6 +83,75 @@ TEST(Iteration, RepresentativeRanksHoldWithContextAndExpertParallelism) {
     EXPECT_NEAR(static_cast<double>(a.exposed[k]), static_cast<double>(b.exposed[k]), 1000.0)
         << "kind " << k;
   EXPECT_DOUBLE_EQ(a.memory[0].peak, b.memory[0].peak);
+}
+
+// Slow GPUs (cluster.slow_gpus / slow_nodes). With free communication every task's time is its
+// GPU's compute, so: every GPU twice as slow doubles the iteration (to the picosecond rounding of
+// each pass); one GPU 1.5x slower in a data-parallel-only job (t = p = 1, d = 8, all GPUs waiting
+// for each other at the gradient reduction) makes the iteration 1.5x and names that GPU as the
+// busiest; a factor turns on every-GPU simulation even in representative mode.
+TEST(Iteration, SlowGpusStretchTheirComputeAndBoundTheIteration) {
+  IterationOptions free;
+  free.free_communication = true;
+  const hw::Scenario base = small_scenario(2, 2, 1, 8);
+  const IterationResult b = simulate_iteration(testing::input_for(base), free);
+  const hw::Scenario all_slow = hw::parse_scenario(R"(
+model: {num_layers: 8, hidden_size: 1024, num_attention_heads: 16, seq_length: 1024,
+        vocab_size: 51200}
+cluster: {profile: dgx-a100-80gb, nodes: 1, slow_nodes: {0: 2.0}}
+parallel: {tensor_model_parallel_size: 2, pipeline_model_parallel_size: 2, micro_batch_size: 1,
+           global_batch_size: 8}
+)",
+                                                   "slow.yaml", ".");
+  ASSERT_EQ(all_slow.gpu_time_factor.size(), 8u);
+  IterationOptions o = free;
+  o.gpu_time_factor = all_slow.gpu_time_factor;
+  const IterationResult s2 = simulate_iteration(testing::input_for(all_slow), o);
+  EXPECT_EQ(s2.simulated_gpus, 8);
+  EXPECT_NEAR(static_cast<double>(s2.iteration), 2.0 * static_cast<double>(b.iteration), 1e4);
+
+  const hw::Scenario dp = hw::parse_scenario(R"(
+model: {num_layers: 4, hidden_size: 1024, num_attention_heads: 16, seq_length: 1024,
+        vocab_size: 51200}
+cluster: {profile: dgx-a100-80gb, nodes: 1, slow_gpus: {5: 1.5}}
+parallel: {tensor_model_parallel_size: 1, pipeline_model_parallel_size: 1, micro_batch_size: 1,
+           global_batch_size: 16}
+)",
+                                             "dp.yaml", ".");
+  IterationOptions even = free, one_slow = free;
+  one_slow.gpu_time_factor = dp.gpu_time_factor;
+  const IterationResult e = simulate_iteration(testing::input_for(dp), even);
+  const IterationResult r = simulate_iteration(testing::input_for(dp), one_slow);
+  EXPECT_EQ(r.simulated_gpus, 8);
+  EXPECT_NEAR(static_cast<double>(r.iteration), 1.5 * static_cast<double>(e.iteration), 1e4);
+  EXPECT_EQ(r.busiest_gpu, 5);
+  EXPECT_EQ(r.busiest_dp, 5);
+}
+
+TEST(Iteration, SlowGpuEntriesAreCheckedNamingTheKey) {
+  auto load = [](const std::string& cluster_extra) {
+    return hw::parse_scenario(fmt::format(R"(
+model: {{num_layers: 4, hidden_size: 1024, num_attention_heads: 16, seq_length: 1024,
+        vocab_size: 51200}}
+cluster: {{profile: dgx-a100-80gb, nodes: 1, {}}}
+parallel: {{tensor_model_parallel_size: 1, pipeline_model_parallel_size: 1, micro_batch_size: 1,
+           global_batch_size: 16}}
+)",
+                                          cluster_extra),
+                              "bad.yaml", ".");
+  };
+  for (const char* bad : {"slow_gpus: {8: 1.5}", "slow_gpus: {0: 0.5}", "slow_nodes: [1, 2]",
+                          "slow_gpus: {a: 2}", "slow_nodes: {1: 2}"}) {
+    try {
+      load(bad);
+      ADD_FAILURE() << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("cluster.slow_"), std::string::npos)
+          << bad << ": " << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  }
+  EXPECT_DOUBLE_EQ(load("slow_gpus: {3: 1.5}, slow_nodes: {0: 2}").gpu_time_factor[3], 3.0);
 }
 
 TEST(Iteration, SameScenarioGivesAByteIdenticalTrace) {
