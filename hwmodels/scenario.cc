@@ -87,7 +87,7 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
 
 void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s) {
   c.check_keys({"profile", "nodes", "gpus_per_node", "fabric", "oversubscription", "leaf_ports",
-                "slow_gpus", "slow_nodes"});
+                "slow_gpus", "slow_nodes", "degraded_nics"});
   std::string profile = c.text("profile");
   s->profile = resolve_profile(profile, base_dir, c.file(), c.key_path("profile"));
   s->cluster_profile = profile;
@@ -105,15 +105,19 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
   t.fabric.oversubscription = c.positive_or("oversubscription", t.fabric.oversubscription);
   if (t.fabric.oversubscription < 1.0) c.fail("oversubscription", "expected a number >= 1");
   t.fabric.leaf_ports = static_cast<int>(c.integer_or("leaf_ports", t.fabric.leaf_ports, 1));
-  // Slow GPUs: {index: factor} maps, a node's factor applying to each of its GPUs (a GPU listed
-  // in both takes the product). Factor = how much longer every pass takes (1.25: 25% slower).
+  // Slow GPUs and degraded NICs: {index: factor} maps. A node's factor applies to each of its
+  // GPUs (a GPU listed in both takes the product); factor = how much longer every pass takes
+  // (1.25: 25% slower). A NIC's factor divides its port's rate (2: half speed), both directions.
   const int gpus = t.nodes * t.node.gpus_per_node;
-  for (const char* key : {"slow_nodes", "slow_gpus"}) {
+  const int nics = t.nodes * t.node.nics_per_node;
+  for (const char* key : {"slow_nodes", "slow_gpus", "degraded_nics"}) {
     if (!c.has(key)) continue;
     const bool nodes = std::string(key) == "slow_nodes";
+    const bool nic = std::string(key) == "degraded_nics";
     const YAML::Node m = c.raw(key);
     if (!m.IsMap()) c.fail(key, "expected a map of index: factor (e.g. {3: 1.25})");
-    if (s->gpu_time_factor.empty()) s->gpu_time_factor.assign(gpus, 1.0);
+    if (nic && t.nic_slowdown.empty()) t.nic_slowdown.assign(nics, 1.0);
+    if (!nic && s->gpu_time_factor.empty()) s->gpu_time_factor.assign(gpus, 1.0);
     for (const auto& kv : m) {
       long long index = -1;
       double factor = 0;
@@ -123,14 +127,20 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
       } catch (const YAML::Exception&) {
         c.fail(key, "expected integer indices and numeric factors (e.g. {3: 1.25})");
       }
-      const int count = nodes ? t.nodes : gpus;
+      const int count = nic ? nics : nodes ? t.nodes : gpus;
       if (index < 0 || index >= count)
         c.fail(key, fmt::format("index {} is outside the cluster's {} {}", index, count,
-                                nodes ? "nodes" : "GPUs"));
+                                nic     ? "NICs"
+                                : nodes ? "nodes"
+                                        : "GPUs"));
       if (!(factor >= 1.0 && factor <= 100.0))
         c.fail(key, fmt::format("factor {} for index {}: expected a number from 1 (full speed) "
                                 "to 100",
                                 factor, index));
+      if (nic) {
+        t.nic_slowdown[index] *= factor;
+        continue;
+      }
       const int per = nodes ? t.node.gpus_per_node : 1;
       for (int g = static_cast<int>(index) * per; g < (index + 1) * per; ++g)
         s->gpu_time_factor[g] *= factor;
@@ -444,6 +454,14 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     s.published->iteration_time_s = double(s.parallel.global_batch_size) * s.model.seq_length /
                                     (s.published->tokens_per_s_per_gpu * s.num_gpus());
   return s;
+}
+
+void require_uniform_cluster(const Scenario& s, const std::string& command) {
+  if (s.gpu_time_factor.empty() && s.topology.symmetric()) return;
+  throw ConfigError(s.file, s.topology.symmetric() ? "cluster.slow_gpus" : "cluster.degraded_nics",
+                    fmt::format("`{}` assumes every GPU and NIC runs at the profile's rate; "
+                                "`pipewright simulate` takes slow GPUs and degraded NICs",
+                                command));
 }
 
 Scenario load_scenario(const std::string& path, const ParallelOverrides& overrides,

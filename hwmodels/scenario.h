@@ -87,6 +87,10 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
                         const std::string& base_dir, const ParallelOverrides& overrides = {},
                         ParallelSection section = ParallelSection::kRequired);
 /// Reads and parses a scenario file. Every command reads scenarios through this one function.
+/// Refuses (ConfigError naming the file and key) a scenario with slow GPUs or degraded NICs, for
+/// commands whose models assume every GPU and NIC at the profile's rate (`command` is named).
+void require_uniform_cluster(const Scenario& s, const std::string& command);
+
 Scenario load_scenario(const std::string& path, const ParallelOverrides& overrides = {},
                        ParallelSection section = ParallelSection::kRequired);
 

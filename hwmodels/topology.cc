@@ -108,8 +108,11 @@ Topology::Topology(const TopologySpec& spec) : spec_(spec) {
       std::size_t nic = add_vertex(VertexKind::kNic, node * nics + r, node);
       std::size_t near = nic_per_gpu_ ? gpu_vertex_[first_gpu + r] : host;
       to_nic_[node * nics + r] = add_link(near, nic, ns.pcie, LinkRole::kGpuToNic);
+      LinkSpec port = ns.nic;
+      const std::size_t k = static_cast<std::size_t>(node) * nics + r;
+      if (k < spec_.nic_slowdown.size()) port.efficiency /= spec_.nic_slowdown[k];
       nic_up_[node * nics + r] =
-          add_link(nic, leaf_v[leaf_of_nic(node, r)], ns.nic, LinkRole::kNicToLeaf);
+          add_link(nic, leaf_v[leaf_of_nic(node, r)], port, LinkRole::kNicToLeaf);
     }
   }
   leaf_spine_.resize(static_cast<std::size_t>(num_leaves_) * num_spines_);

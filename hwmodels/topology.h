@@ -30,6 +30,11 @@ struct TopologySpec {
   int nodes = 1;
   NodeSpec node;
   FabricSpec fabric;
+  /// Capacity divisor per NIC (global index node * nics_per_node + rail) for its NIC <-> leaf
+  /// link, both directions (2 = a link running at half its rate; a flapping or downtrained
+  /// port). Empty: every NIC at the profile's rate.
+  std::vector<double> nic_slowdown;
+  bool symmetric() const { return nic_slowdown.empty(); }
 };
 
 /// Builds a TopologySpec from a profile and a node count (the profile's node and fabric).

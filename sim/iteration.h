@@ -53,7 +53,8 @@ struct IterationOptions {
   bool trace = false;  ///< fill IterationResult::trace
   /// Compute-time factor per GPU (global index; 1.25 = every pass takes 25% longer: a slow or
   /// throttled GPU). Empty: all 1. Non-empty breaks the symmetry `representative` relies on, so
-  /// every GPU is simulated whatever `representative` says.
+  /// every GPU is simulated whatever `representative` says (as with degraded NICs in the
+  /// topology, TopologySpec::nic_slowdown).
   std::vector<double> gpu_time_factor;
 };
 

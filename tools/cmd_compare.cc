@@ -251,8 +251,9 @@ int run_compare(const CompareOptions& o) {
       if (o.app->count(flag) > 0)
         throw ConfigError("", flag, "comes from the scenario file; drop it or drop the scenario");
     if (o.memory_limit < 0) throw ConfigError("", "--memory-limit", "expected GB >= 0");
-    in = compare_on_scenario(hw::load_scenario(o.scenario), split_names(o.schedules),
-                             o.memory_limit * 1e9);
+    const hw::Scenario sc = hw::load_scenario(o.scenario);
+    hw::require_uniform_cluster(sc, "compare");
+    in = compare_on_scenario(sc, split_names(o.schedules), o.memory_limit * 1e9);
   } else {
     in = fixed_cost_input(o);
   }

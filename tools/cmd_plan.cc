@@ -195,7 +195,11 @@ void check_not_empty(const SearchConstraints& c, const SearchSpace& space, const
 
 // The scenario through the one reader every command uses (its `parallel:` section optional).
 hw::Scenario resolve_scenario(const PlanOptions& o) {
-  if (!o.scenario.empty()) return hw::load_scenario(o.scenario, {}, hw::ParallelSection::kOptional);
+  if (!o.scenario.empty()) {
+    hw::Scenario s = hw::load_scenario(o.scenario, {}, hw::ParallelSection::kOptional);
+    hw::require_uniform_cluster(s, "plan");
+    return s;
+  }
   // The bundled default, relative to the working directory or the installed binary.
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);

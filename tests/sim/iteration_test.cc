@@ -128,6 +128,45 @@ parallel: {tensor_model_parallel_size: 1, pipeline_model_parallel_size: 1, micro
   EXPECT_EQ(r.busiest_dp, 5);
 }
 
+// Degraded NICs (cluster.degraded_nics: capacity divisor of a NIC's port). Every NIC of a 2-node
+// data-parallel job at half rate is the same cluster as a profile whose NIC efficiency is half:
+// both simulations agree (the first simulates every GPU, the second one per pipeline rank, which
+// agree to float rounding, see RepresentativeRanksGiveTheSameTimesAsEveryRank). One NIC at a
+// quarter rate slows the job's gradient reduction without touching compute.
+TEST(Iteration, DegradedNicsSlowTheTrafficThatCrossesThem) {
+  auto load = [](const std::string& extra) {
+    return hw::parse_scenario(fmt::format(R"(
+model: {{num_layers: 4, hidden_size: 2048, num_attention_heads: 16, seq_length: 1024,
+        vocab_size: 51200}}
+cluster: {{profile: dgx-a100-80gb, nodes: 2{}}}
+parallel: {{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, micro_batch_size: 1,
+           global_batch_size: 4}}
+)",
+                                          extra),
+                              "nic.yaml", ".");
+  };
+  const hw::Scenario even = load("");
+  std::string all_half = ", degraded_nics: {";
+  for (int k = 0; k < 16; ++k) all_half += fmt::format("{}{}: 2", k ? ", " : "", k);
+  all_half += "}";
+  const hw::Scenario degraded = load(all_half);
+  ASSERT_FALSE(degraded.topology.symmetric());
+  hw::Scenario halved = even;
+  halved.topology.node.nic.efficiency /= 2;
+  IterationOptions o;
+  const IterationResult a = simulate_iteration(testing::input_for(degraded), o);
+  const IterationResult b = simulate_iteration(testing::input_for(halved), o);
+  const IterationResult base = simulate_iteration(testing::input_for(even), o);
+  EXPECT_EQ(a.simulated_gpus, 16);
+  EXPECT_NEAR(static_cast<double>(a.iteration), static_cast<double>(b.iteration), 1e4);
+  EXPECT_GT(a.exposed[static_cast<int>(CommKind::kDp)],
+            base.exposed[static_cast<int>(CommKind::kDp)]);
+  const IterationResult one =
+      simulate_iteration(testing::input_for(load(", degraded_nics: {9: 4}")), o);
+  EXPECT_GT(one.iteration, base.iteration);
+  EXPECT_EQ(one.busiest_busy, base.busiest_busy);  // compute untouched
+}
+
 TEST(Iteration, SlowGpuEntriesAreCheckedNamingTheKey) {
   auto load = [](const std::string& cluster_extra) {
     return hw::parse_scenario(fmt::format(R"(
@@ -141,12 +180,13 @@ parallel: {{tensor_model_parallel_size: 1, pipeline_model_parallel_size: 1, micr
                               "bad.yaml", ".");
   };
   for (const char* bad : {"slow_gpus: {8: 1.5}", "slow_gpus: {0: 0.5}", "slow_nodes: [1, 2]",
-                          "slow_gpus: {a: 2}", "slow_nodes: {1: 2}"}) {
+                          "slow_gpus: {a: 2}", "slow_nodes: {1: 2}", "degraded_nics: {8: 2}"}) {
     try {
       load(bad);
       ADD_FAILURE() << bad;
     } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find("cluster.slow_"), std::string::npos)
+      EXPECT_TRUE(std::string(e.what()).find("cluster.slow_") != std::string::npos ||
+                  std::string(e.what()).find("cluster.degraded_nics") != std::string::npos)
           << bad << ": " << e.what();
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
     }

@@ -75,6 +75,31 @@ TEST(Hardening, ScenarioNumbersOutOfRangeAreRefusedNotWrapped) {
           {"layers.yaml", "model.num_layers"});
 }
 
+// Slow GPUs and degraded NICs are simulated; the commands whose models assume a uniform cluster
+// refuse them by key instead of ignoring them, and `simulate` names them and the busiest GPU.
+TEST(Hardening, HeterogeneousClustersAreSimulatedOrRefusedNeverIgnored) {
+  const Dir d;
+  const std::string parallel =
+      "parallel: {tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1,\n"
+      "           micro_batch_size: 1, global_batch_size: 8}\n";
+  const std::string slow =
+      d.write("slow.yaml",
+              "model: {preset: megatron-1.7b}\n"
+              "cluster: {profile: dgx-a100-80gb, nodes: 2, slow_gpus: {3: 1.5}}\n" +
+                  parallel);
+  const std::string nic =
+      d.write("nic.yaml",
+              "model: {preset: megatron-1.7b}\n"
+              "cluster: {profile: dgx-a100-80gb, nodes: 2, degraded_nics: {0: 2}}\n" +
+                  parallel);
+  refused("plan " + slow, {"slow.yaml", "cluster.slow_gpus", "simulate"});
+  refused("compare " + nic + " --schedules 1f1b", {"nic.yaml", "cluster.degraded_nics"});
+  std::string out;
+  ASSERT_EQ(sh(kTool + " simulate " + slow, &out), 0) << out;
+  EXPECT_NE(out.find("all 16 GPUs simulated"), std::string::npos) << out;
+  EXPECT_NE(out.find("busiest GPU                 GPU 3 "), std::string::npos) << out;
+}
+
 TEST(Hardening, MalformedDocumentsAreOneLineErrors) {
   const Dir d;
   // A YAML alias bomb ("billion laughs"): 9^9 strings once expanded.
