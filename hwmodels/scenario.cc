@@ -117,7 +117,7 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
     const YAML::Node m = c.raw(key);
     if (!m.IsMap()) c.fail(key, "expected a map of index: factor (e.g. {3: 1.25})");
     if (nic && t.nic_slowdown.empty()) t.nic_slowdown.assign(nics, 1.0);
-    if (!nic && s->gpu_time_factor.empty()) s->gpu_time_factor.assign(gpus, 1.0);
+    if (!nic && t.gpu_slowdown.empty()) t.gpu_slowdown.assign(gpus, 1.0);
     for (const auto& kv : m) {
       long long index = -1;
       double factor = 0;
@@ -143,7 +143,7 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
       }
       const int per = nodes ? t.node.gpus_per_node : 1;
       for (int g = static_cast<int>(index) * per; g < (index + 1) * per; ++g)
-        s->gpu_time_factor[g] *= factor;
+        t.gpu_slowdown[g] *= factor;
     }
   }
 }
@@ -457,8 +457,9 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
 }
 
 void require_uniform_cluster(const Scenario& s, const std::string& command) {
-  if (s.gpu_time_factor.empty() && s.topology.symmetric()) return;
-  throw ConfigError(s.file, s.topology.symmetric() ? "cluster.slow_gpus" : "cluster.degraded_nics",
+  if (s.topology.symmetric()) return;
+  throw ConfigError(s.file,
+                    s.topology.gpu_slowdown.empty() ? "cluster.degraded_nics" : "cluster.slow_gpus",
                     fmt::format("`{}` assumes every GPU and NIC runs at the profile's rate; "
                                 "`pipewright simulate` takes slow GPUs and degraded NICs",
                                 command));

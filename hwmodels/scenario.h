@@ -54,8 +54,6 @@ struct Scenario {
   int first_stage_layers = 0;
   int last_stage_layers = 0;
   std::optional<PublishedFigures> published;
-  /// Compute-time factor per GPU from cluster.slow_gpus / cluster.slow_nodes (empty: all 1).
-  std::vector<double> gpu_time_factor;
 
   /// Transformer layers of each pipeline stage in model order (p entries, summing to
   /// num_layers): num_layers / p each, or the uneven split above.

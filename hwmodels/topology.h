@@ -34,7 +34,11 @@ struct TopologySpec {
   /// link, both directions (2 = a link running at half its rate; a flapping or downtrained
   /// port). Empty: every NIC at the profile's rate.
   std::vector<double> nic_slowdown;
-  bool symmetric() const { return nic_slowdown.empty(); }
+  /// Compute-time factor per GPU (global index; 1.25 = every pass and optimizer step takes 25%
+  /// longer: a throttled GPU). Empty: every GPU at the profile's rate.
+  std::vector<double> gpu_slowdown;
+  /// Every GPU and NIC alike: what simulating one GPU per pipeline rank relies on.
+  bool symmetric() const { return nic_slowdown.empty() && gpu_slowdown.empty(); }
 };
 
 /// Builds a TopologySpec from a profile and a node count (the profile's node and fabric).

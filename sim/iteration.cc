@@ -192,7 +192,7 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
 IterationResult simulate_iteration(const IterationInput& in, const IterationOptions& opt,
                                    std::vector<ActionTiming>* timings) {
   IterationOptions o = opt;
-  if (!o.gpu_time_factor.empty() || !in.topology.symmetric()) o.representative = false;
+  if (!in.topology.symmetric()) o.representative = false;
   detail::IterationBuilder builder(in, o);
   BuiltIteration b = builder.build();
   des::Engine engine(b.link_capacity);

@@ -23,8 +23,9 @@ namespace pw {
 /// How an iteration is simulated (defaults follow Megatron-LM's).
 struct IterationOptions {
   /// true: one representative GPU per pipeline rank (tensor rank 0, data rank 0), with each of
-  /// its flows weighted by the symmetric copies that share a link; false: every GPU. Both give
-  /// the same times when the tensor- and data-parallel translations are symmetries of the
+  /// its flows weighted by the symmetric copies that share a link; false: every GPU. A topology
+  /// with slow GPUs or degraded NICs (not TopologySpec::symmetric()) always simulates every GPU.
+  /// Both give the same times when the tensor- and data-parallel translations are symmetries of the
   /// cluster (tests/sim/iteration_test.cc runs both).
   bool representative = true;
   /// Overlap the DP gradient reduction with the backward (Megatron --overlap-grad-reduce). Off by
@@ -51,11 +52,6 @@ struct IterationOptions {
   double cpu_adam_params_per_sec = hw::kCpuAdamParamsPerSec;
   double offload_gpu_share = -1;
   bool trace = false;  ///< fill IterationResult::trace
-  /// Compute-time factor per GPU (global index; 1.25 = every pass takes 25% longer: a slow or
-  /// throttled GPU). Empty: all 1. Non-empty breaks the symmetry `representative` relies on, so
-  /// every GPU is simulated whatever `representative` says (as with degraded NICs in the
-  /// topology, TopologySpec::nic_slowdown).
-  std::vector<double> gpu_time_factor;
 };
 
 /// Exposed (not overlapped with compute) communication, per kind.

@@ -59,10 +59,10 @@ std::int32_t IterationBuilder::add_compute(int sim, TimePs dur, double mem_start
   t.stream = StreamKind::kCompute;
   t.is_compute = true;
   t.duration = dur;
+  const std::vector<double>& slow = topo_.spec().gpu_slowdown;
   const int gpu = out_.ranks[sim].gpu;
-  if (gpu < static_cast<int>(opt_.gpu_time_factor.size()) && opt_.gpu_time_factor[gpu] != 1.0)
-    t.duration =
-        static_cast<TimePs>(std::llround(static_cast<double>(dur) * opt_.gpu_time_factor[gpu]));
+  if (gpu < static_cast<int>(slow.size()) && slow[gpu] != 1.0)
+    t.duration = static_cast<TimePs>(std::llround(static_cast<double>(dur) * slow[gpu]));
   t.mem_at_start = mem_start;
   t.mem_at_end = mem_end;
   t.mem_category = cat;

@@ -73,7 +73,7 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
                       {"pp", r.busiest_pp},
                       {"busy_ms", ps_to_millis(r.busiest_busy)}};
   int slow = 0;
-  for (double f : s.gpu_time_factor) slow += f != 1.0;
+  for (double f : s.topology.gpu_slowdown) slow += f != 1.0;
   if (slow > 0) j["slow_gpus"] = slow;
   if (s.published) {
     j["published_tflops_per_gpu"] = s.published->tflops_per_gpu;
@@ -122,7 +122,7 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
   line("exposed communication", ex);
   int slow = 0;
   double worst = 1;
-  for (double f : s.gpu_time_factor) {
+  for (double f : s.topology.gpu_slowdown) {
     slow += f != 1.0;
     worst = std::max(worst, f);
   }
@@ -268,9 +268,8 @@ int run_scenario_simulation(const ScenarioSimOptions& opts) {
   const hw::Scenario s = hw::load_scenario(opts.scenario);
   const IterationInput in = scenario_iteration_input(s);
   std::vector<ActionTiming> timings;
-  IterationOptions io = iteration_options(opts, s.flash_attention);
-  io.gpu_time_factor = s.gpu_time_factor;  // slow GPUs: every GPU is simulated
-  const IterationResult r = simulate_iteration(in, io, opts.report.empty() ? nullptr : &timings);
+  const IterationResult r = simulate_iteration(in, iteration_options(opts, s.flash_attention),
+                                               opts.report.empty() ? nullptr : &timings);
   if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(r.trace));
   if (!opts.report.empty()) write_iteration_report(opts.report, s, in, timings, r);
   std::fputs(scenario_summary(s, r, opts.format == "json").c_str(), stdout);

@@ -8,24 +8,22 @@
 #include <string>
 #include <utility>
 
+#include "../tools/cli_util.h"
 #include "core/file_io.h"
 #include "core/plan_io.h"
 
 namespace {
 
+using pw::testing::kTool;
+
+// The shared CLI runner, with Open MPI allowed to run as root (CI runs as root).
 int sh(const std::string& cmd, std::string* out) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) *out += buf;
-  const int st = pclose(pipe);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return pw::testing::sh(cmd, out);
 }
 
 const std::string kDir = PW_BINARY_DIR;
-const std::string kTool = kDir + "/tools/pipewright";
 
 TEST(ExecuteCli, RunsAPlanFileAndWritesMeasuredRunAndTrace) {
   std::string out;

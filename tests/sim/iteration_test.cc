@@ -103,10 +103,8 @@ parallel: {tensor_model_parallel_size: 2, pipeline_model_parallel_size: 2, micro
            global_batch_size: 8}
 )",
                                                    "slow.yaml", ".");
-  ASSERT_EQ(all_slow.gpu_time_factor.size(), 8u);
-  IterationOptions o = free;
-  o.gpu_time_factor = all_slow.gpu_time_factor;
-  const IterationResult s2 = simulate_iteration(testing::input_for(all_slow), o);
+  ASSERT_EQ(all_slow.topology.gpu_slowdown.size(), 8u);
+  const IterationResult s2 = simulate_iteration(testing::input_for(all_slow), free);
   EXPECT_EQ(s2.simulated_gpus, 8);
   EXPECT_NEAR(static_cast<double>(s2.iteration), 2.0 * static_cast<double>(b.iteration), 1e4);
 
@@ -118,10 +116,10 @@ parallel: {tensor_model_parallel_size: 1, pipeline_model_parallel_size: 1, micro
            global_batch_size: 16}
 )",
                                              "dp.yaml", ".");
-  IterationOptions even = free, one_slow = free;
-  one_slow.gpu_time_factor = dp.gpu_time_factor;
-  const IterationResult e = simulate_iteration(testing::input_for(dp), even);
-  const IterationResult r = simulate_iteration(testing::input_for(dp), one_slow);
+  hw::Scenario even = dp;
+  even.topology.gpu_slowdown.clear();
+  const IterationResult e = simulate_iteration(testing::input_for(even), free);
+  const IterationResult r = simulate_iteration(testing::input_for(dp), free);
   EXPECT_EQ(r.simulated_gpus, 8);
   EXPECT_NEAR(static_cast<double>(r.iteration), 1.5 * static_cast<double>(e.iteration), 1e4);
   EXPECT_EQ(r.busiest_gpu, 5);
@@ -191,7 +189,7 @@ parallel: {{tensor_model_parallel_size: 1, pipeline_model_parallel_size: 1, micr
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
     }
   }
-  EXPECT_DOUBLE_EQ(load("slow_gpus: {3: 1.5}, slow_nodes: {0: 2}").gpu_time_factor[3], 3.0);
+  EXPECT_DOUBLE_EQ(load("slow_gpus: {3: 1.5}, slow_nodes: {0: 2}").topology.gpu_slowdown[3], 3.0);
 }
 
 TEST(Iteration, SameScenarioGivesAByteIdenticalTrace) {

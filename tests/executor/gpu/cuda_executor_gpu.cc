@@ -8,18 +8,12 @@
 #include <cstdlib>
 #include <string>
 
+#include "../../tools/cli_util.h"
 #include "executor/cuda/cuda_executor.h"
 
 namespace {
 
-int run(const std::string& cmd, std::string* out) {
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) *out += buf;
-  const int st = pclose(pipe);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
+using pw::testing::sh;
 
 void single_gpu_plan(const std::string& schedule) {
   if (pw::exec::cuda::visible_devices() == 0) GTEST_SKIP() << "no CUDA device";
@@ -27,14 +21,13 @@ void single_gpu_plan(const std::string& schedule) {
   const std::string plan = dir + "/gpu_" + schedule + ".yaml";
   std::string out;
   ASSERT_EQ(
-      run(std::string(PW_RANK_HELPER) + " --schedule " + schedule + " --save-plan " + plan, &out),
-      0)
+      sh(std::string(PW_RANK_HELPER) + " --schedule " + schedule + " --save-plan " + plan, &out), 0)
       << out;
   const int rc =
-      run(dir + "/tools/pipewright execute " + plan +
-              " --backend cuda-single --iterations 5 --check-gradients --measured " + dir +
-              "/gpu_" + schedule + "_run.json --trace " + dir + "/gpu_" + schedule + "_trace.json",
-          &out);
+      sh(dir + "/tools/pipewright execute " + plan +
+             " --backend cuda-single --iterations 5 --check-gradients --measured " + dir + "/gpu_" +
+             schedule + "_run.json --trace " + dir + "/gpu_" + schedule + "_trace.json",
+         &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("PASS"), std::string::npos) << out;
   std::printf("%s", out.c_str());
