@@ -60,6 +60,16 @@ struct ParallelConfig {
   int expert_parallel = 1;         ///< expert_model_parallel_size (within cp * d * t)
   int expert_tensor_parallel = 0;  ///< expert_tensor_parallel_size; 0 = tensor_parallel
   std::string fp8 = "off";         ///< off | e4m3 | hybrid: FP8 GEMMs (Transformer Engine)
+  /// Megatron's gradient buffer and data-parallel reduction in fp32 (`grad_reduce_in_fp32`,
+  /// Megatron-LM's default with bf16): 4 bytes per gradient, 2 when false (bf16).
+  bool grad_reduce_in_fp32 = true;
+  /// Megatron's `overlap_grad_reduce`: each gradient bucket is reduced as soon as the backward
+  /// has produced it instead of after the last backward pass.
+  bool overlap_grad_reduce = false;
+  /// Megatron / Transformer Engine `tp_comm_overlap`: each tensor-parallel all-gather and
+  /// reduce-scatter is split into chunks that run under the GEMM next to it (needs sequence
+  /// parallelism).
+  bool tp_comm_overlap = false;
   int num_gpus() const {
     return tensor_parallel * context_parallel * pipeline_parallel * data_parallel;
   }

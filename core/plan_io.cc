@@ -168,6 +168,11 @@ Doc config_to_doc(const ParallelConfig& c) {
   if (c.expert_tensor_parallel != def.expert_tensor_parallel)
     d["expert_tensor_parallel"] = c.expert_tensor_parallel;
   if (c.fp8 != def.fp8) d["fp8"] = c.fp8;
+  if (c.grad_reduce_in_fp32 != def.grad_reduce_in_fp32)
+    d["grad_reduce_in_fp32"] = c.grad_reduce_in_fp32;
+  if (c.overlap_grad_reduce != def.overlap_grad_reduce)
+    d["overlap_grad_reduce"] = c.overlap_grad_reduce;
+  if (c.tp_comm_overlap != def.tp_comm_overlap) d["tp_comm_overlap"] = c.tp_comm_overlap;
   return d;
 }
 
@@ -177,7 +182,8 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
                 {"tensor_parallel", "pipeline_parallel", "data_parallel", "virtual_stages",
                  "micro_batch_size", "global_batch_size", "sequence_parallel", "recompute",
                  "zero_stage", "optimizer_offload", "schedule", "context_parallel",
-                 "expert_parallel", "expert_tensor_parallel", "fp8"});
+                 "expert_parallel", "expert_tensor_parallel", "fp8", "grad_reduce_in_fp32",
+                 "overlap_grad_reduce", "tp_comm_overlap"});
   ParallelConfig c;
   c.tensor_parallel = get_int(d, r, p, "tensor_parallel", 1);
   c.pipeline_parallel = get_int(d, r, p, "pipeline_parallel", 1);
@@ -202,6 +208,15 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     if (c.fp8 != "off" && c.fp8 != "e4m3" && c.fp8 != "hybrid")
       r.fail("config.fp8", fmt::format("off, e4m3 or hybrid, got '{}'", c.fp8));
   }
+  if (const Doc* v = r.find(d, "grad_reduce_in_fp32"))
+    c.grad_reduce_in_fp32 = r.as_bool(*v, "config.grad_reduce_in_fp32");
+  if (const Doc* v = r.find(d, "overlap_grad_reduce"))
+    c.overlap_grad_reduce = r.as_bool(*v, "config.overlap_grad_reduce");
+  if (const Doc* v = r.find(d, "tp_comm_overlap"))
+    c.tp_comm_overlap = r.as_bool(*v, "config.tp_comm_overlap");
+  if (c.tp_comm_overlap && !(c.sequence_parallel && c.tensor_parallel > 1))
+    r.fail("config.tp_comm_overlap",
+           "false unless sequence_parallel is true and tensor_parallel > 1");
   return c;
 }
 

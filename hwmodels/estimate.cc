@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "hwmodels/memory.h"
 #include "hwmodels/rank_layout.h"
 #include "hwmodels/topology.h"
 
@@ -37,16 +38,24 @@ void add_tp(const std::vector<TpComm>& comms, const char* pass, long long per_it
 }
 
 // The collectives a pass waits for: CP exchanges run under the pass's compute (not counted).
-TimePs exposed_comm(const std::vector<TpComm>& comms, const CommNetworks& nets) {
-  std::vector<TpComm> waited;
-  for (const TpComm& c : comms)
-    if (c.group != CommGroup::kCp) waited.push_back(c);
-  return tp_comm_time(waited, nets);
+// What a pass of `compute` waits for: its TP collectives (with tp_comm_overlap only what
+// exceeds the GEMMs they run under) and its EP all-to-alls; CP runs beside the pass.
+TimePs exposed_comm(const std::vector<TpComm>& comms, const CommNetworks& nets, TimePs compute,
+                    TimePs hide, bool overlap) {
+  std::vector<TpComm> tp, ep;
+  for (const TpComm& c : comms) {
+    if (c.group == CommGroup::kTp) tp.push_back(c);
+    if (c.group == CommGroup::kEp) ep.push_back(c);
+  }
+  TimePs t = tp_comm_time(tp, nets);
+  if (overlap) t = overlapped_pass_time(compute, hide, t) - compute;
+  return t + tp_comm_time(ep, nets);
 }
 
 void add_dp(const Scenario& s, double params, const GroupNetwork& net,
             std::vector<CollectiveEstimate>* out) {
-  Bytes grads{2.0 * params};  // bf16 gradients / parameters
+  const Bytes grads{grad_bytes_per_param(s.parallel) * params};
+  const Bytes weights{2.0 * params};  // bf16
   using K = CollectiveKind;
   switch (s.parallel.zero_stage) {
     case 0:
@@ -55,10 +64,10 @@ void add_dp(const Scenario& s, double params, const GroupNetwork& net,
     case 1:
     case 2:
       out->push_back(timed("ZeRO gradient reduce-scatter", K::kReduceScatter, grads, 1, net));
-      out->push_back(timed("ZeRO parameter all-gather", K::kAllGather, grads, 1, net));
+      out->push_back(timed("ZeRO parameter all-gather", K::kAllGather, weights, 1, net));
       break;
     default:
-      out->push_back(timed("ZeRO-3 parameter all-gather (F, B)", K::kAllGather, grads, 2, net));
+      out->push_back(timed("ZeRO-3 parameter all-gather (F, B)", K::kAllGather, weights, 2, net));
       out->push_back(timed("ZeRO-3 gradient reduce-scatter", K::kReduceScatter, grads, 1, net));
   }
 }
@@ -105,8 +114,11 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
     nets.tp = describe_group(topo, s.profile, layout.tp_group(0, 0));
     nets.cp = describe_group(topo, s.profile, layout.cp_group(0, 0, 0));
     nets.ep = describe_group(topo, s.profile, layout.ep_group(0, 0, 0));
-    e.tp_comm_f = exposed_comm(middle.comm_f, nets);
-    e.tp_comm_b = exposed_comm(middle.comm_b, nets) + exposed_comm(middle.comm_w, nets);
+    const bool ov = par.tp_comm_overlap;
+    e.tp_comm_f = exposed_comm(middle.comm_f, nets, middle.f, middle.hide_f, ov);
+    e.tp_comm_b = exposed_comm(middle.comm_b, nets, middle.b, middle.hide_b, ov) +
+                  exposed_comm(middle.comm_w, nets, middle.w, middle.hide_w, ov) +
+                  exposed_comm(middle.comm_r, nets, middle.r, middle.hide_r, ov);
     add_tp(middle.comm_f, "F", mv, nets, &e.collectives);
     add_tp(middle.comm_b, "B", mv, nets, &e.collectives);
     add_tp(middle.comm_w, "W", mv, nets, &e.collectives);

@@ -51,7 +51,9 @@ struct Estimate {
   GpuMemoryFigures last;   ///< GPU of the last pipeline stage
   StageCosts first_costs;  ///< per microbatch, first stage (one model chunk)
   StageCosts last_costs;   ///< per microbatch, last stage (one model chunk)
-  TimePs tp_comm_f = 0;    ///< TP collectives of F on a middle stage, per microbatch per chunk
+  /// Exposed TP (and EP) collectives of F on a middle stage, per microbatch per chunk (with
+  /// tp_comm_overlap what exceeds the GEMMs they run under), and of B, W and R together.
+  TimePs tp_comm_f = 0;
   TimePs tp_comm_b = 0;
   std::vector<CollectiveEstimate> collectives;
   /// Analytic 1F1B iteration time: (m + p - 1) chunk passes of the slowest stage (interleaving

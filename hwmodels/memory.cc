@@ -6,12 +6,13 @@
 
 namespace pw::hw {
 
-ModelStateBytes model_state_bytes(double params, int zero_stage, int dp, bool offload) {
+ModelStateBytes model_state_bytes(double params, int zero_stage, int dp, bool offload,
+                                  double grad_bytes) {
   PW_ASSERT(zero_stage >= 0 && zero_stage <= 3 && dp >= 1, "bad ZeRO configuration");
   const double d = dp;
   ModelStateBytes s;
   s.weights = {2.0 * params / (zero_stage >= 3 ? d : 1.0)};
-  s.gradients = {2.0 * params / (zero_stage >= 2 ? d : 1.0)};
+  s.gradients = {grad_bytes * params / (zero_stage >= 2 ? d : 1.0)};
   Bytes opt{12.0 * params / (zero_stage >= 1 ? d : 1.0)};
   if (offload) {
     s.host_optimizer = opt;
@@ -22,16 +23,19 @@ ModelStateBytes model_state_bytes(double params, int zero_stage, int dp, bool of
 }
 
 ModelStateBytes model_state_bytes(double params, double expert_params, int zero_stage, int dp,
-                                  int expert_dp, bool offload, bool fp8) {
-  ModelStateBytes s = model_state_bytes(params - expert_params, zero_stage, dp, offload);
+                                  int expert_dp, bool offload, bool fp8, double grad_bytes,
+                                  double layer_params) {
+  ModelStateBytes s =
+      model_state_bytes(params - expert_params, zero_stage, dp, offload, grad_bytes);
   if (expert_params > 0) {
-    const ModelStateBytes e = model_state_bytes(expert_params, zero_stage, expert_dp, offload);
+    const ModelStateBytes e =
+        model_state_bytes(expert_params, zero_stage, expert_dp, offload, grad_bytes);
     s.weights += e.weights;
     s.gradients += e.gradients;
     s.optimizer += e.optimizer;
     s.host_optimizer += e.host_optimizer;
   }
-  if (fp8) s.weights += Bytes{kFp8WeightBytesPerParam * params};
+  if (fp8) s.weights += Bytes{kFp8WeightBytesPerParam * layer_params};
   return s;
 }
 

@@ -9,10 +9,22 @@
 
 namespace pw::hw {
 
+/// Bytes per gradient element, in the gradient buffer and in the data-parallel reduction: 4 with
+/// Megatron's fp32 buffer (`grad_reduce_in_fp32`), 2 with bf16 gradients. Every tier asks this.
+inline double grad_bytes_per_param(bool grad_reduce_in_fp32) {
+  return grad_reduce_in_fp32 ? 4.0 : 2.0;
+}
+inline double grad_bytes_per_param(const ParallelConfig& c) {
+  return grad_bytes_per_param(c.grad_reduce_in_fp32);
+}
+
 /// Model-state bytes of `params` parameters on one GPU of a d-way data-parallel group.
-/// bf16 weights 2, bf16 grads 2, fp32 master + momentum + variance 12 bytes per parameter.
-/// ZeRO-1 shards the optimizer state (4P + 12P/d), ZeRO-2 also the gradients (2P + 14P/d),
-/// ZeRO-3 also the weights (16P/d). Offload moves the optimizer state to host memory.
+/// bf16 weights 2, gradients `grad_bytes` (2: the ZeRO paper's bf16 convention, 16 bytes per
+/// parameter in all; 4: Megatron's fp32 gradient buffer, 18 bytes, as in Megatron-LM's
+/// distributed-optimizer table), fp32 master + momentum + variance 12 bytes per parameter.
+/// ZeRO-1 (Megatron's distributed optimizer) shards the optimizer state (2P + gP + 12P/d: 6 +
+/// 12/d with fp32 gradients), ZeRO-2 also the gradients, ZeRO-3 also the weights. Offload moves
+/// the optimizer state to host memory.
 struct ModelStateBytes {
   Bytes weights{};
   Bytes gradients{};
@@ -20,17 +32,22 @@ struct ModelStateBytes {
   Bytes host_optimizer{};  ///< on the host when offloaded
   Bytes total() const { return weights + gradients + optimizer; }
 };
-ModelStateBytes model_state_bytes(double params, int zero_stage, int dp, bool offload = false);
+ModelStateBytes model_state_bytes(double params, int zero_stage, int dp, bool offload = false,
+                                  double grad_bytes = 2.0);
 
-/// FP8 training (Transformer Engine) keeps an FP8 copy of each linear weight and of its
-/// transpose beside the bf16 weight: 2 bytes per parameter, not sharded by ZeRO-1/2.
+/// FP8 training (Transformer Engine) keeps an FP8 copy of each linear weight of the transformer
+/// layers and of its transpose beside the bf16 weight: 2 bytes per parameter, not sharded by
+/// ZeRO-1/2. The embedding and the output layer are not Transformer Engine layers and have none.
 inline constexpr double kFp8WeightBytesPerParam = 2.0;
 
 /// Model state of a rank holding `params` parameters of which `expert_params` are MoE experts:
 /// the dense part sharded over the data(-and-context) group `dp`, the experts over the
 /// expert-data-parallel group `expert_dp` (Megatron's distributed optimizer); `fp8` adds the
-/// FP8 weight copies.
+/// FP8 copies of `layer_params` (the rank's transformer-layer parameters; their norm scales and
+/// biases, under 0.1%, counted with them); gradients take `grad_bytes` each
+/// (grad_bytes_per_param).
 ModelStateBytes model_state_bytes(double params, double expert_params, int zero_stage, int dp,
-                                  int expert_dp, bool offload, bool fp8);
+                                  int expert_dp, bool offload, bool fp8, double grad_bytes,
+                                  double layer_params);
 
 }  // namespace pw::hw

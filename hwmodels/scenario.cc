@@ -148,20 +148,46 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
   }
 }
 
+// Megatron's settings every searched configuration shares (plan keeps them when the section
+// names no configuration).
+std::vector<std::string> shared_parallel_keys() {
+  return {"grad_reduce_in_fp32", "overlap_grad_reduce", "tp_comm_overlap"};
+}
+
+void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
+  c->grad_reduce_in_fp32 = p.boolean_or("grad_reduce_in_fp32", true);
+  c->overlap_grad_reduce = p.boolean_or("overlap_grad_reduce", false);
+  c->tp_comm_overlap = p.boolean_or("tp_comm_overlap", false);
+}
+
 struct ParallelExtras {
   int dp_given = 0;
   int layers_per_virtual = 0;
 };
 
 ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
-  p.check_keys({"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
-                "num_layers_per_virtual_pipeline_stage", "micro_batch_size", "global_batch_size",
-                "sequence_parallel", "recompute_granularity", "zero_stage",
-                "use_distributed_optimizer", "optimizer_offload", "schedule",
-                "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-                "context_parallel_size", "expert_model_parallel_size",
-                "expert_tensor_parallel_size", "fp8"});
+  std::vector<std::string> keys = {"tensor_model_parallel_size",
+                                   "pipeline_model_parallel_size",
+                                   "data_parallel_size",
+                                   "num_layers_per_virtual_pipeline_stage",
+                                   "micro_batch_size",
+                                   "global_batch_size",
+                                   "sequence_parallel",
+                                   "recompute_granularity",
+                                   "zero_stage",
+                                   "use_distributed_optimizer",
+                                   "optimizer_offload",
+                                   "schedule",
+                                   "decoder_first_pipeline_num_layers",
+                                   "decoder_last_pipeline_num_layers",
+                                   "context_parallel_size",
+                                   "expert_model_parallel_size",
+                                   "expert_tensor_parallel_size",
+                                   "fp8"};
+  for (const std::string& k : shared_parallel_keys()) keys.push_back(k);
+  p.check_keys(keys);
   ParallelConfig& c = s->parallel;
+  parse_shared_settings(p, &c);
   ParallelExtras x;
   c.tensor_parallel = static_cast<int>(p.integer_or("tensor_model_parallel_size", 1));
   c.pipeline_parallel = static_cast<int>(p.integer_or("pipeline_model_parallel_size", 1));
@@ -357,6 +383,10 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                         "false with tensor parallelism and MoE layers; expected true (Megatron "
                         "requires sequence parallelism for MoE with TP)");
   }
+  if (c.tp_comm_overlap && !(c.sequence_parallel && c.tensor_parallel > 1))
+    throw ConfigError(s->file, "parallel.tp_comm_overlap",
+                      "true without sequence parallelism and t > 1; expected false (Megatron "
+                      "overlaps the sequence-parallel all-gathers and reduce-scatters)");
   if (c.fp8 != "off" && s->profile.gpu.peak_flops[static_cast<int>(DType::kFp8)] <= 0)
     throw ConfigError(s->file, "parallel.fp8",
                       fmt::format("{}, but profile {} gives no FP8 peak (gpu.peak_tflops.fp8); "
@@ -424,11 +454,25 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   }
   if (section == ParallelSection::kOptional) {
     const bool none = !root.has("parallel");
-    const bool batch_only = !none && root.child("parallel").has("global_batch_size") &&
-                            root.raw("parallel").size() == 1;
+    // A section of only the batch and shared settings names no configuration either.
+    bool batch_only = !none && root.raw("parallel").size() > 0;
+    if (!none)
+      for (const auto& kv : root.raw("parallel")) {
+        const std::string k = kv.first.as<std::string>();
+        bool shared = k == "global_batch_size";
+        for (const std::string& sk : shared_parallel_keys()) shared = shared || k == sk;
+        batch_only = batch_only && shared;
+      }
     if (none || batch_only) {
       s.has_parallel = false;
       s.parallel = ParallelConfig{};
+      if (!none) {
+        const ConfigMap p = root.child("parallel");
+        std::vector<std::string> keys = shared_parallel_keys();
+        keys.push_back("global_batch_size");
+        p.check_keys(keys);
+        parse_shared_settings(p, &s.parallel);
+      }
       s.parallel.global_batch_size =
           none ? 1536 : static_cast<int>(root.child("parallel").integer("global_batch_size", 1));
       if (overrides.any())

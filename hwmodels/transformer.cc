@@ -253,6 +253,15 @@ std::vector<LayerOp> forward_ops(const ModelShape& m, const WorkloadOptions& o, 
   return ops;
 }
 
+// The GEMMs a sequence-parallel collective of `pass` is paired with (see StageCosts::hide_f).
+bool tp_paired(const LayerOp& op, Pass pass) {
+  if (!op.gemm) return false;
+  const std::string n = op.name;
+  const bool column = n == "qkv" || n == "mlp_up" || n == "shared_up";
+  const bool row = n == "proj" || n == "mlp_down" || n == "shared_down";
+  return pass == Pass::kBackwardWeight ? column : column || row;
+}
+
 bool is_attention_core(const LayerOp& op) {
   std::string n = op.name;
   return n == "attn_scores" || n == "attn_context";
@@ -496,31 +505,40 @@ namespace {
 // Bytes the MLP half of a layer holds from F until B beyond its norm (per rank): the up output,
 // the activation output and, for MoE, the router probabilities, the permuted expert input and
 // the expert output the combine weights.
+// Bytes per element of a linear layer's input saved for its weight gradient: Transformer
+// Engine's FP8 layers keep the FP8 cast (1 byte), 16-bit layers the input itself.
+double linear_input_bytes(const WorkloadOptions& o) { return o.fp8 ? 1.0 : kAct; }
+
 double mlp_activation_bytes(const ModelShape& m, const WorkloadOptions& o, const Dims& d,
                             bool moe) {
-  const double up = d.gated ? 2.0 : 1.0;
-  if (!moe) return kAct * double(d.tokens) * (up + 1.0) * double(d.f) / double(d.t);
+  const double up = d.gated ? 2.0 : 1.0, lin = linear_input_bytes(o);
+  // Up-projection output (16-bit, the activation's input) and activation output (down input).
+  const double per_width = kAct * up + lin;
+  if (!moe) return double(d.tokens) * per_width * double(d.f) / double(d.t);
   const double tokens = double(d.tokens) * d.sp_div;
   const double rows = expert_rows(m, o, d);
   const double fe = double(expert_ffn_size(m)) / std::max(1, o.etp);
   double bytes = 4.0 * tokens * m.num_experts;               // router probabilities (fp32)
-  bytes += kAct * rows * (double(d.h) + (up + 1.0) * fe);    // expert input, up, activation
+  bytes += rows * (lin * double(d.h) + per_width * fe);      // expert input, up, activation
   bytes += kAct * tokens * m.moe_router_topk * double(d.h);  // expert outputs to combine
   if (m.moe_shared_expert_size > 0)
-    bytes += kAct * double(d.tokens) * (up + 1.0) * double(m.moe_shared_expert_size) / d.t;
+    bytes += double(d.tokens) * per_width * double(m.moe_shared_expert_size) / d.t;
   return bytes;
 }
 
 // The same for B until W: weight-GEMM inputs (activation output) and output gradients.
 double mlp_weight_grad_bytes(const ModelShape& m, const WorkloadOptions& o, const Dims& d,
                              bool moe) {
-  const double up = d.gated ? 2.0 : 1.0;
-  if (!moe) return kAct * double(d.tokens) * (up + 1.0) * double(d.f) / double(d.t);
+  const double up = d.gated ? 2.0 : 1.0, lin = linear_input_bytes(o);
+  // Up-projection output gradient (16-bit) and activation output (the down projection's input).
+  const double per_width = kAct * up + lin;
+  if (!moe) return double(d.tokens) * per_width * double(d.f) / double(d.t);
   const double rows = expert_rows(m, o, d);
   const double fe = double(expert_ffn_size(m)) / std::max(1, o.etp);
-  double bytes = kAct * rows * ((up + 1.0) * fe + 2.0 * double(d.h));  // + input, down grad
+  // + the experts' input and their down projection's output gradient.
+  double bytes = rows * (per_width * fe + (lin + kAct) * double(d.h));
   if (m.moe_shared_expert_size > 0)
-    bytes += kAct * double(d.tokens) * (up + 1.0) * double(m.moe_shared_expert_size) / d.t;
+    bytes += double(d.tokens) * per_width * double(m.moe_shared_expert_size) / d.t;
   return bytes;
 }
 
@@ -531,10 +549,14 @@ Bytes layer_activation_bytes(const ModelShape& m, const WorkloadOptions& o, bool
   const double sbh = double(d.s) * double(d.b) * double(d.h);
   const double t = double(d.t);
   if (o.recompute == Recompute::kFull) return {2.0 * sbh * d.sp_div};
-  // Outside the TP region: norm inputs 4, norm outputs 4, two dropout masks 2 (x sbh).
-  const double replicated = 10.0 * sbh;
-  // Inside: Q, K, V 2(q + 2kv); attention output (projection input) 2q; q/k norm inputs.
-  double parallel = kAct * double(d.tokens) * double(d.q + 2 * d.kv + d.q) / t;
+  // Outside the TP region (x sbh): norm inputs 4, norm outputs 4 (the qkv and mlp-up inputs: 1
+  // byte each under FP8; an MoE layer's second one also feeds the 16-bit router), two dropout
+  // masks 2.
+  const double lin = linear_input_bytes(o);
+  const double replicated = (4.0 + lin + (moe ? kAct : lin) + 2.0) * sbh;
+  // Inside: Q, K, V 2(q + 2kv); attention output (projection input) 2q (q under FP8); q/k norm
+  // inputs.
+  double parallel = double(d.tokens) * (kAct * double(d.q + 2 * d.kv) + lin * double(d.q)) / t;
   if (m.qk_layernorm) parallel += kAct * double(d.tokens) * double(d.q + d.kv) / t;
   double bytes = d.sp ? replicated / t + parallel : replicated + parallel;
   bytes += mlp_activation_bytes(m, o, d, moe);
@@ -547,10 +569,13 @@ Bytes layer_weight_grad_bytes(const ModelShape& m, const WorkloadOptions& o, boo
   Dims d = dims(m, o);
   const double sbh = double(d.s) * double(d.b) * double(d.h);
   const double t = double(d.t);
-  // Inputs: norm1 out 2, norm2 out 2; attention output 2q/h, activation output. Output grads:
-  // qkv 2(q + 2kv)/h, proj 2, MLP up and down (2 of it outside the TP region).
-  const double replicated = (moe ? 6.0 : 8.0) * sbh;
-  const double parallel = kAct * double(d.tokens) * double(d.q + d.q + 2 * d.kv) / t;
+  // Inputs: norm1 out 2, norm2 out 2 (1 byte each under FP8; an MoE layer's second feeds the
+  // router); attention output 2q/h (q/h), activation output. Output grads: qkv 2(q + 2kv)/h,
+  // proj 2, MLP up and down (2 of it outside the TP region).
+  const double lin = linear_input_bytes(o);
+  const double replicated = (lin + (moe ? kAct : lin) + 2.0 + (moe ? 0.0 : 2.0)) * sbh;
+  const double parallel =
+      double(d.tokens) * (kAct * double(d.q + 2 * d.kv) + lin * double(d.q)) / t;
   const double mlp = mlp_weight_grad_bytes(m, o, d, moe);
   return {(d.sp ? replicated / t : replicated) + parallel + mlp};
 }
@@ -570,6 +595,7 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
   const Pass passes[] = {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight,
                          Pass::kRecompute};
   TimePs* times[] = {&c.f, &c.b, &c.w, &c.r};
+  TimePs* hides[] = {&c.hide_f, &c.hide_b, &c.hide_w, &c.hide_r};
   Flops* flops[] = {&c.f_flops, &c.b_flops, &c.w_flops, &c.r_flops};
   std::vector<TpComm>* comms[] = {&c.comm_f, &c.comm_b, &c.comm_w, &c.comm_r};
   for (int i = 0; i < 4; ++i) {
@@ -578,6 +604,15 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
       if (layers == 0) continue;
       auto ops = layer_ops(m, o, passes[i], moe);
       *times[i] += static_cast<TimePs>(layers) * ops_time(ops, gpu, o.dtype);
+      if (o.sequence_parallel && o.tp > 1) {
+        TimePs hide = 0;
+        for (const LayerOp& op : ops) {
+          if (!tp_paired(op, passes[i])) continue;
+          const TimePs g = ops_time({op}, gpu, o.dtype);
+          hide += g - g / o.tp;
+        }
+        *hides[i] += static_cast<TimePs>(layers) * hide;
+      }
       *flops[i] += total_flops(ops) * double(layers);
       for (TpComm tc : layer_tp_comms(m, o, passes[i], moe)) {
         tc.count *= layers;

@@ -154,7 +154,23 @@ struct StageCosts {
   Bytes m_w{};                           ///< activations held from B until W
   Bytes m_r{};        ///< extra activations the recompute pass re-creates (released by B)
   Bytes p2p_bytes{};  ///< activation sent to the next stage per microbatch (b*s*h*2 / t with SP)
+  /// Per pass, the GEMM time next to its TP collectives under which Megatron's tp_comm_overlap
+  /// runs them (sequence parallelism, t > 1; else 0): (t - 1)/t of each GEMM a sequence-parallel
+  /// all-gather feeds or a reduce-scatter drains (qkv, proj, mlp up/down and the shared
+  /// expert's in F and R; their input-gradient GEMMs in B; the qkv and mlp-up weight-gradient
+  /// GEMMs beside the re-gather of their inputs in W). The ring's first (all-gather) or last
+  /// (reduce-scatter) chunk of 1/t cannot overlap.
+  TimePs hide_f = 0, hide_b = 0, hide_w = 0, hide_r = 0;
 };
+
+/// Time of a pass that runs `hideable` of its `compute` under collectives of `comm` (both
+/// picoseconds or both seconds): compute - hideable + max(hideable, comm). Without overlap the
+/// pass is compute + comm. One formula for every tier.
+template <typename T>
+T overlapped_pass_time(T compute, T hideable, T comm) {
+  const T h = hideable < compute ? hideable : compute;
+  return compute - h + (h > comm ? h : comm);
+}
 
 StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
                        int layer_begin, int layer_end, bool is_first, bool is_last);

@@ -28,15 +28,10 @@ struct IterationOptions {
   /// Both give the same times when the tensor- and data-parallel translations are symmetries of the
   /// cluster (tests/sim/iteration_test.cc runs both).
   bool representative = true;
-  /// Overlap the DP gradient reduction with the backward (Megatron --overlap-grad-reduce). Off by
-  /// default: the Megatron-LM of the PTD-P paper (2021) all-reduced gradients after the backward,
-  /// and the bundled reference scenarios reproduce that code's runs.
-  bool overlap_grad_reduce = false;
-  /// Gradient bucket size in bytes (Megatron: 40M parameters of bf16 grads).
+  /// Gradient bucket size in bytes (Megatron: 40M parameters of bf16 grads). Whether buckets
+  /// overlap the backward and the bytes per gradient are the configuration's
+  /// (ParallelConfig::overlap_grad_reduce, grad_reduce_in_fp32).
   double bucket_bytes = 80e6;
-  /// Bytes per gradient element reduced across data-parallel ranks: 4, Megatron's fp32 main-grad
-  /// buffer (--accumulate-allreduce-grads-in-fp32); 2 reduces bf16/fp16 gradients.
-  double grad_bytes_per_param = 4;
   /// Megatron's p2p communication blocks: a stage's next pass waits for its send to complete.
   bool blocking_p2p = true;
   /// Megatron's scatter/gather of PP messages across the TP ranks.

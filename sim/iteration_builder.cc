@@ -39,6 +39,8 @@ IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOpti
     stage_params_.push_back(hw::stage_parameter_count(in.model, wo_, st.layer_begin, st.layer_end,
                                                       first, last, par.pipeline_parallel, &expert));
     stage_expert_params_.push_back(expert);
+    stage_layer_params_.push_back(hw::stage_parameter_count(
+        in.model, wo_, st.layer_begin, st.layer_end, false, false, par.pipeline_parallel));
   }
   for (const Action& a : dep_.action) has_recompute_actions_ |= a.kind == ActionKind::kR;
   num_actions_ = dep_.size();

@@ -97,6 +97,7 @@ class IterationBuilder {
   std::vector<hw::StageCosts> costs_;
   std::vector<double> stage_params_;         ///< per schedule stage, per rank (experts included)
   std::vector<double> stage_expert_params_;  ///< the expert part of stage_params_
+  std::vector<double> stage_layer_params_;   ///< its transformer layers' part (no embedding/head)
   bool has_recompute_actions_ = false;
   BuiltIteration out_;
   std::vector<int> sim_of_gpu_;

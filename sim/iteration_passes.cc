@@ -19,6 +19,14 @@ struct PassCost {
   std::vector<hw::TpComm> comms;
   double mem_start = 0, mem_end = 0;
   double buffer = 0;  ///< recompute working memory held during the pass
+  /// The workload model's passes the action runs (F; B with its W and inline recompute; ...):
+  /// time, the part of it the part's TP collectives can run under (tp_comm_overlap), and those
+  /// collectives.
+  struct Part {
+    TimePs dur = 0, hide = 0;
+    const std::vector<hw::TpComm>* comms = nullptr;
+  };
+  std::vector<Part> parts;
 };
 
 void append(std::vector<hw::TpComm>* out, const std::vector<hw::TpComm>& v) {
@@ -32,11 +40,15 @@ void IterationBuilder::build_passes() {
   const int S = pl.num_stages();
   const bool zero3 = in_.parallel.zero_stage == 3 && layout_.dp > 1;
   const bool inline_r = !has_recompute_actions_;
+  const bool overlap_tp = in_.parallel.tp_comm_overlap && layout_.tp > 1;
   auto cost_of = [&](const Action& a) {
     PassCost pc;
     auto backward = [&](int st, bool with_w) {
       const hw::StageCosts& c = costs_[st];
       pc.dur += c.b + (with_w ? c.w : 0) + (inline_r ? c.r : 0);
+      pc.parts.push_back({c.b, c.hide_b, &c.comm_b});
+      if (with_w) pc.parts.push_back({c.w, c.hide_w, &c.comm_w});
+      if (inline_r) pc.parts.push_back({c.r, c.hide_r, &c.comm_r});
       append(&pc.comms, c.comm_b);
       if (with_w) append(&pc.comms, c.comm_w);
       if (inline_r) append(&pc.comms, c.comm_r);
@@ -50,6 +62,7 @@ void IterationBuilder::build_passes() {
     switch (a.kind) {
       case ActionKind::kF:
         pc.dur = costs_[st].f;
+        pc.parts.push_back({costs_[st].f, costs_[st].hide_f, &costs_[st].comm_f});
         pc.comms = costs_[st].comm_f;
         pc.mem_start = costs_[st].m_b.value;
         break;
@@ -61,16 +74,19 @@ void IterationBuilder::build_passes() {
         break;
       case ActionKind::kW:
         pc.dur = costs_[st].w;
+        pc.parts.push_back({costs_[st].w, costs_[st].hide_w, &costs_[st].comm_w});
         pc.comms = costs_[st].comm_w;
         pc.mem_end = -costs_[st].m_w.value;
         break;
       case ActionKind::kR:
         pc.dur = costs_[st].r;
+        pc.parts.push_back({costs_[st].r, costs_[st].hide_r, &costs_[st].comm_r});
         pc.comms = costs_[st].comm_r;
         pc.mem_start = costs_[st].m_r.value;
         break;
       case ActionKind::kOverlapFB: {
         pc.dur = costs_[st].f;
+        pc.parts.push_back({costs_[st].f, costs_[st].hide_f, &costs_[st].comm_f});
         pc.comms = costs_[st].comm_f;
         const double m_f = costs_[st].m_b.value;
         backward(a.stage2, true);
@@ -129,8 +145,9 @@ void IterationBuilder::build_passes() {
       PassTasks pt;
       const int bwd_stage = a.kind == ActionKind::kOverlapFB ? a.stage2 : a.stage;
       const bool split = layout_.dp > 1 && is_pass && id == last_bwd[std::max(bwd_stage, 0)];
+      bool tp_done = false;  // the overlapped path ran the TP collectives beside the compute
       if (split) {
-        const double grad = stage_params_[bwd_stage] * opt_.grad_bytes_per_param;
+        const double grad = stage_params_[bwd_stage] * hw::grad_bytes_per_param(in_.parallel);
         const int nb = std::max(1, static_cast<int>(std::ceil(grad / opt_.bucket_bytes)));
         auto& buckets = bucket_tasks_[static_cast<std::size_t>(sim) * S + bwd_stage];
         for (int k = 0; k < nb; ++k) {
@@ -144,6 +161,42 @@ void IterationBuilder::build_passes() {
         }
         pt.first = buckets.front();
         pt.last = buckets.back();
+      } else if (overlap_tp && is_pass) {
+        // tp_comm_overlap, per workload pass: the part's TP collectives start when the compute
+        // that cannot hide them has run and go on beside the rest (its paired GEMMs); the part
+        // ends when both have (hwmodels::overlapped_pass_time, the screen's bound).
+        std::int32_t prev = -1;
+        for (std::size_t k = 0; k < pc.parts.size(); ++k) {
+          const PassCost::Part& part = pc.parts[k];
+          const TimePs hide = std::min(part.hide, part.dur);
+          const std::int32_t x = add_compute(sim, part.dur - hide, k == 0 ? pc.mem_start : 0, 0, a);
+          if (prev >= 0) out_.graph.add_dep(prev, x);
+          if (pt.first < 0) pt.first = x;
+          const std::int32_t y = add_compute(sim, hide, 0, 0, a);
+          out_.graph.add_dep(x, y);
+          prev = y;
+          std::vector<hw::TpComm> tp_comms;
+          for (const hw::TpComm& c : *part.comms)
+            if (c.group == hw::CommGroup::kTp && c.bytes.value * c.count > 0) tp_comms.push_back(c);
+          if (tp_comms.empty()) continue;
+          bool fresh = false;
+          const std::int32_t c = keyed_collective({2, r.dr, r.pr, id, static_cast<int>(k)}, &fresh);
+          if (fresh)
+            for (const hw::TpComm& tc : tp_comms)
+              add_collective_phases(tc.kind, tc.bytes.value, tc.count,
+                                    layout_.tp_group(r.dr, r.pr));
+          const std::int32_t tk = add_comm(sim, StreamKind::kTp, c, CommKind::kTp, a);
+          out_.graph.add_dep(x, tk);
+          const std::int32_t join = add_compute(sim, 0, 0, 0, a);
+          out_.graph.add_dep(y, join);
+          out_.graph.add_dep(tk, join);
+          prev = join;
+        }
+        pt.last = prev;
+        out_.graph.tasks()[pt.last].mem_at_end = pc.mem_end;
+        out_.graph.tasks()[pt.first].buf_at_start = pc.buffer;
+        out_.graph.tasks()[pt.last].buf_at_end = -pc.buffer;
+        tp_done = true;
       } else {
         pt.first = pt.last = add_compute(sim, pc.dur, pc.mem_start, pc.mem_end, a);
         out_.graph.tasks()[pt.first].buf_at_start = pc.buffer;
@@ -178,7 +231,7 @@ void IterationBuilder::build_passes() {
       }
       double tp_bytes = 0;
       for (const hw::TpComm& c : by_group[0]) tp_bytes += c.bytes.value * c.count;
-      if (layout_.tp > 1 && tp_bytes > 0) {
+      if (layout_.tp > 1 && tp_bytes > 0 && !tp_done) {
         bool fresh = false;
         const std::int32_t c = keyed_collective({2, r.dr, r.pr, id}, &fresh);
         if (fresh)
@@ -275,7 +328,7 @@ void IterationBuilder::build_data_parallel() {
     std::stable_sort(stages.begin(), stages.end(),
                      [&](int a, int b) { return ready_at(a) < ready_at(b); });
     for (int st : stages) {
-      const double grad = stage_params_[st] * opt_.grad_bytes_per_param;
+      const double grad = stage_params_[st] * hw::grad_bytes_per_param(in_.parallel);
       const auto& buckets = bucket_tasks_[static_cast<std::size_t>(sim) * S + st];
       const int nb = std::max<int>(1, static_cast<int>(buckets.size()));
       for (int k = 0; k < nb; ++k) {
@@ -284,7 +337,7 @@ void IterationBuilder::build_data_parallel() {
         if (fresh) add_collective_phases(kind, grad / nb, 1, layout_.dp_group(r.tr, r.pr));
         const std::int32_t tk =
             add_comm(sim, StreamKind::kDp, c, CommKind::kDp, label(ActionKind::kReduceGrad, st, k));
-        const bool overlap = opt_.overlap_grad_reduce && !buckets.empty();
+        const bool overlap = in_.parallel.overlap_grad_reduce && !buckets.empty();
         out_.graph.add_dep(overlap ? buckets[k] : last_compute_[sim], tk);
         dp_tasks_[sim].push_back(tk);
       }

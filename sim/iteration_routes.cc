@@ -36,16 +36,18 @@ void IterationBuilder::build_optimizer() {
   const int zero = in_.parallel.zero_stage;
   for (int sim = 0; sim < static_cast<int>(out_.ranks.size()); ++sim) {
     const SimRank& r = out_.ranks[sim];
-    double params = 0, expert = 0;
+    double params = 0, expert = 0, layer_params = 0;
     for (int st = 0; st < pl.num_stages(); ++st)
       if (pl.stages[st].device == r.pr) {
         params += stage_params_[st];
         expert += stage_expert_params_[st];
+        layer_params += stage_layer_params_[st];
       }
     const int ed = layout_.expert_dp();
     const double shard = zero >= 1 ? (params - expert) / d + expert / std::max(1, ed) : params;
-    const hw::ModelStateBytes ms = hw::model_state_bytes(params, expert, zero, d, std::max(1, ed),
-                                                         in_.parallel.optimizer_offload, wo_.fp8);
+    const hw::ModelStateBytes ms = hw::model_state_bytes(
+        params, expert, zero, d, std::max(1, ed), in_.parallel.optimizer_offload, wo_.fp8,
+        hw::grad_bytes_per_param(in_.parallel), layer_params);
     out_.graph.add_initial_memory(sim, MemCategory::kWeights, ms.weights.value);
     out_.graph.add_initial_memory(sim, MemCategory::kGrads, ms.gradients.value);
     out_.graph.add_initial_memory(sim, MemCategory::kOptimizer, ms.optimizer.value);

@@ -229,6 +229,9 @@ PlanProblem make_problem(const PlanOptions& o, const hw::Scenario& sc) {
   pr.profile.fabric = sc.topology.fabric;
   pr.num_gpus = sc.num_gpus();
   pr.sim.flash_attention = sc.flash_attention;
+  pr.grad_reduce_in_fp32 = sc.parallel.grad_reduce_in_fp32;
+  pr.overlap_grad_reduce = sc.parallel.overlap_grad_reduce;
+  pr.tp_comm_overlap = sc.parallel.tp_comm_overlap;
   if (o.objective == "time")
     pr.objective = Objective::kTime;
   else if (o.objective == "cost")

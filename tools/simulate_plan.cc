@@ -117,7 +117,9 @@ int run_rebuilt(const ScenarioSimOptions& opts, const Plan& plan) {
   hw::Scenario s = plan_scenario(plan, opts.plan);
   // The plan's own (lowered) schedule, not a regenerated one, with the input `plan --emit`
   // predicted it with (sim/plan_prediction.h); the summary shows what was simulated.
-  const IterationInput in = plan_iteration_input(plan.model, plan.config, s.profile, plan.schedule);
+  ParallelConfig config = plan.config;
+  apply_config_flags(opts, &config);
+  const IterationInput in = plan_iteration_input(plan.model, config, s.profile, plan.schedule);
   s.model = in.model;
   s.parallel = in.parallel;
   s.topology = in.topology;

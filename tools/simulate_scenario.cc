@@ -169,9 +169,11 @@ void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts) {
   sub->add_option("--trace", opts->trace, "Write a Perfetto/Chrome trace JSON");
   sub->add_option("--report", opts->report, "Write a self-contained HTML report");
   sub->add_flag("--overlap-grad-reduce", opts->overlap_grad_reduce,
-                "Overlap the DP gradient reduction with the backward (bucketed)");
+                "Overlap the DP gradient reduction with the backward (bucketed); sets "
+                "parallel.overlap_grad_reduce");
   sub->add_option("--grad-reduce-bytes", opts->grad_reduce_bytes,
-                  "Bytes per reduced gradient element (4 = fp32 main grads, 2 = bf16)");
+                  "Bytes per gradient element in the buffer and the reduction (4 = fp32, 2 = "
+                  "bf16); sets parallel.grad_reduce_in_fp32");
   sub->add_flag("--all-ranks", opts->all_ranks,
                 "Simulate every GPU instead of one representative per pipeline rank");
   sub->add_option("--comm-compute-slowdown", opts->comm_slowdown,
@@ -188,7 +190,7 @@ void check_common_flags(const ScenarioSimOptions& opts) {
                       "FILE` draws a scenario's iteration");
   if (opts.format != "table" && opts.format != "json")
     throw ConfigError("", "--format", fmt::format("'{}'; expected table or json", opts.format));
-  if (opts.grad_reduce_bytes != 2 && opts.grad_reduce_bytes != 4)
+  if (opts.grad_reduce_bytes != 0 && opts.grad_reduce_bytes != 2 && opts.grad_reduce_bytes != 4)
     throw ConfigError("", "--grad-reduce-bytes",
                       fmt::format("{}; expected 2 or 4", opts.grad_reduce_bytes));
   if (!(opts.comm_slowdown >= 0 && opts.comm_slowdown <= 0.9))
@@ -238,11 +240,14 @@ void write_iteration_report(const std::string& path, const hw::Scenario& s,
 
 }  // namespace
 
+void apply_config_flags(const ScenarioSimOptions& opts, ParallelConfig* c) {
+  if (opts.overlap_grad_reduce) c->overlap_grad_reduce = true;
+  if (opts.grad_reduce_bytes != 0) c->grad_reduce_in_fp32 = opts.grad_reduce_bytes == 4;
+}
+
 IterationOptions iteration_options(const ScenarioSimOptions& opts, bool flash_attention) {
   IterationOptions io;
   io.trace = !opts.trace.empty();
-  io.overlap_grad_reduce = opts.overlap_grad_reduce;
-  io.grad_bytes_per_param = opts.grad_reduce_bytes;
   io.representative = !opts.all_ranks;
   io.comm_compute_slowdown = opts.comm_slowdown;
   io.flash_attention = flash_attention;
@@ -265,7 +270,8 @@ int run_scenario_simulation(const ScenarioSimOptions& opts) {
   }
   if (opts.scenario.empty()) throw ConfigError("", "SCENARIO", "expected a scenario YAML file");
   check_common_flags(opts);
-  const hw::Scenario s = hw::load_scenario(opts.scenario);
+  hw::Scenario s = hw::load_scenario(opts.scenario);
+  apply_config_flags(opts, &s.parallel);
   const IterationInput in = scenario_iteration_input(s);
   std::vector<ActionTiming> timings;
   const IterationResult r = simulate_iteration(in, iteration_options(opts, s.flash_attention),

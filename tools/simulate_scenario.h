@@ -18,8 +18,8 @@ struct ScenarioSimOptions {
   std::string trace;     ///< --trace FILE (Perfetto JSON)
   std::string format = "table";
   std::string report;                ///< --report FILE (HTML)
-  bool overlap_grad_reduce = false;  ///< --overlap-grad-reduce
-  double grad_reduce_bytes = 4;      ///< --grad-reduce-bytes (4 = fp32 main grads, 2 = bf16)
+  bool overlap_grad_reduce = false;  ///< --overlap-grad-reduce (sets the configuration's)
+  int grad_reduce_bytes = 0;         ///< --grad-reduce-bytes 4 | 2 (0: the configuration's)
   bool all_ranks = false;            ///< --all-ranks: simulate every GPU, not representatives
   double comm_slowdown = 0.05;       ///< --comm-compute-slowdown
 };
@@ -31,6 +31,9 @@ int run_scenario_simulation(const ScenarioSimOptions& opts);
 
 /// The simulator options the flags ask for (shared by the scenario and plan modes).
 IterationOptions iteration_options(const ScenarioSimOptions& opts, bool flash_attention);
+/// Writes the configuration settings the flags override (--overlap-grad-reduce,
+/// --grad-reduce-bytes) into `c`.
+void apply_config_flags(const ScenarioSimOptions& opts, ParallelConfig* c);
 /// The scenario mode's summary: a table (first row `source`: s.file), or JSON when `json`.
 std::string scenario_summary(const hw::Scenario& s, const IterationResult& r, bool json,
                              const char* source = "scenario");

@@ -267,6 +267,10 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
     return {};
   }
   // torchtitan
+  if (!pc.grad_reduce_in_fp32)
+    return "config.grad_reduce_in_fp32: torchtitan reduces gradients in float32 "
+           "(training.mixed_precision_reduce has no other value); nearest: grad_reduce_in_fp32 "
+           "true";
   if (pc.zero_stage == 1)
     return "config.zero_stage: torchtitan shards gradients with the optimizer state (FSDP2) and "
            "has no ZeRO-1; nearest: zero_stage 2 (fsdp_reshard_after_forward = \"never\")";
@@ -390,6 +394,11 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers) {
     num("--recompute-num-layers", 1);
   }
   if (pc.zero_stage >= 1) arg("--use-distributed-optimizer");
+  // The gradient precision and overlaps the plan was priced with (Megatron-LM keeps bf16
+  // gradients in fp32 unless told otherwise).
+  if (!pc.grad_reduce_in_fp32) arg("--grad-reduce-in-bf16");
+  if (pc.overlap_grad_reduce) arg("--overlap-grad-reduce");
+  if (pc.tp_comm_overlap) arg("--tp-comm-overlap");
   if (pc.zero_stage >= 2) {
     arg("--use-megatron-fsdp");
     arg("--data-parallel-sharding-strategy",
@@ -437,6 +446,8 @@ std::string torchtitan_toml(const Plan& plan, const std::vector<int>& layers,
     out += fmt::format("fsdp_reshard_after_forward = \"{}\"\n",
                        pc.zero_stage == 3 ? "always" : "never");
   out += fmt::format("tensor_parallel_degree = {}\n", pc.tensor_parallel);
+  // Async TP pipelines the TP collectives with the matmuls (it needs torch.compile).
+  if (pc.tp_comm_overlap) out += "enable_async_tensor_parallel = true\n";
   out += fmt::format("context_parallel_degree = {}\n", pc.context_parallel);
   if (m.num_experts > 0) {
     out += fmt::format("expert_parallel_degree = {}\n", pc.expert_parallel);
@@ -478,6 +489,7 @@ std::string torchtitan_toml(const Plan& plan, const std::vector<int>& layers,
   if (pc.schedule == "1f1b-r" && pc.pipeline_parallel > 1) recompute = "full";
   out += fmt::format("\n[activation_checkpoint]\nmode = \"{}\"\n", recompute);
   if (recompute == "selective") out += "selective_ac_option = \"op\"\n";
+  if (pc.tp_comm_overlap) out += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
   return out;
 }
 
@@ -516,10 +528,13 @@ std::string nemo_overrides(const Plan& plan, const std::vector<int>& layers) {
     if (first > 0) num(s + "num_layers_in_first_pipeline_stage", first);
     if (last > 0) num(s + "num_layers_in_last_pipeline_stage", last);
   }
-  // The plan was priced without overlapping the gradient reduction with the backward (the
-  // simulator's default; `simulate --overlap-grad-reduce` prices it): the recipes overlap.
-  kv(s + "ddp.overlap_grad_reduce", "False");
+  // The gradient precision and overlaps the plan was priced with (the recipes' own defaults
+  // may differ); the parameter all-gather is not overlapped in the simulator.
+  kv(s + "ddp.grad_reduce_in_fp32", py_bool(pc.grad_reduce_in_fp32));
+  kv("trainer.plugins.grad_reduce_in_fp32", py_bool(pc.grad_reduce_in_fp32));
+  kv(s + "ddp.overlap_grad_reduce", py_bool(pc.overlap_grad_reduce));
   kv(s + "ddp.overlap_param_gather", "False");
+  kv("model.config.tp_comm_overlap", py_bool(pc.tp_comm_overlap));
   if (pc.zero_stage >= 2) {
     kv(s + "fsdp", "megatron");
     kv(s + "ddp.data_parallel_sharding_strategy",
@@ -555,9 +570,12 @@ std::string deepspeed_json(const Plan& plan, std::vector<std::string>* notes) {
   out += fmt::format("  \"train_micro_batch_size_per_gpu\": {},\n", pc.micro_batch_size);
   out += fmt::format("  \"gradient_accumulation_steps\": {},\n", accumulation);
   out += "  \"bf16\": {\"enabled\": true},\n";
+  out += fmt::format("  \"communication_data_type\": \"{}\",\n",
+                     pc.grad_reduce_in_fp32 ? "fp32" : "bf16");
   if (pc.tensor_parallel > 1)
     out += fmt::format("  \"tensor_parallel\": {{\"autotp_size\": {}}},\n", pc.tensor_parallel);
-  out += fmt::format("  \"zero_optimization\": {{\"stage\": {}{}}}\n", pc.zero_stage,
+  out += fmt::format("  \"zero_optimization\": {{\"stage\": {}, \"overlap_comm\": {}{}}}\n",
+                     pc.zero_stage, pc.overlap_grad_reduce ? "true" : "false",
                      pc.optimizer_offload
                          ? ", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}"
                          : "");

@@ -148,7 +148,7 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
     // nodes beats the alpha-beta line by 6% on two DGX H100 nodes: test
     // Search.BoundsHoldWithContextAndExpertParallelism). The DES runs the CP exchange beside
     // the pass, so the bound counts none of it.
-    auto tp = [&](const hw::StageCosts& c, double* out) {
+    auto tp = [&](const hw::StageCosts& c, double* out, double* out_ep) {
       const std::vector<hw::TpComm>* lists[4] = {&c.comm_f, &c.comm_b, &c.comm_w, &c.comm_r};
       for (int i = 0; i < 4; ++i) {
         std::vector<hw::TpComm> waited;
@@ -158,13 +158,14 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
           if (tc.group == hw::CommGroup::kEp)
             ep += tc.count * hw::all_to_all_bandwidth_bound(tc.kind, tc.bytes, nets.ep);
         }
-        out[i] = ps_to_seconds(hw::tp_comm_time(waited, nets) + ep);
+        out[i] = ps_to_seconds(hw::tp_comm_time(waited, nets));
+        out_ep[i] = ps_to_seconds(ep);
       }
     };
-    tp(e.layer, e.tp);
-    tp(e.moe, e.tp_moe);
-    tp(e.first, e.tp_first);
-    tp(e.last, e.tp_last);
+    tp(e.layer, e.tp, e.ep);
+    tp(e.moe, e.tp_moe, e.ep_moe);
+    tp(e.first, e.tp_first, e.ep_first);
+    tp(e.last, e.tp_last, e.ep_last);
   }
   return e;
 }
@@ -339,6 +340,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   wo.etp = c.t;
   std::vector<double>& dev_expert = out->device_expert;
   dev_expert.assign(P, 0.0);
+  std::vector<double>& dev_layers = out->device_layers;
+  dev_layers.assign(P, 0.0);
   int layer_begin = 0;
   for (int i = 0; i < S; ++i) {
     const int nm = hw::moe_layers_in(pr.model, layer_begin, layer_begin + out->layers[i]);
@@ -349,19 +352,30 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
                                  static_cast<TimePs>(nm) * le.moe.*field +
                                  (first ? le.first.*field : 0) + (last ? le.last.*field : 0));
     };
-    auto sum_tp = [&](int k) {
-      return n * le.tp[k] + nm * le.tp_moe[k] + (first ? le.tp_first[k] : 0) +
-             (last ? le.tp_last[k] : 0);
+    auto sum_of = [&](const double* layer, const double* moe, const double* fst, const double* lst,
+                      int k) {
+      return n * layer[k] + nm * moe[k] + (first ? fst[k] : 0) + (last ? lst[k] : 0);
+    };
+    // A pass with its TP collectives (run under its paired GEMMs with tp_comm_overlap, as the
+    // DES does) and the EP all-to-all after them.
+    const bool overlap = space_.tp_comm_overlap && c.sequence_parallel && c.t > 1;
+    auto pass = [&](TimePs hw::StageCosts::*field, TimePs hw::StageCosts::*hide, int k) {
+      const double compute = ps_to_seconds(sum_ps(field));
+      const double tp = sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, k);
+      const double ep = sum_of(le.ep, le.ep_moe, le.ep_first, le.ep_last, k);
+      const double t = overlap ? hw::overlapped_pass_time(compute, ps_to_seconds(sum_ps(hide)), tp)
+                               : compute + tp;
+      return t + ep;
     };
     auto sum_bytes = [&](Bytes hw::StageCosts::*field) {
       return n * (le.layer.*field).value + nm * (le.moe.*field).value +
              (first ? (le.first.*field).value : 0) + (last ? (le.last.*field).value : 0);
     };
     // As the DES: F = f + its TP collectives; B = b + inline recompute + theirs; W = w + its.
-    const double r = has_r ? ps_to_seconds(sum_ps(&hw::StageCosts::r)) + sum_tp(3) : 0;
-    out->f[i] = ps_to_seconds(sum_ps(&hw::StageCosts::f)) + sum_tp(0);
-    out->b[i] = ps_to_seconds(sum_ps(&hw::StageCosts::b)) + sum_tp(1) + r;
-    out->w[i] = ps_to_seconds(sum_ps(&hw::StageCosts::w)) + sum_tp(2);
+    const double r = has_r ? pass(&hw::StageCosts::r, &hw::StageCosts::hide_r, 3) : 0;
+    out->f[i] = pass(&hw::StageCosts::f, &hw::StageCosts::hide_f, 0);
+    out->b[i] = pass(&hw::StageCosts::b, &hw::StageCosts::hide_b, 1) + r;
+    out->w[i] = pass(&hw::StageCosts::w, &hw::StageCosts::hide_w, 2);
     out->r[i] = r;
     out->act[i] = sum_bytes(&hw::StageCosts::m_b);
     out->act_w[i] = sum_bytes(&hw::StageCosts::m_w);
@@ -369,6 +383,13 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     double expert = 0;
     const double params = hw::stage_parameter_count(
         pr.model, wo, layer_begin, layer_begin + out->layers[i], first, last, P, &expert);
+    // FP8 weight copies cover the transformer layers only (hw::model_state_bytes).
+    const double layer_params =
+        c.fp8 == 0 ? 0.0
+                   : (first || last
+                          ? hw::stage_parameter_count(pr.model, wo, layer_begin,
+                                                      layer_begin + out->layers[i], false, false, P)
+                          : params);
     layer_begin += out->layers[i];
     out->params[i] = params;
     if (z3) out->gather[i] = net.dp_all_gather.seconds(2 * params);
@@ -376,10 +397,15 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     // (Megatron without --overlap-grad-reduce), then ZeRO-1/2 re-gather the bf16 weights.
     double stage_red = 0, stage_gather = 0;
     if (dpc > 1) {
-      const double grad = params * opt.grad_bytes_per_param;
+      const double grad = params * (hw::grad_bytes_per_param(space_.grad_reduce_in_fp32));
       const double nb = std::max(1.0, std::ceil(grad / opt.bucket_bytes));
-      stage_red =
-          opt.overlap_grad_reduce ? reduce.seconds(grad / nb) : nb * reduce.seconds(grad / nb);
+      // Overlapped, the last bucket's reduction starts when the last backward's compute ends,
+      // beside that pass's TP collectives.
+      const double last_tp = sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 1) +
+                             sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 2) +
+                             (has_r ? sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 3) : 0);
+      stage_red = space_.overlap_grad_reduce ? std::max(0.0, reduce.seconds(grad / nb) - last_tp)
+                                             : nb * reduce.seconds(grad / nb);
       if (c.zero == 1 || c.zero == 2) stage_gather = net.dp_all_gather.seconds(2 * params);
     }
     // Recompute inside the backward re-creates one layer at a time (DES working buffer).
@@ -391,6 +417,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       const double share = dev >= 0 ? 1.0 : double(so.pipelines) / P;
       dev_params[d] += params * share;
       dev_expert[d] += expert * share;
+      dev_layers[d] += layer_params * share;
       red[d] += stage_red * share;
       regather[d] += stage_gather * share;
       rbuf[d] = std::max(rbuf[d], buf);
@@ -410,7 +437,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     const double E_dev = dev_expert[d];
     const int edp = std::max(1, dpc / c.ep);  // expert-data-parallel group (expert TP = t)
     const hw::ModelStateBytes ms =
-        hw::model_state_bytes(P_dev, E_dev, c.zero, dpc, edp, c.offload != 0, c.fp8 != 0);
+        hw::model_state_bytes(P_dev, E_dev, c.zero, dpc, edp, c.offload != 0, c.fp8 != 0,
+                              hw::grad_bytes_per_param(space_.grad_reduce_in_fp32), dev_layers[d]);
     const double shard = c.zero >= 1 ? (P_dev - E_dev) / dpc + E_dev / edp : P_dev;
     double opt_s = 0, prefetch = 0;
     if (c.offload) {

@@ -37,6 +37,12 @@ struct PlanProblem {
   /// How the DES simulates (Megatron defaults); the screen and the evaluator price the same
   /// choices (gradient bytes, buckets, overlap, flash attention, offload CPU rate).
   IterationOptions sim;
+  /// The scenario's Megatron settings every configuration shares (ParallelConfig's
+  /// grad_reduce_in_fp32, overlap_grad_reduce, tp_comm_overlap); default_space copies them into
+  /// the space, which the tiers read.
+  bool grad_reduce_in_fp32 = true;
+  bool overlap_grad_reduce = false;
+  bool tp_comm_overlap = false;
   double limit() const {
     return memory_limit > 0 ? memory_limit : profile.gpu.usable_memory().value;
   }
@@ -72,6 +78,7 @@ struct StageCosts {
   double tp_share = 0;   ///< share of pass time spent in tensor-parallel collectives
   std::vector<double> device_scratch;  ///< working space of CostModel (per-device sums)
   std::vector<double> device_expert;   ///< per device: MoE expert parameters held
+  std::vector<double> device_layers;   ///< per device: transformer-layer parameters (FP8 copies)
 };
 
 /// Lower bounds of one configuration (valid = false when the configuration is not in the space,
@@ -117,10 +124,12 @@ class CostModel {
 
  private:
   // hwmodels' figures of one layer, the embedding and the head for one (t, b, sp, recompute),
-  // with the TP collective time of each pass (seconds; index = hw::Pass).
+  // with the TP collective time and the EP all-to-all bound of each pass (seconds; index =
+  // hw::Pass).
   struct LayerEntry {
     hw::StageCosts layer, moe, first, last;  // a dense layer, an MoE layer (MoE models)
     double tp[4] = {}, tp_moe[4] = {}, tp_first[4] = {}, tp_last[4] = {};
+    double ep[4] = {}, ep_moe[4] = {}, ep_first[4] = {}, ep_last[4] = {};
   };
   // The networks of one (t, p, d) layout: DP group collectives, the pipeline hop, the TP group's
   // all-gather (Megatron's scatter/gather of pipeline messages).

@@ -409,6 +409,9 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
                           const std::vector<int>& global_batches,
                           std::vector<std::string>* skipped) {
   SearchSpace s;
+  s.grad_reduce_in_fp32 = pr.grad_reduce_in_fp32;
+  s.overlap_grad_reduce = pr.overlap_grad_reduce;
+  s.tp_comm_overlap = pr.tp_comm_overlap;
   const int gpn = pr.gpus_per_node();
   for (int n = pr.num_gpus; n >= 1; n /= 2) {
     s.gpu_counts.push_back(n);

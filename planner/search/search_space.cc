@@ -101,6 +101,9 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.context_parallel = c.cp;
   pc.expert_parallel = c.ep;
   pc.fp8 = c.fp8 ? "hybrid" : "off";
+  pc.grad_reduce_in_fp32 = space.grad_reduce_in_fp32;
+  pc.overlap_grad_reduce = space.overlap_grad_reduce;
+  pc.tp_comm_overlap = space.tp_comm_overlap && pc.sequence_parallel && pc.tensor_parallel > 1;
   return pc;
 }
 

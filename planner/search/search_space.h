@@ -87,6 +87,12 @@ struct SearchSpace {
   std::vector<int> fp8{0};
   /// Only configurations this framework runs (planner/search/frameworks.h; kAny = all).
   Framework framework = Framework::kAny;
+  /// Settings every configuration shares (PlanProblem's, not searched): ParallelConfig's
+  /// grad_reduce_in_fp32, overlap_grad_reduce and tp_comm_overlap (the last applies to the
+  /// configurations with sequence parallelism and t > 1, the only ones that can overlap).
+  bool grad_reduce_in_fp32 = true;
+  bool overlap_grad_reduce = false;
+  bool tp_comm_overlap = false;
 };
 
 /// The core ParallelConfig of a search configuration (config_from_parallel in plan_emit.h is the

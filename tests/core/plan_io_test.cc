@@ -45,8 +45,9 @@ TEST(PlanIo, RoundTripIsLosslessInBothSyntaxes) {
 TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
   Plan p = sample_plan();
   const std::string gpt = plan_to_text(p, DocFormat::kYaml);
-  for (const char* key : {"num_query_groups", "swiglu", "num_experts", "use_flash_attn",
-                          "context_parallel", "expert_parallel", "fp8"})
+  for (const char* key :
+       {"num_query_groups", "swiglu", "num_experts", "use_flash_attn", "context_parallel",
+        "expert_parallel", "fp8", "grad_reduce_in_fp32", "overlap_grad_reduce", "tp_comm_overlap"})
     EXPECT_EQ(gpt.find(key), std::string::npos) << key;
   p.model.num_query_groups = 2;
   p.model.kv_channels = 96;
@@ -69,8 +70,20 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
   p.config.expert_parallel = 4;
   p.config.expert_tensor_parallel = 1;
   p.config.fp8 = "e4m3";
+  p.config.tensor_parallel = 2;
+  p.config.grad_reduce_in_fp32 = false;
+  p.config.overlap_grad_reduce = true;
+  p.config.tp_comm_overlap = true;
   for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
     EXPECT_EQ(parse_plan(plan_to_text(p, f), f, "t"), p);
+  // Overlapping TP communication needs the sequence-parallel collectives.
+  p.config.sequence_parallel = false;
+  try {
+    parse_plan(plan_to_text(p, DocFormat::kYaml), DocFormat::kYaml, "plan.yaml");
+    ADD_FAILURE() << "tp_comm_overlap without sequence parallelism accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("config.tp_comm_overlap"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PlanIo, PredictionSourceRoundTripsAndIsOptional) {

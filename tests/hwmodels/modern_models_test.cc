@@ -95,6 +95,12 @@ TEST(ModernModels, ActivationMemoryOfGqaSwigluWithCpIsExactToTheByte) {
   const double s = 4096, h = 8192, q = 8192, kv = 1024, f = 28672, t = 4;
   const double expected = 10 * s * h / t + 2 * s * (q + 2 * kv + q) / t + 2 * s * (2 * f + f) / t;
   EXPECT_EQ(layer_activation_bytes(m, o).value, expected);
+  // FP8 (Transformer Engine): the four linear layers keep their inputs' FP8 casts, 1 byte: the
+  // two norm outputs (qkv, mlp-up inputs: 4sh -> 2sh), the attention output (2sq -> sq) and the
+  // activation output (2sf -> sf); Q, K, V and the up-projection output stay 16-bit.
+  o.fp8 = true;
+  const double fp8 = 8 * s * h / t + s * (2 * (q + 2 * kv) + q) / t + s * (2 * 2 * f + f) / t;
+  EXPECT_EQ(layer_activation_bytes(m, o).value, fp8);
 }
 
 TEST(ModernModels, ActivationMemoryOfAnMoeLayerIsExactToTheByte) {
@@ -120,13 +126,68 @@ TEST(ModernModels, ActivationMemoryOfAnMoeLayerIsExactToTheByte) {
 
 TEST(ModernModels, ExpertStateIsShardedOverTheExpertDataParallelGroup) {
   // 1e9 dense + 3e9 expert parameters, distributed optimizer over d = 16 and expert-DP = 2:
-  // weights 2 B x 4e9, gradients 2 B x 4e9 (ZeRO-1), optimizer 12 B x (1e9/16 + 3e9/2).
-  const ModelStateBytes s = model_state_bytes(4e9, 3e9, 1, 16, 2, false, false);
+  // weights 2 B x 4e9, bf16 gradients 2 B x 4e9 (ZeRO-1), optimizer 12 B x (1e9/16 + 3e9/2).
+  const ModelStateBytes s = model_state_bytes(4e9, 3e9, 1, 16, 2, false, false, 2.0, 0.0);
   EXPECT_DOUBLE_EQ(s.weights.value, 8e9);
   EXPECT_DOUBLE_EQ(s.gradients.value, 8e9);
   EXPECT_DOUBLE_EQ(s.optimizer.value, 12 * (1e9 / 16 + 3e9 / 2));
-  // FP8 adds its weight copy and transpose: 2 B per parameter.
-  EXPECT_DOUBLE_EQ(model_state_bytes(4e9, 3e9, 1, 16, 2, false, true).weights.value, 16e9);
+  // FP8 adds its weight copy and transpose, 2 B per parameter of the transformer layers (here
+  // 3.5e9 of the 4e9: the rest stands for the embedding and output layer, which have none).
+  EXPECT_DOUBLE_EQ(model_state_bytes(4e9, 3e9, 1, 16, 2, false, true, 2.0, 3.5e9).weights.value,
+                   8e9 + 7e9);
+  // Megatron's fp32 gradient buffer: 4 B per gradient, ZeRO-2 shards it like the optimizer.
+  EXPECT_DOUBLE_EQ(model_state_bytes(4e9, 3e9, 1, 16, 2, false, false, 4.0, 0.0).gradients.value,
+                   16e9);
+  EXPECT_DOUBLE_EQ(model_state_bytes(4e9, 3e9, 2, 16, 2, false, false, 4.0, 0.0).gradients.value,
+                   4 * (1e9 / 16 + 3e9 / 2));
+}
+
+TEST(ModernModels, TpCommOverlapHidesUnderThePairedGemmsLessOneRingChunk) {
+  // GPT-style layer (GELU, f = 4h), h = 1024, s = 2048, t = 2 with sequence parallelism. The
+  // hideable time of each pass is (t-1)/t of the GEMMs beside its sequence-parallel collectives:
+  // F: qkv (s x 3h/t x h), proj (s x h x h/t), mlp up (s x f/t x h), mlp down (s x h x f/t);
+  // B: their input gradients (m x k from m x n times n x k); W: the qkv and mlp-up weight
+  // gradients (k x n over m), beside the re-gather of their inputs.
+  ModelShape m{"t", 2, 1024, 16, 4096, 2048, 32000};
+  const GpuModel gpu(resolve_profile("dgx-h100", "", "", "").gpu);
+  WorkloadOptions o;
+  o.tp = 2;
+  o.sequence_parallel = true;
+  o.flash_attention = true;
+  const StageCosts c = stage_costs_for(m, gpu, o, 1, 0, false, false);
+  auto g = [&](long long mm, long long n, long long k) {
+    const TimePs t = gpu.gemm_time(mm, n, k, DType::kBf16);
+    return t - t / 2;
+  };
+  const long long s = 2048, h = 1024, f = 4096;
+  EXPECT_EQ(c.hide_f, g(s, 3 * h / 2, h) + g(s, h, h / 2) + g(s, f / 2, h) + g(s, h, f / 2));
+  EXPECT_EQ(c.hide_b, g(s, h, 3 * h / 2) + g(s, h / 2, h) + g(s, h, f / 2) + g(s, f / 2, h));
+  EXPECT_EQ(c.hide_w, g(h, 3 * h / 2, s) + g(h, f / 2, s));
+  EXPECT_EQ(c.hide_r, 0);       // no recomputation
+  o.sequence_parallel = false;  // nothing to overlap without the sequence-parallel collectives
+  EXPECT_EQ(stage_costs_for(m, gpu, o, 1, 0, false, false).hide_f, 0);
+  // The pass: compute - hideable + max(hideable, comm).
+  EXPECT_EQ(overlapped_pass_time(10, 4, 3), 10);
+  EXPECT_EQ(overlapped_pass_time(10, 4, 7), 13);
+  EXPECT_EQ(overlapped_pass_time(10, 20, 5), 10);  // never more hidden than the compute
+}
+
+TEST(ModernModels, MegatronModelStateIs18BytesPerParameterAnd6Plus12OverD) {
+  // Megatron-LM's distributed-optimizer table (docs/source/api-guide/dist_optimizer.md), bf16
+  // parameters with fp32 gradients: 18 bytes per parameter without the distributed optimizer,
+  // 6 + 12/d with it; the ZeRO paper's convention (bf16 gradients) 16 and 4 + 12/d.
+  ParallelConfig c;
+  EXPECT_EQ(grad_bytes_per_param(c), 4.0);
+  const double P = 1e9, d = 8;
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 0, 8, false, grad_bytes_per_param(c)).total().value,
+                   18 * P);
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 1, 8, false, grad_bytes_per_param(c)).total().value,
+                   (6 + 12 / d) * P);
+  c.grad_reduce_in_fp32 = false;
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 0, 8, false, grad_bytes_per_param(c)).total().value,
+                   16 * P);
+  EXPECT_DOUBLE_EQ(model_state_bytes(P, 1, 8, false, grad_bytes_per_param(c)).total().value,
+                   (4 + 12 / d) * P);
 }
 
 TEST(ModernModels, Fp8GemmsRunOnTheFp8PeakAtTheProfilesEfficiency) {

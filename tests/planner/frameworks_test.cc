@@ -136,6 +136,16 @@ TEST(Frameworks, MegatronArgumentsReadBackIntoThePlansConfiguration) {
   EXPECT_EQ(a.at("--recompute-granularity"), "selective");
   EXPECT_EQ(a.count("--use-distributed-optimizer"), 1u);
   EXPECT_EQ(a.count("--use-megatron-fsdp"), 0u);
+  // Megatron's defaults (fp32 gradients, no overlaps) need no flag; the plan's settings do.
+  for (const char* flag : {"--grad-reduce-in-bf16", "--overlap-grad-reduce", "--tp-comm-overlap"})
+    EXPECT_EQ(a.count(flag), 0u) << flag;
+  Plan tuned = plan;
+  tuned.config.grad_reduce_in_fp32 = false;
+  tuned.config.overlap_grad_reduce = true;
+  tuned.config.tp_comm_overlap = true;
+  const auto t = parse_args(export_plan(tuned, Framework::kMegatron, "p", "").text);
+  for (const char* flag : {"--grad-reduce-in-bf16", "--overlap-grad-reduce", "--tp-comm-overlap"})
+    EXPECT_EQ(t.count(flag), 1u) << flag;
   EXPECT_EQ(a.at("--fp8-format"), "hybrid");
   EXPECT_EQ(a.count("--bf16"), 1u);
   // Data parallelism is what is left: GPUs / (t cp p) = 256 / 32 = 8 = the plan's d.
@@ -255,6 +265,18 @@ TEST(Frameworks, NemoOverridesReadBackIntoThePlansConfiguration) {
   EXPECT_EQ(o.at(s + "num_layers_in_first_pipeline_stage"), "19");
   EXPECT_EQ(o.at(s + "num_layers_in_last_pipeline_stage"), "19");
   EXPECT_EQ(o.at(s + "ddp.overlap_grad_reduce"), "False");  // priced without overlap
+  EXPECT_EQ(o.at(s + "ddp.grad_reduce_in_fp32"), "True");
+  EXPECT_EQ(o.at("trainer.plugins.grad_reduce_in_fp32"), "True");
+  EXPECT_EQ(o.at("model.config.tp_comm_overlap"), "False");
+  Plan tuned = plan;
+  tuned.config.grad_reduce_in_fp32 = false;
+  tuned.config.overlap_grad_reduce = true;
+  tuned.config.tp_comm_overlap = true;
+  const auto to = parse_overrides(export_plan(tuned, Framework::kNemo, "p", "").text);
+  EXPECT_EQ(to.at(s + "ddp.overlap_grad_reduce"), "True");
+  EXPECT_EQ(to.at(s + "ddp.grad_reduce_in_fp32"), "False");
+  EXPECT_EQ(to.at("trainer.plugins.grad_reduce_in_fp32"), "False");
+  EXPECT_EQ(to.at("model.config.tp_comm_overlap"), "True");
   EXPECT_EQ(o.at("data.micro_batch_size"), "1");
   EXPECT_EQ(o.at("data.global_batch_size"), std::to_string(plan.config.global_batch_size));
   EXPECT_EQ(o.at("data.seq_length"), std::to_string(plan.model.seq_length));
@@ -285,6 +307,8 @@ TEST(Frameworks, DeepspeedConfigReadsBackIntoThePlansConfiguration) {
   // Gradient accumulation = microbatches per iteration = B / (b d) = 16 / (1 * 2) = 8.
   EXPECT_EQ(j.at("gradient_accumulation_steps"), 8);
   EXPECT_EQ(j.at("zero_optimization").at("stage"), 1);
+  EXPECT_FALSE(j.at("zero_optimization").at("overlap_comm").get<bool>());
+  EXPECT_EQ(j.at("communication_data_type"), "fp32");
   EXPECT_EQ(j.at("tensor_parallel").at("autotp_size"), 2);
   EXPECT_TRUE(j.at("bf16").at("enabled").get<bool>());
   ASSERT_EQ(e.notes.size(), 1u);
@@ -339,6 +363,16 @@ TEST(Frameworks, TorchtitanTomlReadsBackIntoThePlansConfiguration) {
   EXPECT_EQ(t0.at("parallelism.data_parallel_replicate_degree"), "4");
   EXPECT_EQ(t0.at("parallelism.data_parallel_shard_degree"), "1");
   EXPECT_EQ(t0.count("parallelism.fsdp_reshard_after_forward"), 0u);
+  EXPECT_EQ(t0.count("parallelism.enable_async_tensor_parallel"), 0u);
+  // Overlapped TP communication is torchtitan's async TP, which runs under torch.compile; bf16
+  // gradient reduction is something torchtitan does not offer.
+  plan.config.tp_comm_overlap = true;
+  const auto ta = parse_toml(export_plan(plan, Framework::kTorchtitan, "p", "p.csv").text);
+  EXPECT_EQ(ta.at("parallelism.enable_async_tensor_parallel"), "true");
+  EXPECT_EQ(ta.at("compile.enable"), "true");
+  plan.config.grad_reduce_in_fp32 = false;
+  EXPECT_EQ(refusal_key(plan, Framework::kTorchtitan).rfind("config.grad_reduce_in_fp32 | ", 0),
+            0u);
 }
 
 // The schedule with OPT (the training loop's step, not a CSV action) removed.

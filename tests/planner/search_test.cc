@@ -218,6 +218,58 @@ TEST(Search, DesTierIsCertifiedAgainstAnExhaustiveDes) {
   EXPECT_GE(checked, 3000u);
 }
 
+struct DesCheck {
+  int with_cp = 0, with_ep = 0, with_fp8 = 0, with_overlap = 0;
+};
+
+// Every configuration of `space` the evaluator ran and the screen let through, simulated by the
+// DES: the screen's time and memory bounds and the evaluator's time bound are below the DES's
+// figures, and the search (DES tier on) answers the exhaustive DES winner, certified.
+DesCheck check_bounds_against_des(const PlanProblem& pr, const SearchSpace& space,
+                                  const GeneratorRegistry& reg) {
+  DesCheck k;
+  SearchOptions all;
+  all.prune = false;
+  all.keep_all = true;
+  all.max_evaluations = 1 << 30;
+  all.des_top = 0;
+  const SearchResult r = run_search(pr, space, reg, all);
+  const CostModel model(pr, space);
+  std::vector<Evaluated> runs;
+  for (const Evaluated& e : r.all)
+    if (e.iteration > 0 && e.mem_lb <= pr.limit()) runs.push_back(e);
+  EXPECT_GT(runs.size(), 200u);
+  std::vector<Evaluated> des(runs.size());
+  tbb::parallel_for(std::size_t{0}, runs.size(), [&](std::size_t i) {
+    des[i] = evaluate_config_des(model, reg, runs[i].config);
+  });
+  const Evaluated* best = nullptr;
+  for (std::size_t i = 0; i < des.size(); ++i) {
+    const Evaluated& e = des[i];
+    EXPECT_EQ(e.tier, Tier::kDes) << describe_config(space, e.config);
+    EXPECT_LE(runs[i].time_lb, e.iteration * (1 + 1e-9)) << describe_config(space, e.config);
+    EXPECT_LE(runs[i].time_bound, e.iteration * (1 + 1e-9)) << describe_config(space, e.config);
+    EXPECT_LE(runs[i].mem_lb, e.peak_memory * (1 + 1e-9)) << describe_config(space, e.config);
+    k.with_cp += e.config.cp > 1;
+    k.with_ep += e.config.ep > 1;
+    k.with_fp8 += e.config.fp8;
+    k.with_overlap += parallel_from_config(space, e.config).tp_comm_overlap;
+    if (e.feasible && (!best || e.objective < best->objective)) best = &e;
+  }
+  EXPECT_NE(best, nullptr);
+  if (best == nullptr) return k;
+  SearchOptions o;
+  o.top = 3;
+  const SearchResult s = run_search(pr, space, reg, o);
+  EXPECT_FALSE(s.top.empty());
+  if (s.top.empty()) return k;
+  EXPECT_TRUE(s.stats.certified) << s.stats.des_note;
+  EXPECT_DOUBLE_EQ(s.top[0].objective, best->objective)
+      << "exhaustive DES winner " << describe_config(space, best->config) << ", search chose "
+      << describe_config(space, s.top[0].config);
+  return k;
+}
+
 // The same certificate with context parallelism, expert parallelism and FP8 in the space: a
 // small GQA + SwiGLU + RMSNorm MoE model (8 experts, top-2, its first layer dense) on two
 // DGX H100 nodes. Every bound is below the DES's figure and the search's first row is the
@@ -254,46 +306,74 @@ TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
   space.schedules = kept;
   ASSERT_EQ(space.context_parallel, (std::vector<int>{1, 2}));  // 4096 / cp >= 2048
   ASSERT_EQ(space.expert_parallel, (std::vector<int>{1, 2, 4, 8}));
-  SearchOptions all;
-  all.prune = false;
-  all.keep_all = true;
-  all.max_evaluations = 1 << 30;
-  all.des_top = 0;
-  const SearchResult r = run_search(pr, space, reg, all);
-  const CostModel model(pr, space);
-  std::vector<Evaluated> runs;
-  for (const Evaluated& e : r.all)
-    if (e.iteration > 0 && e.mem_lb <= pr.limit()) runs.push_back(e);
-  ASSERT_GT(runs.size(), 200u);
-  std::vector<Evaluated> des(runs.size());
-  tbb::parallel_for(std::size_t{0}, runs.size(), [&](std::size_t i) {
-    des[i] = evaluate_config_des(model, reg, runs[i].config);
-  });
-  const Evaluated* best = nullptr;
-  int with_cp = 0, with_ep = 0, with_fp8 = 0;
-  for (std::size_t i = 0; i < des.size(); ++i) {
-    const Evaluated& e = des[i];
-    ASSERT_EQ(e.tier, Tier::kDes) << describe_config(space, e.config);
-    EXPECT_LE(runs[i].time_lb, e.iteration * (1 + 1e-9)) << describe_config(space, e.config);
-    EXPECT_LE(runs[i].time_bound, e.iteration * (1 + 1e-9)) << describe_config(space, e.config);
-    EXPECT_LE(runs[i].mem_lb, e.peak_memory * (1 + 1e-9)) << describe_config(space, e.config);
-    with_cp += e.config.cp > 1;
-    with_ep += e.config.ep > 1;
-    with_fp8 += e.config.fp8;
-    if (e.feasible && (!best || e.objective < best->objective)) best = &e;
-  }
-  EXPECT_GT(with_cp, 20);
-  EXPECT_GT(with_ep, 20);
-  EXPECT_GT(with_fp8, 20);
-  ASSERT_NE(best, nullptr);
-  SearchOptions o;
-  o.top = 3;
-  const SearchResult s = run_search(pr, space, reg, o);
-  ASSERT_FALSE(s.top.empty());
-  EXPECT_TRUE(s.stats.certified) << s.stats.des_note;
-  EXPECT_DOUBLE_EQ(s.top[0].objective, best->objective)
-      << "exhaustive DES winner " << describe_config(space, best->config) << ", search chose "
-      << describe_config(space, s.top[0].config);
+  const DesCheck k = check_bounds_against_des(pr, space, reg);
+  EXPECT_GT(k.with_cp, 20);
+  EXPECT_GT(k.with_ep, 20);
+  EXPECT_GT(k.with_fp8, 20);
+}
+
+// Megatron's overlaps and bf16 gradients as the scenario's settings: tensor-parallel
+// communication under the paired GEMMs (per workload pass, F, B, W and recompute apart), the
+// gradient reduction overlapped with the backward at 2 bytes per gradient. The screen's bounds
+// stay lower bounds of the DES and the search still certifies the DES winner.
+TEST(Search, BoundsHoldWithTensorParallelCommOverlap) {
+  const GeneratorRegistry reg = default_registry();
+  PlanProblem pr;
+  pr.model = ModelShape{"tiny-llama", 8, 2048, 16, 5632, 4096, 32000};
+  pr.model.num_query_groups = 4;
+  pr.model.swiglu = true;
+  pr.model.rmsnorm = true;
+  pr.model.rope = true;
+  pr.model.bias = false;
+  pr.model.untie_embeddings = true;
+  pr.profile = hw::resolve_profile("dgx-h100", "", "", "");
+  pr.num_gpus = 16;
+  pr.sim.flash_attention = true;
+  pr.tp_comm_overlap = true;
+  pr.overlap_grad_reduce = true;
+  pr.grad_reduce_in_fp32 = false;
+  SearchSpace space = default_space(pr, reg, {64});
+  ASSERT_TRUE(space.tp_comm_overlap);
+  space.gpu_counts = {16};
+  space.micro_batches = {1, 2};
+  space.zero = {0, 1};
+  space.end_trim = {0};
+  space.offload = {0};
+  space.context_parallel = {1};
+  space.recompute = {Recompute::kNone, Recompute::kFull};
+  std::vector<ScheduleOption> kept;
+  for (const ScheduleOption& o : space.schedules)
+    if (o.name == "1f1b" || (o.name == "interleaved" && o.v == 2) || o.name == "zb-h1")
+      kept.push_back(o);
+  space.schedules = kept;
+  const DesCheck k = check_bounds_against_des(pr, space, reg);
+  EXPECT_GT(k.with_overlap, 50);
+}
+
+TEST(Search, TensorParallelCommOverlapHidesTheCollectivesItCan) {
+  // The same 4-way TP configuration with and without the overlap: the DES exposes less TP
+  // communication with it, and is never slower.
+  PlanProblem pr = problem("megatron-18.4b", 8);
+  pr.profile = hw::resolve_profile("dgx-h100", "", "", "");
+  const GeneratorRegistry reg = default_registry();
+  SearchSpace space = default_space(pr, reg, {32});
+  SearchConfig c{};
+  c.t = 4;
+  c.p = 2;
+  c.d = 1;
+  c.cp = 1;
+  c.ep = 1;
+  c.micro_batch = 1;
+  c.microbatches = 32;
+  c.sequence_parallel = 1;
+  c.recompute = static_cast<int>(Recompute::kNone);
+  for (std::size_t i = 0; i < space.schedules.size(); ++i)
+    if (space.schedules[i].name == "1f1b") c.schedule = static_cast<int>(i);
+  const Evaluated off = evaluate_config_des(CostModel(pr, space), reg, c);
+  space.tp_comm_overlap = true;
+  const Evaluated on = evaluate_config_des(CostModel(pr, space), reg, c);
+  ASSERT_GT(off.iteration, 0);
+  EXPECT_LT(on.iteration, off.iteration);
 }
 
 // Megatron SC21 configurations (t, p, GPUs, B from the weak-scaling table; microbatch 1, full

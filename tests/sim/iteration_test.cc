@@ -226,14 +226,31 @@ TEST(Iteration, WithFreeCommunicationAllIdleTimeIsPipelineBubble) {
 }
 
 TEST(Iteration, OverlappedGradientReductionIsNotSlower) {
-  const IterationInput in = testing::input_for(small_scenario(1, 1, 1, 16));
-  IterationOptions on, off;
-  on.overlap_grad_reduce = true;
-  off.overlap_grad_reduce = false;
-  const IterationResult a = simulate_iteration(in, on);
-  const IterationResult b = simulate_iteration(in, off);
+  IterationInput on = testing::input_for(small_scenario(1, 1, 1, 16));
+  IterationInput off = on;
+  on.parallel.overlap_grad_reduce = true;
+  off.parallel.overlap_grad_reduce = false;
+  const IterationResult a = simulate_iteration(on);
+  const IterationResult b = simulate_iteration(off);
   EXPECT_LT(a.exposed[static_cast<int>(CommKind::kDp)], b.exposed[static_cast<int>(CommKind::kDp)]);
   EXPECT_LE(a.iteration, b.iteration);
+}
+
+TEST(Iteration, GradientBytesFollowTheConfigurationInMemoryAndReduction) {
+  // One pipeline stage, d = 16 over two nodes, ZeRO-1 (distributed optimizer): the gradient
+  // buffer holds every parameter of the rank at 4 bytes (grad_reduce_in_fp32, Megatron's
+  // default) or 2 (bf16), the optimizer state 12 bytes over d either way, and the reduction
+  // moves half the bytes in bf16.
+  const IterationInput fp32 = testing::input_for(small_scenario(1, 1, 2, 16, "  zero_stage: 1"));
+  IterationInput bf16 = fp32;
+  bf16.parallel.grad_reduce_in_fp32 = false;
+  const IterationResult a = simulate_iteration(fp32), b = simulate_iteration(bf16);
+  const double P = a.memory[0].weights / 2;  // bf16 weights: 2 bytes per parameter
+  EXPECT_DOUBLE_EQ(a.memory[0].grads, 4 * P);
+  EXPECT_DOUBLE_EQ(b.memory[0].grads, 2 * P);
+  EXPECT_DOUBLE_EQ(a.memory[0].optimizer, 12 * P / 16);
+  EXPECT_DOUBLE_EQ(a.memory[0].peak - b.memory[0].peak, 2 * P);
+  EXPECT_LT(b.exposed[static_cast<int>(CommKind::kDp)], a.exposed[static_cast<int>(CommKind::kDp)]);
 }
 
 TEST(Iteration, OffloadChoosesASplitAndKeepsOptimizerStateOffTheGpu) {

@@ -130,4 +130,65 @@ TEST(ScenarioCommands, ModernModelPlanReSimulatesExactly) {
   std::filesystem::remove_all(dir);
 }
 
+// Megatron's gradient precision and overlaps are scenario keys every tier reads: a plan searched
+// with them carries them, re-simulates to the picosecond, and `simulate --grad-reduce-bytes 2`
+// is the same run as `grad_reduce_in_fp32: false`.
+TEST(ScenarioCommands, MegatronOverlapSettingsReachEveryTier) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pw-overlap-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    pw::write_file_atomic((dir / name).string(), text);
+    return (dir / name).string();
+  };
+  const std::string model =
+      "model: {num_layers: 8, hidden_size: 2048, num_attention_heads: 16, seq_length: 2048,\n"
+      "        vocab_size: 32000, use_flash_attn: true}\n"
+      "cluster: {profile: dgx-h100, nodes: 1}\n";
+  const std::string searched =
+      write("searched.yaml", model +
+                                 "parallel: {global_batch_size: 32, grad_reduce_in_fp32: false,\n"
+                                 "           overlap_grad_reduce: true, tp_comm_overlap: true}\n");
+  const std::string plan = (dir / "plan.yaml").string();
+  std::string out;
+  ASSERT_EQ(sh(kTool + " plan " + searched +
+                   " --top 1 --tp 2 --pp 2 --sequence-parallel on --schedules 1f1b --emit " + plan,
+               &out),
+            0)
+      << out;
+  const std::string text = pw::read_file(plan);
+  for (const char* key :
+       {"grad_reduce_in_fp32: false", "overlap_grad_reduce: true", "tp_comm_overlap: true"})
+    EXPECT_NE(text.find(key), std::string::npos) << key << "\n" << text;
+  out.clear();
+  ASSERT_EQ(sh(kTool + " simulate --plan " + plan, &out), 0) << out;
+  EXPECT_NE(out.find("difference +0.00%"), std::string::npos) << out;
+
+  const std::string fixed =
+      "parallel: {tensor_model_parallel_size: 2, sequence_parallel: true,\n"
+      "           micro_batch_size: 1, global_batch_size: 32";
+  const std::string bf16 = write("bf16.yaml", model + fixed + ", grad_reduce_in_fp32: false}\n");
+  const std::string plain = write("plain.yaml", model + fixed + "}\n");
+  std::string a, b;
+  ASSERT_EQ(sh(kTool + " simulate " + bf16 + " --format json", &a), 0) << a;
+  ASSERT_EQ(sh(kTool + " simulate " + plain + " --grad-reduce-bytes 2 --format json", &b), 0) << b;
+  auto field = [](const std::string& json, const std::string& key) {
+    const std::size_t at = json.find("\"" + key + "\"");
+    return at == std::string::npos ? std::string() : json.substr(at, json.find(',', at) - at);
+  };
+  EXPECT_EQ(field(a, "iteration_ms"), field(b, "iteration_ms"));
+  EXPECT_FALSE(field(a, "iteration_ms").empty()) << a;
+
+  const std::string no_sp =
+      write("nosp.yaml", model +
+                             "parallel: {tensor_model_parallel_size: 2, micro_batch_size: 1,\n"
+                             "           global_batch_size: 32, tp_comm_overlap: true}\n");
+  out.clear();
+  EXPECT_EQ(sh(kTool + " simulate " + no_sp, &out), 2) << out;
+  EXPECT_NE(out.find("nosp.yaml: parallel.tp_comm_overlap: true without sequence parallelism"),
+            std::string::npos)
+      << out;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
