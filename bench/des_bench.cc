@@ -2,6 +2,8 @@
 // the full-iteration simulation of GPT-3 175B on 1024 A100 (t=8, p=8 interleaved, d=16, m=96).
 #include <benchmark/benchmark.h>
 
+#include <string>
+
 #include "core/cost_table.h"
 #include "core/dependency.h"
 #include "hwmodels/scenario.h"
@@ -64,21 +66,21 @@ void BM_EngineFlows(benchmark::State& state) {
 }
 BENCHMARK(BM_EngineFlows)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
 
-const char* kGpt3 = R"(
-model: {preset: gpt3-175b}
-cluster: {profile: dgx-a100-80gb, nodes: 128}
-parallel:
-  tensor_model_parallel_size: 8
-  pipeline_model_parallel_size: 8
-  num_layers_per_virtual_pipeline_stage: 4
-  micro_batch_size: 1
-  global_batch_size: 1536
-  recompute_granularity: full
-  schedule: interleaved
-)";
+// GPT-3 175B, t = 8, p = 8 interleaved (v = 3), 96 microbatches per pipeline on `nodes` DGX
+// A100 nodes (d = nodes / 8, the global batch growing with it).
+std::string gpt3_scenario(int nodes) {
+  return "model: {preset: gpt3-175b}\ncluster: {profile: dgx-a100-80gb, nodes: " +
+         std::to_string(nodes) +
+         "}\nparallel:\n  tensor_model_parallel_size: 8\n  pipeline_model_parallel_size: 8\n"
+         "  num_layers_per_virtual_pipeline_stage: 4\n  micro_batch_size: 1\n"
+         "  global_batch_size: " +
+         std::to_string(96 * nodes / 8) +
+         "\n  recompute_granularity: full\n  schedule: interleaved\n";
+}
 
-pw::IterationInput gpt3_input() {
-  const pw::hw::Scenario s = pw::hw::parse_scenario(kGpt3, "gpt3-175b-1024-a100", ".");
+pw::IterationInput gpt3_input(int nodes = 128) {
+  const pw::hw::Scenario s =
+      pw::hw::parse_scenario(gpt3_scenario(nodes), "gpt3-175b-1024-a100", ".");
   pw::GeneratorParams gp;
   gp.p = s.parallel.pipeline_parallel;
   gp.m = static_cast<int>(s.num_microbatches());
@@ -116,6 +118,24 @@ void BM_Gpt3_175B_1024Gpus_EndToEnd(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Gpt3_175B_1024Gpus_EndToEnd)->Unit(benchmark::kMillisecond);
+
+// Every GPU simulated (`simulate --all-ranks`), 1024 and 4096 GPUs: time per simulated GPU
+// should stay flat as the cluster grows (issue 19's linear-in-ranks target). Peak memory is
+// measured with /usr/bin/time on the CLI (docs/simulator.md).
+void BM_Gpt3_175B_AllRanks(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const pw::IterationInput in = gpt3_input(nodes);
+  pw::IterationOptions opt;
+  opt.representative = false;
+  for (auto _ : state) {
+    const pw::IterationResult r = pw::simulate_iteration(in, opt);
+    benchmark::DoNotOptimize(r.iteration);
+  }
+  // Seconds of wall time per simulated GPU (GPUs x iterations per second, inverted).
+  state.counters["s_per_gpu"] = benchmark::Counter(
+      8.0 * nodes, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_Gpt3_175B_AllRanks)->Arg(128)->Arg(512)->Unit(benchmark::kSecond)->Iterations(1);
 
 }  // namespace
 

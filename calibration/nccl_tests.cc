@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_limits.h"
 #include "hwmodels/topology.h"
 
 namespace pw::calibration {
@@ -58,10 +59,120 @@ bool number(const std::string& t, double* out) {
   return true;
 }
 
+// Which collective, how many ranks on how many nodes: from what the log said (its collective
+// line or program name, its device lines), else the file name, else the hints.
+void finish_log(NcclTestsLog* log, std::string collective, int rank_lines,
+                const std::set<std::string>& hosts, const std::string& file,
+                const NcclTestsHints& hints) {
+  if (log->rows.empty())
+    throw ConfigError(file, "",
+                      "no measurement rows; expected nccl-tests output (size count type ...)");
+  if (collective.empty()) {
+    const std::string base = file.substr(file.find_last_of('/') + 1);
+    for (const KnownCollective& c : kCollectives)
+      if (base.find(std::string(c.name) + "_perf") != std::string::npos) collective = c.name;
+  }
+  if (!hints.collective.empty()) collective = hints.collective;
+  if (collective.empty())
+    throw ConfigError(file, "",
+                      "cannot tell which collective this log measured (no 'Collective test "
+                      "starting' line, no *_perf in the file name); give --log-collective "
+                      "(" +
+                          known_names() + ")");
+  const KnownCollective* kc = find_collective(collective);
+  if (kc == nullptr)
+    throw ConfigError(file, "collective",
+                      fmt::format("'{}' is not a collective pipewright models; expected one of {}",
+                                  collective, known_names()));
+  log->collective = kc->name;
+  log->kind = kc->kind;
+  log->ranks = hints.ranks > 0 ? hints.ranks : rank_lines;
+  log->nodes = hints.nodes > 0 ? hints.nodes : static_cast<int>(hosts.size());
+  if (log->ranks < 2)
+    throw ConfigError(file, "",
+                      "cannot tell the rank count (no '#  Rank N ... on HOST' lines or JSON "
+                      "devices); give --log-ranks");
+  if (log->nodes < 1)
+    throw ConfigError(file, "",
+                      "cannot tell the node count (no '#  Rank N ... on HOST' lines or JSON "
+                      "devices); give --log-nodes");
+  if (log->ranks % log->nodes != 0)
+    throw ConfigError(file, "",
+                      fmt::format("{} ranks on {} nodes; expected the same ranks on every node",
+                                  log->ranks, log->nodes));
+}
+
+// nccl-tests' `-J FILE.json` output (nccl-tests >= 2.17): {"args": [program, ...], "devices":
+// [{"rank", "hostname", ...}], "results": [{"size", "out_of_place": {"time" | "cpu_time",
+// "alg_bw", "bus_bw", "nwrong"} | null, "in_place": {...}}, ...], ...}.
+NcclTestsLog parse_json_log(const std::string& text, const std::string& file,
+                            const NcclTestsHints& hints) {
+  const nlohmann::json doc = parse_json_limited(text, file);
+  if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
+    throw ConfigError(file, "results",
+                      "missing; expected nccl-tests JSON output (-J FILE.json) with a results "
+                      "list");
+  NcclTestsLog log;
+  log.file = file;
+  std::string collective;
+  if (doc.contains("args") && doc["args"].is_array() && !doc["args"].empty() &&
+      doc["args"][0].is_string()) {
+    const std::string prog = doc["args"][0].get<std::string>();
+    const std::string base = prog.substr(prog.find_last_of('/') + 1);
+    if (find_collective(base) != nullptr) collective = base;
+  }
+  std::set<std::string> hosts;
+  int ranks = 0;
+  if (doc.contains("devices") && doc["devices"].is_array())
+    for (const nlohmann::json& d : doc["devices"]) {
+      ++ranks;
+      if (d.is_object() && d.contains("hostname") && d["hostname"].is_string())
+        hosts.insert(d["hostname"].get<std::string>());
+    }
+  const nlohmann::json& results = doc["results"];
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const std::string at = fmt::format("results[{}]", i);
+    const nlohmann::json& r = results[i];
+    if (!r.is_object() || !r.contains("size") || !r["size"].is_number())
+      throw ConfigError(file, at + ".size", "missing; expected a byte count");
+    NcclTestsRow row;
+    row.line = static_cast<int>(i) + 1;
+    row.bytes = r["size"].get<double>();
+    if (!(row.bytes > 0) || row.bytes != std::floor(row.bytes))
+      throw ConfigError(file, at + ".size",
+                        fmt::format("{}; expected a positive byte count", row.bytes));
+    // The faster of the out-of-place and in-place runs, as in the text form.
+    double best = 0;
+    for (const char* place : {"out_of_place", "in_place"}) {
+      if (!r.contains(place) || r[place].is_null()) continue;
+      const nlohmann::json& p = r[place];
+      const char* key = p.contains("time") ? "time" : "cpu_time";
+      if (!p.is_object() || !p.contains(key) || !p[key].is_number() || !(p[key].get<double>() > 0))
+        throw ConfigError(file, fmt::format("{}.{}.time", at, place),
+                          "expected a positive time in microseconds");
+      const double us = p[key].get<double>();
+      best = best > 0 ? std::min(best, us) : us;
+      if (std::string(place) == "out_of_place" && p.contains("bus_bw") && p["bus_bw"].is_number())
+        row.busbw = p["bus_bw"].get<double>() * 1e9;
+    }
+    if (best <= 0) throw ConfigError(file, at, "neither out_of_place nor in_place holds a time");
+    row.time_s = best * 1e-6;
+    if (!log.rows.empty() && row.bytes <= log.rows.back().bytes)
+      throw ConfigError(
+          file, at + ".size",
+          fmt::format("{} after {}; expected ascending sizes", row.bytes, log.rows.back().bytes));
+    log.rows.push_back(row);
+  }
+  finish_log(&log, collective, ranks, hosts, file, hints);
+  return log;
+}
+
 }  // namespace
 
 NcclTestsLog parse_nccl_tests(const std::string& text, const std::string& file,
                               const NcclTestsHints& hints) {
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') return parse_json_log(text, file, hints);
   NcclTestsLog log;
   log.file = file;
   std::string collective;
@@ -124,43 +235,7 @@ NcclTestsLog parse_nccl_tests(const std::string& text, const std::string& file,
                                     log.rows.back().bytes));
     log.rows.push_back(r);
   }
-  if (log.rows.empty())
-    throw ConfigError(file, "",
-                      "no measurement rows; expected nccl-tests output (size count type ...)");
-  // Which collective: the log's own line, else the file name, else the hint.
-  if (collective.empty()) {
-    const std::string base = file.substr(file.find_last_of('/') + 1);
-    for (const KnownCollective& c : kCollectives)
-      if (base.find(std::string(c.name) + "_perf") != std::string::npos) collective = c.name;
-  }
-  if (!hints.collective.empty()) collective = hints.collective;
-  if (collective.empty())
-    throw ConfigError(file, "",
-                      "cannot tell which collective this log measured (no 'Collective test "
-                      "starting' line, no *_perf in the file name); give --log-collective "
-                      "(" +
-                          known_names() + ")");
-  const KnownCollective* kc = find_collective(collective);
-  if (kc == nullptr)
-    throw ConfigError(file, "collective",
-                      fmt::format("'{}' is not a collective pipewright models; expected one of {}",
-                                  collective, known_names()));
-  log.collective = kc->name;
-  log.kind = kc->kind;
-  log.ranks = hints.ranks > 0 ? hints.ranks : rank_lines;
-  log.nodes = hints.nodes > 0 ? hints.nodes : static_cast<int>(hosts.size());
-  if (log.ranks < 2)
-    throw ConfigError(file, "",
-                      "cannot tell the rank count (no '#  Rank N ... on HOST' lines); give "
-                      "--log-ranks");
-  if (log.nodes < 1)
-    throw ConfigError(file, "",
-                      "cannot tell the node count (no '#  Rank N ... on HOST' lines); give "
-                      "--log-nodes");
-  if (log.ranks % log.nodes != 0)
-    throw ConfigError(file, "",
-                      fmt::format("{} ranks on {} nodes; expected the same ranks on every node",
-                                  log.ranks, log.nodes));
+  finish_log(&log, collective, rank_lines, hosts, file, hints);
   return log;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 /// Calibration from what a user already has: nccl-tests logs (all_reduce_perf, all_gather_perf,
-/// reduce_scatter_perf, alltoall_perf, sendrecv_perf; text output) fitted into a hardware
-/// profile's collective and link model (`pipewright calibrate --from-nccl-tests LOG...`).
+/// reduce_scatter_perf, alltoall_perf, sendrecv_perf; text output or the JSON of `-J`) fitted
+/// into a hardware profile's collective and link model (`pipewright calibrate
+/// --from-nccl-tests LOG...`).
 ///
 /// The fit keeps hwmodels' model and sets its constants, so the profile plugs into `plan`,
 /// `simulate` and `estimate` like any other:
@@ -47,9 +48,12 @@ struct NcclTestsLog {
   std::vector<NcclTestsRow> rows;  ///< ascending size
 };
 
-/// Parses nccl-tests text output. Throws ConfigError(file, "line L", ...) for a row that is not
-/// nccl-tests' 12- or 13-column layout (a truncated log), a collective it cannot tell or does not
-/// know, no rows, sizes out of order, or rank/node counts neither the log nor `hints` give.
+/// Parses nccl-tests output: the text form, or the JSON `-J FILE.json` writes (a document that
+/// starts with '{': collective from its program name in `args`, ranks and nodes from
+/// `devices`, rows from `results`). Throws ConfigError(file, "line L" or the JSON key, ...) for a
+/// row that is not nccl-tests' 12- or 13-column layout (a truncated log) or a JSON record
+/// without a size or time, a collective it cannot tell or does not know, no rows, sizes out of
+/// order, or rank/node counts neither the log nor `hints` give.
 NcclTestsLog parse_nccl_tests(const std::string& text, const std::string& file,
                               const NcclTestsHints& hints = {});
 

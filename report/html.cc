@@ -304,6 +304,18 @@ std::string render_html(const ReportInput& in) {
     out += "</ul>";
   }
   out += "</header>";
+  for (const TableSection& t : in.tables) {
+    out += fmt::format(R"(<section class="table"><h2>{}</h2><div class="card"><table><thead><tr>)",
+                       escape(t.title));
+    for (const std::string& h : t.header) out += "<th>" + escape(h) + "</th>";
+    out += "</tr></thead><tbody>";
+    for (const auto& r : t.rows) {
+      out += "<tr>";
+      for (const std::string& c : r) out += "<td>" + escape(c) + "</td>";
+      out += "</tr>";
+    }
+    out += "</tbody></table></div></section>";
+  }
   if (!in.schedules.empty()) {
     out += R"(<section id="summary"><h2>Summary</h2><div class="card">)" + summary_table(in) +
            "</div></section>";

@@ -94,6 +94,13 @@ struct RunComparison {
 };
 
 /// Everything one report shows. Sections without data are left out.
+/// A titled table of preformatted cells (e.g. the planner's ranking, with the CLI's columns).
+struct TableSection {
+  std::string title;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
 struct ReportInput {
   std::string title = "pipewright schedule comparison";
   /// Key/value facts shown under the title (scenario, p, m, costs, ...), in this order.
@@ -103,8 +110,9 @@ struct ReportInput {
   /// Optional per-device activation memory limit in memory_unit (drawn as a line; 0 = none).
   double memory_limit = 0;
   std::vector<ScheduleReport> schedules;
-  std::vector<Curve> curves;        ///< e.g. the adaptive scheduler's trade-off curve
-  std::vector<ParetoPoint> pareto;  ///< the planner's candidates; empty = no section
+  std::vector<Curve> curves;         ///< e.g. the adaptive scheduler's trade-off curve
+  std::vector<TableSection> tables;  ///< drawn before the timelines (HTML)
+  std::vector<ParetoPoint> pareto;   ///< the planner's candidates; empty = no section
   std::optional<RunComparison> measured;
 };
 

@@ -23,8 +23,8 @@ const EngineResult& Engine::run(const TaskGraph& g, const EngineOptions& opt) {
   preds_left_ = g.num_preds_;
   started_.assign(n, 0);
   gen_.assign(n, 0);
-  work_left_.assign(n, 0.0);
-  work_since_.assign(n, 0);
+  work_left_.assign(D, 0.0);
+  work_since_.assign(D, 0);
   head_.assign(g.stream_begin_.begin(), g.stream_begin_.end() - 1);
   arrived_.assign(g.collectives_.size(), 0);
   phase_.assign(g.collectives_.size(), 0);
@@ -105,11 +105,11 @@ void Engine::start_task(std::int32_t t) {
     DeviceRun& dr = r_.device[task.device];
     dr.first_compute_start = std::min(dr.first_compute_start, q_.now());
     const double rate = sm_comm_[task.device] > 0 ? 1.0 - opt_.comm_compute_slowdown : 1.0;
-    work_left_[t] = static_cast<double>(task.duration);
-    work_since_[t] = q_.now();
+    work_left_[task.device] = static_cast<double>(task.duration);
+    work_since_[task.device] = q_.now();
     running_compute_[task.device] = t;
-    const TimePs dt =
-        rate == 1.0 ? task.duration : static_cast<TimePs>(std::ceil(work_left_[t] / rate));
+    const TimePs dt = rate == 1.0 ? task.duration
+                                  : static_cast<TimePs>(std::ceil(work_left_[task.device] / rate));
     q_.push(q_.now() + dt, kTaskEnd, static_cast<std::uint32_t>(t), gen_[t]);
     return;
   }
@@ -206,11 +206,11 @@ void Engine::set_sm_comm(int device, int delta) {
   const double old_rate = before > 0 ? slow : 1.0;
   const double new_rate = after > 0 ? slow : 1.0;
   const TimePs now = q_.now();
-  work_left_[t] =
-      std::max(0.0, work_left_[t] - old_rate * static_cast<double>(now - work_since_[t]));
-  work_since_[t] = now;
+  double& left = work_left_[device];
+  left = std::max(0.0, left - old_rate * static_cast<double>(now - work_since_[device]));
+  work_since_[device] = now;
   ++gen_[t];
-  q_.push(now + static_cast<TimePs>(std::ceil(work_left_[t] / new_rate)), kTaskEnd,
+  q_.push(now + static_cast<TimePs>(std::ceil(left / new_rate)), kTaskEnd,
           static_cast<std::uint32_t>(t), gen_[t]);
 }
 

@@ -72,7 +72,9 @@ class Engine {
   std::vector<std::int32_t> preds_left_;
   std::vector<std::uint8_t> started_;
   std::vector<std::uint32_t> gen_;
-  std::vector<double> work_left_;  ///< compute: nominal ps still to run
+  // Per device (one compute task runs at a time): the running task's nominal ps still to run,
+  // and since when at the current rate.
+  std::vector<double> work_left_;
   std::vector<TimePs> work_since_;
   // Per stream: position of the next task to run.
   std::vector<std::int32_t> head_;

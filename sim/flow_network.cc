@@ -24,7 +24,8 @@ void FlowNetwork::set_links(const std::vector<double>& bytes_per_sec) {
 void FlowNetwork::reset() {
   for (auto& v : link_flows_) v.clear();
   flows_.clear();
-  routes_.clear();
+  free_.clear();
+  started_ = 0;
   flow_mark_.clear();
   std::fill(link_mark_.begin(), link_mark_.end(), 0);
   mark_ = 0;
@@ -32,19 +33,26 @@ void FlowNetwork::reset() {
 
 std::uint32_t FlowNetwork::start(EventQueue& q, std::uint8_t event_type, const RouteHop* route,
                                  int hops, double bytes, std::uint32_t owner) {
-  const auto id = static_cast<std::uint32_t>(flows_.size());
-  Flow f;
+  ++started_;
+  std::uint32_t id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = static_cast<std::uint32_t>(flows_.size());
+    flows_.emplace_back();
+    flow_mark_.push_back(0);
+  }
+  Flow& f = flows_[id];
   f.remaining = bytes;
+  f.rate = 0;
   f.last = q.now();
-  f.route_begin = static_cast<std::int32_t>(routes_.size());
-  routes_.insert(routes_.end(), route, route + hops);
-  f.route_end = static_cast<std::int32_t>(routes_.size());
+  f.route = route;
+  f.hops = hops;
   f.owner = owner;
   f.active = hops > 0 && bytes > 0;
-  flows_.push_back(f);
-  flow_mark_.push_back(0);
   if (!f.active) {
-    q.push(q.now(), event_type, id, 0);
+    q.push(q.now(), event_type, id, f.gen);
     return id;
   }
   for (int k = 0; k < hops; ++k) link_flows_[route[k].link].push_back(id);
@@ -56,19 +64,30 @@ std::uint32_t FlowNetwork::start(EventQueue& q, std::uint8_t event_type, const R
 bool FlowNetwork::finish(EventQueue& q, std::uint8_t event_type, const Event& e) {
   Flow& f = flows_[e.target];
   if (e.gen != f.gen) return false;
-  if (!f.active) return true;  // empty flow
+  if (!f.active) {  // empty flow
+    release(e.target);
+    return true;
+  }
   f.active = false;
   f.remaining = 0;
   f.rate = 0;
-  for (int k = f.route_begin; k < f.route_end; ++k) {
-    auto& lf = link_flows_[routes_[k].link];
+  for (int k = 0; k < f.hops; ++k) {
+    auto& lf = link_flows_[f.route[k].link];
     auto it = std::find(lf.begin(), lf.end(), e.target);
     *it = lf.back();
     lf.pop_back();
   }
   collect_component(e.target, true);
   reshare(q, event_type);
+  release(e.target);
   return true;
+}
+
+// A finished flow's slot: its pending end events become stale (new generation) and a later
+// start() takes it.
+void FlowNetwork::release(std::uint32_t id) {
+  ++flows_[id].gen;
+  free_.push_back(id);
 }
 
 // Breadth-first over links and flows that share them, starting from the seed's route.
@@ -81,8 +100,8 @@ void FlowNetwork::collect_component(std::uint32_t seed, bool seed_removed) {
     comp_flows_.push_back(seed);
   }
   const Flow& s = flows_[seed];
-  for (int k = s.route_begin; k < s.route_end; ++k) {
-    const int l = routes_[k].link;
+  for (int k = 0; k < s.hops; ++k) {
+    const int l = s.route[k].link;
     if (link_mark_[l] == mark_) continue;
     link_mark_[l] = mark_;
     comp_links_.push_back(l);
@@ -93,8 +112,8 @@ void FlowNetwork::collect_component(std::uint32_t seed, bool seed_removed) {
       flow_mark_[g] = mark_;
       comp_flows_.push_back(g);
       const Flow& fg = flows_[g];
-      for (int k = fg.route_begin; k < fg.route_end; ++k) {
-        const int l = routes_[k].link;
+      for (int k = 0; k < fg.hops; ++k) {
+        const int l = fg.route[k].link;
         if (link_mark_[l] == mark_) continue;
         link_mark_[l] = mark_;
         comp_links_.push_back(l);
@@ -116,8 +135,9 @@ void FlowNetwork::reshare(EventQueue& q, std::uint8_t event_type) {
     residual_[l] = capacity_[l];
     weight_sum_[l] = 0;
     for (std::uint32_t g : link_flows_[l]) {
-      for (int k = flows_[g].route_begin; k < flows_[g].route_end; ++k)
-        if (routes_[k].link == static_cast<std::int32_t>(l)) weight_sum_[l] += routes_[k].weight;
+      const Flow& fg = flows_[g];
+      for (int k = 0; k < fg.hops; ++k)
+        if (fg.route[k].link == static_cast<std::int32_t>(l)) weight_sum_[l] += fg.route[k].weight;
     }
   }
   new_rate_.assign(comp_flows_.size(), -1.0);
@@ -140,14 +160,13 @@ void FlowNetwork::reshare(EventQueue& q, std::uint8_t event_type) {
       if (new_rate_[i] >= 0) continue;
       const Flow& f = flows_[comp_flows_[i]];
       bool crosses = false;
-      for (int k = f.route_begin; k < f.route_end && !crosses; ++k)
-        crosses = routes_[k].link == best_link;
+      for (int k = 0; k < f.hops && !crosses; ++k) crosses = f.route[k].link == best_link;
       if (!crosses) continue;
       new_rate_[i] = best;
       --left;
-      for (int k = f.route_begin; k < f.route_end; ++k) {
-        residual_[routes_[k].link] -= routes_[k].weight * best;
-        weight_sum_[routes_[k].link] -= routes_[k].weight;
+      for (int k = 0; k < f.hops; ++k) {
+        residual_[f.route[k].link] -= f.route[k].weight * best;
+        weight_sum_[f.route[k].link] -= f.route[k].weight;
       }
     }
     weight_sum_[best_link] = 0;

@@ -28,27 +28,34 @@ class FlowNetwork {
 
   /// Starts a flow of `bytes` over `route` at time `now`; schedules its end as an event of
   /// `event_type` (target = flow id, gen = the flow's generation) and returns the flow id. An
-  /// empty route or zero bytes ends at `now`. `owner` is returned by owner().
+  /// empty route or zero bytes ends at `now`. `owner` is returned by owner(). The route is not
+  /// copied: it must outlive the flow (the engine passes the task graph's). A finished flow's id
+  /// is reused by a later start, so memory follows the flows in flight, not all flows run.
   std::uint32_t start(EventQueue& q, std::uint8_t event_type, const RouteHop* route, int hops,
                       double bytes, std::uint32_t owner);
   /// Handles a popped end event: returns false if it is stale; otherwise retires the flow,
   /// re-shares its links and returns true.
   bool finish(EventQueue& q, std::uint8_t event_type, const Event& e);
+  /// Owner of a flow; valid for a finished flow until the next start().
   std::uint32_t owner(std::uint32_t flow) const { return flows_[flow].owner; }
   /// Current rate of a flow in bytes per second (0 once it ended).
   double rate_bytes_per_sec(std::uint32_t flow) const { return flows_[flow].rate * 1e12; }
-  std::size_t num_flows_started() const { return flows_.size(); }
+  std::size_t num_flows_started() const { return started_; }
+  /// Flow slots allocated: the most flows in flight at once.
+  std::size_t num_flow_slots() const { return flows_.size(); }
 
  private:
   struct Flow {
     double remaining = 0;  ///< bytes
     double rate = 0;       ///< bytes per ps (of one copy)
     TimePs last = 0;
-    std::int32_t route_begin = 0, route_end = 0;
+    const RouteHop* route = nullptr;
+    std::int32_t hops = 0;
     std::uint32_t gen = 0;
     std::uint32_t owner = 0;
     bool active = false;
   };
+  void release(std::uint32_t id);
   void collect_component(std::uint32_t seed_flow, bool seed_removed);
   void reshare(EventQueue& q, std::uint8_t event_type);
   void schedule_end(EventQueue& q, std::uint8_t event_type, std::uint32_t f);
@@ -56,7 +63,8 @@ class FlowNetwork {
   std::vector<double> capacity_;  ///< bytes per ps
   std::vector<std::vector<std::uint32_t>> link_flows_;
   std::vector<Flow> flows_;
-  std::vector<RouteHop> routes_;
+  std::vector<std::uint32_t> free_;  ///< finished flows' slots, reused by start()
+  std::size_t started_ = 0;
   // Scratch for one re-share (kept to avoid allocation).
   std::vector<std::uint32_t> comp_flows_, comp_links_;
   std::vector<std::uint32_t> link_mark_, flow_mark_;

@@ -193,8 +193,8 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
                                    std::vector<ActionTiming>* timings) {
   IterationOptions o = opt;
   if (!in.topology.symmetric()) o.representative = false;
-  detail::IterationBuilder builder(in, o);
-  BuiltIteration b = builder.build();
+  // The builder's lookup tables go before the engine allocates its per-task state.
+  BuiltIteration b = detail::IterationBuilder(in, o).build();
   des::Engine engine(b.link_capacity);
   des::EngineOptions eo;
   eo.comm_compute_slowdown = opt.free_communication ? 0.0 : opt.comm_compute_slowdown;

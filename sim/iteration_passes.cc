@@ -303,7 +303,11 @@ void IterationBuilder::build_transfers() {
           out_.graph.add_dep(send, nxt.first);
         }
         out_.graph.add_dep(recv, me.first);
-        out_.flow_to[send] = me.first;
+        // The trace's arrow ends at the pass that consumes the data: this action, or with an
+        // explicit RECV (a lowered plan) the next pass on the device.
+        int consumer = id;
+        while (consumer + 1 < end && !is_compute(dep_.action[consumer].kind)) ++consumer;
+        out_.flow_to[send] = pass_[static_cast<std::size_t>(sim) * num_actions_ + consumer].first;
       }
     }
   }

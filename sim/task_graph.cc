@@ -109,6 +109,10 @@ void TaskGraph::finalize() {
   }
   bucket(collectives_.size(), coll_key, part_begin_, part_);
   for (std::int32_t& p : part_) p = comm_tasks[p];
+  // The edge lists live on in the successor arrays.
+  std::vector<std::int32_t>().swap(edge_pred_);
+  std::vector<std::int32_t>().swap(edge_succ_);
+  std::vector<TimePs>().swap(edge_latency_);
 }
 
 }  // namespace pw::des

@@ -78,7 +78,8 @@ class TaskGraph {
   /// Memory held by a device before the iteration starts (weights, optimizer state).
   void add_initial_memory(int device, MemCategory c, double amount);
 
-  /// Builds the successor and stream arrays; call once after the last add.
+  /// Builds the successor and stream arrays and releases the edge lists; call once after the
+  /// last add.
   void finalize();
 
   std::size_t size() const { return tasks_.size(); }

@@ -172,9 +172,9 @@ void register_calibrate(CLI::App& app, int* status) {
                   "cpu: executor ranks (one core each) per host, the profile's GPUs per node "
                   "(default: the number of cores)");
   sub->add_option("--from-nccl-tests", args->nccl_logs,
-                  "fit the --base profile's collective model to nccl-tests logs (text output of "
-                  "all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf, "
-                  "sendrecv_perf) and write it to --out");
+                  "fit the --base profile's collective model to nccl-tests logs (text output or "
+                  "-J JSON of all_reduce_perf, all_gather_perf, reduce_scatter_perf, "
+                  "alltoall_perf, sendrecv_perf) and write it to --out");
   sub->add_option(
       "--from-trace", args->from_trace,
       "fit a PyTorch profiler (Kineto) Chrome trace of a training step, recorded with "

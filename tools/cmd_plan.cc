@@ -291,13 +291,18 @@ void progress_bar(double f) {
   std::fflush(stderr);
 }
 
-/// The planner's HTML report, drawn by the same renderer as `pipewright compare`: the best
-/// configuration's timeline and memory, and the Pareto front of time vs memory.
+/// The planner's HTML report, drawn by the same renderer as `pipewright compare`: the ranking
+/// with the CLI table's columns, the best configuration's timeline and memory, and the Pareto
+/// front of time vs memory.
 void write_plan_report(const std::string& path, const CostModel& model,
-                       const GeneratorRegistry& registry, const SearchSpace& space,
-                       const SearchResult& result, const std::string& cluster) {
+                       const GeneratorRegistry& registry, const PlanReportInput& ranked,
+                       const std::string& cluster) {
+  const SearchSpace& space = *ranked.space;
+  const SearchResult& result = *ranked.result;
   ReportInput in;
   in.title = "pipewright plan";
+  const RankingTable ranking = ranking_table(ranked);
+  in.tables.push_back({"Ranking", ranking.header, ranking.rows});
   const Evaluated& best = result.top[0];
   // The same figures as the table, JSON and emitted plan (from the engine that ranked the row);
   // the timeline below is drawn from the fixed-cost evaluator's pass costs.
@@ -425,8 +430,7 @@ int run_plan(const PlanOptions& o) {
              stdout);
   if (result.top.empty()) return 0;
   const SearchConfig& best = result.top[0].config;
-  if (!o.report.empty())
-    write_plan_report(o.report, model, registry, space, result, sc.cluster_profile);
+  if (!o.report.empty()) write_plan_report(o.report, model, registry, in, sc.cluster_profile);
   if (!o.emit.empty() || !o.export_csv.empty()) {
     Provenance prov;
     prov.version = "pipewright 0.1.0";

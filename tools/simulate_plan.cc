@@ -129,6 +129,10 @@ int run_rebuilt(const ScenarioSimOptions& opts, const Plan& plan) {
       simulate_iteration(in, iteration_options(opts, plan.flash_attention), &times);
   const TimingAgreement agree = compare_timings(plan.schedule, plan.predicted, times);
   if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(r.trace));
+  if (!opts.report.empty()) {
+    s.cluster_profile = plan.cluster;
+    write_iteration_report(opts.report, s, in, times, r);
+  }
   std::string text;
   if (opts.format == "json") {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(scenario_summary(s, r, true));
@@ -310,7 +314,8 @@ int run_fixed_costs(const ScenarioSimOptions& opts, const Plan& plan, const std:
       {"--overlap-grad-reduce", opts.overlap_grad_reduce},
       {"--grad-reduce-bytes", opts.grad_reduce_bytes != defaults.grad_reduce_bytes},
       {"--all-ranks", opts.all_ranks},
-      {"--comm-compute-slowdown", opts.comm_slowdown != defaults.comm_slowdown}};
+      {"--comm-compute-slowdown", opts.comm_slowdown != defaults.comm_slowdown},
+      {"--report", !opts.report.empty()}};
   for (const auto& [flag, given] : hw_flags)
     if (given)
       throw ConfigError(opts.plan, flag,

@@ -184,10 +184,6 @@ namespace {
 
 /// Checks the flags shared by the scenario and plan modes.
 void check_common_flags(const ScenarioSimOptions& opts) {
-  if (!opts.report.empty() && !opts.plan.empty())
-    throw ConfigError("", "--report",
-                      "not available with --plan yet; `pipewright simulate SCENARIO --report "
-                      "FILE` draws a scenario's iteration");
   if (opts.format != "table" && opts.format != "json")
     throw ConfigError("", "--format", fmt::format("'{}'; expected table or json", opts.format));
   if (opts.grad_reduce_bytes != 0 && opts.grad_reduce_bytes != 2 && opts.grad_reduce_bytes != 4)
@@ -197,6 +193,8 @@ void check_common_flags(const ScenarioSimOptions& opts) {
     throw ConfigError("", "--comm-compute-slowdown",
                       fmt::format("{}; expected a share in [0, 0.9]", opts.comm_slowdown));
 }
+
+}  // namespace
 
 // `simulate SCENARIO --report FILE`: the iteration the simulator ran, drawn by the shared
 // renderer: each pipeline rank's representative GPU, its actions at their simulated times, the
@@ -237,8 +235,6 @@ void write_iteration_report(const std::string& path, const hw::Scenario& s,
       in.schedule, timings, r));
   write_file_atomic(path, render_html(ri));
 }
-
-}  // namespace
 
 void apply_config_flags(const ScenarioSimOptions& opts, ParallelConfig* c) {
   if (opts.overlap_grad_reduce) c->overlap_grad_reduce = true;

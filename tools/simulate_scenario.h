@@ -34,6 +34,11 @@ IterationOptions iteration_options(const ScenarioSimOptions& opts, bool flash_at
 /// Writes the configuration settings the flags override (--overlap-grad-reduce,
 /// --grad-reduce-bytes) into `c`.
 void apply_config_flags(const ScenarioSimOptions& opts, ParallelConfig* c);
+/// `--report FILE`: the simulated iteration (`in`, its result `r` and the per-action `timings` of
+/// the representative GPUs) drawn by the report renderer; `s` names the scenario and cluster.
+void write_iteration_report(const std::string& path, const hw::Scenario& s,
+                            const IterationInput& in, const std::vector<ActionTiming>& timings,
+                            const IterationResult& r);
 /// The scenario mode's summary: a table (first row `source`: s.file), or JSON when `json`.
 std::string scenario_summary(const hw::Scenario& s, const IterationResult& r, bool json,
                              const char* source = "scenario");

@@ -136,23 +136,46 @@ TrainTime train_time(const PlanProblem& pr, const Evaluated& e) {
 
 namespace {
 
-std::string row(const PlanReportInput& in, const Evaluated& e, std::size_t rank,
-                const std::string& why) {
+std::vector<std::string> row(const PlanReportInput& in, const Evaluated& e, std::size_t rank,
+                             const std::string& why) {
   const PlanProblem& pr = *in.problem;
   const double tokens = static_cast<double>(e.config.global_batch()) * pr.model.seq_length;
-  return fmt::format(
-      "{:>3}  {:<58} {:>9.3f} {:>4} {:>10.0f} {:>5.1f}% {:>5.1f}% {:>6.1f}% {:>7.1f}  {}\n", rank,
-      describe_config(*in.space, e.config), e.iteration, tier_name(e.tier), tokens / e.iteration,
-      100 * e.mfu, 100 * e.hfu, 100 * pipeline_bubble(e), e.peak_memory / 1e9, why);
+  return {std::to_string(rank),
+          describe_config(*in.space, e.config),
+          fmt::format("{:.3f}", e.iteration),
+          tier_name(e.tier),
+          fmt::format("{:.0f}", tokens / e.iteration),
+          fmt::format("{:.1f}%", 100 * e.mfu),
+          fmt::format("{:.1f}%", 100 * e.hfu),
+          fmt::format("{:.1f}%", 100 * pipeline_bubble(e)),
+          fmt::format("{:.1f}", e.peak_memory / 1e9),
+          why};
 }
 
-std::string header() {
-  return fmt::format("{:>3}  {:<58} {:>9} {:>4} {:>10} {:>6} {:>6} {:>7} {:>7}  {}\n", "#",
-                     "configuration", "iter (s)", "tier", "tokens/s", "MFU", "HFU", "bubble",
-                     "mem GB", "why");
+// Column widths of the CLI's table (negative: left-aligned); the last column runs free.
+constexpr int kWidths[] = {3, -58, 9, 4, 10, 6, 6, 7, 7};
+
+std::string aligned(const std::vector<std::string>& cells) {
+  std::string out;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const int w = i < std::size(kWidths) ? kWidths[i] : 0;
+    if (i > 0) out += i == 1 || i + 1 == cells.size() ? "  " : " ";
+    out += w < 0 ? fmt::format("{:<{}}", cells[i], -w) : fmt::format("{:>{}}", cells[i], w);
+  }
+  return out + "\n";
 }
 
 }  // namespace
+
+RankingTable ranking_table(const PlanReportInput& in) {
+  RankingTable t;
+  t.header = {"#",   "configuration", "iter (s)", "tier",   "tokens/s",
+              "MFU", "HFU",           "bubble",   "mem GB", "why"};
+  const SearchResult& r = *in.result;
+  for (std::size_t i = 0; i < r.top.size(); ++i)
+    t.rows.push_back(row(in, r.top[i], i + 1, why_line(*in.space, r.top, i)));
+  return t;
+}
 
 std::string render_table(const PlanReportInput& in) {
   const PlanProblem& pr = *in.problem;
@@ -181,9 +204,9 @@ std::string render_table(const PlanReportInput& in) {
         pr.model.name, pr.limit() / 1e9, pr.num_gpus, r.min_memory_needed / 1e9);
     return o;
   }
-  o += "\n" + header();
-  for (std::size_t i = 0; i < r.top.size(); ++i)
-    o += row(in, r.top[i], i + 1, why_line(*in.space, r.top, i));
+  const RankingTable t = ranking_table(in);
+  o += "\n" + aligned(t.header);
+  for (const auto& cells : t.rows) o += aligned(cells);
   const Evaluated& best = r.top[0];
   o += fmt::format("\nbest: {:.1f} model TFLOP/s per GPU; limited by {}\n",
                    model_tflops_per_gpu(pr, best), limits_line(pr, *in.space, best));

@@ -47,6 +47,14 @@ struct TrainTime {
 };
 TrainTime train_time(const PlanProblem& pr, const Evaluated& e);
 
+/// The ranking, one row per ranked configuration, with the columns and formatting the CLI's
+/// table prints (render_table draws it aligned; the HTML report draws it as a table).
+struct RankingTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+RankingTable ranking_table(const PlanReportInput& in);
+
 std::string render_table(const PlanReportInput& in);
 std::string render_json(const PlanReportInput& in);
 

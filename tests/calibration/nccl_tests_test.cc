@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -164,6 +165,83 @@ TEST(NcclTests, RanksAndHostsComeFromTheUsingDevicesLines) {
   EXPECT_EQ(log.kind, hw::CollectiveKind::kAllGather);
   EXPECT_EQ(log.ranks, 16);
   EXPECT_EQ(log.nodes, 2);
+}
+
+// The same log as nccl-tests' `-J` writes it (src/util.cu, version 2.19: args, config, devices
+// of two hosts, results with out-of-place and in-place records): the JSON reader gives the text
+// reader's rows, collective, ranks and nodes, and the fit is the same.
+TEST(NcclTests, JsonOutputReadsAsTheTextForm) {
+  const std::string text = ref_or_skip("dgx-h100-8gpu-all_reduce_perf.txt");
+  if (text.empty()) GTEST_SKIP() << "shared/reference not present";
+  const NcclTestsLog t = parse_nccl_tests(text, "dgx-h100-8gpu-all_reduce_perf.txt", {"", 8, 1});
+  nlohmann::ordered_json doc;
+  doc["version"] = 1;
+  doc["start_time"] = "2026-11-24 10:00:00";
+  doc["args"] = {"./build/all_reduce_perf", "-b", "8", "-e", "16G", "-f", "2", "-J", "x.json"};
+  doc["env"] = nlohmann::json::array();
+  doc["nccl_version"] = 22703;
+  doc["config"] = {{"nthreads", 1}, {"ngpus", 1}, {"minimum_bytes", 8}};
+  doc["devices"] = nlohmann::json::array();
+  for (int r = 0; r < 8; ++r)
+    doc["devices"].push_back({{"rank", r},
+                              {"group", 0},
+                              {"pid", 100 + r},
+                              {"hostname", "dgx-a"},
+                              {"device", r},
+                              {"device_hex", "0x1b"},
+                              {"device_info", "NVIDIA H100 80GB HBM3"}});
+  doc["results"] = nlohmann::json::array();
+  for (const NcclTestsRow& r : t.rows) {
+    const double us = r.time_s * 1e6;
+    nlohmann::ordered_json rec;
+    rec["size"] = static_cast<long long>(r.bytes);
+    rec["count"] = static_cast<long long>(r.bytes / 4);
+    rec["type"] = "float";
+    rec["redop"] = "sum";
+    rec["root"] = "    -1";
+    // Out of place 1% slower than in place: the reader keeps the faster.
+    rec["out_of_place"] = {{"time", us * 1.01}, {"alg_bw", 0.0}, {"bus_bw", 0.0}, {"nwrong", 0.0}};
+    rec["in_place"] = {{"time", us}, {"alg_bw", 0.0}, {"bus_bw", 0.0}, {"nwrong", 0.0}};
+    rec["actual_iterations"] = 20;
+    rec["experiment_name"] = "";
+    doc["results"].push_back(rec);
+  }
+  doc["out_of_bounds"] = {{"count", 0}, {"okay", "true"}};
+  const NcclTestsLog j = parse_nccl_tests(doc.dump(), "x.json");
+  EXPECT_EQ(j.collective, "all_reduce");  // from args[0]
+  EXPECT_EQ(j.ranks, 8);                  // from devices
+  EXPECT_EQ(j.nodes, 1);                  // one hostname
+  ASSERT_EQ(j.rows.size(), t.rows.size());
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    EXPECT_EQ(j.rows[i].bytes, t.rows[i].bytes);
+    EXPECT_NEAR(j.rows[i].time_s, t.rows[i].time_s, 1e-12 * t.rows[i].time_s + 1e-15);
+  }
+  const hw::HardwareProfile base = hw::resolve_profile("dgx-h100", "", "", "");
+  const NcclTestsFit a = fit_nccl_tests({t}, base), b = fit_nccl_tests({j}, base);
+  EXPECT_NEAR(a.reports[0].worst_large_pct, b.reports[0].worst_large_pct, 1e-6);
+  // Two hosts: two nodes; a record without a time or results that are not a list are errors
+  // naming the key.
+  for (int r = 4; r < 8; ++r) doc["devices"][r]["hostname"] = "dgx-b";
+  EXPECT_EQ(parse_nccl_tests(doc.dump(), "x.json").nodes, 2);
+  nlohmann::ordered_json bad = doc;
+  bad["results"][3]["in_place"]["time"] = "nan";
+  bad["results"][3]["out_of_place"] = nullptr;
+  std::string e;
+  try {
+    parse_nccl_tests(bad.dump(), "x.json");
+  } catch (const ConfigError& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("x.json: results[3].in_place.time"), std::string::npos) << e;
+  bad = doc;
+  bad["results"] = "none";
+  e.clear();
+  try {
+    parse_nccl_tests(bad.dump(), "x.json");
+  } catch (const ConfigError& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("x.json: results"), std::string::npos) << e;
 }
 
 std::string error_of(const std::string& text, const std::string& file, NcclTestsHints h = {}) {

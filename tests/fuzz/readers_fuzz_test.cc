@@ -271,6 +271,25 @@ TEST(ReadersFuzz, ProfilerTracesAndNcclTestsLogs) {
       },
       52);
   EXPECT_GT(n.refused, 0);
+  // The same log as nccl-tests' -J JSON.
+  std::string json = "{\"version\": 1, \"args\": [\"./all_reduce_perf\"], \"devices\": [";
+  for (int r = 0; r < 8; ++r)
+    json += fmt::format("{}{{\"rank\": {}, \"hostname\": \"h\"}}", r ? ", " : "", r);
+  json += "], \"results\": [";
+  for (int i = 0; i < 6; ++i)
+    json += fmt::format(
+        "{}{{\"size\": {}, \"out_of_place\": {{\"time\": {:.2f}, \"bus_bw\": 1.75}}, "
+        "\"in_place\": null}}",
+        i ? ", " : "", 1024 << (2 * i), 10.0 + 3 * i);
+  json += "]}";
+  const Outcome nj = fuzz(
+      "all_reduce_perf.json", json, kInputsPerReader,
+      [&](const std::string& s) {
+        const calibration::NcclTestsLog l = calibration::parse_nccl_tests(s, "x.json");
+        calibration::fit_nccl_tests({l}, base);
+      },
+      53);
+  EXPECT_GT(nj.refused, 0);
 }
 
 TEST(ReadersFuzz, CalibrationRawFiles) {

@@ -156,6 +156,67 @@ TEST(Search, ResultDoesNotDependOnThreadCount) {
   EXPECT_EQ(a.stats.des_simulated, b.stats.des_simulated);
 }
 
+struct DesCheck {
+  std::size_t checked = 0;  ///< configurations simulated by the DES
+  int with_cp = 0, with_ep = 0, with_fp8 = 0, with_overlap = 0;
+};
+
+// Every configuration of `space` the evaluator ran and the screen let through, simulated by the
+// DES: the screen's time and memory bounds and the evaluator's time bound are below the DES's
+// figures, and the search (DES tier on) answers the exhaustive DES winner, certified, with every
+// row it returns fitting by the DES. `what` labels failures.
+DesCheck check_bounds_against_des(const PlanProblem& pr, const SearchSpace& space,
+                                  const GeneratorRegistry& reg, const std::string& what = "") {
+  DesCheck k;
+  SearchOptions all;
+  all.prune = false;
+  all.keep_all = true;
+  all.max_evaluations = 1 << 30;
+  all.des_top = 0;
+  const SearchResult r = run_search(pr, space, reg, all);
+  const CostModel model(pr, space);
+  std::vector<Evaluated> runs;
+  for (const Evaluated& e : r.all)
+    if (e.iteration > 0 && e.mem_lb <= pr.limit()) runs.push_back(e);
+  EXPECT_GT(runs.size(), 200u) << what;
+  std::vector<Evaluated> des(runs.size());
+  tbb::parallel_for(std::size_t{0}, runs.size(), [&](std::size_t i) {
+    des[i] = evaluate_config_des(model, reg, runs[i].config);
+  });
+  const Evaluated* best = nullptr;
+  for (std::size_t i = 0; i < des.size(); ++i) {
+    const Evaluated& e = des[i];
+    const std::string at = what + " " + describe_config(space, e.config);
+    EXPECT_EQ(e.tier, Tier::kDes) << at;
+    EXPECT_LE(runs[i].time_lb, e.iteration * (1 + 1e-9)) << at;
+    EXPECT_LE(runs[i].time_bound, e.iteration * (1 + 1e-9)) << at;
+    EXPECT_LE(runs[i].mem_lb, e.peak_memory * (1 + 1e-9)) << at;
+    ++k.checked;
+    k.with_cp += e.config.cp > 1;
+    k.with_ep += e.config.ep > 1;
+    k.with_fp8 += e.config.fp8;
+    k.with_overlap += parallel_from_config(space, e.config).tp_comm_overlap;
+    if (e.feasible && (!best || e.objective < best->objective)) best = &e;
+  }
+  EXPECT_NE(best, nullptr);
+  if (best == nullptr) return k;
+  SearchOptions o;
+  o.top = 3;
+  const SearchResult s = run_search(pr, space, reg, o);
+  EXPECT_FALSE(s.top.empty());
+  if (s.top.empty()) return k;
+  EXPECT_TRUE(s.stats.certified) << s.stats.des_note;
+  for (const Evaluated& e : s.top) {
+    EXPECT_EQ(e.tier, Tier::kDes) << what;
+    EXPECT_TRUE(e.feasible) << what;
+    EXPECT_LE(e.peak_memory, pr.limit()) << what;
+  }
+  EXPECT_DOUBLE_EQ(s.top[0].objective, best->objective)
+      << what << ": exhaustive DES winner " << describe_config(space, best->config)
+      << ", search chose " << describe_config(space, s.top[0].config);
+  return k;
+}
+
 // The certificate, checked exhaustively: on small spaces (three models, three profiles),
 // simulate EVERY configuration whose schedule generates and whose screen memory bound fits with
 // the discrete-event simulator. Every bound the search certifies with is below the DES's figure
@@ -171,103 +232,11 @@ TEST(Search, DesTierIsCertifiedAgainstAnExhaustiveDes) {
       pr.profile = hw::resolve_profile(profile, "", "", "");
       SearchSpace space = small_space(pr, reg, k.batch);
       space.end_trim = {0};  // keeps the exhaustive DES affordable (thousands of simulations)
-      SearchOptions all;
-      all.prune = false;
-      all.keep_all = true;
-      all.max_evaluations = 1 << 30;
-      all.des_top = 0;
-      const SearchResult r = run_search(pr, space, reg, all);
-      const CostModel model(pr, space);
-      std::vector<Evaluated> runs;
-      for (const Evaluated& e : r.all)
-        if (e.iteration > 0 && e.mem_lb <= pr.limit()) runs.push_back(e);
-      ASSERT_GT(runs.size(), 300u) << k.model;
-      std::vector<Evaluated> des(runs.size());
-      tbb::parallel_for(std::size_t{0}, runs.size(), [&](std::size_t i) {
-        des[i] = evaluate_config_des(model, reg, runs[i].config);
-      });
-      const Evaluated* best = nullptr;
-      for (std::size_t i = 0; i < des.size(); ++i) {
-        const Evaluated& e = des[i];
-        ASSERT_EQ(e.tier, Tier::kDes) << describe_config(space, e.config);
-        EXPECT_LE(runs[i].time_lb, e.iteration * (1 + 1e-9)) << describe_config(space, e.config);
-        EXPECT_LE(runs[i].time_bound, e.iteration * (1 + 1e-9))
-            << profile << " " << describe_config(space, e.config);
-        EXPECT_LE(runs[i].mem_lb, e.peak_memory * (1 + 1e-9)) << describe_config(space, e.config);
-        ++checked;
-        if (!e.feasible) continue;
-        if (!best || e.objective < best->objective) best = &e;
-      }
-      ASSERT_NE(best, nullptr) << k.model;
-      SearchOptions o;
-      o.top = 3;
-      const SearchResult s = run_search(pr, space, reg, o);
-      ASSERT_FALSE(s.top.empty()) << k.model;
-      EXPECT_TRUE(s.stats.certified) << s.stats.des_note;
-      for (const Evaluated& e : s.top) {
-        EXPECT_EQ(e.tier, Tier::kDes);
-        EXPECT_TRUE(e.feasible);
-        EXPECT_LE(e.peak_memory, pr.limit());
-      }
-      EXPECT_DOUBLE_EQ(s.top[0].objective, best->objective)
-          << profile << " " << k.model << ": exhaustive DES winner "
-          << describe_config(space, best->config) << ", search chose "
-          << describe_config(space, s.top[0].config);
+      checked +=
+          check_bounds_against_des(pr, space, reg, std::string(profile) + " " + k.model).checked;
     }
   }
   EXPECT_GE(checked, 3000u);
-}
-
-struct DesCheck {
-  int with_cp = 0, with_ep = 0, with_fp8 = 0, with_overlap = 0;
-};
-
-// Every configuration of `space` the evaluator ran and the screen let through, simulated by the
-// DES: the screen's time and memory bounds and the evaluator's time bound are below the DES's
-// figures, and the search (DES tier on) answers the exhaustive DES winner, certified.
-DesCheck check_bounds_against_des(const PlanProblem& pr, const SearchSpace& space,
-                                  const GeneratorRegistry& reg) {
-  DesCheck k;
-  SearchOptions all;
-  all.prune = false;
-  all.keep_all = true;
-  all.max_evaluations = 1 << 30;
-  all.des_top = 0;
-  const SearchResult r = run_search(pr, space, reg, all);
-  const CostModel model(pr, space);
-  std::vector<Evaluated> runs;
-  for (const Evaluated& e : r.all)
-    if (e.iteration > 0 && e.mem_lb <= pr.limit()) runs.push_back(e);
-  EXPECT_GT(runs.size(), 200u);
-  std::vector<Evaluated> des(runs.size());
-  tbb::parallel_for(std::size_t{0}, runs.size(), [&](std::size_t i) {
-    des[i] = evaluate_config_des(model, reg, runs[i].config);
-  });
-  const Evaluated* best = nullptr;
-  for (std::size_t i = 0; i < des.size(); ++i) {
-    const Evaluated& e = des[i];
-    EXPECT_EQ(e.tier, Tier::kDes) << describe_config(space, e.config);
-    EXPECT_LE(runs[i].time_lb, e.iteration * (1 + 1e-9)) << describe_config(space, e.config);
-    EXPECT_LE(runs[i].time_bound, e.iteration * (1 + 1e-9)) << describe_config(space, e.config);
-    EXPECT_LE(runs[i].mem_lb, e.peak_memory * (1 + 1e-9)) << describe_config(space, e.config);
-    k.with_cp += e.config.cp > 1;
-    k.with_ep += e.config.ep > 1;
-    k.with_fp8 += e.config.fp8;
-    k.with_overlap += parallel_from_config(space, e.config).tp_comm_overlap;
-    if (e.feasible && (!best || e.objective < best->objective)) best = &e;
-  }
-  EXPECT_NE(best, nullptr);
-  if (best == nullptr) return k;
-  SearchOptions o;
-  o.top = 3;
-  const SearchResult s = run_search(pr, space, reg, o);
-  EXPECT_FALSE(s.top.empty());
-  if (s.top.empty()) return k;
-  EXPECT_TRUE(s.stats.certified) << s.stats.des_note;
-  EXPECT_DOUBLE_EQ(s.top[0].objective, best->objective)
-      << "exhaustive DES winner " << describe_config(space, best->config) << ", search chose "
-      << describe_config(space, s.top[0].config);
-  return k;
 }
 
 // The same certificate with context parallelism, expert parallelism and FP8 in the space: a

@@ -181,8 +181,37 @@ TEST(Hardening, SimulateScenarioReportDrawsTheSimulatedIteration) {
   EXPECT_NE(page.find("exposed communication"), std::string::npos);
   EXPECT_NE(page.find("peak memory per GPU"), std::string::npos);
   std::filesystem::remove(html);
-  // With --plan it is refused in one line (not yet drawn there).
-  refused("simulate --plan x.yaml --report y.html", {"--report"});
+  // A plan rebuilt on its profile is drawn the same way: a 2-stage 1F1B plan of a small model on
+  // one DGX H100 (t1 p2 d4, B16, b1: m = 16 / 4 = 4), 2 passes x 4 microbatches x 2 pipeline
+  // ranks = 16 blocks.
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("pw-plan-report-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  pw::write_file_atomic(dir + "/small.yaml",
+                        "model: {num_layers: 4, hidden_size: 512, num_attention_heads: 8, "
+                        "seq_length: 1024, vocab_size: 32000}\n"
+                        "cluster: {profile: dgx-h100, nodes: 1}\n"
+                        "parallel: {global_batch_size: 16}\n");
+  out.clear();
+  ASSERT_EQ(sh(kTool + " plan " + dir + "/small.yaml --top 1 --tp 1 --pp 2 --schedules 1f1b " +
+                   "--microbatch-size 1 --emit " + dir + "/plan.yaml",
+               &out),
+            0)
+      << out;
+  out.clear();
+  ASSERT_EQ(sh(kTool + " simulate --plan " + dir + "/plan.yaml --report " + dir + "/p.html" +
+                   " --trace " + dir + "/t.json",
+               &out),
+            0)
+      << out;
+  EXPECT_EQ(occurrences(pw::read_file(dir + "/p.html"), "class=\"blk "), 16u);
+  // The emitted plan is lowered (explicit SEND/RECV): its trace still draws one arrow per
+  // pipeline transfer, 4 forward and 4 backward messages, from the send to the pass that
+  // consumes it.
+  const std::string trace = pw::read_file(dir + "/t.json");
+  EXPECT_EQ(occurrences(trace, "\"ph\":\"s\""), 8u);
+  EXPECT_EQ(occurrences(trace, "\"ph\":\"f\""), 8u);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

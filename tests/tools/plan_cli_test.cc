@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "core/file_io.h"
@@ -24,9 +25,10 @@ TEST(PlanCli, ReportDrawsEveryComputePassOfTheEmittedPlanAndThePareto) {
       std::filesystem::temp_directory_path() / ("pw_plan_cli_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string html = (dir / "plan.html").string(), plan = (dir / "plan.yaml").string();
+  const std::string table = (dir / "table.txt").string();
   const std::string cmd = std::string(PW_BINARY_DIR) + "/tools/pipewright plan " + PW_SOURCE_DIR +
-                          "/scenarios/megatron/weak-scaling-1.7b.yaml --top 1 " + "--emit " + plan +
-                          " --report " + html + " > /dev/null";
+                          "/scenarios/megatron/weak-scaling-1.7b.yaml --top 3 " + "--emit " + plan +
+                          " --report " + html + " > " + table;
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   const Plan p = load_plan(plan);
   std::size_t compute = 0;
@@ -37,6 +39,28 @@ TEST(PlanCli, ReportDrawsEveryComputePassOfTheEmittedPlanAndThePareto) {
   // lowering's, not passes).
   EXPECT_EQ(occurrences(page, "class=\"blk "), compute);
   EXPECT_NE(page.find("Pareto front"), std::string::npos);
+  // The ranking, with the CLI table's columns and rows: every ranked configuration and its
+  // iteration time as the table prints them.
+  EXPECT_NE(page.find("<h2>Ranking</h2>"), std::string::npos);
+  for (const char* col : {"<th>iter (s)</th>", "<th>tokens/s</th>", "<th>MFU</th>",
+                          "<th>bubble</th>", "<th>mem GB</th>", "<th>why</th>"})
+    EXPECT_NE(page.find(col), std::string::npos) << col;
+  const std::string text = read_file(table);
+  int rows = 0;
+  for (std::size_t at = text.find("\n  1  "); at != std::string::npos;) {
+    std::istringstream line(text.substr(at + 1, text.find('\n', at + 1) - at - 1));
+    std::string rank, config, iter;
+    line >> rank >> config;
+    std::string word;
+    // The configuration runs up to the iteration time (the first number with a '.').
+    while (line >> word && word.find('.') == std::string::npos) config += " " + word;
+    iter = word;
+    EXPECT_NE(page.find("<td>" + config + "</td><td>" + iter + "</td>"), std::string::npos)
+        << config << " " << iter;
+    ++rows;
+    at = text.find("\n  " + std::to_string(rows + 1) + "  ", at + 1);
+  }
+  EXPECT_EQ(rows, 3);
   std::filesystem::remove_all(dir);
 }
 

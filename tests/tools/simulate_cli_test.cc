@@ -158,11 +158,16 @@ TEST(SimulateCli, ReportDrawsOneBlockPerPassWithTheCompareRenderer) {
   std::filesystem::remove(html);
 }
 
-TEST(SimulateCli, ReportWithAPlanIsRefusedNotIgnored) {
-  // A scenario's iteration is drawn (Hardening.SimulateScenarioReportDrawsTheSimulatedIteration);
-  // a plan's is not yet, and says so rather than ignoring the flag.
-  CliRun r = simulate("--plan /tmp/never-plan.yaml --report /tmp/never.html");
-  expect_bad_input(r, "--report");
+TEST(SimulateCli, ReportWithAFixedCostPlanIsRefusedNotIgnored) {
+  // A rebuilt plan's iteration is drawn
+  // (Hardening.SimulateScenarioReportDrawsTheSimulatedIteration); a plan of fixed costs has no
+  // simulated iteration to draw, and says so rather than ignoring the flag.
+  const std::string plan = temp_path("fixed-plan.yaml");
+  ASSERT_EQ(simulate("--schedule 1f1b --pp 4 --microbatches 8 --emit " + plan).status, 0);
+  CliRun r = simulate("--plan " + plan + " --report " + temp_path("never.html"));
+  expect_bad_input(r, "--report: applies only to a plan rebuilt");
+  EXPECT_FALSE(std::filesystem::exists(temp_path("never.html")));
+  std::filesystem::remove(plan);
 }
 
 }  // namespace
