@@ -53,6 +53,50 @@ void metadata(std::string* out, const char* what, int pid, int tid, const std::s
 
 }  // namespace
 
+Trace select_processes(const Trace& trace, const std::vector<int>& keep) {
+  const int n = static_cast<int>(trace.process_names.size());
+  std::vector<int> new_pid(static_cast<std::size_t>(n), -1);
+  Trace out;
+  for (const int p : keep) {
+    if (p < 0 || p >= n || new_pid[p] >= 0) continue;
+    new_pid[p] = static_cast<int>(out.process_names.size());
+    out.process_names.push_back(trace.process_names[p]);
+    out.thread_names.push_back(p < static_cast<int>(trace.thread_names.size())
+                                   ? trace.thread_names[p]
+                                   : std::vector<std::string>{});
+  }
+  // Flow ids with both ends kept.
+  std::vector<std::uint8_t> ends;
+  auto mark = [&](std::int32_t id, std::uint8_t bit) {
+    if (id < 0) return;
+    if (static_cast<std::size_t>(id) >= ends.size()) ends.resize(id + 1, 0);
+    ends[id] |= bit;
+  };
+  for (const TraceSlice& s : trace.slices) {
+    if (s.pid < 0 || s.pid >= n || new_pid[s.pid] < 0) continue;
+    mark(s.flow_out, 1);
+    mark(s.flow_in, 2);
+  }
+  auto both = [&](std::int32_t id) {
+    return id >= 0 && static_cast<std::size_t>(id) < ends.size() && ends[id] == 3;
+  };
+  for (const TraceSlice& s : trace.slices) {
+    if (s.pid < 0 || s.pid >= n || new_pid[s.pid] < 0) continue;
+    TraceSlice c = s;
+    c.pid = new_pid[s.pid];
+    if (!both(c.flow_out)) c.flow_out = -1;
+    if (!both(c.flow_in)) c.flow_in = -1;
+    out.slices.push_back(std::move(c));
+  }
+  for (const TraceCounter& c : trace.counters) {
+    if (c.pid < 0 || c.pid >= n || new_pid[c.pid] < 0) continue;
+    TraceCounter k = c;
+    k.pid = new_pid[c.pid];
+    out.counters.push_back(k);
+  }
+  return out;
+}
+
 std::string trace_to_json(const Trace& trace) {
   std::string out;
   out.reserve(256 + trace.slices.size() * 160 + trace.counters.size() * 96);

@@ -37,6 +37,11 @@ struct Trace {
   std::vector<TraceCounter> counters;
 };
 
+/// The processes `keep` (pids, ascending, each < process_names.size()) of `trace`, renumbered
+/// 0..k-1 in that order: their threads, slices and counters; a flow arrow stays only when both
+/// its ends do.
+Trace select_processes(const Trace& trace, const std::vector<int>& keep);
+
 /// Serialises to Chrome trace-event JSON (timestamps in microseconds with picosecond decimals),
 /// deterministic byte for byte for the same input.
 std::string trace_to_json(const Trace& trace);

@@ -128,7 +128,7 @@ int run_rebuilt(const ScenarioSimOptions& opts, const Plan& plan) {
   const IterationResult r =
       simulate_iteration(in, iteration_options(opts, plan.flash_attention), &times);
   const TimingAgreement agree = compare_timings(plan.schedule, plan.predicted, times);
-  if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(r.trace));
+  if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(selected_trace(opts, r)));
   if (!opts.report.empty()) {
     s.cluster_profile = plan.cluster;
     write_iteration_report(opts.report, s, in, times, r);
@@ -315,7 +315,8 @@ int run_fixed_costs(const ScenarioSimOptions& opts, const Plan& plan, const std:
       {"--grad-reduce-bytes", opts.grad_reduce_bytes != defaults.grad_reduce_bytes},
       {"--all-ranks", opts.all_ranks},
       {"--comm-compute-slowdown", opts.comm_slowdown != defaults.comm_slowdown},
-      {"--report", !opts.report.empty()}};
+      {"--report", !opts.report.empty()},
+      {"--trace-ranks", !opts.trace_ranks.empty()}};
   for (const auto& [flag, given] : hw_flags)
     if (given)
       throw ConfigError(opts.plan, flag,

@@ -4,8 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -167,6 +171,9 @@ void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts) {
   sub->add_option("scenario", opts->scenario, "Scenario YAML (model, cluster, parallel config)");
   sub->add_option("--plan", opts->plan, "Re-simulate an emitted plan");
   sub->add_option("--trace", opts->trace, "Write a Perfetto/Chrome trace JSON");
+  sub->add_option("--trace-ranks", opts->trace_ranks,
+                  "GPUs the trace shows: all, or a list of GPU indices (default: at most 8 of the "
+                  "simulated GPUs, evenly spaced)");
   sub->add_option("--report", opts->report, "Write a self-contained HTML report");
   sub->add_flag("--overlap-grad-reduce", opts->overlap_grad_reduce,
                 "Overlap the DP gradient reduction with the backward (bucketed); sets "
@@ -186,6 +193,8 @@ namespace {
 void check_common_flags(const ScenarioSimOptions& opts) {
   if (opts.format != "table" && opts.format != "json")
     throw ConfigError("", "--format", fmt::format("'{}'; expected table or json", opts.format));
+  if (!opts.trace_ranks.empty() && opts.trace.empty())
+    throw ConfigError("", "--trace-ranks", "selects what --trace writes; expected --trace FILE");
   if (opts.grad_reduce_bytes != 0 && opts.grad_reduce_bytes != 2 && opts.grad_reduce_bytes != 4)
     throw ConfigError("", "--grad-reduce-bytes",
                       fmt::format("{}; expected 2 or 4", opts.grad_reduce_bytes));
@@ -236,6 +245,46 @@ void write_iteration_report(const std::string& path, const hw::Scenario& s,
   write_file_atomic(path, render_html(ri));
 }
 
+Trace selected_trace(const ScenarioSimOptions& opts, const IterationResult& r) {
+  constexpr int kDefaultGpus = 8;
+  const int n = static_cast<int>(r.trace.process_names.size());
+  PW_ASSERT(static_cast<int>(r.memory.size()) == n, "one trace process per simulated GPU");
+  std::vector<int> keep;
+  if (opts.trace_ranks == "all" || (opts.trace_ranks.empty() && n <= kDefaultGpus)) {
+    for (int i = 0; i < n; ++i) keep.push_back(i);
+  } else if (opts.trace_ranks.empty()) {
+    for (int k = 0; k < kDefaultGpus; ++k) {
+      const int i = static_cast<int>(std::lround(double(k) * (n - 1) / (kDefaultGpus - 1)));
+      if (keep.empty() || keep.back() != i) keep.push_back(i);
+    }
+    std::string gpus;
+    for (int i : keep) gpus += (gpus.empty() ? "" : ",") + std::to_string(r.memory[i].gpu);
+    std::fprintf(stderr,
+                 "trace: %d of %d simulated GPUs (GPUs %s); --trace-ranks all writes every one\n",
+                 static_cast<int>(keep.size()), n, gpus.c_str());
+  } else {
+    std::stringstream in(opts.trace_ranks);
+    for (std::string item; std::getline(in, item, ',');) {
+      char* end = nullptr;
+      const long gpu = std::strtol(item.c_str(), &end, 10);
+      int at = -1;
+      if (!item.empty() && *end == '\0')
+        for (int i = 0; i < n; ++i)
+          if (r.memory[i].gpu == gpu) at = i;
+      if (at < 0)
+        throw ConfigError("", "--trace-ranks",
+                          fmt::format("'{}' is not a simulated GPU; expected all or GPU indices "
+                                      "from {} .. {} (one GPU per pipeline rank unless "
+                                      "--all-ranks)",
+                                      item, r.memory.front().gpu, r.memory.back().gpu));
+      keep.push_back(at);
+    }
+    std::sort(keep.begin(), keep.end());
+    keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  }
+  return select_processes(r.trace, keep);
+}
+
 void apply_config_flags(const ScenarioSimOptions& opts, ParallelConfig* c) {
   if (opts.overlap_grad_reduce) c->overlap_grad_reduce = true;
   if (opts.grad_reduce_bytes != 0) c->grad_reduce_in_fp32 = opts.grad_reduce_bytes == 4;
@@ -272,7 +321,7 @@ int run_scenario_simulation(const ScenarioSimOptions& opts) {
   std::vector<ActionTiming> timings;
   const IterationResult r = simulate_iteration(in, iteration_options(opts, s.flash_attention),
                                                opts.report.empty() ? nullptr : &timings);
-  if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(r.trace));
+  if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(selected_trace(opts, r)));
   if (!opts.report.empty()) write_iteration_report(opts.report, s, in, timings, r);
   std::fputs(scenario_summary(s, r, opts.format == "json").c_str(), stdout);
   return 0;

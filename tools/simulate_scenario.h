@@ -13,9 +13,10 @@ namespace pw::tools {
 
 /// Options of the scenario mode, registered on the `simulate` subcommand.
 struct ScenarioSimOptions {
-  std::string scenario;  ///< positional SCENARIO.yaml
-  std::string plan;      ///< --plan
-  std::string trace;     ///< --trace FILE (Perfetto JSON)
+  std::string scenario;     ///< positional SCENARIO.yaml
+  std::string plan;         ///< --plan
+  std::string trace;        ///< --trace FILE (Perfetto JSON)
+  std::string trace_ranks;  ///< --trace-ranks all | GPU,GPU,... ("" = at most 8, evenly spaced)
   std::string format = "table";
   std::string report;                ///< --report FILE (HTML)
   bool overlap_grad_reduce = false;  ///< --overlap-grad-reduce (sets the configuration's)
@@ -31,6 +32,10 @@ int run_scenario_simulation(const ScenarioSimOptions& opts);
 
 /// The simulator options the flags ask for (shared by the scenario and plan modes).
 IterationOptions iteration_options(const ScenarioSimOptions& opts, bool flash_attention);
+/// The simulation's trace restricted to the GPUs --trace-ranks names (all of them with "all";
+/// by default at most 8 of the simulated GPUs, evenly spaced, the first and last included, with
+/// a note on stderr).
+Trace selected_trace(const ScenarioSimOptions& opts, const IterationResult& r);
 /// Writes the configuration settings the flags override (--overlap-grad-reduce,
 /// --grad-reduce-bytes) into `c`.
 void apply_config_flags(const ScenarioSimOptions& opts, ParallelConfig* c);

@@ -206,6 +206,46 @@ TEST(Iteration, SameScenarioGivesAByteIdenticalTrace) {
   EXPECT_NE(a.find("thread_name"), std::string::npos);
 }
 
+TEST(Iteration, ASelectionOfGpusKeepsTheirSlicesAndTheArrowsBetweenThem) {
+  // p = 4 1F1B, one GPU per pipeline rank: pipeline ranks 0 and 2 kept. Every kept slice is
+  // theirs (renumbered 0 and 1), every counter too, and no arrow survives: each transfer joins
+  // neighbouring ranks, and 0 and 2 are not neighbours. Keeping 0 and 1 keeps exactly the
+  // arrows between them.
+  const IterationInput in = testing::input_for(small_scenario(1, 4, 1, 8));
+  IterationOptions opt;
+  opt.trace = true;
+  const Trace all = simulate_iteration(in, opt).trace;
+  ASSERT_EQ(all.process_names.size(), 4u);
+  std::size_t on0 = 0, on2 = 0, arrows01 = 0;
+  std::vector<int> flow_pid_out(all.slices.size() * 2, -1);
+  for (const TraceSlice& s : all.slices) {
+    on0 += s.pid == 0;
+    on2 += s.pid == 2;
+    if (s.flow_out >= 0) flow_pid_out[s.flow_out] = s.pid;
+  }
+  for (const TraceSlice& s : all.slices)
+    if (s.flow_in >= 0) {
+      const int from = flow_pid_out[s.flow_in];
+      arrows01 += (from == 0 && s.pid == 1) || (from == 1 && s.pid == 0);
+    }
+  const Trace sel = select_processes(all, {0, 2});
+  ASSERT_EQ(sel.process_names.size(), 2u);
+  EXPECT_EQ(sel.process_names[1], all.process_names[2]);
+  EXPECT_EQ(sel.slices.size(), on0 + on2);
+  std::size_t counters = 0;
+  for (const TraceCounter& c : all.counters) counters += c.pid == 0 || c.pid == 2;
+  EXPECT_EQ(sel.counters.size(), counters);
+  for (const TraceSlice& s : sel.slices) {
+    EXPECT_TRUE(s.pid == 0 || s.pid == 1);
+    EXPECT_EQ(s.flow_out, -1);
+    EXPECT_EQ(s.flow_in, -1);
+  }
+  ASSERT_GT(arrows01, 0u);
+  std::size_t kept = 0;
+  for (const TraceSlice& s : select_processes(all, {0, 1}).slices) kept += s.flow_in >= 0;
+  EXPECT_EQ(kept, arrows01);
+}
+
 TEST(Iteration, WithoutAPipelineIdleTimeIsExposedCommunicationNotBubble) {
   // t=8, p=1: a single stage never waits for another one, so every idle moment of its compute
   // stream is spent on (exposed) TP or DP communication: pipeline bubble 0, total idle > 0.

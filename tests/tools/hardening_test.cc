@@ -214,4 +214,42 @@ TEST(Hardening, SimulateScenarioReportDrawsTheSimulatedIteration) {
   std::filesystem::remove_all(dir);
 }
 
+// Traces of many GPUs: by default at most 8 of the simulated GPUs (evenly spaced, named on
+// stderr), `--trace-ranks all` every one, a list exactly those; a GPU that is not simulated or a
+// selection without a trace is one line, exit 2.
+TEST(Hardening, TraceRanksSelectsTheGpusATraceShows) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("pw-trace-ranks-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string scen = dir + "/p16.yaml", trace = dir + "/t.json";
+  // t1 p16 d1 on two DGX A100 nodes: pipeline rank k runs on GPU k.
+  pw::write_file_atomic(scen,
+                        "model: {num_layers: 16, hidden_size: 512, num_attention_heads: 8, "
+                        "seq_length: 1024, vocab_size: 32000}\n"
+                        "cluster: {profile: dgx-a100-80gb, nodes: 2}\n"
+                        "parallel: {pipeline_model_parallel_size: 16, micro_batch_size: 1, "
+                        "global_batch_size: 16}\n");
+  auto processes = [&](const std::string& flags, std::string* out) {
+    out->clear();
+    EXPECT_EQ(sh(kTool + " simulate " + scen + " --trace " + trace + flags, out), 0) << *out;
+    return occurrences(pw::read_file(trace), "\"process_name\"");
+  };
+  std::string out;
+  EXPECT_EQ(processes("", &out), 8u);
+  EXPECT_NE(out.find("trace: 8 of 16 simulated GPUs (GPUs 0,2,4,6,9,11,13,15)"), std::string::npos)
+      << out;
+  EXPECT_EQ(processes(" --trace-ranks all", &out), 16u);
+  EXPECT_EQ(processes(" --trace-ranks 15,0", &out), 2u);
+  const std::string two = pw::read_file(trace);
+  EXPECT_NE(two.find("GPU 0 "), std::string::npos);
+  EXPECT_NE(two.find("GPU 15 "), std::string::npos);
+  out.clear();
+  EXPECT_EQ(sh(kTool + " simulate " + scen + " --trace " + trace + " --trace-ranks 3x", &out), 2);
+  EXPECT_NE(out.find("--trace-ranks: '3x' is not a simulated GPU"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(sh(kTool + " simulate " + scen + " --trace-ranks 0", &out), 2);
+  EXPECT_NE(out.find("expected --trace FILE"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
