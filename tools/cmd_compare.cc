@@ -19,6 +19,7 @@
 #include "report/report.h"
 #include "report/scenario_compare.h"
 #include "tools/command.h"
+#include "tools/pass_costs.h"
 
 namespace pw::tools {
 namespace {
@@ -56,82 +57,13 @@ std::vector<std::string> split_names(const std::string& list) {
   return out;
 }
 
-// "1.5", "1.5ms", "200us", "3ns", "2s", "7ps": milliseconds when no unit is given.
-TimePs parse_duration(const std::string& key, const std::string& text) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw ConfigError("", "--costs", fmt::format("{}: expected a duration, got '{}'", key, text));
-  }
-  const std::string unit = text.substr(used);
-  double scale = 1e9;
-  if (unit == "ps")
-    scale = 1;
-  else if (unit == "ns")
-    scale = 1e3;
-  else if (unit == "us")
-    scale = 1e6;
-  else if (unit == "ms" || unit.empty())
-    scale = 1e9;
-  else if (unit == "s")
-    scale = 1e12;
-  else
-    throw ConfigError(
-        "", "--costs",
-        fmt::format("{}: unknown unit '{}' (expected ps, ns, us, ms or s)", key, unit));
-  // At most 1000 s per pass: an iteration of up to millions of passes stays inside the 64-bit
-  // picosecond clock (9.2e6 s).
-  if (!std::isfinite(v) || v < 0 || v * scale > 1e15)
-    throw ConfigError("", "--costs",
-                      fmt::format("{}: expected a duration in [0, 1000 s], got '{}'", key, text));
-  return static_cast<TimePs>(std::llround(v * scale));
-}
-
-// --costs F=..,B=..,W=..,R=..,comm=..,mw=.. (times per 1F1B stage, default unit ms).
+// --costs F=..,B=..,W=..,R=..,comm=..,mw=.. (times per 1F1B stage, default unit ms; the reader
+// simulate uses too, tools/pass_costs.h).
 UniformCosts parse_costs(const std::string& text) {
-  const TimePs ms = kPsPerMilli;
-  UniformCosts c{ms, ms, ms, 0, 0};
-  c.mw_over_mb = 1.0;
-  std::string item;
-  for (char ch : text + ",") {
-    if (ch != ',') {
-      if (!std::isspace(static_cast<unsigned char>(ch))) item += ch;
-      continue;
-    }
-    if (item.empty()) continue;
-    const std::size_t eq = item.find('=');
-    if (eq == std::string::npos)
-      throw ConfigError("", "--costs", fmt::format("expected KEY=VALUE, got '{}'", item));
-    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
-    if (k == "F" || k == "f")
-      c.f = parse_duration(k, v);
-    else if (k == "B" || k == "b")
-      c.b = parse_duration(k, v);
-    else if (k == "W" || k == "w")
-      c.w = parse_duration(k, v);
-    else if (k == "R" || k == "r")
-      c.r = parse_duration(k, v);
-    else if (k == "comm")
-      c.comm = parse_duration(k, v);
-    else if (k == "mw") {
-      try {
-        c.mw_over_mb = std::stod(v);
-      } catch (const std::exception&) {
-        c.mw_over_mb = -1;
-      }
-      if (!(c.mw_over_mb >= 0 && c.mw_over_mb <= 1))
-        throw ConfigError("", "--costs",
-                          fmt::format("mw: expected a share in [0, 1], got '{}'", v));
-    } else {
-      throw ConfigError("", "--costs",
-                        fmt::format("unknown key '{}' (did you mean '{}'?); expected F, B, W, R, "
-                                    "comm, mw",
-                                    k, nearest_name(k, {"F", "B", "W", "R", "comm", "mw"})));
-    }
-    item.clear();
-  }
+  const PassCostSpec p = parse_pass_costs(text, {true, true});
+  auto ps = [](double ms) { return static_cast<TimePs>(std::llround(ms * 1e9)); };
+  UniformCosts c{ps(p.f), ps(p.b), ps(p.w), ps(p.r), ps(p.comm)};
+  c.mw_over_mb = p.mw.value_or(1.0);
   if (c.f <= 0 || c.b <= 0) throw ConfigError("", "--costs", "F and B must be positive");
   return c;
 }

@@ -25,6 +25,7 @@
 #include "report/report.h"
 #include "sim/evaluator.h"
 #include "tools/command.h"
+#include "tools/pass_costs.h"
 #include "tools/simulate_scenario.h"
 
 namespace pw::tools {
@@ -68,17 +69,7 @@ int parse_count(const std::string& text, const char* flag, int lo, int hi) {
   return v;
 }
 
-double parse_number(const std::string& text, const std::string& key) {
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(v) || v < 0 ||
-      v > 1e9)
-    throw ConfigError("", "--costs",
-                      fmt::format("expected a non-negative number for {}, got '{}'", key, text));
-  return v;
-}
-
-/// Splits "KEY=VALUE,KEY=VALUE" (the --costs and --model-shape syntax) and hands each value text
+/// Splits "KEY=VALUE,KEY=VALUE" (the --model-shape syntax) and hands each value text
 /// to set(index of KEY in `keys`, value text); an item without '=' or an unknown key is a
 /// ConfigError naming `flag`, the expected `what` and the nearest valid key.
 template <typename Set>
@@ -104,14 +95,10 @@ void for_each_item(const std::string& text, const char* flag, const char* what,
   }
 }
 
+// Plain numbers in the unit the output reports (tools/pass_costs.h, shared with compare).
 CostSpec parse_costs(const std::string& text) {
-  CostSpec c;
-  static const std::vector<std::string> kKeys = {"F", "B", "W", "R", "comm"};
-  double* const targets[] = {&c.f, &c.b, &c.w, &c.r, &c.comm};
-  for_each_item(text, "--costs", "NUMBER", kKeys,
-                [&](std::size_t k, const std::string& key, const std::string& value) {
-                  *targets[k] = parse_number(value, key);
-                });
+  const PassCostSpec p = parse_pass_costs(text, {});
+  const CostSpec c{p.f, p.b, p.w, p.r, p.comm};
   if (c.f + c.b + c.w <= 0) throw ConfigError("", "--costs", "expected F, B or W to be positive");
   return c;
 }

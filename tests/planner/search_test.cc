@@ -239,27 +239,35 @@ TEST(Search, DesTierIsCertifiedAgainstAnExhaustiveDes) {
   EXPECT_GE(checked, 3000u);
 }
 
-// The same certificate with context parallelism, expert parallelism and FP8 in the space: a
-// small GQA + SwiGLU + RMSNorm MoE model (8 experts, top-2, its first layer dense) on two
-// DGX H100 nodes. Every bound is below the DES's figure and the search's first row is the
-// exhaustive DES winner.
-TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
-  const GeneratorRegistry reg = default_registry();
+// A GQA (4 groups) + SwiGLU + RMSNorm + RoPE model without biases, untied, on two DGX H100
+// nodes with fused attention: the base of the modern-model certificate tests.
+PlanProblem llama_style_on_two_h100_nodes(const ModelShape& shape) {
   PlanProblem pr;
-  pr.model = ModelShape{"tiny-moe", 8, 1024, 16, 2816, 4096, 32000};
+  pr.model = shape;
   pr.model.num_query_groups = 4;
   pr.model.swiglu = true;
   pr.model.rmsnorm = true;
   pr.model.rope = true;
   pr.model.bias = false;
   pr.model.untie_embeddings = true;
+  pr.profile = hw::resolve_profile("dgx-h100", "", "", "");
+  pr.num_gpus = 16;
+  pr.sim.flash_attention = true;
+  return pr;
+}
+
+// The same certificate with context parallelism, expert parallelism and FP8 in the space: a
+// small GQA + SwiGLU + RMSNorm MoE model (8 experts, top-2, its first layer dense) on two
+// DGX H100 nodes. Every bound is below the DES's figure and the search's first row is the
+// exhaustive DES winner.
+TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
+  const GeneratorRegistry reg = default_registry();
+  PlanProblem pr =
+      llama_style_on_two_h100_nodes(ModelShape{"tiny-moe", 8, 1024, 16, 2816, 4096, 32000});
   pr.model.num_experts = 8;
   pr.model.moe_router_topk = 2;
   pr.model.moe_ffn_hidden_size = 1408;
   pr.model.moe_first_dense_layers = 1;
-  pr.profile = hw::resolve_profile("dgx-h100", "", "", "");
-  pr.num_gpus = 16;
-  pr.sim.flash_attention = true;
   SearchSpace space = default_space(pr, reg, {64});
   space.gpu_counts = {16};
   space.micro_batches = {1};
@@ -287,17 +295,8 @@ TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
 // stay lower bounds of the DES and the search still certifies the DES winner.
 TEST(Search, BoundsHoldWithTensorParallelCommOverlap) {
   const GeneratorRegistry reg = default_registry();
-  PlanProblem pr;
-  pr.model = ModelShape{"tiny-llama", 8, 2048, 16, 5632, 4096, 32000};
-  pr.model.num_query_groups = 4;
-  pr.model.swiglu = true;
-  pr.model.rmsnorm = true;
-  pr.model.rope = true;
-  pr.model.bias = false;
-  pr.model.untie_embeddings = true;
-  pr.profile = hw::resolve_profile("dgx-h100", "", "", "");
-  pr.num_gpus = 16;
-  pr.sim.flash_attention = true;
+  PlanProblem pr =
+      llama_style_on_two_h100_nodes(ModelShape{"tiny-llama", 8, 2048, 16, 5632, 4096, 32000});
   pr.tp_comm_overlap = true;
   pr.overlap_grad_reduce = true;
   pr.grad_reduce_in_fp32 = false;

@@ -158,6 +158,27 @@ TEST(SimulateCli, ReportDrawsOneBlockPerPassWithTheCompareRenderer) {
   std::filesystem::remove(html);
 }
 
+// `simulate` and `compare` read --costs with one reader: the same keys (F or f, ...), the same
+// one-line errors; compare's values are durations (1500us = 1.5 ms = 1.5), simulate's plain
+// numbers, and only compare takes mw.
+TEST(SimulateCli, SimulateAndCompareShareOneCostsReader) {
+  const std::string sim = "--schedule 1f1b --pp 4 --microbatches 8 --format json --costs ";
+  const CliRun upper = simulate(sim + "F=2,B=1,W=1"), lower = simulate(sim + "'f=2, b=1'");
+  ASSERT_EQ(upper.status, 0) << upper.err;
+  EXPECT_EQ(upper.out, lower.out);
+  const std::string compare = std::string(PW_BINARY_DIR) +
+                              "/tools/pipewright compare --pp 4 --microbatches 8 "
+                              "--schedules 1f1b --format json --costs ";
+  const CliRun us = run_shell(compare + "F=1500us,B=1.5ms,W=0.001s,mw=0.5");
+  const CliRun ms = run_shell(compare + "F=1.5,B=1.5,W=1,mw=0.5");
+  ASSERT_EQ(us.status, 0) << us.err;
+  EXPECT_EQ(us.out, ms.out);
+  expect_bad_input(simulate(sim + "Q=1"), "--costs: unknown key 'Q' (did you mean 'F'?)");
+  expect_bad_input(run_shell(compare + "Q=1"), "--costs: unknown key 'Q' (did you mean 'F'?)");
+  expect_bad_input(simulate(sim + "mw=0.5"), "--costs: unknown key 'mw'");
+  expect_bad_input(simulate(sim + "F=1ms"), "--costs: expected a non-negative number for F");
+}
+
 TEST(SimulateCli, ReportWithAFixedCostPlanIsRefusedNotIgnored) {
   // A rebuilt plan's iteration is drawn
   // (Hardening.SimulateScenarioReportDrawsTheSimulatedIteration); a plan of fixed costs has no
