@@ -51,6 +51,7 @@ struct PlanOptions {
   std::string sequence_parallel, offload;  ///< on | off | both
   std::string cp, ep;                      ///< context / expert-parallel degrees
   std::string fp8;                         ///< on | off | both
+  std::string tp_comm_overlap;             ///< on | off (default: the scenario's)
   std::string framework = "any";           ///< any | megatron | torchtitan
   int gpus = kNotGiven;                    ///< kNotGiven: not given
 };
@@ -232,6 +233,14 @@ PlanProblem make_problem(const PlanOptions& o, const hw::Scenario& sc) {
   pr.grad_reduce_in_fp32 = sc.parallel.grad_reduce_in_fp32;
   pr.overlap_grad_reduce = sc.parallel.overlap_grad_reduce;
   pr.tp_comm_overlap = sc.parallel.tp_comm_overlap;
+  if (!o.tp_comm_overlap.empty()) {
+    const std::vector<int> v = on_off("--tp-comm-overlap", o.tp_comm_overlap);
+    if (v.size() != 1)
+      throw ConfigError("", "--tp-comm-overlap " + o.tp_comm_overlap,
+                        "expected on or off (every configuration with sequence parallelism and "
+                        "t > 1 overlaps, or none does)");
+    pr.tp_comm_overlap = v[0] != 0;
+  }
   if (o.objective == "time")
     pr.objective = Objective::kTime;
   else if (o.objective == "cost")
@@ -499,6 +508,10 @@ void register_plan(CLI::App& app, int* status) {
   sub->add_option("--ep", o->ep,
                   "allowed expert-parallel degrees (MoE; default powers of two dividing the "
                   "experts)");
+  sub->add_option("--tp-comm-overlap", o->tp_comm_overlap,
+                  "TP communication under the GEMMs (Megatron's tp_comm_overlap) for every "
+                  "configuration with sequence parallelism and t > 1: on | off (default: the "
+                  "scenario's parallel.tp_comm_overlap)");
   sub->add_option("--fp8", o->fp8,
                   "FP8 GEMMs: on | off | both (default off, or on when the scenario trains in "
                   "FP8)");

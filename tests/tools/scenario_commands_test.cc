@@ -194,6 +194,18 @@ TEST(ScenarioCommands, MegatronOverlapSettingsReachEveryTier) {
   EXPECT_EQ(field(a, "iteration_ms"), field(b, "iteration_ms"));
   EXPECT_FALSE(field(a, "iteration_ms").empty()) << a;
 
+  // `plan --tp-comm-overlap on` sets it for a scenario that does not; both is not a choice.
+  out.clear();
+  ASSERT_EQ(sh(kTool + " plan " + plain + " --top 1 --tp 2 --pp 2 --sequence-parallel on " +
+                   "--schedules 1f1b --tp-comm-overlap on --emit " + plan,
+               &out),
+            0)
+      << out;
+  EXPECT_NE(pw::read_file(plan).find("tp_comm_overlap: true"), std::string::npos);
+  out.clear();
+  EXPECT_EQ(sh(kTool + " plan " + plain + " --tp-comm-overlap both", &out), 2);
+  EXPECT_NE(out.find("--tp-comm-overlap both: expected on or off"), std::string::npos) << out;
+
   const std::string no_sp =
       write("nosp.yaml", model +
                              "parallel: {tensor_model_parallel_size: 2, micro_batch_size: 1,\n"
