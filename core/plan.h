@@ -52,6 +52,12 @@ struct ParallelConfig {
   bool sequence_parallel = false;
   std::string recompute = "none";  ///< none | selective | full
   int zero_stage = 0;
+  /// What ZeRO-3 gathers at once: "layer" (DeepSpeed ZeRO-3, FSDP with reshard after forward,
+  /// Megatron-FSDP: every pass all-gathers its layers one at a time, the next one prefetched
+  /// under the current one's compute, and frees them after use) or "stage" (breadth-first
+  /// pipelines: a stage's weights are gathered once per sweep of consecutive passes of that
+  /// stage and held through it). Read only with zero_stage 3.
+  std::string zero3_gather = "layer";
   bool optimizer_offload = false;
   std::string schedule = "1f1b";
   /// Context parallelism: the sequence split over cp ranks (Megatron order tp, cp, dp, pp:

@@ -173,6 +173,7 @@ Doc config_to_doc(const ParallelConfig& c) {
   if (c.overlap_grad_reduce != def.overlap_grad_reduce)
     d["overlap_grad_reduce"] = c.overlap_grad_reduce;
   if (c.tp_comm_overlap != def.tp_comm_overlap) d["tp_comm_overlap"] = c.tp_comm_overlap;
+  if (c.zero_stage == 3) d["zero3_gather"] = c.zero3_gather;
   return d;
 }
 
@@ -183,7 +184,7 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
                  "micro_batch_size", "global_batch_size", "sequence_parallel", "recompute",
                  "zero_stage", "optimizer_offload", "schedule", "context_parallel",
                  "expert_parallel", "expert_tensor_parallel", "fp8", "grad_reduce_in_fp32",
-                 "overlap_grad_reduce", "tp_comm_overlap"});
+                 "overlap_grad_reduce", "tp_comm_overlap", "zero3_gather"});
   ParallelConfig c;
   c.tensor_parallel = get_int(d, r, p, "tensor_parallel", 1);
   c.pipeline_parallel = get_int(d, r, p, "pipeline_parallel", 1);
@@ -214,6 +215,11 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     c.overlap_grad_reduce = r.as_bool(*v, "config.overlap_grad_reduce");
   if (const Doc* v = r.find(d, "tp_comm_overlap"))
     c.tp_comm_overlap = r.as_bool(*v, "config.tp_comm_overlap");
+  if (r.find(d, "zero3_gather")) {
+    c.zero3_gather = get_str(d, r, p, "zero3_gather");
+    if (c.zero3_gather != "layer" && c.zero3_gather != "stage")
+      r.fail("config.zero3_gather", fmt::format("layer or stage, got '{}'", c.zero3_gather));
+  }
   if (c.tp_comm_overlap && !(c.sequence_parallel && c.tensor_parallel > 1))
     r.fail("config.tp_comm_overlap",
            "false unless sequence_parallel is true and tensor_parallel > 1");

@@ -52,7 +52,10 @@ TimePs exposed_comm(const std::vector<TpComm>& comms, const CommNetworks& nets, 
   return t + tp_comm_time(ep, nets);
 }
 
-void add_dp(const Scenario& s, double params, const GroupNetwork& net,
+// The data-parallel collectives of the GPU holding `params`; with ZeRO-3 by layer, the gathers
+// every F and B pass makes of its chunk's weights (`chunk_passes` F and B passes per iteration),
+// which run under the passes' compute rather than after them.
+void add_dp(const Scenario& s, double params, long long chunk_passes, const GroupNetwork& net,
             std::vector<CollectiveEstimate>* out) {
   const Bytes grads{grad_bytes_per_param(s.parallel) * params};
   const Bytes weights{2.0 * params};  // bf16
@@ -67,7 +70,13 @@ void add_dp(const Scenario& s, double params, const GroupNetwork& net,
       out->push_back(timed("ZeRO parameter all-gather", K::kAllGather, weights, 1, net));
       break;
     default:
-      out->push_back(timed("ZeRO-3 parameter all-gather (F, B)", K::kAllGather, weights, 2, net));
+      if (s.parallel.zero3_gather == "layer") {
+        const double v = std::max(1, s.parallel.virtual_stages);
+        out->push_back(timed("ZeRO-3 all-gather per pass (by layer)", K::kAllGather,
+                             Bytes{weights.value / v}, 2 * chunk_passes, net));
+      } else {
+        out->push_back(timed("ZeRO-3 parameter all-gather (F, B)", K::kAllGather, weights, 2, net));
+      }
       out->push_back(timed("ZeRO-3 gradient reduce-scatter", K::kReduceScatter, grads, 1, net));
   }
 }
@@ -137,16 +146,24 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
               Bytes{2.0 * m.vocab_size * m.hidden_size / par.tensor_parallel}, 1, emb));
   }
   TimePs dp_time = 0;
+  TimePs pass_gather = 0;  // ZeRO-3 by layer: each F and B pass lasts at least its gather
   if (par.data_parallel > 1) {
     GroupNetwork net = describe_group(topo, s.profile, layout.dp_group(0, 0));
     std::size_t before = e.collectives.size();
-    add_dp(s, std::max(e.first.params, e.last.params), net, &e.collectives);
+    add_dp(s, std::max(e.first.params, e.last.params), mv, net, &e.collectives);
+    const bool by_layer = par.zero_stage == 3 && par.zero3_gather == "layer";
     for (std::size_t i = before; i < e.collectives.size(); ++i) {
-      dp_time += e.collectives[i].time * e.collectives[i].calls_per_iteration;
+      const CollectiveEstimate& c = e.collectives[i];
+      if (by_layer && c.kind == CollectiveKind::kAllGather) {
+        pass_gather = c.time;
+      } else {
+        dp_time += c.time * c.calls_per_iteration;
+      }
     }
   }
   auto chunk_time = [&](const StageCosts& c) {
-    return c.f + c.b + c.w + c.r + e.tp_comm_f + e.tp_comm_b + 2 * p2p;
+    return std::max(c.f + e.tp_comm_f, pass_gather) +
+           std::max(c.b + c.w + c.r + e.tp_comm_b, pass_gather) + 2 * p2p;
   };
   TimePs slowest = std::max(chunk_time(e.first_costs), chunk_time(e.last_costs));
   e.iteration_time = (mv + p - 1) * slowest + dp_time;

@@ -183,7 +183,8 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
                                    "context_parallel_size",
                                    "expert_model_parallel_size",
                                    "expert_tensor_parallel_size",
-                                   "fp8"};
+                                   "fp8",
+                                   "zero3_gather"};
   for (const std::string& k : shared_parallel_keys()) keys.push_back(k);
   p.check_keys(keys);
   ParallelConfig& c = s->parallel;
@@ -202,6 +203,11 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
   c.zero_stage = static_cast<int>(p.integer_or("zero_stage", distributed ? 1 : 0, 0));
   if (c.zero_stage > 3)
     p.fail("zero_stage", fmt::format("{}; expected 0, 1, 2 or 3", c.zero_stage));
+  c.zero3_gather = p.choice_or("zero3_gather", "layer", {"layer", "stage"});
+  if (p.has("zero3_gather") && c.zero_stage != 3)
+    p.fail(
+        "zero3_gather",
+        fmt::format("given with zero_stage {}; expected it only with zero_stage 3", c.zero_stage));
   c.optimizer_offload = p.boolean_or("optimizer_offload", false);
   c.context_parallel = static_cast<int>(p.integer_or("context_parallel_size", 1));
   c.expert_parallel = static_cast<int>(p.integer_or("expert_model_parallel_size", 1));

@@ -38,7 +38,15 @@ void append(std::vector<hw::TpComm>* out, const std::vector<hw::TpComm>& v) {
 void IterationBuilder::build_passes() {
   const Placement& pl = in_.schedule.placement;
   const int S = pl.num_stages();
-  const bool zero3 = in_.parallel.zero_stage == 3 && layout_.dp > 1;
+  const bool zero3_any = in_.parallel.zero_stage == 3 && layout_.dp > 1;
+  const bool zero3 = zero3_any && in_.parallel.zero3_gather == "stage";  // per sweep
+  const bool zero3_layer = zero3_any && !zero3;
+  // ZeRO-3 by layer: a pass's gathered weights, one layer's share of its stage (the stage's
+  // parameters over its layers: the embedding is spread with them).
+  auto layer_share = [&](int st) {
+    const StageInfo& si = pl.stages[st];
+    return stage_params_[st] * 2.0 / std::max(1, si.layer_end - si.layer_begin);
+  };
   const bool inline_r = !has_recompute_actions_;
   const bool overlap_tp = in_.parallel.tp_comm_overlap && layout_.tp > 1;
   auto cost_of = [&](const Action& a) {
@@ -112,6 +120,9 @@ void IterationBuilder::build_passes() {
     std::int32_t prev_last = -1;
     int sweep_stage = -1, sweep = 0;
     std::int32_t sweep_first = -1, prev_sweep_first = -1;
+    // Where the previous pass started (the end of the one before it): a pass's first layer is
+    // gathered from then on, under the previous pass (ZeRO-3 by layer).
+    std::int32_t prev_start = -1, prev_prev_last = -1;
     auto close_sweep = [&] {
       if (sweep_stage < 0) return;
       const double w = stage_params_[sweep_stage] * 2.0;
@@ -141,6 +152,40 @@ void IterationBuilder::build_passes() {
         sweep_stage = a.stage;
         ++sweep;
         sweep_first = -1;
+      }
+      // ZeRO-3 by layer: every pass that reads its weights (W reads only activations and output
+      // gradients) all-gathers them layer by layer: the first layer prefetched under the
+      // previous pass, the rest under this one's compute (each layer's while the one before
+      // runs), two layers' weights held while it runs.
+      std::int32_t layer_gather = -1, layer_rest = -1;
+      double gathered = 0;  // working memory of the gathered layers
+      if (zero3_layer && is_pass && a.kind != ActionKind::kW) {
+        double first = 0, rest = 0;
+        for (int st : {int{a.stage}, a.kind == ActionKind::kOverlapFB ? int{a.stage2} : -1}) {
+          if (st < 0) continue;
+          const double share = layer_share(st);
+          first += share;
+          rest += stage_params_[st] * 2.0 - share;
+          gathered += 2 * share;
+        }
+        bool fresh = false;
+        const std::int32_t c1 = keyed_collective({7, r.tr, r.pr, id}, &fresh);
+        if (fresh)
+          add_collective_phases(hw::CollectiveKind::kAllGather, first, 1,
+                                layout_.dp_group(r.tr, r.pr));
+        layer_gather = add_comm(sim, StreamKind::kDp, c1, CommKind::kDp,
+                                label(ActionKind::kUnshard, a.stage, a.microbatch));
+        if (prev_start >= 0) out_.graph.add_dep(prev_start, layer_gather);
+        if (rest > 0) {
+          const std::int32_t c2 = keyed_collective({8, r.tr, r.pr, id}, &fresh);
+          if (fresh)
+            add_collective_phases(hw::CollectiveKind::kAllGather, rest, 1,
+                                  layout_.dp_group(r.tr, r.pr));
+          layer_rest = add_comm(sim, StreamKind::kDp, c2, CommKind::kDp,
+                                label(ActionKind::kUnshard, a.stage, a.microbatch));
+          out_.graph.add_dep(layer_gather, layer_rest);
+          if (prev_last >= 0) out_.graph.add_dep(prev_last, layer_rest);
+        }
       }
       PassTasks pt;
       const int bwd_stage = a.kind == ActionKind::kOverlapFB ? a.stage2 : a.stage;
@@ -203,6 +248,16 @@ void IterationBuilder::build_passes() {
         out_.graph.tasks()[pt.first].buf_at_end = -pc.buffer;
       }
       if (gather >= 0) out_.graph.add_dep(gather, pt.first);
+      if (layer_gather >= 0) {
+        out_.graph.add_dep(layer_gather, pt.first);
+        out_.graph.tasks()[pt.first].buf_at_start += gathered;
+        // The pass ends when its compute and its last layer's gather have.
+        const std::int32_t join = add_compute(sim, 0, 0, 0, a);
+        out_.graph.add_dep(pt.last, join);
+        if (layer_rest >= 0) out_.graph.add_dep(layer_rest, join);
+        out_.graph.tasks()[join].buf_at_end = -gathered;
+        pt.last = join;
+      }
       if (sweep_first < 0 && is_pass) sweep_first = pt.first;
       if (prev_last >= 0) out_.graph.add_dep(prev_last, pt.first);
       // The pass's collectives by group: TP and EP ones follow the compute on the TP stream (an
@@ -250,6 +305,10 @@ void IterationBuilder::build_passes() {
       }
       pass_[static_cast<std::size_t>(sim) * num_actions_ + id] = pt;
       prev_last = pt.last;
+      if (is_pass) {
+        prev_start = prev_prev_last;
+        prev_prev_last = pt.last;
+      }
       if (first_backward_[sim] < 0 && (a.kind == ActionKind::kB || a.kind == ActionKind::kBW ||
                                        a.kind == ActionKind::kOverlapFB))
         first_backward_[sim] = pt.first;

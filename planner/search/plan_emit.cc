@@ -40,6 +40,7 @@ bool config_from_parallel(const SearchSpace& space, const ParallelConfig& pc, Se
   c.recompute = pc.recompute == "full" ? 2 : pc.recompute == "selective" ? 1 : 0;
   c.sequence_parallel = pc.sequence_parallel ? 1 : 0;
   c.zero = static_cast<std::uint8_t>(pc.zero_stage);
+  c.zero3_stage = pc.zero_stage == 3 && pc.zero3_gather == "stage" ? 1 : 0;
   c.offload = pc.optimizer_offload ? 1 : 0;
   c.end_trim = 0;
   if (pc.context_parallel > 255 || pc.expert_parallel > 65535) {

@@ -317,7 +317,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const int S = out->num_stages;
   const int P = c.p;
   const int dpc = c.cp * c.d;  // the data-and-context group gradients reduce over
-  const bool z3 = c.zero == 3 && dpc > 1;
+  const bool z3 = c.zero == 3 && dpc > 1 && c.zero3_stage;         // gathers per stage sweep
+  const bool z3_layer = c.zero == 3 && dpc > 1 && !c.zero3_stage;  // per layer, every pass
   const bool has_r = static_cast<Recompute>(c.recompute) != Recompute::kNone;
   for (std::vector<double>* v : {&out->f, &out->b, &out->w, &out->r, &out->act, &out->act_w,
                                  &out->act_r, &out->params, &out->gather})
@@ -393,6 +394,27 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     layer_begin += out->layers[i];
     out->params[i] = params;
     if (z3) out->gather[i] = net.dp_all_gather.seconds(2 * params);
+    // ZeRO-3 by layer (as the DES): every pass but W all-gathers the stage's weights, the first
+    // layer's under the previous pass and the rest under its own compute, so a pass lasts at
+    // least the rest's gather.
+    // A DualPipeV pass gathers two stages' weights under F and B together: not split, left out.
+    double gathered = 0;  // the pass's working buffer: two layers' gathered weights
+    if (z3_layer) {
+      gathered = 4 * params / std::max(1, out->layers[i]);
+      if (!so.overlap) {
+        const int nl = std::max(1, out->layers[i]);
+        const double g = nl > 1 ? net.dp_all_gather.seconds(2 * params * (nl - 1) / nl) : 0;
+        const double w_in_b = so.split_backward ? 0 : out->w[i];  // B and W run as one pass
+        out->f[i] = std::max(out->f[i], g);
+        if (so.explicit_recompute) {  // separate R and B passes, each gathers
+          const double r_g = std::max(out->r[i], g);
+          out->b[i] = std::max(out->b[i] - out->r[i], g - w_in_b) + r_g;
+          out->r[i] = r_g;
+        } else {
+          out->b[i] = std::max(out->b[i], g - w_in_b);
+        }
+      }
+    }
     // The DES reduces each stage's fp32 gradients in buckets after the device's last pass
     // (Megatron without --overlap-grad-reduce), then ZeRO-1/2 re-gather the bf16 weights.
     double stage_red = 0, stage_gather = 0;
@@ -420,7 +442,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       dev_layers[d] += layer_params * share;
       red[d] += stage_red * share;
       regather[d] += stage_gather * share;
-      rbuf[d] = std::max(rbuf[d], buf);
+      rbuf[d] = std::max(rbuf[d], buf + gathered);
       const double pw = dev >= 0 ? params : params * share;
       if (pw > big1[d]) {
         big2[d] = big1[d];

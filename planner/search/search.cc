@@ -88,7 +88,7 @@ SearchConfig make_config(const SearchSpace& s, const Inner& in, const Cell& c, s
   i /= in.trim;
   x.offload = s.offload[i % in.off];
   i /= in.off;
-  x.zero = s.zero[i % in.zero];
+  set_zero_mode(s, i % in.zero, &x);
   i /= in.zero;
   x.sequence_parallel = s.sequence_parallel[i % in.sp];
   i /= in.sp;
@@ -144,7 +144,7 @@ class Searcher {
            const SearchOptions& opt)
       : model_(pr, sp), registry_(reg), opt_(opt) {
     const Inner in{sp.schedules.size(), sp.recompute.size(), sp.sequence_parallel.size(),
-                   sp.zero.size(),      sp.offload.size(),   sp.end_trim.size()};
+                   zero_mode_count(sp), sp.offload.size(),   sp.end_trim.size()};
     inner_ = in;
     for (int n : sp.gpu_counts)
       for (const Tpd& f : space_factorisations(sp, n, pr.model))

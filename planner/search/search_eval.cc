@@ -103,7 +103,7 @@ PipeResult run_on(const CostModel& model, const SearchConfig& c, const StageCost
   StageCosts used;
   const CostTable table = table_for(model, c, ev.schedule().placement, pr.layers, pr.device, &used);
   const EvalResult& r = ev.run(table);
-  if (c.zero == 3) {
+  if (c.zero == 3 && c.zero3_stage) {
     std::vector<double> busy;
     for (const DeviceStats& ds : r.device) busy.push_back(ps_to_seconds(ds.busy));
     pr.gather = exposed_gather(used, ev.schedule(), busy);
@@ -268,6 +268,7 @@ std::string describe_config(const SearchSpace& space, const SearchConfig& c) {
   if (c.recompute) s += fmt::format(" rc={}", recompute_name(static_cast<Recompute>(c.recompute)));
   if (c.sequence_parallel) s += " sp";
   if (c.zero) s += fmt::format(" z{}", c.zero);
+  if (c.zero == 3 && c.zero3_stage) s += "-stage";
   if (c.offload) s += " offload";
   if (c.end_trim) s += fmt::format(" ends-{}", c.end_trim);
   if (c.fp8) s += " fp8";

@@ -78,6 +78,8 @@ std::string diff(const SearchSpace& space, const SearchConfig& a, const SearchCo
                             recompute_name(static_cast<Recompute>(b.recompute))));
   num("sp", a.sequence_parallel, b.sequence_parallel);
   num("zero", a.zero, b.zero);
+  if (a.zero == 3 && b.zero == 3 && a.zero3_stage != b.zero3_stage)
+    d.push_back(a.zero3_stage ? "z3 gather stage->layer" : "z3 gather layer->stage");
   num("offload", a.offload, b.offload);
   num("ends", a.end_trim, b.end_trim);
   std::string s;
@@ -279,6 +281,7 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
                  {"context_parallel", c.cp},
                  {"expert_parallel", c.ep},
                  {"fp8", c.fp8 ? "hybrid" : "off"}};
+  if (c.zero == 3) j["config"]["zero3_gather"] = c.zero3_stage ? "stage" : "layer";
   j["iteration_s"] = e.iteration;
   j["tier"] = tier_name(e.tier);
   j["evaluator_iteration_s"] = e.eval_iteration;

@@ -96,6 +96,7 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.sequence_parallel = c.sequence_parallel != 0;
   pc.recompute = recompute_name(static_cast<Recompute>(c.recompute));
   pc.zero_stage = c.zero;
+  pc.zero3_gather = c.zero3_stage ? "stage" : "layer";
   pc.optimizer_offload = c.offload != 0;
   pc.schedule = so.name;
   pc.context_parallel = c.cp;
@@ -105,6 +106,25 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.overlap_grad_reduce = space.overlap_grad_reduce;
   pc.tp_comm_overlap = space.tp_comm_overlap && pc.sequence_parallel && pc.tensor_parallel > 1;
   return pc;
+}
+
+std::size_t zero_mode_count(const SearchSpace& s) {
+  std::size_t n = 0;
+  for (int z : s.zero) n += z == 3 ? s.zero3_gather.size() : 1;
+  return n;
+}
+
+void set_zero_mode(const SearchSpace& s, std::size_t k, SearchConfig* c) {
+  for (int z : s.zero) {
+    const std::size_t modes = z == 3 ? s.zero3_gather.size() : 1;
+    if (k < modes) {
+      c->zero = static_cast<std::uint8_t>(z);
+      c->zero3_stage = static_cast<std::uint8_t>(z == 3 ? s.zero3_gather[k] : 0);
+      return;
+    }
+    k -= modes;
+  }
+  PW_ASSERT(false, "sharding mode out of range");
 }
 
 std::vector<int> cell_expert_parallel(const SearchSpace& s, const ModelShape& model, int t, int cp,
@@ -118,7 +138,7 @@ std::vector<int> cell_expert_parallel(const SearchSpace& s, const ModelShape& mo
 
 std::uint64_t space_size(const SearchSpace& s, const ModelShape& model) {
   std::uint64_t per = s.micro_batches.size() * s.global_batches.size() * s.schedules.size() *
-                      s.recompute.size() * s.sequence_parallel.size() * s.zero.size() *
+                      s.recompute.size() * s.sequence_parallel.size() * zero_mode_count(s) *
                       s.offload.size() * s.end_trim.size();
   std::uint64_t tpd = 0;
   for (int n : s.gpu_counts)
@@ -548,6 +568,9 @@ void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluste
   s->zero = keep(s->zero, c.zero);
   s->sequence_parallel = keep(s->sequence_parallel, c.sequence_parallel);
   s->offload = keep(s->offload, c.offload);
+  // Frameworks gather ZeRO-3 weights per layer (DeepSpeed ZeRO-3, FSDP, Megatron-FSDP); holding
+  // a stage's through a sweep is the breadth-first pipelines' scheme.
+  if (c.framework != Framework::kAny) s->zero3_gather = {0};
   if (c.framework != Framework::kAny) keep_framework(c, m, s);
   check_combinations(c, f_tpd, ts, ps, ds, *s);
 }

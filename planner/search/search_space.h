@@ -22,7 +22,7 @@ std::vector<std::string> model_preset_names();
 using Recompute = hw::Recompute;
 using hw::recompute_name;
 
-/// One configuration. 20 bytes; the global batch is micro_batch * microbatches * d; the GPUs
+/// One configuration. 22 bytes; the global batch is micro_batch * microbatches * d; the GPUs
 /// t * cp * p * d (d counts data-parallel groups, as Megatron's data_parallel_size).
 struct SearchConfig {
   std::uint16_t t = 1, p = 1, d = 1;
@@ -35,6 +35,7 @@ struct SearchConfig {
   std::uint8_t recompute = 0;  ///< Recompute
   std::uint8_t sequence_parallel = 0;
   std::uint8_t zero = 0;
+  std::uint8_t zero3_stage = 0;  ///< ZeRO-3 gathers per stage sweep (0: per layer, every pass)
   std::uint8_t offload = 0;
   std::uint8_t end_trim = 0;  ///< layers taken off the first and last stage (uneven split)
   int gpus() const { return int{t} * cp * p * d; }
@@ -74,6 +75,9 @@ struct SearchSpace {
   std::vector<Recompute> recompute{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   std::vector<int> sequence_parallel{0, 1};
   std::vector<int> zero{0, 1, 2, 3};
+  /// ZeRO-3 gather granularities (ParallelConfig::zero3_gather): 0 = by layer in every pass,
+  /// 1 = by stage, once per sweep. Each ZeRO-3 configuration is searched with each.
+  std::vector<int> zero3_gather{0, 1};
   std::vector<int> offload{0, 1};
   std::vector<int> end_trim{0, 1, 2};
   int max_tensor_parallel = 64;  ///< t limit (heads must divide as well)
@@ -98,6 +102,11 @@ struct SearchSpace {
 /// The core ParallelConfig of a search configuration (config_from_parallel in plan_emit.h is the
 /// inverse).
 ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig& c);
+
+/// The sharding modes of the space: each ZeRO stage, ZeRO-3 once per gather granularity.
+std::size_t zero_mode_count(const SearchSpace& space);
+/// Writes mode k (0 <= k < zero_mode_count) into c's zero and zero3_stage.
+void set_zero_mode(const SearchSpace& space, std::size_t k, SearchConfig* c);
 
 /// Expert-parallel sizes valid for a cell: in the space, dividing the experts and t*cp*d (1 for
 /// a dense model).

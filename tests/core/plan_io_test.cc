@@ -86,6 +86,30 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
   }
 }
 
+// ZeRO-3's gather granularity is written with every ZeRO-3 plan (and only then) and read back;
+// a value other than layer or stage is refused by key.
+TEST(PlanIo, Zero3GatherRoundTripsWithZeroStage3) {
+  Plan p = sample_plan();
+  EXPECT_EQ(plan_to_text(p, DocFormat::kYaml).find("zero3_gather"), std::string::npos);
+  p.config.zero_stage = 3;
+  for (const char* g : {"layer", "stage"}) {
+    p.config.zero3_gather = g;
+    for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson}) {
+      const std::string text = plan_to_text(p, f);
+      EXPECT_NE(text.find("zero3_gather"), std::string::npos) << g;
+      EXPECT_EQ(parse_plan(text, f, "t"), p) << g;
+    }
+  }
+  std::string text = plan_to_text(p, DocFormat::kYaml);
+  text.replace(text.find("zero3_gather: stage"), 19, "zero3_gather: sweep");
+  try {
+    parse_plan(text, DocFormat::kYaml, "plan.yaml");
+    ADD_FAILURE() << "zero3_gather: sweep accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("config.zero3_gather"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PlanIo, PredictionSourceRoundTripsAndIsOptional) {
   Plan p = sample_plan();
   p.provenance.prediction_source = "evaluator (no hardware profile for 'my-gpu')";

@@ -150,6 +150,18 @@ parallel:
   schedule: zb-h1
 )";
 
+TEST(Scenario, Zero3GatherIsReadWithZeroStage3Only) {
+  EXPECT_EQ(parse_scenario(kBase, "s.yaml", "").parallel.zero3_gather, "layer");  // the default
+  const std::string z3 = replace(kBase, "zero_stage: 1", "zero_stage: 3\n  zero3_gather: stage");
+  EXPECT_EQ(parse_scenario(z3, "s.yaml", "").parallel.zero3_gather, "stage");
+  EXPECT_EQ(error_of(replace(kBase, "zero_stage: 1", "zero_stage: 1\n  zero3_gather: layer")),
+            "s.yaml: parallel.zero3_gather: given with zero_stage 1; expected it only with "
+            "zero_stage 3");
+  EXPECT_NE(error_of(replace(z3, "zero3_gather: stage", "zero3_gather: sweep"))
+                .find("parallel.zero3_gather"),
+            std::string::npos);
+}
+
 TEST(Scenario, UnevenSplitFirstAndLastStageLighter) {
   const Scenario s = parse_scenario(kUneven, "s.yaml", "");
   EXPECT_TRUE(s.uneven_split());

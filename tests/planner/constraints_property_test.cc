@@ -82,7 +82,10 @@ TEST(ConstraintsProperty, ASubsetNeverBeatsTheWholeSpaceByTheSimulator) {
         if (r.top.empty()) continue;
         ++nonempty;
         const std::string what = std::string(profile) + " " + k.model + " " + c.describe();
-        EXPECT_GE(r.top[0].objective, whole.top[0].objective * (1 - 1e-12)) << what;
+        // The certificate holds up to the bounds' picosecond-rounding margin (1e-7 relative,
+        // search_eval.cc): two configurations whose DES times differ by less (at p = 1, 1F1B
+        // and ZB-H1 differ by a few picoseconds with ZeRO-3 by layer) may rank either way.
+        EXPECT_GE(r.top[0].objective, whole.top[0].objective * (1 - 1e-7)) << what;
         EXPECT_TRUE(r.stats.certified) << what << ": " << r.stats.des_note;
         for (const Evaluated& e : r.top) {
           EXPECT_EQ(e.tier, Tier::kDes) << what;

@@ -220,6 +220,18 @@ TEST(Frameworks, RefusalsNameTheSettingAndTheNearestRunnableOne) {
   why = refusal_key(gpt, Framework::kTorchtitan);
   EXPECT_EQ(why.rfind("model | ", 0), 0u) << why;
   EXPECT_NE(why.find("llama3 70B"), std::string::npos) << why;
+  // Every framework gathers ZeRO-3 weights per layer; holding a stage's for a sweep is refused.
+  Plan z3 = make_plan("llama3-8b", "1f1b", 1, 1, 1, 16, 1, {32});
+  z3.config.zero_stage = 3;
+  z3.config.zero3_gather = "stage";
+  for (Framework fw :
+       {Framework::kMegatron, Framework::kTorchtitan, Framework::kNemo, Framework::kDeepspeed}) {
+    why = refusal_key(z3, fw);
+    EXPECT_EQ(why.rfind("config.zero3_gather | ", 0), 0u) << why;
+    EXPECT_NE(why.find("nearest: zero3_gather layer"), std::string::npos) << why;
+  }
+  z3.config.zero3_gather = "layer";
+  EXPECT_EQ(refusal_key(z3, Framework::kDeepspeed), "");
   const Plan bit = make_plan("llama3-8b", "bitpipe", 1, 1, 4, 2, 1, std::vector<int>(16, 2));
   why = refusal_key(bit, Framework::kTorchtitan);
   EXPECT_NE(why.find("nearest it can: 'interleaved'"), std::string::npos) << why;

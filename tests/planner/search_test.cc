@@ -159,6 +159,7 @@ TEST(Search, ResultDoesNotDependOnThreadCount) {
 struct DesCheck {
   std::size_t checked = 0;  ///< configurations simulated by the DES
   int with_cp = 0, with_ep = 0, with_fp8 = 0, with_overlap = 0;
+  int z3_by_layer = 0, z3_by_stage = 0;  ///< ZeRO-3 configurations of each gather granularity
 };
 
 // Every configuration of `space` the evaluator ran and the screen let through, simulated by the
@@ -196,6 +197,8 @@ DesCheck check_bounds_against_des(const PlanProblem& pr, const SearchSpace& spac
     k.with_ep += e.config.ep > 1;
     k.with_fp8 += e.config.fp8;
     k.with_overlap += parallel_from_config(space, e.config).tp_comm_overlap;
+    k.z3_by_layer += e.config.zero == 3 && !e.config.zero3_stage;
+    k.z3_by_stage += e.config.zero == 3 && e.config.zero3_stage;
     if (e.feasible && (!best || e.objective < best->objective)) best = &e;
   }
   EXPECT_NE(best, nullptr);
@@ -226,17 +229,24 @@ DesCheck check_bounds_against_des(const PlanProblem& pr, const SearchSpace& spac
 TEST(Search, DesTierIsCertifiedAgainstAnExhaustiveDes) {
   const GeneratorRegistry reg = default_registry();
   std::size_t checked = 0;
+  int z3_by_layer = 0, z3_by_stage = 0;
   for (const char* profile : {"dgx-a100-80gb", "dgx-h100", "h200"}) {
     for (const Case& k : kCases) {
       PlanProblem pr = problem(k.model, k.gpus, k.limit_gb);
       pr.profile = hw::resolve_profile(profile, "", "", "");
       SearchSpace space = small_space(pr, reg, k.batch);
       space.end_trim = {0};  // keeps the exhaustive DES affordable (thousands of simulations)
-      checked +=
-          check_bounds_against_des(pr, space, reg, std::string(profile) + " " + k.model).checked;
+      const DesCheck d =
+          check_bounds_against_des(pr, space, reg, std::string(profile) + " " + k.model);
+      checked += d.checked;
+      z3_by_layer += d.z3_by_layer;
+      z3_by_stage += d.z3_by_stage;
     }
   }
   EXPECT_GE(checked, 3000u);
+  // ZeRO-3 in both granularities is among what the bounds were checked on.
+  EXPECT_GT(z3_by_layer, 100);
+  EXPECT_GT(z3_by_stage, 100);
 }
 
 // A GQA (4 groups) + SwiGLU + RMSNorm + RoPE model without biases, untied, on two DGX H100
@@ -293,6 +303,37 @@ TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
 // communication under the paired GEMMs (per workload pass, F, B, W and recompute apart), the
 // gradient reduction overlapped with the backward at 2 bytes per gradient. The screen's bounds
 // stay lower bounds of the DES and the search still certifies the DES winner.
+// GPT-3 175B with ZeRO-3 and neither tensor nor pipeline parallelism on 384 A100s (the
+// comparison point of Narayanan et al. SC21): gathering the one stage's weights for a sweep
+// needs 2 bytes x 175B = 350 GB of buffers, so only gathering layer by layer (two layers,
+// 4 x 175B/96 = 7.3 GB) fits, and the search answers that.
+TEST(Search, Zero3WithoutModelParallelismFitsOnlyByLayer) {
+  const GeneratorRegistry reg = default_registry();
+  const PlanProblem pr = problem("gpt3-175b", 384);
+  SearchSpace space = default_space(pr, reg, {1536});
+  SearchConstraints c;
+  c.gpus = 384;
+  c.tp = {1};
+  c.pp = {1};
+  c.zero = {3};
+  c.micro_batch = {1};
+  constrain_space(c, pr.model, 384, &space);
+  ASSERT_EQ(space.zero3_gather, (std::vector<int>{0, 1}));
+  const SearchResult r = run_search(pr, space, reg, SearchOptions{});
+  ASSERT_FALSE(r.top.empty());
+  const Evaluated& e = r.top[0];
+  EXPECT_EQ(e.config.zero, 3);
+  EXPECT_EQ(e.config.zero3_stage, 0);
+  EXPECT_TRUE(e.feasible);
+  for (const Evaluated& x : r.top)
+    EXPECT_EQ(x.config.zero3_stage, 0) << describe_config(space, x.config);
+  SearchConfig stage = e.config;
+  stage.zero3_stage = 1;
+  const Evaluated s = evaluate_config_des(CostModel(pr, space), reg, stage);
+  EXPECT_FALSE(s.feasible);
+  EXPECT_GT(s.peak_memory - e.peak_memory, 2 * 174e9 - 4 * 175e9 / 96);
+}
+
 TEST(Search, BoundsHoldWithTensorParallelCommOverlap) {
   const GeneratorRegistry reg = default_registry();
   PlanProblem pr =

@@ -9,6 +9,7 @@
 #include "core/trace.h"
 #include "hwmodels/collectives.h"
 #include "hwmodels/profile.h"
+#include "hwmodels/rank_layout.h"
 #include "hwmodels/scenario.h"
 #include "hwmodels/topology.h"
 #include "sim/engine.h"
@@ -17,9 +18,10 @@
 namespace pw {
 namespace {
 
-hw::Scenario small_scenario(int t, int p, int nodes, int B, const std::string& extra = "") {
+hw::Scenario small_scenario(int t, int p, int nodes, int B, const std::string& extra = "",
+                            int seq = 1024) {
   const std::string text = fmt::format(R"(
-model: {{num_layers: 8, hidden_size: 1024, num_attention_heads: 16, seq_length: 1024,
+model: {{num_layers: 8, hidden_size: 1024, num_attention_heads: 16, seq_length: {},
         vocab_size: 51200}}
 cluster: {{profile: dgx-a100-80gb, nodes: {}}}
 parallel:
@@ -29,7 +31,7 @@ parallel:
   global_batch_size: {}
 {}
 )",
-                                       nodes, t, p, B, extra);
+                                       seq, nodes, t, p, B, extra);
   return hw::parse_scenario(text, "small.yaml", ".");
 }
 
@@ -291,6 +293,36 @@ TEST(Iteration, GradientBytesFollowTheConfigurationInMemoryAndReduction) {
   EXPECT_DOUBLE_EQ(a.memory[0].optimizer, 12 * P / 16);
   EXPECT_DOUBLE_EQ(a.memory[0].peak - b.memory[0].peak, 2 * P);
   EXPECT_LT(b.exposed[static_cast<int>(CommKind::kDp)], a.exposed[static_cast<int>(CommKind::kDp)]);
+}
+
+// ZeRO-3, one stage of 8 layers, d = 16 over two nodes, 4 microbatches of 128 tokens (little
+// compute, so the gathers show), no recomputation. By layer (DeepSpeed / FSDP): each pass
+// holds two layers' gathered bf16 weights, 2 x 2 x P/8 bytes, and every F and B pass
+// all-gathers the stage: each of the 7 passes after the first lasts at least the all-gather of
+// its layers after the first (7/8 of 2P bytes). By stage (breadth-first): the stage's 2P bytes
+// are gathered once and held, so the peak holds 2P of buffers and the iteration is shorter.
+TEST(Iteration, Zero3GathersByLayerHoldTwoLayersAndGatherEveryPass) {
+  const IterationInput layer = testing::input_for(
+      small_scenario(1, 1, 2, 64, "  zero_stage: 3\n  zero3_gather: layer", 128));
+  IterationInput stage = layer;
+  stage.parallel.zero3_gather = "stage";
+  const IterationResult a = simulate_iteration(layer), b = simulate_iteration(stage);
+  const double P = a.memory[0].weights * 16 / 2;  // weights: 2 bytes per parameter over d = 16
+  EXPECT_DOUBLE_EQ(a.memory[0].buffers, 2 * 2 * P / 8);
+  EXPECT_DOUBLE_EQ(b.memory[0].buffers, 2 * P);
+  EXPECT_DOUBLE_EQ(b.memory[0].peak - a.memory[0].peak, 2 * P - 2 * 2 * P / 8);
+  EXPECT_GT(a.exposed[static_cast<int>(CommKind::kDp)], b.exposed[static_cast<int>(CommKind::kDp)]);
+  EXPECT_GT(a.iteration, b.iteration);
+  // 4 microbatches x (F + B): the 7 passes after the first each last at least their gather.
+  const hw::Scenario s = small_scenario(1, 1, 2, 64);
+  const hw::Topology topo(s.topology);
+  const RankLayout lay = rank_layout_of(layer.parallel, s.topology.node.gpus_per_node);
+  const hw::GroupNetwork net = hw::describe_group(topo, s.profile, lay.dp_group(0, 0));
+  const Bytes rest{2 * P * 7 / 8};
+  const TimePs g = hw::collective_time(
+      hw::CollectiveKind::kAllGather,
+      hw::choose_algorithm(hw::CollectiveKind::kAllGather, rest, net), rest, net);
+  EXPECT_GE(a.iteration, 7 * g);
 }
 
 TEST(Iteration, OffloadChoosesASplitAndKeepsOptimizerStateOffTheGpu) {
