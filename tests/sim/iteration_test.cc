@@ -325,6 +325,35 @@ TEST(Iteration, Zero3GathersByLayerHoldTwoLayersAndGatherEveryPass) {
   EXPECT_GE(a.iteration, 7 * g);
 }
 
+// Narayanan et al. SC21's comparison (GPT-3 175B, batch 1536, A100s): at a fixed batch,
+// ZeRO-3 without model parallelism loses throughput per GPU as GPUs are added, because every
+// pass still all-gathers the whole model while each GPU's share of the batch shrinks (4, 2, 1
+// sequences at 384, 768, 1536 GPUs); PTD-P (t8 p8 interleaved) keeps it nearly flat, its
+// bubble growing only as (p-1)/(v m). The published trend, not the published values (those
+// are not in shared/reference).
+TEST(Iteration, Zero3ThroughputFallsWithGpusAtAFixedBatchWhilePtdpStaysFlat) {
+  auto tflops = [](int nodes, const std::string& parallel) {
+    const std::string text = fmt::format(
+        "model: {{preset: gpt3-175b}}\ncluster: {{profile: dgx-a100-80gb, nodes: {}}}\n"
+        "parallel:\n  micro_batch_size: 1\n  global_batch_size: 1536\n"
+        "  recompute_granularity: full\n{}",
+        nodes, parallel);
+    const IterationResult r =
+        simulate_iteration(testing::input_for(hw::parse_scenario(text, "sc21.yaml", ".")));
+    EXPECT_TRUE(r.fits) << parallel << " on " << nodes << " nodes";
+    return r.model_tflops_per_gpu;
+  };
+  const std::string zero3 = "  zero_stage: 3\n";
+  const std::string ptdp =
+      "  tensor_model_parallel_size: 8\n  pipeline_model_parallel_size: 8\n"
+      "  num_layers_per_virtual_pipeline_stage: 4\n  schedule: interleaved\n";
+  const double z384 = tflops(48, zero3), z1536 = tflops(192, zero3);
+  const double p384 = tflops(48, ptdp), p1536 = tflops(192, ptdp);
+  EXPECT_LT(z1536, 0.75 * z384);
+  EXPECT_GT(p1536, 0.85 * p384);
+  EXPECT_GT(p1536, z1536);
+}
+
 TEST(Iteration, OffloadChoosesASplitAndKeepsOptimizerStateOffTheGpu) {
   const IterationInput in =
       testing::input_for(small_scenario(1, 1, 1, 16, "  optimizer_offload: true"));
