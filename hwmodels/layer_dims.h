@@ -1,0 +1,28 @@
+#pragma once
+/// Internal to hwmodels' workload model (transformer.cc: operations and costs; activations.cc:
+/// bytes held between passes): one microbatch's shapes on one rank and the element sizes both
+/// read. Not part of the hwmodels interface.
+#include "hwmodels/transformer.h"
+
+namespace pw::hw::detail {
+
+constexpr double kAct = 2.0;      // bytes per 16-bit activation element
+constexpr double kFp8Cast = 3.0;  // bytes per element of a bf16 -> fp8 cast (read 2, write 1)
+
+// Shape shorthands for one microbatch on one rank.
+struct Dims {
+  long long s;   // tokens of a sequence on this rank: seq_length / cp
+  long long sf;  // whole sequence (keys each query may see)
+  long long b, h, a, dh, q, kv, f, v, t, cp, tokens;
+  bool sp, gated, bias;
+  double sp_div;  // tokens held per rank outside the TP region: 1/t with SP
+};
+
+/// The shapes of `m` under `o` (sequence split by cp, widths by the model's attention and MLP).
+Dims dims(const ModelShape& m, const WorkloadOptions& o);
+
+// Rows of the grouped expert GEMMs on this rank: its tokens (SP-sharded) times top-k, gathered
+// over the expert-TP group, times the capacity factor when tokens are padded to capacity.
+double expert_rows(const ModelShape& m, const WorkloadOptions& o, const Dims& d);
+
+}  // namespace pw::hw::detail
