@@ -168,21 +168,19 @@ void IterationBuilder::build_passes() {
           rest += stage_params_[st] * 2.0 - share;
           gathered += 2 * share;
         }
-        bool fresh = false;
-        const std::int32_t c1 = keyed_collective({7, r.tr, r.pr, id}, &fresh);
-        if (fresh)
-          add_collective_phases(hw::CollectiveKind::kAllGather, first, 1,
-                                layout_.dp_group(r.tr, r.pr));
-        layer_gather = add_comm(sim, StreamKind::kDp, c1, CommKind::kDp,
-                                label(ActionKind::kUnshard, a.stage, a.microbatch));
+        auto all_gather = [&](int key, double bytes) {
+          bool fresh = false;
+          const std::int32_t c = keyed_collective({key, r.tr, r.pr, id}, &fresh);
+          if (fresh)
+            add_collective_phases(hw::CollectiveKind::kAllGather, bytes, 1,
+                                  layout_.dp_group(r.tr, r.pr));
+          return add_comm(sim, StreamKind::kDp, c, CommKind::kDp,
+                          label(ActionKind::kUnshard, a.stage, a.microbatch));
+        };
+        layer_gather = all_gather(7, first);
         if (prev_start >= 0) out_.graph.add_dep(prev_start, layer_gather);
         if (rest > 0) {
-          const std::int32_t c2 = keyed_collective({8, r.tr, r.pr, id}, &fresh);
-          if (fresh)
-            add_collective_phases(hw::CollectiveKind::kAllGather, rest, 1,
-                                  layout_.dp_group(r.tr, r.pr));
-          layer_rest = add_comm(sim, StreamKind::kDp, c2, CommKind::kDp,
-                                label(ActionKind::kUnshard, a.stage, a.microbatch));
+          layer_rest = all_gather(8, rest);
           out_.graph.add_dep(layer_gather, layer_rest);
           if (prev_last >= 0) out_.graph.add_dep(prev_last, layer_rest);
         }
