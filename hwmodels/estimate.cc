@@ -200,7 +200,10 @@ std::string estimate_table(const Estimate& e) {
       p.pipeline_parallel, p.data_parallel,
       p.expert_parallel > 1 ? fmt::format(" ep={}", p.expert_parallel) : "", p.virtual_stages,
       p.micro_batch_size, p.global_batch_size, e.microbatches, p.sequence_parallel ? "on" : "off",
-      p.recompute, p.zero_stage, p.optimizer_offload ? " (optimizer offloaded)" : "",
+      p.recompute,
+      p.zero_stage == 3 ? fmt::format("3 (gathers by {})", p.zero3_gather)
+                        : fmt::format("{}", p.zero_stage),
+      p.optimizer_offload ? " (optimizer offloaded)" : "",
       p.fp8 != "off" ? fmt::format("  FP8 {}", p.fp8) : "");
   out += fmt::format("parameters            {:.3f} B{}\n", e.params / 1e9,
                      e.active_params < e.params
@@ -282,6 +285,7 @@ nlohmann::ordered_json estimate_json(const Estimate& e) {
       {"pass_times", {{"first_stage", costs(e.first_costs)}, {"last_stage", costs(e.last_costs)}}},
       {"iteration_time_s", ps_to_seconds(e.iteration_time)},
       {"tflops_per_gpu", e.tflops_per_gpu}};
+  if (p.zero_stage == 3) j["parallel"]["zero3_gather"] = p.zero3_gather;
   json colls = json::array();
   for (const CollectiveEstimate& c : e.collectives) {
     colls.push_back({{"purpose", c.purpose},

@@ -247,6 +247,17 @@ void set_override_values(Scenario* s, const ParallelOverrides& o) {
     }
     c.zero_stage = *o.zero_stage;
   }
+  if (o.zero3_gather) {
+    if (*o.zero3_gather != "layer" && *o.zero3_gather != "stage")
+      throw ConfigError(s->file, "--zero3-gather",
+                        fmt::format("'{}'; expected layer or stage", *o.zero3_gather));
+    if (c.zero_stage != 3)
+      throw ConfigError(s->file, "--zero3-gather",
+                        fmt::format("given with ZeRO stage {}; expected it only with stage 3 "
+                                    "(--zero-stage 3)",
+                                    c.zero_stage));
+    c.zero3_gather = *o.zero3_gather;
+  }
 }
 
 // Keeps the interleaving (layers per virtual stage) only while it still divides the per-stage

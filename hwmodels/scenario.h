@@ -73,8 +73,10 @@ struct ParallelOverrides {
   std::optional<int> tp, pp, dp, micro_batch_size, zero_stage;
   std::optional<std::string> recompute;
   std::optional<bool> sequence_parallel;
+  std::optional<std::string> zero3_gather;  ///< layer | stage (with ZeRO-3)
   bool any() const {
-    return tp || pp || dp || micro_batch_size || zero_stage || recompute || sequence_parallel;
+    return tp || pp || dp || micro_batch_size || zero_stage || recompute || sequence_parallel ||
+           zero3_gather;
   }
 };
 

@@ -17,7 +17,7 @@ struct EstimateOptions {
   std::string scenario;
   std::string format = "table";
   std::optional<int> tp, pp, dp, micro_batch_size, zero_stage;
-  std::optional<std::string> recompute;
+  std::optional<std::string> recompute, zero3_gather;
   bool sequence_parallel = false;
   bool no_sequence_parallel = false;
 };
@@ -30,6 +30,7 @@ int run_estimate(const EstimateOptions& opt) {
   o.micro_batch_size = opt.micro_batch_size;
   o.zero_stage = opt.zero_stage;
   o.recompute = opt.recompute;
+  o.zero3_gather = opt.zero3_gather;
   if (opt.sequence_parallel) o.sequence_parallel = true;
   if (opt.no_sequence_parallel) o.sequence_parallel = false;
   hw::Scenario s = hw::load_scenario(opt.scenario, o);
@@ -61,6 +62,9 @@ void register_estimate(CLI::App& app, int* status) {
   sub->add_flag("--no-sequence-parallel", opt->no_sequence_parallel,
                 "Turn sequence parallelism off");
   sub->add_option("--zero-stage", opt->zero_stage, "ZeRO stage 0-3");
+  sub->add_option("--zero3-gather", opt->zero3_gather,
+                  "ZeRO-3 gathers by layer (every pass, as DeepSpeed and FSDP) or by stage (once "
+                  "per sweep): layer | stage");
   sub->add_option("--format", opt->format, "table | json")->check(CLI::IsMember({"table", "json"}));
   sub->callback([opt, status] { *status = run_estimate(*opt); });
 }

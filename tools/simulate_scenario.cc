@@ -103,7 +103,9 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
                    p.expert_parallel > 1 ? fmt::format(" ep={}", p.expert_parallel) : "",
                    p.virtual_stages, p.micro_batch_size, p.global_batch_size, p.schedule,
                    p.recompute, p.sequence_parallel ? " sp" : "",
-                   p.zero_stage > 0 ? fmt::format(" zero={}", p.zero_stage) : "",
+                   p.zero_stage == 3  ? fmt::format(" zero=3 (gathers by {})", p.zero3_gather)
+                   : p.zero_stage > 0 ? fmt::format(" zero={}", p.zero_stage)
+                                      : "",
                    p.fp8 != "off" ? fmt::format(" fp8={}", p.fp8) : ""));
   if (s.uneven_split())
     line("layers per stage", fmt::format("{}", fmt::join(s.stage_layers(), " ")));

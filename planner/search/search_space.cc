@@ -453,6 +453,13 @@ void keep_framework(const SearchConstraints& c, const ModelShape& m, SearchSpace
   const std::string flag = fmt::format("--framework {}", framework_name(c.framework));
   if (std::string why = framework_model_problem(c.framework, m); !why.empty())
     throw ConfigError("", flag, why);
+  // The settings every configuration shares (the scenario's): one the framework cannot run rules
+  // out the whole space, so say which.
+  if (c.framework == Framework::kTorchtitan && !s->grad_reduce_in_fp32)
+    throw ConfigError("", flag,
+                      "the scenario's parallel.grad_reduce_in_fp32 is false, but torchtitan "
+                      "reduces gradients in float32 (training.mixed_precision_reduce); expected "
+                      "grad_reduce_in_fp32: true in the scenario");
   s->framework = c.framework;
   std::vector<ScheduleOption> kept;
   for (const ScheduleOption& o : s->schedules)

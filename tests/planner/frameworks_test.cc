@@ -463,6 +463,7 @@ TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
         EXPECT_TRUE(pc.pipeline_parallel == 1 || pc.zero_stage <= 1);
         EXPECT_FALSE(pc.sequence_parallel);
       }
+      EXPECT_TRUE(pc.zero_stage != 3 || pc.zero3_gather == "layer");  // as the frameworks do
       if (fw == Framework::kTorchtitan) {
         EXPECT_NE(pc.zero_stage, 1);
         EXPECT_FALSE(pc.optimizer_offload);
@@ -483,6 +484,18 @@ TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
     ADD_FAILURE() << "GPT-3 accepted for torchtitan";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "--framework torchtitan");
+  }
+  // A scenario that reduces bf16 gradients rules out every torchtitan configuration: refused
+  // before the search, naming the scenario's key.
+  SearchSpace bf16 = whole;
+  bf16.grad_reduce_in_fp32 = false;
+  try {
+    constrain_space(c, pr.model, pr.num_gpus, &bf16);
+    ADD_FAILURE() << "bf16 gradient reduction accepted for torchtitan";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "--framework torchtitan");
+    EXPECT_NE(std::string(e.what()).find("parallel.grad_reduce_in_fp32"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -108,6 +108,40 @@ TEST(ScenarioCommands, ModernModelErrorsExit2NamingFileAndKey) {
   std::filesystem::remove_all(dir);
 }
 
+// `estimate --zero3-gather` overrides ZeRO-3's granularity: by stage the one stage of the 1.7B
+// model (t = p = 1, 24 layers, P parameters) is gathered whole and held, 2P bytes of buffers
+// where by layer two layers' (4P/24) are; the flag needs ZeRO-3 and takes layer or stage, one
+// line, exit 2.
+TEST(ScenarioCommands, EstimateOverridesTheZero3Gather) {
+  const std::string f = std::string(PW_SOURCE_DIR) + "/scenarios/megatron/weak-scaling-1.7b.yaml";
+  std::string layer, stage;
+  ASSERT_EQ(sh(kTool + " estimate " + f + " --zero-stage 3 --format json", &layer), 0) << layer;
+  ASSERT_EQ(
+      sh(kTool + " estimate " + f + " --zero-stage 3 --zero3-gather stage --format json", &stage),
+      0)
+      << stage;
+  EXPECT_NE(layer.find("\"zero3_gather\": \"layer\""), std::string::npos) << layer;
+  EXPECT_NE(stage.find("\"zero3_gather\": \"stage\""), std::string::npos) << stage;
+  auto number = [](const std::string& json, const std::string& key) {
+    const std::size_t at = json.find("\"" + key + "\": ");
+    return at == std::string::npos ? -1.0 : std::stod(json.substr(at + key.size() + 4));
+  };
+  // The one stage holds every parameter; 24 layers.
+  const double P = number(layer, "parameters");
+  EXPECT_NEAR(number(stage, "buffers_bytes") - number(layer, "buffers_bytes"), 2 * P - 4 * P / 24,
+              1e-6 * P);
+  for (const auto& [flags, must] :
+       {std::pair<std::string, std::string>{" --zero3-gather stage",
+                                            "--zero3-gather: given with ZeRO stage 0"},
+        {" --zero-stage 3 --zero3-gather sweep",
+         "--zero3-gather: 'sweep'; expected layer or stage"}}) {
+    std::string out;
+    EXPECT_EQ(sh(kTool + " estimate " + f + flags, &out), 2) << flags << "\n" << out;
+    EXPECT_NE(out.find(must), std::string::npos) << out;
+    EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
+  }
+}
+
 // A plan of a GQA + SwiGLU MoE model with context parallelism, expert parallelism and FP8
 // carries its model and attention pricing: `simulate --plan` re-simulates it to the picosecond.
 TEST(ScenarioCommands, ModernModelPlanReSimulatesExactly) {
