@@ -219,6 +219,9 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     c.zero3_gather = get_str(d, r, p, "zero3_gather");
     if (c.zero3_gather != "layer" && c.zero3_gather != "stage")
       r.fail("config.zero3_gather", fmt::format("layer or stage, got '{}'", c.zero3_gather));
+    if (c.zero_stage != 3)
+      r.fail("config.zero3_gather",
+             fmt::format("absent unless zero_stage is 3, got zero_stage {}", c.zero_stage));
   }
   if (c.tp_comm_overlap && !(c.sequence_parallel && c.tensor_parallel > 1))
     r.fail("config.tp_comm_overlap",

@@ -18,6 +18,14 @@ inline double grad_bytes_per_param(const ParallelConfig& c) {
   return grad_bytes_per_param(c.grad_reduce_in_fp32);
 }
 
+/// ZeRO-3 by layer: the bf16 bytes of one layer's share of a stage's weights (the stage's
+/// parameters over its layers, the embedding spread with them), what a pass gathers before its
+/// compute; a running pass holds two such shares (the layer it computes and the next one,
+/// prefetched). The DES and the planner's screen both ask this.
+inline double zero3_layer_bytes(double stage_params, int layers) {
+  return 2.0 * stage_params / (layers > 1 ? layers : 1);
+}
+
 /// Model-state bytes of `params` parameters on one GPU of a d-way data-parallel group.
 /// bf16 weights 2, gradients `grad_bytes` (2: the ZeRO paper's bf16 convention, 16 bytes per
 /// parameter in all; 4: Megatron's fp32 gradient buffer, 18 bytes, as in Megatron-LM's

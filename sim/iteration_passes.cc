@@ -41,11 +41,10 @@ void IterationBuilder::build_passes() {
   const bool zero3_any = in_.parallel.zero_stage == 3 && layout_.dp > 1;
   const bool zero3 = zero3_any && in_.parallel.zero3_gather == "stage";  // per sweep
   const bool zero3_layer = zero3_any && !zero3;
-  // ZeRO-3 by layer: a pass's gathered weights, one layer's share of its stage (the stage's
-  // parameters over its layers: the embedding is spread with them).
+  // ZeRO-3 by layer: what a pass of stage st gathers before its compute.
   auto layer_share = [&](int st) {
     const StageInfo& si = pl.stages[st];
-    return stage_params_[st] * 2.0 / std::max(1, si.layer_end - si.layer_begin);
+    return hw::zero3_layer_bytes(stage_params_[st], si.layer_end - si.layer_begin);
   };
   const bool inline_r = !has_recompute_actions_;
   const bool overlap_tp = in_.parallel.tp_comm_overlap && layout_.tp > 1;

@@ -400,10 +400,11 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     // A DualPipeV pass gathers two stages' weights under F and B together: not split, left out.
     double gathered = 0;  // the pass's working buffer: two layers' gathered weights
     if (z3_layer) {
-      gathered = 4 * params / std::max(1, out->layers[i]);
+      const double first = hw::zero3_layer_bytes(params, out->layers[i]);
+      gathered = 2 * first;
       if (!so.overlap) {
-        const int nl = std::max(1, out->layers[i]);
-        const double g = nl > 1 ? net.dp_all_gather.seconds(2 * params * (nl - 1) / nl) : 0;
+        const double rest = 2 * params - first;
+        const double g = rest > 0 ? net.dp_all_gather.seconds(rest) : 0;
         const double w_in_b = so.split_backward ? 0 : out->w[i];  // B and W run as one pass
         out->f[i] = std::max(out->f[i], g);
         if (so.explicit_recompute) {  // separate R and B passes, each gathers

@@ -461,6 +461,9 @@ void keep_framework(const SearchConstraints& c, const ModelShape& m, SearchSpace
                       "reduces gradients in float32 (training.mixed_precision_reduce); expected "
                       "grad_reduce_in_fp32: true in the scenario");
   s->framework = c.framework;
+  // Frameworks gather ZeRO-3 weights per layer (DeepSpeed ZeRO-3, FSDP, Megatron-FSDP); holding
+  // a stage's through a sweep is the breadth-first pipelines' scheme.
+  s->zero3_gather = {0};
   std::vector<ScheduleOption> kept;
   for (const ScheduleOption& o : s->schedules)
     if (framework_schedule_support(c.framework, o.name, o.pipelines) != ScheduleSupport::kNone)
@@ -575,9 +578,6 @@ void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluste
   s->zero = keep(s->zero, c.zero);
   s->sequence_parallel = keep(s->sequence_parallel, c.sequence_parallel);
   s->offload = keep(s->offload, c.offload);
-  // Frameworks gather ZeRO-3 weights per layer (DeepSpeed ZeRO-3, FSDP, Megatron-FSDP); holding
-  // a stage's through a sweep is the breadth-first pipelines' scheme.
-  if (c.framework != Framework::kAny) s->zero3_gather = {0};
   if (c.framework != Framework::kAny) keep_framework(c, m, s);
   check_combinations(c, f_tpd, ts, ps, ds, *s);
 }

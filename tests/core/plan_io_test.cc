@@ -100,13 +100,17 @@ TEST(PlanIo, Zero3GatherRoundTripsWithZeroStage3) {
       EXPECT_EQ(parse_plan(text, f, "t"), p) << g;
     }
   }
-  std::string text = plan_to_text(p, DocFormat::kYaml);
-  text.replace(text.find("zero3_gather: stage"), 19, "zero3_gather: sweep");
-  try {
-    parse_plan(text, DocFormat::kYaml, "plan.yaml");
-    ADD_FAILURE() << "zero3_gather: sweep accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("config.zero3_gather"), std::string::npos) << e.what();
+  const std::string text = plan_to_text(p, DocFormat::kYaml);
+  std::string sweep = text, z1 = text;
+  sweep.replace(sweep.find("zero3_gather: stage"), 19, "zero3_gather: sweep");
+  z1.replace(z1.find("zero_stage: 3"), 13, "zero_stage: 1");  // the key then means nothing
+  for (const std::string& bad : {sweep, z1}) {
+    try {
+      parse_plan(bad, DocFormat::kYaml, "plan.yaml");
+      ADD_FAILURE() << "accepted:\n" << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("config.zero3_gather"), std::string::npos) << e.what();
+    }
   }
 }
 
