@@ -351,9 +351,17 @@ CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net) {
       // At S = 1 byte each step moves bytes_per_rank(1) per repeat: beta is their sum over the
       // bandwidth; alpha the latency terms. Concurrent steps (all-to-all) take the larger.
       double alpha = 0, beta = 0, last_a = 0, last_b = 0;
+      std::array<double, 2> route{0, 0};
       for (const CollectiveStep& st : steps_for(kind, a, 1.0, net, proto)) {
         const double sa = st.repeat * st.latency_hops * ps_to_seconds(st.hop_latency);
         const double sb = st.repeat * st.bytes_per_rank.value / st.bandwidth.value;
+        // The simulator sends the first rank's intra-node and flat steps to the group's next
+        // rank (on its node when it has several ranks there), inter-node steps to its peer on
+        // the next node; with one rank per node both are one route. Concurrent steps both
+        // count: they share the route.
+        const bool one_route = net.ranks_per_node == 1;
+        if (st.links != StepLinks::kInterNode || one_route) route[0] += sb;
+        if (st.links == StepLinks::kInterNode || one_route) route[1] += sb;
         if (st.overlaps_previous) {
           alpha += std::max(0.0, sa - last_a);
           beta += std::max(0.0, sb - last_b);
@@ -366,6 +374,7 @@ CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net) {
       }
       line.alpha[line.count] = alpha;
       line.beta[line.count] = beta;
+      line.route[line.count] = route;
       ++line.count;
     }
   }

@@ -114,11 +114,30 @@ TimePs collective_time(CollectiveKind kind, CollectiveAlgo algo, Bytes s, const 
 struct CollectiveLine {
   int count = 0;  ///< (algorithm, protocol) pairs (0: the group has one rank, every size takes 0)
   std::array<double, 12> alpha{}, beta{};  ///< seconds, seconds per byte
+  /// Seconds per byte the group's first rank sends on each of its two routes under this pair:
+  /// [0] to the group's next rank (intra-node and flat steps), [1] to its peer on the next node
+  /// (inter-node steps); one route when the group has one rank per node. The simulator's flows
+  /// of those steps take that long alone and share the route's links with each other.
+  std::array<std::array<double, 2>, 12> route{};
   double seconds(double bytes) const {
     if (count == 0 || bytes <= 0) return 0;
     double best = alpha[0] + beta[0] * bytes;
     for (int i = 1; i < count; ++i) best = std::min(best, alpha[i] + beta[i] * bytes);
     return best;
+  }
+  /// How long each of the first rank's two routes is busy with one collective of `bytes` under
+  /// the pair kAuto picks at that size (per route the least among pairs within rounding of the
+  /// fastest, so a near tie the simulator breaks the other way never raises it). Summed over a
+  /// rank's collectives on one group, per route, a time its iteration cannot beat.
+  std::array<double, 2> route_seconds(double bytes) const {
+    std::array<double, 2> out{0, 0};
+    if (count == 0 || bytes <= 0) return out;
+    const double best = seconds(bytes), tie = best * 1e-6 + 1e-9;
+    out = {1e300, 1e300};
+    for (int i = 0; i < count; ++i)
+      if (alpha[i] + beta[i] * bytes <= best + tie)
+        for (int k = 0; k < 2; ++k) out[k] = std::min(out[k], route[i][k] * bytes);
+    return out;
   }
 };
 CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net);

@@ -82,6 +82,8 @@ const char* stream_name(des::StreamKind s) {
       return "dp";
     case des::StreamKind::kHost:
       return "host (offload)";
+    case des::StreamKind::kDpGather:
+      return "dp gather";
   }
   return "?";
 }

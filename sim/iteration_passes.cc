@@ -41,6 +41,9 @@ void IterationBuilder::build_passes() {
   const bool zero3_any = in_.parallel.zero_stage == 3 && layout_.dp > 1;
   const bool zero3 = zero3_any && in_.parallel.zero3_gather == "stage";  // per sweep
   const bool zero3_layer = zero3_any && !zero3;
+  // ZeRO-2/3 reduce-scatter every backward's weight gradients (Megatron-FSDP: "accumulated during
+  // every backward pass"; DeepSpeed: every micro-step), not only the last microbatch's.
+  const bool reduce_every = in_.parallel.zero_stage >= 2 && layout_.dp > 1;
   // ZeRO-3 by layer: what a pass of stage st gathers before its compute.
   auto layer_share = [&](int st) {
     const StageInfo& si = pl.stages[st];
@@ -142,7 +145,7 @@ void IterationBuilder::build_passes() {
         if (fresh)
           add_collective_phases(hw::CollectiveKind::kAllGather, stage_params_[a.stage] * 2.0, 1,
                                 layout_.dp_group(r.tr, r.pr));
-        gather = add_comm(sim, StreamKind::kDp, c, CommKind::kDp,
+        gather = add_comm(sim, StreamKind::kDpGather, c, CommKind::kDp,
                           label(ActionKind::kUnshard, a.stage, a.microbatch));
         out_.graph.tasks()[gather].mem_at_start = stage_params_[a.stage] * 2.0;
         out_.graph.tasks()[gather].mem_category = MemCategory::kBuffers;
@@ -173,7 +176,7 @@ void IterationBuilder::build_passes() {
           if (fresh)
             add_collective_phases(hw::CollectiveKind::kAllGather, bytes, 1,
                                   layout_.dp_group(r.tr, r.pr));
-          return add_comm(sim, StreamKind::kDp, c, CommKind::kDp,
+          return add_comm(sim, StreamKind::kDpGather, c, CommKind::kDp,
                           label(ActionKind::kUnshard, a.stage, a.microbatch));
         };
         layer_gather = all_gather(7, first);
@@ -301,6 +304,22 @@ void IterationBuilder::build_passes() {
         pt.last = tk;
       }
       pass_[static_cast<std::size_t>(sim) * num_actions_ + id] = pt;
+      const int grad_stage = a.kind == ActionKind::kW || a.kind == ActionKind::kBW ? int{a.stage}
+                             : a.kind == ActionKind::kOverlapFB                    ? int{a.stage2}
+                                                                                   : -1;
+      if (reduce_every && grad_stage >= 0 && id != last_bwd[grad_stage]) {
+        // The last one is bucketed with the other stages' (build_data_parallel).
+        bool fresh = false;
+        const std::int32_t c = keyed_collective({9, r.tr, r.pr, id}, &fresh);
+        if (fresh)
+          add_collective_phases(hw::CollectiveKind::kReduceScatter,
+                                stage_params_[grad_stage] * hw::grad_bytes_per_param(in_.parallel),
+                                1, layout_.dp_group(r.tr, r.pr));
+        const std::int32_t tk = add_comm(sim, StreamKind::kDp, c, CommKind::kDp,
+                                         label(ActionKind::kReduceGrad, grad_stage, a.microbatch));
+        out_.graph.add_dep(pt.last, tk);
+        dp_tasks_[sim].push_back(tk);
+      }
       prev_last = pt.last;
       if (is_pass) {
         prev_start = prev_prev_last;

@@ -13,8 +13,10 @@ namespace pw::des {
 
 /// Streams of one simulated GPU. Compute, TP, DP and host streams run their tasks in the order
 /// they were added; the PP send/receive streams run each transfer as soon as its data is ready.
-enum class StreamKind : std::uint8_t { kCompute, kTp, kPpSend, kPpRecv, kDp, kHost };
-inline constexpr int kNumStreamKinds = 6;
+/// kDp carries gradient reductions (and ZeRO-1/2 re-gathers), kDpGather ZeRO-3's weight
+/// all-gathers: separate in-order streams, as Megatron-FSDP and FSDP run them.
+enum class StreamKind : std::uint8_t { kCompute, kTp, kPpSend, kPpRecv, kDp, kHost, kDpGather };
+inline constexpr int kNumStreamKinds = 7;
 /// True for the in-order streams.
 constexpr bool stream_is_ordered(StreamKind s) {
   return s != StreamKind::kPpSend && s != StreamKind::kPpRecv;

@@ -320,19 +320,35 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const bool z3 = c.zero == 3 && dpc > 1 && c.zero3_stage;         // gathers per stage sweep
   const bool z3_layer = c.zero == 3 && dpc > 1 && !c.zero3_stage;  // per layer, every pass
   const bool has_r = static_cast<Recompute>(c.recompute) != Recompute::kNone;
+  out->gather_link.assign(S, {0.0, 0.0});
   for (std::vector<double>* v : {&out->f, &out->b, &out->w, &out->r, &out->act, &out->act_w,
                                  &out->act_r, &out->params, &out->gather})
     v->assign(S, 0.0);
   out->state_mem.assign(P, 0.0);
   out->static_mem.assign(P, 0.0);
   out->tail.assign(P, 0.0);
+  out->reduce_mb.assign(P, 0.0);
+  out->net_volume.assign(P, 0.0);
+  out->reduce_link.assign(P, {0.0, 0.0});
   // Per device: parameters, the two largest stages (ZeRO-3 holds a sweep's gathered weights and
-  // the next sweep's), the largest recompute working buffer, gradient reduction, re-gathers.
-  // Kept in `out` so its capacity is reused across calls.
-  out->device_scratch.assign(static_cast<std::size_t>(6) * P, 0.0);
+  // the next sweep's), the largest recompute working buffer, gradient reduction, re-gathers,
+  // the data-parallel link time and the largest pass gather. Kept in `out` so its capacity is
+  // reused across calls.
+  out->device_scratch.assign(static_cast<std::size_t>(10) * P, 0.0);
   double* dev_params = out->device_scratch.data();
   double *big1 = dev_params + P, *big2 = big1 + P, *rbuf = big2 + P, *red = rbuf + P,
          *regather = red + P;
+  double* link[2] = {regather + P, regather + 2 * P};             // per route
+  double* pass_gather[2] = {regather + 3 * P, regather + 4 * P};  // largest, per route
+  // ZeRO-2/3: every microbatch's reduce-scatters and (ZeRO-3) gathers leave the node on one
+  // route per rank, where the DES shares the bandwidth among them.
+  const bool volume = c.zero >= 2 && dpc > 1;
+  // Passes per microbatch and stage that gather its weights by layer: F, B (or BW), and R when
+  // separate. By stage at least one gather per stage (the evaluator counts the sweeps).
+  const double gathers = z3_layer
+                             ? (so.explicit_recompute ? 3.0 * c.microbatches : 2.0 * c.microbatches)
+                         : z3 ? 1.0
+                              : 0.0;
   const int D = P;
   const hw::CollectiveLine& reduce = c.zero == 0 ? net.dp_all_reduce : net.dp_reduce_scatter;
   hw::WorkloadOptions wo;
@@ -418,7 +434,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     }
     // The DES reduces each stage's fp32 gradients in buckets after the device's last pass
     // (Megatron without --overlap-grad-reduce), then ZeRO-1/2 re-gather the bf16 weights.
-    double stage_red = 0, stage_gather = 0;
+    double stage_red = 0, stage_gather = 0, stage_rs = 0;
     if (dpc > 1) {
       const double grad = params * (hw::grad_bytes_per_param(space_.grad_reduce_in_fp32));
       const double nb = std::max(1.0, std::ceil(grad / opt.bucket_bytes));
@@ -430,6 +446,25 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       stage_red = space_.overlap_grad_reduce ? std::max(0.0, reduce.seconds(grad / nb) - last_tp)
                                              : nb * reduce.seconds(grad / nb);
       if (c.zero == 1 || c.zero == 2) stage_gather = net.dp_all_gather.seconds(2 * params);
+      if (c.zero >= 2) stage_rs = reduce.seconds(grad);
+    }
+    // Time off the node: the gathers (by layer: the first layer's and the rest's), m - 1
+    // microbatches' reduce-scatters and the tail's buckets.
+    std::array<double, 2> one_gather{0, 0}, stage_rs_link{0, 0};
+    if (volume) {
+      const double grad = params * hw::grad_bytes_per_param(space_.grad_reduce_in_fp32);
+      const double nb = std::max(1.0, std::ceil(grad / opt.bucket_bytes));
+      if (z3_layer) {
+        const double first = hw::zero3_layer_bytes(params, out->layers[i]);
+        const auto a = net.dp_all_gather.route_seconds(first);
+        const auto b = net.dp_all_gather.route_seconds(2 * params - first);
+        one_gather = {a[0] + b[0], a[1] + b[1]};
+      } else if (z3) {
+        one_gather = net.dp_all_gather.route_seconds(2 * params);
+      }
+      if (z3) out->gather_link[i] = one_gather;
+      const auto mb = reduce.route_seconds(grad), bucket = reduce.route_seconds(grad / nb);
+      for (int k = 0; k < 2; ++k) stage_rs_link[k] = (c.microbatches - 1) * mb[k] + nb * bucket[k];
     }
     // Recompute inside the backward re-creates one layer at a time (DES working buffer).
     const double buf =
@@ -442,7 +477,13 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       dev_expert[d] += expert * share;
       dev_layers[d] += layer_params * share;
       red[d] += stage_red * share;
+      out->reduce_mb[d] += stage_rs * share;
       regather[d] += stage_gather * share;
+      for (int k = 0; k < 2; ++k) {
+        link[k][d] += (gathers * one_gather[k] + stage_rs_link[k]) * share;
+        out->reduce_link[d][k] += stage_rs_link[k] * share;
+        pass_gather[k][d] = std::max(pass_gather[k][d], one_gather[k]);
+      }
       rbuf[d] = std::max(rbuf[d], buf + gathered);
       const double pw = dev >= 0 ? params : params * share;
       if (pw > big1[d]) {
@@ -475,6 +516,16 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     out->state_mem[d] = ms.total().value;
     out->static_mem[d] = ms.total().value + rbuf[d] + prefetch + (z3 ? 2 * (big1[d] + big2[d]) : 0);
     out->tail[d] = red[d] + opt_s + regather[d];
+    // Before the iteration's clock starts (device 0's first compute) a device's gather stream
+    // can only have run two gathers (by layer: its first pass's and the next one's first layer;
+    // by stage: its first two sweeps'). Its optimizer step follows all its reductions.
+    if (volume) {
+      for (int k = 0; k < 2; ++k) {
+        out->net_volume[d] =
+            std::max(out->net_volume[d], std::max(0.0, link[k][d] - 2 * pass_gather[k][d]) + opt_s);
+        out->reduce_link[d][k] += opt_s;
+      }
+    }
     if (out->tail[d] > worst_tail) {
       worst_tail = out->tail[d];
       out->dp = red[d] + regather[d];
@@ -535,6 +586,7 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
     double work = 0;
     for (int i = 0; i < S; ++i) work += sc->f[i] + sc->b[i] + sc->w[i];
     bound = m * work / P + *std::min_element(sc->tail.begin(), sc->tail.end());
+    for (double v : sc->net_volume) bound = std::max(bound, v);
   } else {
     // Per device: head (earliest start: microbatch 0's forward must reach it), busy time, and
     // the tail (after its last backward the upstream backward chain must still run).
@@ -576,7 +628,11 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
       // backward chain down to stage 0, whose device then runs its tail.
       const int d0 = sc->device[0];
       bound = std::max(bound, start + busy[d] + sc->tail[d]);
+      // ZeRO-2/3: the reduction stream carries m - 1 per-microbatch reduce-scatters before the
+      // tail's, none before the device's first backward.
+      bound = std::max(bound, start + (m - 1) * sc->reduce_mb[d] + sc->tail[d]);
       bound = std::max(bound, start + fb[d] + tail[d] + sc->tail[d0]);
+      bound = std::max(bound, sc->net_volume[d]);
       mem = std::max(mem, sc->state_mem[d] + act1[d]);
     }
     // Device 0's peak in units of its own per-microbatch activations; V-shape units are two
@@ -658,6 +714,30 @@ double exposed_gather(const StageCosts& sc, const Schedule& schedule,
     if (first < 0) continue;
     const double b = d < static_cast<int>(busy.size()) ? busy[d] : 0;
     worst = std::max(worst, first + std::max(0.0, rest - b));
+  }
+  return worst;
+}
+
+double gather_link_bound(const StageCosts& sc, const Schedule& schedule) {
+  if (std::none_of(sc.gather_link.begin(), sc.gather_link.end(),
+                   [](const std::array<double, 2>& g) { return g[0] > 0 || g[1] > 0; }))
+    return 0;
+  const Placement& pl = schedule.placement;
+  double worst = 0;
+  for (int d = 0; d < static_cast<int>(schedule.actions.size()); ++d) {
+    for (int k = 0; k < 2; ++k) {
+      int stage = -1;
+      double sum = 0, largest = 0;
+      for (const Action& a : schedule.actions[d]) {
+        if (!is_compute(a.kind) || a.stage == stage) continue;
+        stage = a.stage;
+        const double g = sc.gather_link[pl.stages[stage].index][k];
+        sum += g;
+        largest = std::max(largest, g);
+      }
+      const double rest = d < static_cast<int>(sc.reduce_link.size()) ? sc.reduce_link[d][k] : 0;
+      worst = std::max(worst, std::max(0.0, sum - 2 * largest) + rest);
+    }
   }
   return worst;
 }

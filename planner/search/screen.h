@@ -7,6 +7,7 @@
 /// collective model on the cluster's topology (as lines in the size, hw::CollectiveLine), the
 /// optimizer step from hwmodels/optimizer.h. No formula of its own: the screen turns these into
 /// lower bounds on the DES's iteration time and peak memory, the evaluator tier into a cost table.
+#include <array>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -72,6 +73,21 @@ struct StageCosts {
   /// Per device: what follows its last pass (gradient reduction in buckets, optimizer step,
   /// ZeRO-1/2 parameter all-gather), seconds.
   std::vector<double> tail;
+  /// Per device: ZeRO-2/3's reduce-scatter of one microbatch's weight gradients of its stages,
+  /// seconds (0 otherwise). The DES runs one after every backward but the last (that one is the
+  /// tail's), in order on the device's reduction stream.
+  std::vector<double> reduce_mb;
+  /// Per device: a time its iteration cannot beat for the bytes its data-parallel collectives
+  /// send (ZeRO-2/3: every microbatch's reduce-scatter and ZeRO-3's gathers share the rank's
+  /// routes, hw::CollectiveLine::route; the busier one), then its optimizer step; seconds, 0
+  /// without ZeRO-2/3.
+  /// By stage it counts one gather per stage; the evaluator counts the schedule's sweeps.
+  std::vector<double> net_volume;
+  /// Per device and route (hw::CollectiveLine::route): net_volume without the gathers
+  /// (reduce-scatters, then the optimizer step).
+  std::vector<std::array<double, 2>> reduce_link;
+  /// Per stage and route: the time one ZeRO-3 gather by stage keeps the route busy, seconds.
+  std::vector<std::array<double, 2>> gather_link;
   double hop = 0;        ///< one point-to-point hop between stages, seconds
   double dp = 0;         ///< the largest device tail's gradient reduction (and gathers), seconds
   double optimizer = 0;  ///< the largest device tail's optimizer step, seconds
@@ -165,6 +181,11 @@ class CostModel {
 /// over devices. 0 without ZeRO-3. `busy` = per-device compute time (seconds).
 double exposed_gather(const StageCosts& sc, const Schedule& schedule,
                       const std::vector<double>& busy);
+
+/// ZeRO-3 by stage: a time no device's iteration can beat for the bytes it sends off its node:
+/// a gather per sweep of `schedule` (two of them may run before the clock starts), then its
+/// reduce-scatters and optimizer step (StageCosts::reduce_link); the maximum over devices.
+double gather_link_bound(const StageCosts& sc, const Schedule& schedule);
 
 /// Evenly spread `layers` over `stages`, with `trim` fewer on the first and last stage (the
 /// embedding and logits stages); false when a stage would get no layer.

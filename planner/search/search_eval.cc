@@ -107,6 +107,7 @@ PipeResult run_on(const CostModel& model, const SearchConfig& c, const StageCost
     std::vector<double> busy;
     for (const DeviceStats& ds : r.device) busy.push_back(ps_to_seconds(ds.busy));
     pr.gather = exposed_gather(used, ev.schedule(), busy);
+    pr.link = gather_link_bound(used, ev.schedule());
   }
   pr.ok = true;
   pr.makespan = r.makespan;
@@ -184,6 +185,12 @@ Evaluated finish(const CostModel& model, const SearchConfig& c, const PipeResult
   double end = span;
   for (std::size_t d = 0; d < pipe.dev_end.size() && d < sc.tail.size(); ++d)
     end = std::max(end, ps_to_seconds(pipe.dev_end[d]) + sc.tail[d]);
+  // ZeRO-2/3: the m - 1 per-microbatch reduce-scatters and the tail, in order on one stream.
+  for (std::size_t d = 0; d < sc.reduce_mb.size(); ++d)
+    end = std::max(end, (c.microbatches - 1) * sc.reduce_mb[d] + sc.tail[d]);
+  // ZeRO-2/3: the time its data-parallel bytes keep a route off the node busy.
+  for (double v : sc.net_volume) end = std::max(end, v);
+  end = std::max(end, pipe.link);
   e.iteration = end + pipe.gather;
   e.eval_iteration = e.iteration;
   // Without the ZeRO-3 gather estimate the evaluator's figure bounds the DES's from below: same

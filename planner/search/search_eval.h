@@ -27,6 +27,7 @@ struct PipeResult {
   TimePs makespan = 0, ideal = 0;
   double bubble_rate = 0;
   double gather = 0;  // exposed ZeRO-3 weight gathers, seconds
+  double link = 0;    // ZeRO-3 by stage: the busiest route off a node, sweeps counted, seconds
 };
 
 // A generated schedule shared by every configuration that asks its generator the same

@@ -156,5 +156,36 @@ TEST(Protocols, FastestProtocolPerSizeAndTheLineAgrees) {
               formula(1e9, 0, 1.0), 1e-11);
 }
 
+TEST(Routes, TimeOnEachRouteOfTheFirstRankFollowsItsSteps) {
+  // The time the group's first rank keeps each of its routes busy (the screens' bound on
+  // ZeRO-2/3 traffic), by hand from the steps. Two DGX A100 nodes, 1 GB:
+  // - one rank per node (GPUs 0 and 8): a flat ring, every step leaves the node on the one
+  //   route: reduce-scatter (n - 1) x S/n at the NIC bandwidth, both routes;
+  // - four ranks per node (GPUs 0-3 and 8-11), hierarchical at this size: the intra-node ring
+  //   (k - 1) x S/k at the intra-node bandwidth to the next rank, the inter-node ring
+  //   (nodes - 1) x S/k/nodes at the node's NIC bandwidth / k to the peer on the next node.
+  const HardwareProfile a100 = profile("dgx-a100-80gb");
+  Topology t(topology_spec(a100, 2));
+  const double s = 1e9;
+  const GroupNetwork one = describe_group(t, a100, {0, 8});
+  ASSERT_EQ(one.ranks_per_node, 1);
+  ASSERT_EQ(one.num_protocols, 1);  // no protocol efficiency in the formulas below
+  const CollectiveLine l1 = collective_line(CollectiveKind::kReduceScatter, one);
+  const double flat = 1.0 * (s / 2) / one.inter_bw.value;  // the node's NIC: one rank, one NIC
+  EXPECT_NEAR(l1.route_seconds(s)[0], flat, 1e-12);
+  EXPECT_NEAR(l1.route_seconds(s)[1], flat, 1e-12);
+  const GroupNetwork four = describe_group(t, a100, {0, 1, 2, 3, 8, 9, 10, 11});
+  ASSERT_EQ(four.ranks_per_node, 4);
+  ASSERT_EQ(choose_algorithm(CollectiveKind::kAllGather, Bytes{s}, four),
+            CollectiveAlgo::kHierarchical);
+  const CollectiveLine l4 = collective_line(CollectiveKind::kAllGather, four);
+  EXPECT_NEAR(l4.route_seconds(s)[0], 3 * (s / 4) / four.intra_bw.value, 1e-12);
+  EXPECT_NEAR(l4.route_seconds(s)[1], 1 * (s / 4 / 2) / (four.inter_bw.value / 4), 1e-12);
+  // Never above the collective's own time, and nothing for a one-rank group or no bytes.
+  EXPECT_LE(l4.route_seconds(s)[0] + l4.route_seconds(s)[1], l4.seconds(s));
+  EXPECT_EQ(l4.route_seconds(0)[1], 0);
+  EXPECT_EQ(CollectiveLine{}.route_seconds(s)[0], 0);
+}
+
 }  // namespace
 }  // namespace pw::hw

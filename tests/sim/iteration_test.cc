@@ -3,11 +3,15 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <utility>
 
 #include "core/error.h"
 #include "core/trace.h"
 #include "hwmodels/collectives.h"
+#include "hwmodels/memory.h"
 #include "hwmodels/profile.h"
 #include "hwmodels/rank_layout.h"
 #include "hwmodels/scenario.h"
@@ -323,6 +327,56 @@ TEST(Iteration, Zero3GathersByLayerHoldTwoLayersAndGatherEveryPass) {
       hw::CollectiveKind::kAllGather,
       hw::choose_algorithm(hw::CollectiveKind::kAllGather, rest, net), rest, net);
   EXPECT_GE(a.iteration, 7 * g);
+}
+
+// ZeRO-2/3 reduce-scatter every microbatch's gradients (Megatron-FSDP: "accumulated during every
+// backward pass"; DeepSpeed: every micro-step), ZeRO-1 only the last microbatch's. t = p = 1 on
+// two nodes: d = 16, B = 64, so m = 4 microbatches per replica and one stage. The DP stream of
+// ZeRO-2 carries m - 1 = 3 more reduce-scatters than ZeRO-1's, each of the stage's whole
+// gradients (hw::grad_bytes_per_param a weight) and at least as long as hwmodels' reduce-scatter
+// of those bytes; ZeRO-3 by layer carries them too, its gathers on their own stream.
+TEST(Iteration, Zero2And3ReduceScatterEveryMicrobatchZero1OnlyTheLast) {
+  auto run = [](const std::string& zero) {
+    IterationInput in = testing::input_for(small_scenario(1, 1, 2, 64, zero));
+    IterationOptions o;
+    o.trace = true;
+    return std::make_pair(in, simulate_iteration(in, o));
+  };
+  auto slices = [](const IterationResult& r, const std::string& stream, TimePs* shortest) {
+    int n = 0;
+    *shortest = std::numeric_limits<TimePs>::max();
+    for (const TraceSlice& s : r.trace.slices)
+      if (s.pid == 0 && r.trace.thread_names[0][s.tid] == stream) {
+        ++n;
+        *shortest = std::min(*shortest, s.duration);
+      }
+    return n;
+  };
+  const auto [in1, z1] = run("  zero_stage: 1");
+  const auto [in2, z2] = run("  zero_stage: 2");
+  const auto [in3, z3] = run("  zero_stage: 3");
+  TimePs s1 = 0, s2 = 0, s3 = 0, g3 = 0;
+  const int n1 = slices(z1, "dp", &s1), n2 = slices(z2, "dp", &s2), n3 = slices(z3, "dp", &s3);
+  EXPECT_EQ(n2 - n1, 3);
+  EXPECT_EQ(n3, n2 - 1);  // ZeRO-3 re-gathers nothing after the optimizer step
+  EXPECT_GT(slices(z3, "dp gather", &g3), 0);
+  EXPECT_EQ(slices(z1, "dp gather", &g3), 0);
+  const double P = z1.memory[0].weights / 2;  // ZeRO-1 keeps every bf16 weight
+  const hw::Scenario s = small_scenario(1, 1, 2, 64);
+  const hw::Topology topo(s.topology);
+  const RankLayout lay = rank_layout_of(in2.parallel, s.topology.node.gpus_per_node);
+  const hw::GroupNetwork net = hw::describe_group(topo, s.profile, lay.dp_group(0, 0));
+  const Bytes grad{P * hw::grad_bytes_per_param(in2.parallel)};
+  const TimePs rs = hw::collective_time(
+      hw::CollectiveKind::kReduceScatter,
+      hw::choose_algorithm(hw::CollectiveKind::kReduceScatter, grad, net), grad, net);
+  // The longest slices are the per-microbatch ones (the tail's are buckets of the same bytes).
+  TimePs longest = 0;
+  for (const TraceSlice& sl : z2.trace.slices)
+    if (sl.pid == 0 && z2.trace.thread_names[0][sl.tid] == "dp")
+      longest = std::max(longest, sl.duration);
+  EXPECT_GE(longest, rs);
+  EXPECT_GT(z2.iteration, z1.iteration);
 }
 
 // Narayanan et al. SC21's comparison (GPT-3 175B, batch 1536, A100s): at a fixed batch,
