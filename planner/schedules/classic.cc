@@ -190,7 +190,8 @@ void register_classic_generators(GeneratorRegistry& r) {
          GeneratorCaps{.split_backward = true}});
   r.add({"breadth-first",
          "Looped breadth-first: all microbatches through a local stage before the next (v chunks)",
-         breadth_first, GeneratorCaps{.chunks = 2, .takes_v = true}});
+         breadth_first,
+         GeneratorCaps{.chunks = 2, .takes_v = true, .holds_all_microbatches = true}});
 }
 
 }  // namespace pw

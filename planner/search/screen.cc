@@ -433,8 +433,10 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       }
     }
     // The DES reduces each stage's fp32 gradients in buckets after the device's last pass
-    // (Megatron without --overlap-grad-reduce), then ZeRO-1/2 re-gather the bf16 weights.
+    // (Megatron without --overlap-grad-reduce), then ZeRO-1/2 re-gather the bf16 weights;
+    // ZeRO-2/3 also reduce-scatter them after every earlier microbatch's backward.
     double stage_red = 0, stage_gather = 0, stage_rs = 0;
+    std::array<double, 2> one_gather{0, 0}, stage_rs_link{0, 0};  // per route, see below
     if (dpc > 1) {
       const double grad = params * (hw::grad_bytes_per_param(space_.grad_reduce_in_fp32));
       const double nb = std::max(1.0, std::ceil(grad / opt.bucket_bytes));
@@ -447,24 +449,22 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
                                              : nb * reduce.seconds(grad / nb);
       if (c.zero == 1 || c.zero == 2) stage_gather = net.dp_all_gather.seconds(2 * params);
       if (c.zero >= 2) stage_rs = reduce.seconds(grad);
-    }
-    // Time off the node: the gathers (by layer: the first layer's and the rest's), m - 1
-    // microbatches' reduce-scatters and the tail's buckets.
-    std::array<double, 2> one_gather{0, 0}, stage_rs_link{0, 0};
-    if (volume) {
-      const double grad = params * hw::grad_bytes_per_param(space_.grad_reduce_in_fp32);
-      const double nb = std::max(1.0, std::ceil(grad / opt.bucket_bytes));
-      if (z3_layer) {
-        const double first = hw::zero3_layer_bytes(params, out->layers[i]);
-        const auto a = net.dp_all_gather.route_seconds(first);
-        const auto b = net.dp_all_gather.route_seconds(2 * params - first);
-        one_gather = {a[0] + b[0], a[1] + b[1]};
-      } else if (z3) {
-        one_gather = net.dp_all_gather.route_seconds(2 * params);
+      // Route times: the gathers (by layer: the first layer's and the rest's), m - 1
+      // microbatches' reduce-scatters and the tail's buckets.
+      if (volume) {
+        if (z3_layer) {
+          const double first = hw::zero3_layer_bytes(params, out->layers[i]);
+          const auto a = net.dp_all_gather.route_seconds(first);
+          const auto b = net.dp_all_gather.route_seconds(2 * params - first);
+          one_gather = {a[0] + b[0], a[1] + b[1]};
+        } else if (z3) {
+          one_gather = net.dp_all_gather.route_seconds(2 * params);
+          out->gather_link[i] = one_gather;
+        }
+        const auto mb = reduce.route_seconds(grad), bucket = reduce.route_seconds(grad / nb);
+        for (int k = 0; k < 2; ++k)
+          stage_rs_link[k] = (c.microbatches - 1) * mb[k] + nb * bucket[k];
       }
-      if (z3) out->gather_link[i] = one_gather;
-      const auto mb = reduce.route_seconds(grad), bucket = reduce.route_seconds(grad / nb);
-      for (int k = 0; k < 2; ++k) stage_rs_link[k] = (c.microbatches - 1) * mb[k] + nb * bucket[k];
     }
     // Recompute inside the backward re-creates one layer at a time (DES working buffer).
     const double buf =

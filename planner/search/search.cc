@@ -343,6 +343,7 @@ class Searcher {
         StageCosts tmp;
         out[i].time_lb = model_.screen(cfg[i], &tmp).time_lb;
         out[i].mem_lb = batch[i].mem_lb;
+        out[i].mem_bound = std::max(out[i].mem_bound, out[i].mem_lb);
         out[i].time_bound = std::max(out[i].time_bound, out[i].time_lb);
       });
     });
@@ -453,7 +454,7 @@ class Searcher {
       std::vector<std::size_t> pending;
       for (std::size_t i = 0; i < evaluated_.size(); ++i) {
         const Evaluated& e = evaluated_[i];
-        if (des_done_[i] || e.iteration <= 0 || e.mem_lb > limit || row_lb(e) >= th) continue;
+        if (des_done_[i] || e.iteration <= 0 || e.mem_bound > limit || row_lb(e) >= th) continue;
         pending.push_back(i);
       }
       if (!pending.empty()) {

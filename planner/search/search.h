@@ -73,7 +73,12 @@ struct Evaluated {
   /// figure without its ZeRO-3 gather estimate (for schedules without OVERLAP_F_B). The DES tier
   /// certifies with it.
   double time_bound = 0;
-  double mem_lb = 0;        ///< the screen's memory bound (bytes), for the record
+  double mem_lb = 0;  ///< the screen's memory bound (bytes), for the record
+  /// The best proven lower bound on the DES's peak memory: the larger of mem_lb and the
+  /// evaluator's model state plus the schedule's own activation peak (the DES runs the same
+  /// per-device order with the same activation sizes; buffers left out; not for multi-pipeline
+  /// placements, whose state is averaged). The DES tier skips rows above the limit by it.
+  double mem_bound = 0;
   TimeBreakdown breakdown;  ///< the evaluator's (its shares name what limits a configuration)
 };
 

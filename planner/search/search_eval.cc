@@ -203,9 +203,14 @@ Evaluated finish(const CostModel& model, const SearchConfig& c, const PipeResult
     e.hfu = model.hardware_flops(c) / peak_time;
   }
   double peak = 0;
+  // Multi-pipeline placements (BitPipe) spread their stages' model state over the devices as an
+  // average, not a per-device figure: no memory bound from it.
+  const bool per_device = model.space().schedules[c.schedule].pipelines == 1;
   for (int d = 0; d < static_cast<int>(pipe.peak_act.size()); ++d) {
     const double st = d < static_cast<int>(sc.static_mem.size()) ? sc.static_mem[d] : 0;
     peak = std::max(peak, st + pipe.peak_act[d]);
+    const double state = d < static_cast<int>(sc.state_mem.size()) ? sc.state_mem[d] : 0;
+    if (per_device) e.mem_bound = std::max(e.mem_bound, state + pipe.peak_act[d]);
   }
   e.peak_memory = peak;
   e.bubble_rate = pipe.bubble_rate;
@@ -326,6 +331,7 @@ Evaluated evaluate_config(const CostModel& model, const GeneratorRegistry& regis
   e.time_lb = sr.time_lb;
   e.time_bound = std::max(e.time_bound, e.time_lb);
   e.mem_lb = sr.mem_lb;
+  e.mem_bound = std::max(e.mem_bound, e.mem_lb);
   return e;
 }
 

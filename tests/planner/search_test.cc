@@ -7,6 +7,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "hwmodels/profile.h"
 #include "planner/search/plan_emit.h"
@@ -163,6 +164,9 @@ struct DesCheck {
   /// ZeRO-2/3 configurations whose screen bound is the time their data-parallel bytes keep one
   /// route busy (StageCosts::net_volume), above every other bound of the screen.
   int route_bound = 0;
+  /// Configurations whose evaluator memory bound (model state + the schedule's activation peak)
+  /// is above the screen's by more than 10% (so the check above can catch it overstating).
+  int memory_bound = 0;
 };
 
 // Every configuration of `space` the evaluator ran and the screen let through, simulated by the
@@ -195,6 +199,7 @@ DesCheck check_bounds_against_des(const PlanProblem& pr, const SearchSpace& spac
     EXPECT_LE(runs[i].time_lb, e.iteration * (1 + 1e-9)) << at;
     EXPECT_LE(runs[i].time_bound, e.iteration * (1 + 1e-9)) << at;
     EXPECT_LE(runs[i].mem_lb, e.peak_memory * (1 + 1e-9)) << at;
+    EXPECT_LE(runs[i].mem_bound, e.peak_memory * (1 + 1e-9)) << at;
     ++k.checked;
     k.with_cp += e.config.cp > 1;
     k.with_ep += e.config.ep > 1;
@@ -207,6 +212,7 @@ DesCheck check_bounds_against_des(const PlanProblem& pr, const SearchSpace& spac
     double volume = 0;
     for (double v : sc.net_volume) volume = std::max(volume, v);
     k.route_bound += volume > 0 && volume >= scr.time_lb;
+    k.memory_bound += runs[i].mem_bound > 1.1 * runs[i].mem_lb;
     if (e.feasible && (!best || e.objective < best->objective)) best = &e;
   }
   EXPECT_NE(best, nullptr);
@@ -237,7 +243,7 @@ DesCheck check_bounds_against_des(const PlanProblem& pr, const SearchSpace& spac
 TEST(Search, DesTierIsCertifiedAgainstAnExhaustiveDes) {
   const GeneratorRegistry reg = default_registry();
   std::size_t checked = 0;
-  int z3_by_layer = 0, z3_by_stage = 0, route_bound = 0;
+  int z3_by_layer = 0, z3_by_stage = 0, route_bound = 0, memory_bound = 0;
   for (const char* profile : {"dgx-a100-80gb", "dgx-h100", "h200"}) {
     for (const Case& k : kCases) {
       PlanProblem pr = problem(k.model, k.gpus, k.limit_gb);
@@ -250,6 +256,7 @@ TEST(Search, DesTierIsCertifiedAgainstAnExhaustiveDes) {
       z3_by_layer += d.z3_by_layer;
       z3_by_stage += d.z3_by_stage;
       route_bound += d.route_bound;
+      memory_bound += d.memory_bound;
     }
   }
   EXPECT_GE(checked, 3000u);
@@ -259,6 +266,11 @@ TEST(Search, DesTierIsCertifiedAgainstAnExhaustiveDes) {
   // ... and the route bound of ZeRO-2/3's per-microbatch reduce-scatters and gathers is the
   // binding one on some of them (so the check above can catch it overstating).
   EXPECT_GT(route_bound, 20);
+  // ... and the evaluator's memory bound, which keeps rows the DES would find too big out of
+  // the DES tier, is well above the screen's on some of them.
+  EXPECT_GT(memory_bound, 100);
+  std::printf("checked %zu, route bound binding %d, memory bound > 1.1 x screen's %d\n", checked,
+              route_bound, memory_bound);
 }
 
 // A GQA (4 groups) + SwiGLU + RMSNorm + RoPE model without biases, untied, on two DGX H100
