@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <iterator>
 
+#include "core/file_io.h"
+
 namespace pw {
 namespace {
 
@@ -174,6 +176,11 @@ std::string trace_to_json(const Trace& trace) {
   }
   out += "\n]}\n";
   return out;
+}
+
+void write_trace_file(const std::string& path, const Trace& trace) {
+  const std::string json = trace_to_json(trace);
+  write_file_atomic(path, is_gzip_path(path) ? gzip(json) : json);
 }
 
 }  // namespace pw

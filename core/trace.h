@@ -46,4 +46,8 @@ Trace select_processes(const Trace& trace, const std::vector<int>& keep);
 /// deterministic byte for byte for the same input.
 std::string trace_to_json(const Trace& trace);
 
+/// Writes trace_to_json(trace) to `path` whole or not at all; gzip-compressed when the path ends
+/// in ".gz" (Perfetto and chrome://tracing open .json.gz as they are), byte-identical across runs.
+void write_trace_file(const std::string& path, const Trace& trace);
+
 }  // namespace pw

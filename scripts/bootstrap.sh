@@ -12,7 +12,7 @@ build=${PW_BUILD_DIR:-$root/build}
 
 packages=(build-essential cmake ninja-build ccache pkg-config libfmt-dev libyaml-cpp-dev
   nlohmann-json3-dev libeigen3-dev libboost-graph-dev libcli11-dev libtbb-dev libopenmpi-dev
-  openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev)
+  openmpi-bin zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev)
 if [ "$mode" = test ] || [ "$mode" = sanitize ]; then packages+=(chromium); fi
 
 missing=()

@@ -130,7 +130,7 @@ int run_execute(ExecuteArgs& a) {
     const exec::ExecuteResult r = run_backend(plan, a.opt);
     if (rank == 0) {
       if (!a.measured.empty()) save_measured_run(a.measured, r.run);
-      if (!a.trace.empty()) write_file_atomic(a.trace, trace_to_json(r.trace));
+      if (!a.trace.empty()) write_trace_file(a.trace, r.trace);
       print_summary(plan, a, r);
       if (r.checked && !r.gradients_match) status = 1;
     }
@@ -154,7 +154,9 @@ void register_execute(CLI::App& app, int* status) {
   sub->add_option("--backend", args->opt.backend, "cpu (Eigen float64), cuda, cuda-single")
       ->check(CLI::IsMember({"cpu", "cuda", "cuda-single"}));
   sub->add_option("--measured", args->measured, "write the measured run (JSON or YAML)");
-  sub->add_option("--trace", args->trace, "write the measured Perfetto trace (JSON)");
+  sub->add_option(
+      "--trace", args->trace,
+      "write the measured Perfetto trace (JSON; gzip-compressed when the name ends in .gz)");
   sub->add_option("--iterations", args->opt.iterations, "training iterations (default 1)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--watchdog-seconds", args->opt.watchdog_seconds,

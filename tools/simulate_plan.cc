@@ -128,7 +128,7 @@ int run_rebuilt(const ScenarioSimOptions& opts, const Plan& plan) {
   const IterationResult r =
       simulate_iteration(in, iteration_options(opts, plan.flash_attention), &times);
   const TimingAgreement agree = compare_timings(plan.schedule, plan.predicted, times);
-  if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(selected_trace(opts, r)));
+  if (!opts.trace.empty()) write_trace_file(opts.trace, selected_trace(opts, r));
   if (!opts.report.empty()) {
     s.cluster_profile = plan.cluster;
     write_iteration_report(opts.report, s, in, times, r);
@@ -324,7 +324,7 @@ int run_fixed_costs(const ScenarioSimOptions& opts, const Plan& plan, const std:
                                     "{}; expected the flag to be absent",
                                     why));
   const FixedRun r = run_fixed(plan, opts.plan);
-  if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(fixed_trace(plan, r)));
+  if (!opts.trace.empty()) write_trace_file(opts.trace, fixed_trace(plan, r));
   const Schedule& s = plan.schedule;
   const int D = s.placement.num_devices;
   const int chunks = s.placement.num_stages() / std::max(1, D);

@@ -172,7 +172,8 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
 void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts) {
   sub->add_option("scenario", opts->scenario, "Scenario YAML (model, cluster, parallel config)");
   sub->add_option("--plan", opts->plan, "Re-simulate an emitted plan");
-  sub->add_option("--trace", opts->trace, "Write a Perfetto/Chrome trace JSON");
+  sub->add_option("--trace", opts->trace,
+                  "Write a Perfetto/Chrome trace JSON (gzip-compressed when the name ends in .gz)");
   sub->add_option("--trace-ranks", opts->trace_ranks,
                   "GPUs the trace shows: all, or a list of GPU indices (default: at most 8 of the "
                   "simulated GPUs, evenly spaced)");
@@ -323,7 +324,7 @@ int run_scenario_simulation(const ScenarioSimOptions& opts) {
   std::vector<ActionTiming> timings;
   const IterationResult r = simulate_iteration(in, iteration_options(opts, s.flash_attention),
                                                opts.report.empty() ? nullptr : &timings);
-  if (!opts.trace.empty()) write_file_atomic(opts.trace, trace_to_json(selected_trace(opts, r)));
+  if (!opts.trace.empty()) write_trace_file(opts.trace, selected_trace(opts, r));
   if (!opts.report.empty()) write_iteration_report(opts.report, s, in, timings, r);
   std::fputs(scenario_summary(s, r, opts.format == "json").c_str(), stdout);
   return 0;

@@ -232,6 +232,25 @@ TEST(SimulatePlan, FixedCostPlanResimulatesToItsPredictionExactly) {
   std::filesystem::remove(trace);
 }
 
+// `--trace NAME.json.gz` writes the same trace gzip-compressed (Perfetto opens it as it is),
+// byte-identical run to run: scenario mode, where traces get large.
+TEST(SimulateCli, TraceNamedGzIsTheSameTraceCompressed) {
+  const std::string scen =
+      std::string(PW_SOURCE_DIR) + "/scenarios/megatron/weak-scaling-1.7b.yaml";
+  const std::string plain = temp_path("gz_trace.json"), packed = temp_path("gz_trace.json.gz");
+  ASSERT_EQ(simulate(scen + " --trace " + plain).status, 0);
+  CliRun r = simulate(scen + " --trace " + packed);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string gz = read_file(packed);
+  ASSERT_GE(gz.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);  // gzip magic
+  EXPECT_EQ(static_cast<unsigned char>(gz[1]), 0x8b);
+  EXPECT_EQ(gz, gzip(read_file(plain)));  // the same JSON, compressed deterministically
+  EXPECT_LT(gz.size() * 5, read_file(plain).size());
+  std::filesystem::remove(plain);
+  std::filesystem::remove(packed);
+}
+
 TEST(SimulatePlan, HopLatencyIsRecoveredFromThePredictedTimes) {
   // With a per-hop communication cost the plan stores no hop latency, only predicted times;
   // the re-simulation infers it from the smallest gap per stage boundary. Same costs, so the
