@@ -48,7 +48,9 @@ RunComparison compare_run(const Plan& plan, const MeasuredRun& run, const std::s
 /// schedule's actions at their simulated intervals on each pipeline rank's representative GPU
 /// (`timings`, as simulate_iteration fills them), per-device busy time and span, and the
 /// iteration's figures (time, tokens/s, MFU, exposed communication, peak bytes per GPU, fit);
-/// per-device activation peaks in GB (use ReportInput::memory_unit "GB act.").
+/// per-device memory in GB: model state, activations and buffers, over time when the
+/// simulation recorded its memory timeline (IterationOptions::trace), and its peak (use
+/// ReportInput::memory_unit "GB").
 ScheduleReport simulated_iteration_report(const std::string& name, const std::string& description,
                                           const Schedule& schedule,
                                           const std::vector<ActionTiming>& timings,

@@ -86,7 +86,7 @@ svg text{font-family:inherit}
 .axl{font-size:12px;fill:#374151;text-anchor:middle}
 .cline{fill:none;stroke:#3b6fb6;stroke-width:2}
 .pt{fill:#fff;stroke:#3b6fb6;stroke-width:2}
-.ptl{font-size:10.5px;fill:#374151;text-anchor:middle}.ptl.l{text-anchor:start}
+.ptl{font-size:10.5px;fill:#374151;text-anchor:middle}.ptl.l{text-anchor:start}.ptl.n{font-weight:600}
 .stair{fill:none;stroke:#3e9651;stroke-width:2}
 .pf{fill:#3e9651}.pd{fill:#c4c4c4}
 .spark rect{fill:#8db3e2}.spark rect.mx{fill:#3b6fb6}
@@ -224,7 +224,8 @@ std::string schedule_card(const ReportInput& in, std::size_t i, const Frame& fra
   out += timeline_svg(spec);
   if (!s.result.memory.empty()) {
     out += fmt::format(
-        R"(<p class="cap">Activation memory per device over time ({}; same scale for every schedule, full height = {}))",
+        R"(<p class="cap">{} per device over time ({}; same scale for every schedule, full height = {}))",
+        in.memory_total ? "Memory (model state, activations, buffers)" : "Activation memory",
         escape(in.memory_unit), format_number(mem_max));
     if (in.memory_limit > 0)
       out += fmt::format("; dashed red line: limit {}", format_number(in.memory_limit));
@@ -282,7 +283,26 @@ std::string pareto_section(const std::vector<ParetoPoint>& pts) {
       R"(<section id="pareto"><h2>Planner: iteration time vs memory</h2><div class="card">)";
   out += pareto_svg(pts);
   out +=
-      R"(<p class="note">Green: the Pareto front (no configuration is both faster and smaller); grey: dominated.</p>)";
+      R"(<p class="note">Green: the Pareto front (no configuration is both faster and smaller), numbered by memory as in the table; grey: dominated.</p>)";
+  // The legend: the front in memory order, the numbers the chart shows.
+  std::vector<const ParetoPoint*> front;
+  for (const ParetoPoint& p : pts)
+    if (p.on_front) front.push_back(&p);
+  std::stable_sort(front.begin(), front.end(), [](const ParetoPoint* a, const ParetoPoint* b) {
+    return a->peak_memory_bytes < b->peak_memory_bytes;
+  });
+  if (!front.empty()) {
+    out += R"(<table class="pareto-legend"><thead><tr><th>#</th><th>configuration</th>)"
+           R"(<th>iteration</th><th>peak memory per GPU</th><th>tokens/s</th></tr></thead><tbody>)";
+    for (std::size_t i = 0; i < front.size(); ++i) {
+      const ParetoPoint& p = *front[i];
+      out += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", i + 1,
+          escape(p.label), format_time_auto(p.iteration_time), format_bytes(p.peak_memory_bytes),
+          p.tokens_per_second ? fmt::format("{:.0f}", *p.tokens_per_second) : std::string("-"));
+    }
+    out += "</tbody></table>";
+  }
   return out + "</div></section>";
 }
 

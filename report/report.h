@@ -109,6 +109,9 @@ struct ReportInput {
   std::string memory_unit = "activations";
   /// Optional per-device activation memory limit in memory_unit (drawn as a line; 0 = none).
   double memory_limit = 0;
+  /// The per-device memory figures (peaks, timelines) hold everything the device holds (model
+  /// state, activations, buffers: a simulated iteration), not activations alone.
+  bool memory_total = false;
   std::vector<ScheduleReport> schedules;
   std::vector<Curve> curves;         ///< e.g. the adaptive scheduler's trade-off curve
   std::vector<TableSection> tables;  ///< drawn before the timelines (HTML)

@@ -88,8 +88,9 @@ std::vector<Column> summary_columns(const ReportInput& in) {
       cols, in, "bubble (Megatron)", true,
       [](const ScheduleReport& s) -> std::optional<double> { return s.result.bubble_fraction; },
       format_number);
-  add_column(cols, in, "peak activations (" + in.memory_unit + ")", true, max_peak_activation,
-             format_number);
+  add_column(cols, in,
+             (in.memory_total ? "peak per device (" : "peak activations (") + in.memory_unit + ")",
+             true, max_peak_activation, format_number);
   add_column(cols, in, "peak memory", true, max_peak_bytes, format_bytes);
   add_column(
       cols, in, "exposed comm", true,

@@ -118,6 +118,64 @@ std::string curve_svg(const Curve& curve, int index) {
   return out;
 }
 
+namespace {
+
+// A front point's number: its box (top-left x, y, width, height, viewBox units) once placed.
+struct LabelBox {
+  double px = 0, py = 0;  // the point
+  double x = 0, y = 0, w = 0, h = 0;
+  bool placed = false;
+};
+
+constexpr double kNumberHeight = 11, kNumberAscent = 8.5, kDigitWidth = 6.5, kPointRadius = 5;
+
+template <typename Tv>
+std::vector<LabelBox> plot_boxes(const std::vector<const ParetoPoint*>& front, const Plot& plot,
+                                 const Tv& tv) {
+  std::vector<LabelBox> b(front.size());
+  for (std::size_t i = 0; i < front.size(); ++i) {
+    b[i].px = plot.px(front[i]->peak_memory_bytes / kGiB);
+    b[i].py = plot.py(tv(front[i]->iteration_time));
+    b[i].w = kDigitWidth * static_cast<double>(std::to_string(i + 1).size()) + 2;
+    b[i].h = kNumberHeight;
+  }
+  return b;
+}
+
+bool boxes_overlap(double ax, double ay, double aw, double ah, double bx, double by, double bw,
+                   double bh) {
+  return ax < bx + bw && bx < ax + aw && ay < by + bh && by < ay + ah;
+}
+
+std::vector<LabelBox> place_front_numbers(std::vector<LabelBox> b) {
+  const double gap = kPointRadius + 2;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    LabelBox& l = b[i];
+    const double spots[8][2] = {
+        {gap, -gap - l.h},      {gap, gap},      {-gap - l.w, -gap - l.h}, {-gap - l.w, gap},
+        {-l.w / 2, -gap - l.h}, {-l.w / 2, gap}, {gap, -l.h / 2},          {-gap - l.w, -l.h / 2}};
+    for (const auto& s : spots) {
+      const double x = l.px + s[0], y = l.py + s[1];
+      if (x < kL || x + l.w > kW - kR || y < kT || y + l.h > kH - kB) continue;
+      bool clear = true;
+      for (std::size_t j = 0; j < b.size() && clear; ++j) {
+        const double r = kPointRadius;
+        if (boxes_overlap(x, y, l.w, l.h, b[j].px - r, b[j].py - r, 2 * r, 2 * r)) clear = false;
+        if (j < i && b[j].placed && boxes_overlap(x, y, l.w, l.h, b[j].x, b[j].y, b[j].w, b[j].h))
+          clear = false;
+      }
+      if (!clear) continue;
+      l.x = x;
+      l.y = y;
+      l.placed = true;
+      break;
+    }
+  }
+  return b;
+}
+
+}  // namespace
+
 std::string pareto_svg(const std::vector<ParetoPoint>& points) {
   if (points.empty()) return "";
   TimePs tmax = 1;
@@ -153,6 +211,11 @@ std::string pareto_svg(const std::vector<ParetoPoint>& points) {
                     : fmt::format("H{}V{}", coord(x), coord(y));
   }
   if (!stair.empty()) out += fmt::format(R"(<path class="stair" d="{}"/>)", stair);
+  // Front points are numbered in memory order (the legend under the chart names them); each
+  // number goes to the first of eight spots around its point whose box overlaps no number
+  // placed before it, no front point and stays inside the plot, else it is left out (the
+  // point's tooltip and the legend still name it).
+  const std::vector<LabelBox> boxes = place_front_numbers(plot_boxes(front, plot, tv));
   for (int pass = 0; pass < 2; ++pass) {
     for (const ParetoPoint& p : points) {
       if (p.on_front != (pass == 1)) continue;
@@ -164,11 +227,13 @@ std::string pareto_svg(const std::vector<ParetoPoint>& points) {
       out += fmt::format(R"(<circle class="{}" cx="{}" cy="{}" r="{}"><title>{}</title></circle>)",
                          p.on_front ? "pf" : "pd", coord(x), coord(y), p.on_front ? "5" : "3.5",
                          escape(hover));
-      if (p.on_front && front.size() <= 10)
-        out += fmt::format(R"(<text class="ptl l" x="{}" y="{}">{}</text>)", coord(x + 8),
-                           coord(y - 6), escape(p.label));
     }
   }
+  for (std::size_t i = 0; i < boxes.size(); ++i)
+    if (boxes[i].placed)
+      out +=
+          fmt::format(R"(<text class="ptl n" x="{}" y="{}">{}</text>)",
+                      coord(boxes[i].x + boxes[i].w / 2), coord(boxes[i].y + kNumberAscent), i + 1);
   out += "</svg>";
   return out;
 }

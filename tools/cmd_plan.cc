@@ -21,6 +21,7 @@
 #include "planner/search/shortest_time.h"
 #include "report/build.h"
 #include "report/report.h"
+#include "sim/plan_prediction.h"
 #include "tools/command.h"
 
 namespace pw::tools {
@@ -313,8 +314,9 @@ void write_plan_report(const std::string& path, const CostModel& model,
   const RankingTable ranking = ranking_table(ranked);
   in.tables.push_back({"Ranking", ranking.header, ranking.rows});
   const Evaluated& best = result.top[0];
-  // The same figures as the table, JSON and emitted plan (from the engine that ranked the row);
-  // the timeline below is drawn from the fixed-cost evaluator's pass costs.
+  // The same figures as the table, JSON and emitted plan (from the engine that ranked the row),
+  // and the timeline from that engine too: the DES's run of the plan `--emit` writes (what
+  // `simulate --plan` re-simulates), or the fixed-cost evaluator's when it ranked the row.
   in.context = {{"cluster", cluster},
                 {"best", describe_config(space, best.config)},
                 {"iteration", fmt::format("{:.3f} s ({})", best.iteration, tier_name(best.tier))},
@@ -322,17 +324,45 @@ void write_plan_report(const std::string& path, const CostModel& model,
                 {"bubble", fmt::format("{:.1f}%", 100 * pipeline_bubble(best))},
                 {"memory", fmt::format("{:.1f} GB per GPU ({})", best.peak_memory / 1e9,
                                        best.feasible ? "fits" : "does not fit")}};
-  in.memory_unit = "bytes";
-  Schedule s;
-  evaluate_config(model, registry, result.top[0].config, &s);
-  in.schedules.push_back(evaluate_for_report(s, config_cost_table(model, result.top[0].config, s),
-                                             describe_config(space, result.top[0].config)));
+  if (best.tier == Tier::kDes) {
+    const Plan plan = build_plan(model, registry, best.config, cluster, Provenance{},
+                                 EmitOptions{false});  // its schedule; the DES runs just below
+    IterationOptions opt = model.problem().sim;
+    opt.representative = true;  // as the ranking (des_rescore) and plan_emit's prediction
+    opt.trace = true;           // the memory timeline
+    ParallelConfig par = plan.config;
+    par.virtual_stages = std::max(1, par.virtual_stages);
+    std::vector<ActionTiming> timings;
+    const IterationResult r = simulate_iteration(
+        plan_iteration_input(plan.model, par, model.problem().profile, plan.schedule), opt,
+        &timings);
+    in.memory_unit = "GB";
+    in.memory_total = true;
+    in.memory_limit = model.problem().limit() * 1e-9;
+    in.schedules.push_back(simulated_iteration_report(
+        describe_config(space, best.config),
+        "discrete-event simulation of the emitted plan (as simulate --plan re-runs it)",
+        plan.schedule, timings, r));
+  } else {
+    Schedule s;
+    evaluate_config(model, registry, best.config, &s);
+    ScheduleReport sr = evaluate_for_report(s, config_cost_table(model, best.config, s),
+                                            describe_config(space, best.config));
+    // The evaluator's activation figures are bytes: shown in GB.
+    for (DeviceStats& d : sr.result.device) d.peak_memory *= 1e-9;
+    for (auto& dev : sr.result.memory)
+      for (MemoryPoint& p : dev) p.value *= 1e-9;
+    in.memory_unit = "GB act.";
+    in.schedules.push_back(std::move(sr));
+  }
   for (const Evaluated& e : result.pareto) {
     ParetoPoint pt;
     pt.label = describe_config(space, e.config);
     pt.iteration_time = seconds_to_ps(e.iteration);
     pt.peak_memory_bytes = e.peak_memory;
     pt.on_front = true;
+    if (e.iteration > 0)
+      pt.tokens_per_second = batch_tokens(model.problem(), e.config) / e.iteration;
     in.pareto.push_back(pt);
   }
   write_file_atomic(path, render_html(in));

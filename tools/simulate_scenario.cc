@@ -217,7 +217,9 @@ void write_iteration_report(const std::string& path, const hw::Scenario& s,
   const ParallelConfig& pc = in.parallel;
   ReportInput ri;
   ri.title = "pipewright simulate: one iteration";
-  ri.memory_unit = "GB act.";
+  ri.memory_unit = "GB";
+  ri.memory_total = true;
+  if (!r.memory.empty()) ri.memory_limit = r.memory.front().capacity * 1e-9;
   ri.context = {
       {"scenario", s.file},
       {"cluster", fmt::format("{} GPUs ({})", pc.num_gpus(), s.cluster_profile)},
@@ -322,8 +324,9 @@ int run_scenario_simulation(const ScenarioSimOptions& opts) {
   apply_config_flags(opts, &s.parallel);
   const IterationInput in = scenario_iteration_input(s);
   std::vector<ActionTiming> timings;
-  const IterationResult r = simulate_iteration(in, iteration_options(opts, s.flash_attention),
-                                               opts.report.empty() ? nullptr : &timings);
+  IterationOptions io = iteration_options(opts, s.flash_attention);
+  io.trace = io.trace || !opts.report.empty();  // the report draws the memory timeline
+  const IterationResult r = simulate_iteration(in, io, opts.report.empty() ? nullptr : &timings);
   if (!opts.trace.empty()) write_trace_file(opts.trace, selected_trace(opts, r));
   if (!opts.report.empty()) write_iteration_report(opts.report, s, in, timings, r);
   std::fputs(scenario_summary(s, r, opts.format == "json").c_str(), stdout);

@@ -156,6 +156,8 @@ CostTable config_cost_table(const CostModel& model, const SearchConfig& c, const
 
 /// Objective value of an iteration time for `c` (seconds, GPU-seconds, or to the target).
 double objective_value(const PlanProblem& problem, const SearchConfig& c, double iteration);
+/// Tokens one iteration of `c` trains: global batch (sequences) x sequence length.
+double batch_tokens(const PlanProblem& problem, const SearchConfig& c);
 
 /// Short description, e.g. "t8 p8 d16 mb1 B1536 interleaved v3 sel sp z1".
 std::string describe_config(const SearchSpace& space, const SearchConfig& c);

@@ -259,12 +259,15 @@ CostTable config_cost_table(const CostModel& model, const SearchConfig& c, const
                        model.space().schedules[c.schedule].explicit_recompute);
 }
 
+double batch_tokens(const PlanProblem& pr, const SearchConfig& c) {
+  return static_cast<double>(c.global_batch()) * pr.model.seq_length;
+}
+
 double objective_value(const PlanProblem& pr, const SearchConfig& c, double iteration) {
   double v = iteration;
   if (!pr.target.empty() && pr.objective != Objective::kTime) {
     const double params = hw::non_embedding_parameter_count(pr.model);
-    const double batch_tokens = static_cast<double>(c.global_batch()) * pr.model.seq_length;
-    const TrainingNeed need = training_need(params, pr.target, batch_tokens);
+    const TrainingNeed need = training_need(params, pr.target, batch_tokens(pr, c));
     v *= need.feasible ? need.steps : std::numeric_limits<double>::infinity();
   }
   if (pr.objective == Objective::kCost) v *= c.gpus();

@@ -112,7 +112,7 @@ std::string why_line(const SearchSpace& space, const std::vector<Evaluated>& top
 TrainTime train_time(const PlanProblem& pr, const Evaluated& e) {
   TrainTime t;
   const double params = hw::non_embedding_parameter_count(pr.model);
-  const double batch_tokens = static_cast<double>(e.config.global_batch()) * pr.model.seq_length;
+  const double tokens = batch_tokens(pr, e.config);
   TrainingTarget target = pr.target;
   if (target.empty()) {
     target.tokens = 300e9;
@@ -122,7 +122,7 @@ TrainTime train_time(const PlanProblem& pr, const Evaluated& e) {
   } else {
     t.note = fmt::format("for {:.3g} tokens", target.tokens);
   }
-  const TrainingNeed need = training_need(params, target, batch_tokens);
+  const TrainingNeed need = training_need(params, target, tokens);
   t.feasible = need.feasible;
   if (!need.feasible) {
     t.note = need.reason;
@@ -141,7 +141,7 @@ namespace {
 std::vector<std::string> row(const PlanReportInput& in, const Evaluated& e, std::size_t rank,
                              const std::string& why) {
   const PlanProblem& pr = *in.problem;
-  const double tokens = static_cast<double>(e.config.global_batch()) * pr.model.seq_length;
+  const double tokens = batch_tokens(pr, e.config);
   return {std::to_string(rank),
           describe_config(*in.space, e.config),
           fmt::format("{:.3f}", e.iteration),
@@ -240,8 +240,7 @@ std::string render_table(const PlanReportInput& in) {
     o += fmt::format(
         "time to train {}: {:.1f} days, {:.3g} GPU-hours ({:.3g} steps; critical "
         "batch {:.3g} tokens, this batch {:.3g})\n",
-        tt.note, tt.days, tt.gpu_hours, tt.steps, tt.b_crit_tokens,
-        static_cast<double>(best.config.global_batch()) * pr.model.seq_length);
+        tt.note, tt.days, tt.gpu_hours, tt.steps, tt.b_crit_tokens, batch_tokens(pr, best.config));
   else
     o += "time to train: " + tt.note + "\n";
   o += fmt::format(
@@ -285,7 +284,7 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
   j["iteration_s"] = e.iteration;
   j["tier"] = tier_name(e.tier);
   j["evaluator_iteration_s"] = e.eval_iteration;
-  j["tokens_per_s"] = static_cast<double>(c.global_batch()) * pr.model.seq_length / e.iteration;
+  j["tokens_per_s"] = batch_tokens(pr, c) / e.iteration;
   j["mfu"] = e.mfu;
   j["hfu"] = e.hfu;
   j["bubble"] = pipeline_bubble(e);

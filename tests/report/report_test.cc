@@ -32,6 +32,72 @@ TEST(ReportRender, RenderingTwiceGivesIdenticalBytes) {
     EXPECT_EQ(render_report(a, f), render_report(b, f)) << f;
 }
 
+// The Pareto chart numbers its front points (memory order, as the legend table under it); no
+// two numbers overlap, none covers a front point, all stay inside the plot. A crowded front of
+// 14 points, some nearly on top of each other (the default GPT-3 plan's front has 12), as the
+// planner hands it to the report. Boxes are the renderer's own estimate (6.5 units a digit + 2,
+// 11 high, text centred at x with its baseline 8.5 below the box top), in viewBox units, so the
+// check holds at any width the SVG is drawn at (1400 px or 800 px: it scales as one).
+TEST(ReportHtml, ParetoNumbersDoNotOverlapAndTheLegendNamesEveryFrontPoint) {
+  ReportInput in = testing::full_report_input();
+  in.pareto.clear();
+  for (int i = 0; i < 14; ++i) {
+    const double mem = (19.3 + (i < 6 ? 0.7 * i : 4.0 * i)) * 1e9;
+    const double secs = 23.5 - 0.35 * i - (i > 9 ? 0.4 : 0.0);
+    in.pareto.push_back({"config " + std::to_string(i), seconds_to_ps(secs), mem, true, 1e5 + i});
+  }
+  const std::string html = render_html(in);
+  const std::size_t b = html.find(R"(<svg class="chart" id="pareto")");
+  ASSERT_NE(b, std::string::npos);
+  const std::string svg = html.substr(b, html.find("</svg>", b) - b);
+  struct Box {
+    double x, y, w, h;
+  };
+  std::vector<Box> nums, dots;
+  auto attr = [](const std::string& tag, const std::string& name) {
+    const std::size_t at = tag.find(" " + name + "=\"");
+    return std::stod(tag.substr(at + name.size() + 3));
+  };
+  for (std::size_t at = svg.find(R"(<text class="ptl n")"); at != std::string::npos;
+       at = svg.find(R"(<text class="ptl n")", at + 1)) {
+    const std::string tag = svg.substr(at, svg.find("</text>", at) - at);
+    const std::string digits = tag.substr(tag.find('>') + 1);
+    const double w = 6.5 * static_cast<double>(digits.size()) + 2;
+    nums.push_back({attr(tag, "x") - w / 2, attr(tag, "y") - 8.5, w, 11});
+  }
+  for (std::size_t at = svg.find(R"(<circle class="pf")"); at != std::string::npos;
+       at = svg.find(R"(<circle class="pf")", at + 1)) {
+    const std::string tag = svg.substr(at, svg.find('>', at) - at);
+    dots.push_back({attr(tag, "cx") - 5, attr(tag, "cy") - 5, 10, 10});
+  }
+  ASSERT_EQ(dots.size(), 14u);
+  EXPECT_GE(nums.size(), 10u);  // crowded points may go unnumbered; the legend still names them
+  auto overlap = [](const Box& a, const Box& c) {
+    return a.x < c.x + c.w && c.x < a.x + a.w && a.y < c.y + c.h && c.y < a.y + a.h;
+  };
+  for (std::size_t i = 0; i < nums.size(); ++i) {
+    EXPECT_GE(nums[i].x, 66 - 1e-6);  // inside the plot: kL .. kW - kR, kT .. kH - kB
+    EXPECT_LE(nums[i].x + nums[i].w, 620 - 24 + 1e-6);
+    EXPECT_GE(nums[i].y, 18 - 1e-6);
+    EXPECT_LE(nums[i].y + nums[i].h, 320 - 48 + 1e-6);
+    for (std::size_t j = i + 1; j < nums.size(); ++j)
+      EXPECT_FALSE(overlap(nums[i], nums[j])) << i << " " << j;
+    for (const Box& d : dots) EXPECT_FALSE(overlap(nums[i], d)) << i;
+  }
+  // The legend: one row per front point, in memory order, with units.
+  const std::size_t t = html.find(R"(<table class="pareto-legend">)");
+  ASSERT_NE(t, std::string::npos);
+  const std::string legend = html.substr(t, html.find("</table>", t) - t);
+  int rows = 0;
+  for (std::size_t at = legend.find("<tr><td>"); at != std::string::npos;
+       at = legend.find("<tr><td>", at + 1))
+    ++rows;
+  EXPECT_EQ(rows, 14);
+  EXPECT_LT(legend.find("config 0"), legend.find("config 13"));
+  EXPECT_NE(legend.find(" s<"), std::string::npos);
+  EXPECT_NE(legend.find(" GiB<"), std::string::npos);
+}
+
 TEST(ReportHtml, EachTimelineHoldsOneBlockPerPass) {
   const std::string html = render_html(testing::full_report_input());
   // p x m x passes: GPipe and 1F1B run F and BW (2 passes), the split 1F1B F, B and W (3);

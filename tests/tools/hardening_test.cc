@@ -180,6 +180,13 @@ TEST(Hardening, SimulateScenarioReportDrawsTheSimulatedIteration) {
   EXPECT_EQ(occurrences(page, "class=\"blk "), 2560u);
   EXPECT_NE(page.find("exposed communication"), std::string::npos);
   EXPECT_NE(page.find("peak memory per GPU"), std::string::npos);
+  // Memory over time: one chart per pipeline rank's GPU with its step function (model state,
+  // activations, buffers, in GB) and the GPU's usable memory as the limit line.
+  EXPECT_NE(page.find("Memory (model state, activations, buffers) per device over time (GB"),
+            std::string::npos);
+  EXPECT_EQ(occurrences(page, "<svg class=\"mem\""), 1u);
+  EXPECT_EQ(occurrences(page, "class=\"area\""), 4u);  // p = 4 pipeline ranks
+  EXPECT_NE(page.find("dashed red line: limit 78"), std::string::npos);
   std::filesystem::remove(html);
   // A plan rebuilt on its profile is drawn the same way: a 2-stage 1F1B plan of a small model on
   // one DGX H100 (t1 p2 d4, B16, b1: m = 16 / 4 = 4), 2 passes x 4 microbatches x 2 pipeline

@@ -61,6 +61,24 @@ TEST(PlanCli, ReportDrawsEveryComputePassOfTheEmittedPlanAndThePareto) {
     at = text.find("\n  " + std::to_string(rows + 1) + "  ", at + 1);
   }
   EXPECT_EQ(rows, 3);
+  // The best plan's timeline is the DES's run of the emitted plan (the engine that ranked it):
+  // its iteration chip reads the table's #1 time (3 decimals below 10 s, trailing zeros
+  // dropped), its memory is in GB over time against the usable memory.
+  std::string first = text.substr(text.find("\n  1  ") + 1);
+  first = first.substr(0, first.find('\n'));
+  std::istringstream f(first);
+  std::string word, iter1;
+  while (f >> word)
+    if (word.find('.') != std::string::npos) {
+      iter1 = word;
+      break;
+    }
+  while (iter1.find('.') != std::string::npos && (iter1.back() == '0' || iter1.back() == '.'))
+    iter1.pop_back();
+  EXPECT_NE(page.find("<b>iteration</b>" + iter1 + " s</span>"), std::string::npos) << iter1;
+  EXPECT_NE(page.find("Memory (model state, activations, buffers) per device over time (GB"),
+            std::string::npos);
+  EXPECT_EQ(page.find("(bytes)"), std::string::npos);  // no raw byte counts
   std::filesystem::remove_all(dir);
 }
 
