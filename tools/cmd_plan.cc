@@ -21,7 +21,6 @@
 #include "planner/search/shortest_time.h"
 #include "report/build.h"
 #include "report/report.h"
-#include "sim/plan_prediction.h"
 #include "tools/command.h"
 
 namespace pw::tools {
@@ -327,15 +326,8 @@ void write_plan_report(const std::string& path, const CostModel& model,
   if (best.tier == Tier::kDes) {
     const Plan plan = build_plan(model, registry, best.config, cluster, Provenance{},
                                  EmitOptions{false});  // its schedule; the DES runs just below
-    IterationOptions opt = model.problem().sim;
-    opt.representative = true;  // as the ranking (des_rescore) and plan_emit's prediction
-    opt.trace = true;           // the memory timeline
-    ParallelConfig par = plan.config;
-    par.virtual_stages = std::max(1, par.virtual_stages);
     std::vector<ActionTiming> timings;
-    const IterationResult r = simulate_iteration(
-        plan_iteration_input(plan.model, par, model.problem().profile, plan.schedule), opt,
-        &timings);
+    const IterationResult r = simulate_emitted_plan(model, plan, true, &timings);  // + memory
     in.memory_unit = "GB";
     in.memory_total = true;
     in.memory_limit = model.problem().limit() * 1e-9;

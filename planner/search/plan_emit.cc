@@ -105,15 +105,8 @@ Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const
   if (!options.des) {
     why = "the ranking was by the evaluator";
   } else {
-    IterationOptions opt = model.problem().sim;
-    opt.representative = true;  // as the ranking (des_rescore)
-    opt.trace = false;
-    ParallelConfig par = plan.config;
-    par.virtual_stages = std::max(1, par.virtual_stages);
     std::vector<ActionTiming> timings;
-    const IterationResult r = simulate_iteration(
-        plan_iteration_input(plan.model, par, model.problem().profile, plan.schedule), opt,
-        &timings);
+    const IterationResult r = simulate_emitted_plan(model, plan, false, &timings);
     plan.predicted = std::move(timings);
     plan.predicted_iteration = r.iteration;
     used = kPredictionDes;
@@ -123,6 +116,17 @@ Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const
   if (!why.empty()) plan.provenance.prediction_source += " (" + why + ")";
   if (source) *source = used;
   return plan;
+}
+
+IterationResult simulate_emitted_plan(const CostModel& model, const Plan& plan, bool trace,
+                                      std::vector<ActionTiming>* timings) {
+  IterationOptions opt = model.problem().sim;
+  opt.representative = true;  // as the ranking (des_rescore)
+  opt.trace = trace;
+  ParallelConfig par = plan.config;
+  par.virtual_stages = std::max(1, par.virtual_stages);
+  return simulate_iteration(
+      plan_iteration_input(plan.model, par, model.problem().profile, plan.schedule), opt, timings);
 }
 
 }  // namespace pw

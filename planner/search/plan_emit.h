@@ -4,6 +4,7 @@
 /// from the discrete-event simulator the planner ranks with (the evaluator where it cannot run),
 /// the rank-to-GPU map and provenance.
 #include <string>
+#include <vector>
 
 #include "core/lowering.h"
 #include "core/plan.h"
@@ -44,5 +45,11 @@ inline constexpr const char* kPredictionEvaluator = "evaluator";
 Plan build_plan(const CostModel& model, const GeneratorRegistry& registry, const SearchConfig& c,
                 const std::string& cluster, const Provenance& provenance,
                 const EmitOptions& options = {}, std::string* source = nullptr);
+
+/// The DES's run of `plan` (built by build_plan) as the planner's tier ran its configuration and
+/// as `simulate --plan` re-runs it: the problem's simulator options, one representative GPU per
+/// pipeline rank, the memory timeline and trace when `trace`; per-action intervals in `timings`.
+IterationResult simulate_emitted_plan(const CostModel& model, const Plan& plan, bool trace,
+                                      std::vector<ActionTiming>* timings);
 
 }  // namespace pw
