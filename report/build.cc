@@ -239,7 +239,7 @@ ScheduleReport simulated_iteration_report(const std::string& name, const std::st
   r.exposed_comm = exposed;
   r.fits = result.fits;
   // Per pipeline rank, the first simulated GPU of that rank (its representative) draws it.
-  std::vector<int> gpu_of_rank(devices, -1);
+  std::vector<int> gpu_of_rank(devices, -1), rank_of_gpu(result.memory.size(), -1);
   for (int g = 0; g < static_cast<int>(result.memory.size()); ++g) {
     const DeviceMemory& m = result.memory[g];
     r.peak_memory_bytes.push_back(m.peak);
@@ -247,14 +247,17 @@ ScheduleReport simulated_iteration_report(const std::string& name, const std::st
     // Peaks in GB (the report's memory unit for a simulated iteration): everything held.
     e.device[m.pipeline_rank].peak_memory =
         std::max(e.device[m.pipeline_rank].peak_memory, m.peak * 1e-9);
-    if (gpu_of_rank[m.pipeline_rank] < 0) gpu_of_rank[m.pipeline_rank] = g;
+    if (gpu_of_rank[m.pipeline_rank] < 0) {
+      gpu_of_rank[m.pipeline_rank] = g;
+      rank_of_gpu[g] = m.pipeline_rank;
+    }
   }
   // Memory over time from the simulation's memory counters (GB, one step function per GPU).
   if (!result.trace.counters.empty()) {
     e.memory.assign(devices, {});
     for (const TraceCounter& c : result.trace.counters)
-      for (int d = 0; d < devices; ++d)
-        if (gpu_of_rank[d] == c.pid) e.memory[d].push_back({c.time, c.value});
+      if (c.pid >= 0 && c.pid < static_cast<int>(rank_of_gpu.size()) && rank_of_gpu[c.pid] >= 0)
+        e.memory[rank_of_gpu[c.pid]].push_back({c.time, c.value});
   }
   return r;
 }

@@ -125,9 +125,8 @@ int run_rebuilt(const ScenarioSimOptions& opts, const Plan& plan) {
   s.topology = in.topology;
   s.flash_attention = plan.flash_attention;
   std::vector<ActionTiming> times;
-  IterationOptions io = iteration_options(opts, plan.flash_attention);
-  io.trace = io.trace || !opts.report.empty();  // the report draws the memory timeline
-  const IterationResult r = simulate_iteration(in, io, &times);
+  const IterationResult r =
+      simulate_iteration(in, iteration_options(opts, plan.flash_attention), &times);
   const TimingAgreement agree = compare_timings(plan.schedule, plan.predicted, times);
   if (!opts.trace.empty()) write_trace_file(opts.trace, selected_trace(opts, r));
   if (!opts.report.empty()) {

@@ -297,7 +297,7 @@ void apply_config_flags(const ScenarioSimOptions& opts, ParallelConfig* c) {
 
 IterationOptions iteration_options(const ScenarioSimOptions& opts, bool flash_attention) {
   IterationOptions io;
-  io.trace = !opts.trace.empty();
+  io.trace = !opts.trace.empty() || !opts.report.empty();  // the report draws memory over time
   io.representative = !opts.all_ranks;
   io.comm_compute_slowdown = opts.comm_slowdown;
   io.flash_attention = flash_attention;
@@ -324,9 +324,8 @@ int run_scenario_simulation(const ScenarioSimOptions& opts) {
   apply_config_flags(opts, &s.parallel);
   const IterationInput in = scenario_iteration_input(s);
   std::vector<ActionTiming> timings;
-  IterationOptions io = iteration_options(opts, s.flash_attention);
-  io.trace = io.trace || !opts.report.empty();  // the report draws the memory timeline
-  const IterationResult r = simulate_iteration(in, io, opts.report.empty() ? nullptr : &timings);
+  const IterationResult r = simulate_iteration(in, iteration_options(opts, s.flash_attention),
+                                               opts.report.empty() ? nullptr : &timings);
   if (!opts.trace.empty()) write_trace_file(opts.trace, selected_trace(opts, r));
   if (!opts.report.empty()) write_iteration_report(opts.report, s, in, timings, r);
   std::fputs(scenario_summary(s, r, opts.format == "json").c_str(), stdout);

@@ -30,7 +30,8 @@ void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts);
 /// Runs the scenario mode (or, with --plan, the plan mode); returns the exit status.
 int run_scenario_simulation(const ScenarioSimOptions& opts);
 
-/// The simulator options the flags ask for (shared by the scenario and plan modes).
+/// The simulator options the flags ask for (shared by the scenario and plan modes); the trace
+/// (with its memory timeline) is recorded for --trace and for --report.
 IterationOptions iteration_options(const ScenarioSimOptions& opts, bool flash_attention);
 /// The simulation's trace restricted to the GPUs --trace-ranks names (all of them with "all";
 /// by default at most 8 of the simulated GPUs, evenly spaced, the first and last included, with

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "planner/search/stage_schedule.h"
 
 namespace pw {
 namespace detail {
