@@ -18,11 +18,10 @@ const EngineResult& Engine::run(const TaskGraph& g, const EngineOptions& opt) {
   const std::size_t n = g.size();
   const int D = g.num_devices();
   q_.clear();
-  q_.reserve(n + 64);
+  // Events in flight follow the running tasks and flows, not the graph: the queue grows as needed.
   net_.reset();
   preds_left_ = g.num_preds_;
-  started_.assign(n, 0);
-  gen_.assign(n, 0);
+  gen_.assign(D, 0);
   work_left_.assign(D, 0.0);
   work_since_.assign(D, 0);
   head_.assign(g.stream_begin_.begin(), g.stream_begin_.end() - 1);
@@ -55,7 +54,8 @@ const EngineResult& Engine::run(const TaskGraph& g, const EngineOptions& opt) {
     ++r_.events;
     switch (static_cast<EventType>(e.type)) {
       case kTaskEnd:
-        if (e.gen == gen_[e.target]) end_task(static_cast<std::int32_t>(e.target));
+        if (e.gen == gen_[g_->tasks_[e.target].device])
+          end_task(static_cast<std::int32_t>(e.target));
         break;
       case kDepArrive:
         arrive(static_cast<std::int32_t>(e.target));
@@ -88,7 +88,7 @@ const EngineResult& Engine::run(const TaskGraph& g, const EngineOptions& opt) {
 }
 
 void Engine::try_start(std::int32_t t) {
-  if (started_[t] || preds_left_[t] > 0) return;
+  if (r_.start[t] >= 0 || preds_left_[t] > 0) return;
   const Task& task = g_->tasks_[t];
   const int sid = task.device * kNumStreamKinds + static_cast<int>(task.stream);
   if (stream_is_ordered(task.stream) && g_->stream_tasks_[head_[sid]] != t) return;
@@ -97,10 +97,12 @@ void Engine::try_start(std::int32_t t) {
 
 void Engine::start_task(std::int32_t t) {
   const Task& task = g_->tasks_[t];
-  started_[t] = 1;
   r_.start[t] = q_.now();
-  if (task.mem_at_start != 0) apply_memory(task.device, task.mem_category, task.mem_at_start);
-  if (task.buf_at_start != 0) apply_memory(task.device, MemCategory::kBuffers, task.buf_at_start);
+  if (task.effect >= 0) {
+    const MemoryEffect& m = g_->effects_[task.effect];
+    if (m.mem_at_start != 0) apply_memory(task.device, task.mem_category, m.mem_at_start);
+    if (m.buf_at_start != 0) apply_memory(task.device, MemCategory::kBuffers, m.buf_at_start);
+  }
   if (task.is_compute) {
     DeviceRun& dr = r_.device[task.device];
     dr.first_compute_start = std::min(dr.first_compute_start, q_.now());
@@ -110,7 +112,7 @@ void Engine::start_task(std::int32_t t) {
     running_compute_[task.device] = t;
     const TimePs dt = rate == 1.0 ? task.duration
                                   : static_cast<TimePs>(std::ceil(work_left_[task.device] / rate));
-    q_.push(q_.now() + dt, kTaskEnd, static_cast<std::uint32_t>(t), gen_[t]);
+    q_.push(q_.now() + dt, kTaskEnd, static_cast<std::uint32_t>(t), gen_[task.device]);
     return;
   }
   const std::int32_t c = task.collective;
@@ -172,15 +174,18 @@ void Engine::end_task(std::int32_t t) {
     dr.busy += now - r_.start[t];
     running_compute_[task.device] = -1;
   }
-  if (task.mem_at_end != 0) apply_memory(task.device, task.mem_category, task.mem_at_end);
-  if (task.buf_at_end != 0) apply_memory(task.device, MemCategory::kBuffers, task.buf_at_end);
+  if (task.effect >= 0) {
+    const MemoryEffect& m = g_->effects_[task.effect];
+    if (m.mem_at_end != 0) apply_memory(task.device, task.mem_category, m.mem_at_end);
+    if (m.buf_at_end != 0) apply_memory(task.device, MemCategory::kBuffers, m.buf_at_end);
+  }
   const int sid = task.device * kNumStreamKinds + static_cast<int>(task.stream);
   if (stream_is_ordered(task.stream)) {
     ++head_[sid];
     if (head_[sid] < g_->stream_begin_[sid + 1]) try_start(g_->stream_tasks_[head_[sid]]);
   }
   for (std::int32_t k = g_->succ_begin_[t]; k < g_->succ_begin_[t + 1]; ++k) {
-    const TimePs lat = g_->succ_latency_[k];
+    const TimePs lat = g_->succ_latency_.empty() ? 0 : g_->succ_latency_[k];
     if (lat > 0) {
       q_.push(now + lat, kDepArrive, static_cast<std::uint32_t>(g_->succ_[k]));
     } else {
@@ -209,9 +214,9 @@ void Engine::set_sm_comm(int device, int delta) {
   double& left = work_left_[device];
   left = std::max(0.0, left - old_rate * static_cast<double>(now - work_since_[device]));
   work_since_[device] = now;
-  ++gen_[t];
+  ++gen_[device];
   q_.push(now + static_cast<TimePs>(std::ceil(left / new_rate)), kTaskEnd,
-          static_cast<std::uint32_t>(t), gen_[t]);
+          static_cast<std::uint32_t>(t), gen_[device]);
 }
 
 void Engine::apply_memory(int device, MemCategory c, double delta) {

@@ -68,9 +68,10 @@ class Engine {
   EventQueue q_;
   FlowNetwork net_;
   EngineResult r_;
-  // Per task.
+  // Per task (a task has started once its start time is set).
   std::vector<std::int32_t> preds_left_;
-  std::vector<std::uint8_t> started_;
+  // Per device: generation of its running compute task's end event (a rescheduled end makes the
+  // older event stale; one compute task runs per device at a time).
   std::vector<std::uint32_t> gen_;
   // Per device (one compute task runs at a time): the running task's nominal ps still to run,
   // and since when at the current rate.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "core/error.h"
@@ -235,46 +236,42 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
     res.mfu_causal = peak > 0 ? fl.model_causal / n / secs / peak : 0;
   }
   // Bubbles over the compute streams (evaluator conventions), exposed communication per kind.
+  // One GPU at a time: its intervals are gathered from its streams, measured and dropped.
   TimePs span = 0, busy = 0;
   const int R = res.simulated_gpus;
-  std::vector<std::vector<Interval>> compute(R);
-  std::vector<std::vector<Interval>> comm(static_cast<std::size_t>(R) * kNumCommKinds);
-  std::vector<TimePs> last_compute(R, 0);
-  for (std::size_t t = 0; t < b.graph.size(); ++t) {
-    const des::Task& task = b.graph.task(static_cast<std::int32_t>(t));
-    if (er.end[t] <= er.start[t]) continue;
-    if (b.comm_kind[t] == kComputeTag) {
-      compute[task.device].push_back({er.start[t], er.end[t]});
-      last_compute[task.device] = std::max(last_compute[task.device], er.end[t]);
-    } else {
-      comm[static_cast<std::size_t>(task.device) * kNumCommKinds + b.comm_kind[t]].push_back(
-          {er.start[t], er.end[t]});
-    }
-  }
-  for (int d = 0; d < R; ++d) {
-    span = std::max(span, last_compute[d] - er.device[d].first_compute_start);
-    busy = std::max(busy, er.device[d].busy);
-    for (int k = 0; k < kNumCommKinds; ++k)
-      res.exposed[k] +=
-          uncovered(comm[static_cast<std::size_t>(d) * kNumCommKinds + k], compute[d]);
-  }
-  for (TimePs& e : res.exposed) e /= std::max(R, 1);
   // Idle time of the busiest GPU (the one that sets the ideal time) spent on exposed
   // communication: inside its compute span, covered by communication but not by compute.
   int busiest = 0;
   for (int d = 1; d < R; ++d)
     if (er.device[d].busy > er.device[busiest].busy) busiest = d;
   TimePs comm_idle = 0;
-  if (R > 0) {
-    std::vector<Interval> active = compute[busiest];
-    for (int k = 0; k < kNumCommKinds; ++k) {
-      const auto& c = comm[static_cast<std::size_t>(busiest) * kNumCommKinds + k];
-      active.insert(active.end(), c.begin(), c.end());
+  std::vector<Interval> compute;
+  std::array<std::vector<Interval>, kNumCommKinds> comm;
+  for (int d = 0; d < R; ++d) {
+    compute.clear();
+    for (auto& c : comm) c.clear();
+    TimePs last_compute = 0;
+    for (int s = 0; s < des::kNumStreamKinds; ++s)
+      for (const std::int32_t t : b.graph.stream_tasks(d, static_cast<des::StreamKind>(s))) {
+        if (er.end[t] <= er.start[t]) continue;
+        if (b.comm_kind[t] == kComputeTag) {
+          compute.push_back({er.start[t], er.end[t]});
+          last_compute = std::max(last_compute, er.end[t]);
+        } else {
+          comm[b.comm_kind[t]].push_back({er.start[t], er.end[t]});
+        }
+      }
+    span = std::max(span, last_compute - er.device[d].first_compute_start);
+    busy = std::max(busy, er.device[d].busy);
+    if (d == busiest) {
+      std::vector<Interval> active = compute;
+      for (const auto& c : comm) active.insert(active.end(), c.begin(), c.end());
+      const TimePs lo = er.device[d].first_compute_start, hi = last_compute;
+      if (hi > lo) comm_idle = covered_within(active, lo, hi) - covered_within(compute, lo, hi);
     }
-    const TimePs lo = er.device[busiest].first_compute_start, hi = last_compute[busiest];
-    if (hi > lo)
-      comm_idle = covered_within(active, lo, hi) - covered_within(compute[busiest], lo, hi);
+    for (int k = 0; k < kNumCommKinds; ++k) res.exposed[k] += uncovered(comm[k], compute);
   }
+  for (TimePs& e : res.exposed) e /= std::max(R, 1);
   res.pipeline_bubble_rate =
       span > 0 ? static_cast<double>(std::max<TimePs>(0, span - busy - comm_idle)) /
                      static_cast<double>(span)

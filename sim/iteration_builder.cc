@@ -65,13 +65,11 @@ std::int32_t IterationBuilder::add_compute(int sim, TimePs dur, double mem_start
   const int gpu = out_.ranks[sim].gpu;
   if (gpu < static_cast<int>(slow.size()) && slow[gpu] != 1.0)
     t.duration = static_cast<TimePs>(std::llround(static_cast<double>(dur) * slow[gpu]));
-  t.mem_at_start = mem_start;
-  t.mem_at_end = mem_end;
   t.mem_category = cat;
   t.label = lab;
   out_.comm_kind.push_back(kComputeTag);
   out_.flow_to.push_back(-1);
-  return out_.graph.add_task(t);
+  return out_.graph.add_task(t, {mem_start, mem_end, 0, 0});
 }
 
 std::int32_t IterationBuilder::add_comm(int sim, StreamKind stream, std::int32_t coll,
@@ -173,12 +171,20 @@ BuiltIteration IterationBuilder::build() {
       }
   const int R = static_cast<int>(out_.ranks.size());
   out_.graph.reset(R);
-  pass_.assign(static_cast<std::size_t>(R) * num_actions_, PassTasks{});
+  // Each simulated rank holds the actions of its own pipeline rank.
+  out_.action_offset.resize(R);
+  std::int64_t slots = 0;
+  for (int s = 0; s < R; ++s) {
+    const int pr = out_.ranks[s].pr;
+    out_.action_offset[s] = slots - dep_.device_begin[pr];
+    slots += dep_.device_begin[pr + 1] - dep_.device_begin[pr];
+  }
+  pass_.assign(static_cast<std::size_t>(slots), PassTasks{});
   bucket_tasks_.assign(static_cast<std::size_t>(R) * in_.schedule.placement.num_stages(), {});
   last_compute_.assign(R, -1);
   first_backward_.assign(R, -1);
   dp_tasks_.assign(R, {});
-  out_.action_send.assign(static_cast<std::size_t>(R) * num_actions_, -1);
+  out_.action_send.assign(static_cast<std::size_t>(slots), -1);
   build_passes();
   build_transfers();
   build_data_parallel();

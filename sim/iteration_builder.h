@@ -38,10 +38,15 @@ struct BuiltIteration {
   std::vector<std::uint8_t> comm_kind;  ///< per task: CommKind or kComputeTag
   std::vector<std::int32_t> flow_to;    ///< per task: consumer task of a PP send, or -1
   double offload_gpu_share = 1;
-  /// Per (simulated rank, schedule action), index sim * num_actions + action id (device-major,
-  /// as core/dependency.h numbers them): the task that starts the action and the task whose end
-  /// completes it (its compute, or the TP collective that follows it).
+  /// Per (simulated rank, action of its pipeline rank), at action_slot(sim, id) (ids device-major,
+  /// as core/dependency.h numbers them; a rank holds only its pipeline rank's actions): the task
+  /// that starts the action and the task whose end completes it (its compute, or the TP
+  /// collective that follows it).
   std::size_t num_actions = 0;
+  std::vector<std::int64_t> action_offset;  ///< per simulated rank: slot of action id 0
+  std::size_t action_slot(int sim, int id) const {
+    return static_cast<std::size_t>(action_offset[sim] + id);
+  }
   std::vector<std::int32_t> action_first, action_last;
   /// Same indexing: for an explicit SEND_F/SEND_B, the PP send task it feeds (else -1).
   std::vector<std::int32_t> action_send;

@@ -147,8 +147,8 @@ void IterationBuilder::build_passes() {
                                 layout_.dp_group(r.tr, r.pr));
         gather = add_comm(sim, StreamKind::kDpGather, c, CommKind::kDp,
                           label(ActionKind::kUnshard, a.stage, a.microbatch));
-        out_.graph.tasks()[gather].mem_at_start = stage_params_[a.stage] * 2.0;
-        out_.graph.tasks()[gather].mem_category = MemCategory::kBuffers;
+        out_.graph.effect(gather).mem_at_start = stage_params_[a.stage] * 2.0;
+        out_.graph.set_mem_category(gather, MemCategory::kBuffers);
         if (prev_sweep_first >= 0) out_.graph.add_dep(prev_sweep_first, gather);
         prev_sweep_first = sweep_first;
         sweep_stage = a.stage;
@@ -199,8 +199,8 @@ void IterationBuilder::build_passes() {
           const TimePs part = pc.dur / nb + (k == nb - 1 ? pc.dur % nb : 0);
           const std::int32_t tk =
               add_compute(sim, part, k == 0 ? pc.mem_start : 0, k == nb - 1 ? pc.mem_end : 0, a);
-          out_.graph.tasks()[tk].buf_at_start = k == 0 ? pc.buffer : 0;
-          out_.graph.tasks()[tk].buf_at_end = k == nb - 1 ? -pc.buffer : 0;
+          out_.graph.effect(tk).buf_at_start = k == 0 ? pc.buffer : 0;
+          out_.graph.effect(tk).buf_at_end = k == nb - 1 ? -pc.buffer : 0;
           if (k > 0) out_.graph.add_dep(buckets.back(), tk);
           buckets.push_back(tk);
         }
@@ -238,24 +238,24 @@ void IterationBuilder::build_passes() {
           prev = join;
         }
         pt.last = prev;
-        out_.graph.tasks()[pt.last].mem_at_end = pc.mem_end;
-        out_.graph.tasks()[pt.first].buf_at_start = pc.buffer;
-        out_.graph.tasks()[pt.last].buf_at_end = -pc.buffer;
+        out_.graph.effect(pt.last).mem_at_end = pc.mem_end;
+        out_.graph.effect(pt.first).buf_at_start = pc.buffer;
+        out_.graph.effect(pt.last).buf_at_end = -pc.buffer;
         tp_done = true;
       } else {
         pt.first = pt.last = add_compute(sim, pc.dur, pc.mem_start, pc.mem_end, a);
-        out_.graph.tasks()[pt.first].buf_at_start = pc.buffer;
-        out_.graph.tasks()[pt.first].buf_at_end = -pc.buffer;
+        out_.graph.effect(pt.first).buf_at_start = pc.buffer;
+        out_.graph.effect(pt.first).buf_at_end = -pc.buffer;
       }
       if (gather >= 0) out_.graph.add_dep(gather, pt.first);
       if (layer_gather >= 0) {
         out_.graph.add_dep(layer_gather, pt.first);
-        out_.graph.tasks()[pt.first].buf_at_start += gathered;
+        out_.graph.effect(pt.first).buf_at_start += gathered;
         // The pass ends when its compute and its last layer's gather have.
         const std::int32_t join = add_compute(sim, 0, 0, 0, a);
         out_.graph.add_dep(pt.last, join);
         if (layer_rest >= 0) out_.graph.add_dep(layer_rest, join);
-        out_.graph.tasks()[join].buf_at_end = -gathered;
+        out_.graph.effect(join).buf_at_end = -gathered;
         pt.last = join;
       }
       if (sweep_first < 0 && is_pass) sweep_first = pt.first;
@@ -303,7 +303,7 @@ void IterationBuilder::build_passes() {
         out_.graph.add_dep(pt.last, tk);
         pt.last = tk;
       }
-      pass_[static_cast<std::size_t>(sim) * num_actions_ + id] = pt;
+      pass_[out_.action_slot(sim, id)] = pt;
       const int grad_stage = a.kind == ActionKind::kW || a.kind == ActionKind::kBW ? int{a.stage}
                              : a.kind == ActionKind::kOverlapFB                    ? int{a.stage2}
                                                                                    : -1;
@@ -341,13 +341,13 @@ void IterationBuilder::build_transfers() {
     const SimRank& r = out_.ranks[sim];
     const int begin = dep_.device_begin[r.pr], end = dep_.device_begin[r.pr + 1];
     for (int id = begin; id < end; ++id) {
-      const PassTasks& me = pass_[static_cast<std::size_t>(sim) * num_actions_ + id];
+      const PassTasks& me = pass_[out_.action_slot(sim, id)];
       for (int k = dep_.dep_begin[id]; k < dep_.dep_begin[id + 1]; ++k) {
         const int dep = dep_.dep[k];
         const int hop = dep_.dep_hop[k];
         const int spr = dep_.device_of[dep];
         const int ssim = sim_of(r.tr, r.dr, spr);
-        const PassTasks& src = pass_[static_cast<std::size_t>(ssim) * num_actions_ + dep];
+        const PassTasks& src = pass_[out_.action_slot(ssim, dep)];
         if (hop < 0) {
           out_.graph.add_dep(src.last, me.first);
           continue;
@@ -370,11 +370,11 @@ void IterationBuilder::build_transfers() {
                      label(fwd ? ActionKind::kRecvF : ActionKind::kRecvB, ra.stage, da.microbatch));
         out_.graph.add_dep(src.last, send);
         if (da.kind == ActionKind::kSendF || da.kind == ActionKind::kSendB)
-          out_.action_send[static_cast<std::size_t>(ssim) * num_actions_ + dep] = send;
+          out_.action_send[out_.action_slot(ssim, dep)] = send;
         // Megatron's p2p calls wait for their requests: the sender's next pass starts only
         // after its send completes.
         if (opt_.blocking_p2p && dep + 1 < dep_.device_begin[spr + 1]) {
-          const PassTasks& nxt = pass_[static_cast<std::size_t>(ssim) * num_actions_ + dep + 1];
+          const PassTasks& nxt = pass_[out_.action_slot(ssim, dep + 1)];
           out_.graph.add_dep(send, nxt.first);
         }
         out_.graph.add_dep(recv, me.first);
@@ -382,7 +382,7 @@ void IterationBuilder::build_transfers() {
         // explicit RECV (a lowered plan) the next pass on the device.
         int consumer = id;
         while (consumer + 1 < end && !is_compute(dep_.action[consumer].kind)) ++consumer;
-        out_.flow_to[send] = pass_[static_cast<std::size_t>(sim) * num_actions_ + consumer].first;
+        out_.flow_to[send] = pass_[out_.action_slot(sim, consumer)].first;
       }
     }
   }

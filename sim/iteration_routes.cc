@@ -71,8 +71,8 @@ void IterationBuilder::build_optimizer() {
       };
       const double state = x * shard * hw::kOffloadStateBytesPerParam;
       const std::int32_t prefetch = host_task(state, true, 0, ActionKind::kUnshard);
-      out_.graph.tasks()[prefetch].mem_at_start = state;
-      out_.graph.tasks()[prefetch].mem_category = MemCategory::kOptimizer;
+      out_.graph.effect(prefetch).mem_at_start = state;
+      out_.graph.set_mem_category(prefetch, MemCategory::kOptimizer);
       if (first_backward_[sim] >= 0) out_.graph.add_dep(first_backward_[sim], prefetch);
       const std::int32_t grads =
           host_task((1 - x) * shard * 2.0, false, 0, ActionKind::kReduceGrad);
@@ -88,8 +88,8 @@ void IterationBuilder::build_optimizer() {
                              label(ActionKind::kOptStep, -1, -1));
       out_.graph.add_dep(prefetch, opt_task);
       const std::int32_t write_back = host_task(state, false, 0, ActionKind::kReshard);
-      out_.graph.tasks()[write_back].mem_at_end = -state;
-      out_.graph.tasks()[write_back].mem_category = MemCategory::kOptimizer;
+      out_.graph.effect(write_back).mem_at_end = -state;
+      out_.graph.set_mem_category(write_back, MemCategory::kOptimizer);
       out_.graph.add_dep(opt_task, write_back);
       out_.graph.add_dep(params_back, write_back);
     }
@@ -181,11 +181,16 @@ void IterationBuilder::resolve_routes() {
     }
     bottleneck[pi] = bn;
   }
+  // One stored route per (source, destination) pair, shared by all its flows.
+  std::vector<std::int32_t> route_begin(pairs_.size());
+  for (std::size_t pi = 0; pi < pairs_.size(); ++pi)
+    route_begin[pi] = out_.graph.add_route(hops[pi]);
   for (std::size_t f = 0; f < flow_pair_.size(); ++f) {
     const int pi = flow_pair_[f];
     const double v = flow_bytes_[f];
     const double bytes = v >= 0 ? v : -v * bottleneck[pi];
-    out_.graph.replace_flow(static_cast<std::int32_t>(f), bytes, hops[pi]);
+    out_.graph.set_flow(static_cast<std::int32_t>(f), bytes, route_begin[pi],
+                        route_begin[pi] + static_cast<std::int32_t>(hops[pi].size()));
   }
 }
 

@@ -105,13 +105,13 @@ void action_timings(const Schedule& schedule, const BuiltIteration& b, const des
   std::size_t id = 0;
   for (int d = 0; d < D; ++d) {
     PW_ASSERT(rep[d] >= 0, "no simulated GPU for a pipeline rank");
-    const std::size_t base = static_cast<std::size_t>(rep[d]) * b.num_actions;
     const int n = static_cast<int>(schedule.actions[d].size());
     for (int k = 0; k < n; ++k, ++id) {
-      const std::int32_t first = b.action_first[base + id], last = b.action_last[base + id];
+      const std::size_t slot_id = b.action_slot(rep[d], static_cast<int>(id));
+      const std::int32_t first = b.action_first[slot_id], last = b.action_last[slot_id];
       PW_ASSERT(first >= 0 && last >= 0, "an action without simulated tasks");
       TimePs start = er.start[first], end = er.end[last];
-      const std::int32_t send = b.action_send[base + id];
+      const std::int32_t send = b.action_send[slot_id];
       if (send >= 0) end = std::max(end, er.end[send]);
       const Action& a = schedule.actions[d][k];
       std::size_t slot = W;

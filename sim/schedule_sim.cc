@@ -39,10 +39,9 @@ void build_schedule_graph(const DependencyGraph& graph, const CostTable& costs, 
     t.stream = StreamKind::kCompute;
     t.is_compute = true;
     t.duration = costs.duration[base + static_cast<int>(a.kind)];
-    t.mem_at_start = std::max(0.0, costs.mem_delta[alloc]);
-    t.mem_at_end = std::min(0.0, costs.mem_delta[release]);
     t.label = a;
-    out->add_task(t);
+    out->add_task(
+        t, {std::max(0.0, costs.mem_delta[alloc]), std::min(0.0, costs.mem_delta[release]), 0, 0});
   }
   add_schedule_edges(graph, costs.comm, out);
 }

@@ -7,9 +7,11 @@ namespace pw::des {
 void TaskGraph::reset(int num_devices) {
   num_devices_ = num_devices;
   tasks_.clear();
+  effects_.clear();
   edge_pred_.clear();
   edge_succ_.clear();
   edge_latency_.clear();
+  has_latency_ = false;
   collectives_.clear();
   phases_.clear();
   flows_.clear();
@@ -17,16 +19,39 @@ void TaskGraph::reset(int num_devices) {
   initial_memory_.assign(static_cast<std::size_t>(num_devices) * kNumMemCategories, 0.0);
 }
 
-std::int32_t TaskGraph::add_task(const Task& t) {
+std::int32_t TaskGraph::add_task(const Task& t, const MemoryEffect& m) {
   PW_ASSERT(t.device >= 0 && t.device < num_devices_, "task device out of range");
   tasks_.push_back(t);
-  return static_cast<std::int32_t>(tasks_.size() - 1);
+  tasks_.back().effect = -1;
+  const auto id = static_cast<std::int32_t>(tasks_.size() - 1);
+  if (!m.empty()) effect(id) = m;
+  return id;
+}
+
+MemoryEffect& TaskGraph::effect(std::int32_t id) {
+  Task& t = tasks_[id];
+  if (t.effect < 0) {
+    t.effect = static_cast<std::int32_t>(effects_.size());
+    effects_.push_back({});
+  }
+  return effects_[t.effect];
+}
+
+const MemoryEffect& TaskGraph::effect(std::int32_t id) const {
+  static const MemoryEffect kNone;
+  const Task& t = tasks_[id];
+  return t.effect < 0 ? kNone : effects_[t.effect];
 }
 
 void TaskGraph::add_dep(std::int32_t pred, std::int32_t succ, TimePs latency) {
+  // Latencies are stored once one is not zero (the iteration builder never sets one).
+  if (latency != 0 && !has_latency_) {
+    edge_latency_.append(edge_pred_.size(), 0);
+    has_latency_ = true;
+  }
   edge_pred_.push_back(pred);
   edge_succ_.push_back(succ);
-  edge_latency_.push_back(latency);
+  if (has_latency_) edge_latency_.push_back(latency);
 }
 
 std::int32_t TaskGraph::add_collective(bool uses_sm) {
@@ -52,12 +77,18 @@ void TaskGraph::add_flow(double bytes, const std::vector<RouteHop>& hops) {
   add_flow(bytes, hops.data(), static_cast<int>(hops.size()));
 }
 
-void TaskGraph::replace_flow(std::int32_t flow, double bytes, const std::vector<RouteHop>& hops) {
-  FlowSpec& f = flows_[flow];
-  f.bytes = bytes;
-  f.hop_begin = static_cast<std::int32_t>(hops_.size());
+std::int32_t TaskGraph::add_route(const std::vector<RouteHop>& hops) {
+  const auto h = static_cast<std::int32_t>(hops_.size());
   hops_.insert(hops_.end(), hops.begin(), hops.end());
-  f.hop_end = static_cast<std::int32_t>(hops_.size());
+  return h;
+}
+
+void TaskGraph::set_flow(std::int32_t flow, double bytes, std::int32_t hop_begin,
+                         std::int32_t hop_end) {
+  PW_ASSERT(
+      hop_begin >= 0 && hop_begin <= hop_end && hop_end <= static_cast<std::int32_t>(hops_.size()),
+      "flow route out of range");
+  flows_[flow] = {bytes, hop_begin, hop_end};
 }
 
 void TaskGraph::add_initial_memory(int device, MemCategory c, double amount) {
@@ -66,10 +97,11 @@ void TaskGraph::add_initial_memory(int device, MemCategory c, double amount) {
 }
 
 // Counting sort into CSR arrays keeps the insertion order inside each bucket (determinism).
-static void bucket(std::size_t buckets, const std::vector<std::int32_t>& key,
-                   std::vector<std::int32_t>& begin, std::vector<std::int32_t>& out) {
+template <class Keys>
+static void bucket(std::size_t buckets, const Keys& key, std::vector<std::int32_t>& begin,
+                   std::vector<std::int32_t>& out) {
   begin.assign(buckets + 1, 0);
-  for (std::int32_t k : key) ++begin[k + 1];
+  for (std::size_t i = 0; i < key.size(); ++i) ++begin[key[i] + 1];
   for (std::size_t b = 0; b < buckets; ++b) begin[b + 1] += begin[b];
   std::vector<std::int32_t> fill(begin.begin(), begin.end() - 1);
   out.resize(key.size());
@@ -81,22 +113,23 @@ void TaskGraph::finalize() {
   std::vector<std::int32_t> order;
   bucket(n, edge_pred_, succ_begin_, order);
   succ_.resize(order.size());
-  succ_latency_.resize(order.size());
+  succ_latency_.assign(has_latency_ ? order.size() : 0, 0);
   num_preds_.assign(n, 0);
   for (std::size_t i = 0; i < order.size(); ++i) {
     succ_[i] = edge_succ_[order[i]];
-    succ_latency_[i] = edge_latency_[order[i]];
+    if (has_latency_) succ_latency_[i] = edge_latency_[order[i]];
     ++num_preds_[succ_[i]];
   }
+  std::vector<std::int32_t>().swap(order);
+  edge_pred_.clear();
+  edge_succ_.clear();
+  edge_latency_.clear();
+  has_latency_ = false;
   std::vector<std::int32_t> stream_key(n);
   for (std::size_t i = 0; i < n; ++i)
     stream_key[i] = tasks_[i].device * kNumStreamKinds + static_cast<int>(tasks_[i].stream);
   bucket(static_cast<std::size_t>(num_devices_) * kNumStreamKinds, stream_key, stream_begin_,
          stream_tasks_);
-  stream_pos_.resize(n);
-  for (std::size_t s = 0; s + 1 < stream_begin_.size(); ++s)
-    for (std::int32_t k = stream_begin_[s]; k < stream_begin_[s + 1]; ++k)
-      stream_pos_[stream_tasks_[k]] = k;
   std::vector<std::int32_t> coll_key;
   std::vector<std::int32_t> comm_tasks;
   for (std::size_t i = 0; i < n; ++i) {
@@ -109,10 +142,6 @@ void TaskGraph::finalize() {
   }
   bucket(collectives_.size(), coll_key, part_begin_, part_);
   for (std::int32_t& p : part_) p = comm_tasks[p];
-  // The edge lists live on in the successor arrays.
-  std::vector<std::int32_t>().swap(edge_pred_);
-  std::vector<std::int32_t>().swap(edge_succ_);
-  std::vector<TimePs>().swap(edge_latency_);
 }
 
 }  // namespace pw::des

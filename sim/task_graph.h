@@ -3,10 +3,12 @@
 /// latency), collectives made of phases of concurrent flows, and memory effects. Everything is
 /// dense ids into flat arrays; it is built once per simulation and never changes while running.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/schedule.h"
 #include "core/units.h"
+#include "sim/chunked_vector.h"
 #include "sim/flow_network.h"
 
 namespace pw::des {
@@ -26,21 +28,32 @@ constexpr bool stream_is_ordered(StreamKind s) {
 enum class MemCategory : std::uint8_t { kWeights, kGrads, kOptimizer, kActivations, kBuffers };
 inline constexpr int kNumMemCategories = 5;
 
-/// One task. A compute task lasts `duration` at full speed (longer while SM-using communication
-/// overlaps it on the same GPU); a communication task lasts as long as its collective.
+/// Memory a task allocates or frees (bytes or units). Most tasks have none, so the graph keeps
+/// them apart from the tasks (Task::effect indexes them).
+struct MemoryEffect {
+  double mem_at_start = 0;  ///< change of the task's category when it starts
+  double mem_at_end = 0;    ///< change of the task's category when it ends
+  double buf_at_start = 0;  ///< working-buffer change at start (category kBuffers)
+  double buf_at_end = 0;    ///< working-buffer change at end (category kBuffers)
+  bool empty() const {
+    return mem_at_start == 0 && mem_at_end == 0 && buf_at_start == 0 && buf_at_end == 0;
+  }
+};
+
+/// One task (40 bytes: an all-ranks simulation holds thousands per GPU). A compute task lasts
+/// `duration` at full speed (longer while SM-using communication overlaps it on the same GPU); a
+/// communication task lasts as long as its collective.
 struct Task {
   std::int32_t device = 0;
   StreamKind stream = StreamKind::kCompute;
   bool is_compute = true;
-  MemCategory mem_category = MemCategory::kActivations;
+  MemCategory mem_category = MemCategory::kActivations;  ///< of mem_at_start/mem_at_end
   TimePs duration = 0;
   std::int32_t collective = -1;  ///< communication tasks: the collective they take part in
-  double mem_at_start = 0;       ///< memory change applied when the task starts (bytes or units)
-  double mem_at_end = 0;         ///< memory change applied when the task ends
-  double buf_at_start = 0;       ///< working-buffer change at start (category kBuffers)
-  double buf_at_end = 0;         ///< working-buffer change at end (category kBuffers)
+  std::int32_t effect = -1;      ///< its MemoryEffect, or -1 (set by the graph)
   Action label;                  ///< what the task stands for (trace names, grouping)
 };
+static_assert(sizeof(Task) <= 40, "tasks must stay within 40 bytes");
 
 /// A collective: starts when all its participant tasks are ready, runs its phases one after
 /// another (each: a latency, then its flows concurrently), and ends them all at once.
@@ -63,8 +76,15 @@ class TaskGraph {
   void reset(int num_devices);
   int num_devices() const { return num_devices_; }
 
-  /// Appends a task to its (device, stream); returns its id (dense, in insertion order).
-  std::int32_t add_task(const Task& t);
+  /// Appends a task to its (device, stream) with the memory it allocates and frees; returns its
+  /// id (dense, in insertion order).
+  std::int32_t add_task(const Task& t, const MemoryEffect& m = {});
+  /// The memory effect of task `id`, created empty if it had none (for builders that add to it
+  /// after the task).
+  MemoryEffect& effect(std::int32_t id);
+  /// The memory effect of task `id` (empty if none).
+  const MemoryEffect& effect(std::int32_t id) const;
+  void set_mem_category(std::int32_t id, MemCategory c) { tasks_[id].mem_category = c; }
   /// `succ` may start only `latency` after `pred` has ended.
   void add_dep(std::int32_t pred, std::int32_t succ, TimePs latency = 0);
   /// New collective; phases and flows added next belong to it.
@@ -73,9 +93,12 @@ class TaskGraph {
   /// Adds a flow to the last phase of the last collective.
   void add_flow(double bytes, const std::vector<RouteHop>& hops);
   void add_flow(double bytes, const RouteHop* hops, int n);
-  /// Replaces the bytes and route of flow `flow` (ids count add_flow calls from 0); for builders
-  /// that resolve routes after the graph's structure is known. Call before finalize().
-  void replace_flow(std::int32_t flow, double bytes, const std::vector<RouteHop>& hops);
+  /// Stores a route once for many flows; returns its first hop (its hops run to the returned
+  /// value + hops.size()). For builders that resolve routes after the graph's structure is known.
+  std::int32_t add_route(const std::vector<RouteHop>& hops);
+  /// Replaces the bytes and route of flow `flow` (ids count add_flow calls from 0) by a route
+  /// stored with add_route. Call before finalize().
+  void set_flow(std::int32_t flow, double bytes, std::int32_t hop_begin, std::int32_t hop_end);
   std::size_t num_flows() const { return flows_.size(); }
   /// Memory held by a device before the iteration starts (weights, optimizer state).
   void add_initial_memory(int device, MemCategory c, double amount);
@@ -86,27 +109,34 @@ class TaskGraph {
 
   std::size_t size() const { return tasks_.size(); }
   const Task& task(std::int32_t id) const { return tasks_[id]; }
-  std::vector<Task>& tasks() { return tasks_; }
-  const std::vector<Task>& tasks() const { return tasks_; }
+  /// Tasks of one (device, stream) in stream order (after finalize()).
+  std::span<const std::int32_t> stream_tasks(int device, StreamKind s) const {
+    const std::size_t sid =
+        static_cast<std::size_t>(device) * kNumStreamKinds + static_cast<int>(s);
+    return {stream_tasks_.data() + stream_begin_[sid],
+            static_cast<std::size_t>(stream_begin_[sid + 1] - stream_begin_[sid])};
+  }
 
  private:
   friend class Engine;
   int num_devices_ = 0;
-  std::vector<Task> tasks_;
-  std::vector<std::int32_t> edge_pred_, edge_succ_;
-  std::vector<TimePs> edge_latency_;
-  std::vector<Collective> collectives_;
-  std::vector<Phase> phases_;
-  std::vector<FlowSpec> flows_;
+  // Appended while building (chunked: no copies, no slack beyond one chunk).
+  ChunkedVector<Task> tasks_;
+  ChunkedVector<MemoryEffect> effects_;
+  ChunkedVector<std::int32_t> edge_pred_, edge_succ_;
+  ChunkedVector<TimePs> edge_latency_;  ///< kept once some dependency has a latency
+  bool has_latency_ = false;
+  ChunkedVector<Collective> collectives_;
+  ChunkedVector<Phase> phases_;
+  ChunkedVector<FlowSpec> flows_;
   std::vector<RouteHop> hops_;
   std::vector<double> initial_memory_;  ///< device * kNumMemCategories + category
   // Built by finalize():
   std::vector<std::int32_t> succ_begin_, succ_;
-  std::vector<TimePs> succ_latency_;
+  std::vector<TimePs> succ_latency_;  ///< empty when every latency is 0
   std::vector<std::int32_t> num_preds_;
   std::vector<std::int32_t> stream_begin_, stream_tasks_;  ///< per stream id, task ids in order
   std::vector<std::int32_t> part_begin_, part_;            ///< per collective, participant tasks
-  std::vector<std::int32_t> stream_pos_;                   ///< per task, position in its stream
 };
 
 }  // namespace pw::des
