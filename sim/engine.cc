@@ -20,7 +20,8 @@ const EngineResult& Engine::run(const TaskGraph& g, const EngineOptions& opt) {
   q_.clear();
   // Events in flight follow the running tasks and flows, not the graph: the queue grows as needed.
   net_.reset();
-  preds_left_ = g.num_preds_;
+  assign_huge(preds_left_, n, 0);
+  std::copy(g.num_preds_.begin(), g.num_preds_.end(), preds_left_.begin());
   gen_.assign(D, 0);
   work_left_.assign(D, 0.0);
   work_since_.assign(D, 0);
@@ -32,8 +33,8 @@ const EngineResult& Engine::run(const TaskGraph& g, const EngineOptions& opt) {
   sm_comm_.assign(D, 0);
   mem_ = g.initial_memory_;
   mem_total_.assign(D, 0.0);
-  r_.start.assign(n, -1);
-  r_.end.assign(n, -1);
+  assign_huge(r_.start, n, TimePs{-1});
+  assign_huge(r_.end, n, TimePs{-1});
   r_.device.assign(D, DeviceRun{});
   r_.events = 0;
   r_.memory.assign(opt.memory_timeline ? D : 0, {});

@@ -85,31 +85,45 @@ std::int32_t IterationBuilder::add_comm(int sim, StreamKind stream, std::int32_t
   return out_.graph.add_task(t);
 }
 
+int IterationBuilder::pair_of(int src, int dst) {
+  const std::int64_t key = (static_cast<std::int64_t>(src) << 32) ^ static_cast<std::uint32_t>(dst);
+  auto [it, fresh] = pair_id_.emplace(key, static_cast<int>(pairs_.size()));
+  if (fresh) {
+    pairs_.push_back({src, dst});
+    pair_latency_.push_back(-1);
+  }
+  return it->second;
+}
+
 void IterationBuilder::add_flow(int src, int dst, double bytes) {
   if (opt_.free_communication || src == dst) return;
-  auto [it, fresh] = pair_id_.emplace(std::pair{src, dst}, static_cast<int>(pairs_.size()));
-  if (fresh) pairs_.push_back({src, dst});
-  flow_pair_.push_back(it->second);
+  flow_pair_.push_back(pair_of(src, dst));
   flow_bytes_.push_back(bytes);
   out_.graph.add_flow(bytes, nullptr, 0);
 }
 
 void IterationBuilder::add_point_phase(int src, int dst, double bytes) {
   if (opt_.free_communication) return;
-  const hw::PathInfo pi = topo_.path_info(src, dst);
-  out_.graph.add_phase(pi.latency + in_.profile.collective_step_latency);
+  TimePs latency = 0;
+  if (src != dst) {
+    TimePs& cached = pair_latency_[pair_of(src, dst)];
+    if (cached < 0) cached = topo_.path_info(src, dst).latency;
+    latency = cached;
+  }
+  out_.graph.add_phase(latency + in_.profile.collective_step_latency);
   add_flow(src, dst, bytes);
 }
 
-// Each algorithm step becomes a phase: its latency, then one flow per simulated member to the
-// partner its pattern names. Flow bytes are scaled so that an uncontended flow takes exactly the
-// step time of the analytic model (bytes_per_rank / step bandwidth); contention then slows it.
-void IterationBuilder::add_collective_phases(hw::CollectiveKind kind, double bytes, int count,
-                                             const std::vector<int>& group, int only_member) {
-  if (opt_.free_communication || group.size() < 2 || bytes <= 0) return;
+const IterationBuilder::StepPlan& IterationBuilder::step_plan(hw::CollectiveKind kind, double bytes,
+                                                              int count,
+                                                              const std::vector<int>& group) {
+  const auto found = step_plans_.find(std::tuple<int, double, int, const std::vector<int>&>{
+      static_cast<int>(kind), bytes, count, group});
+  if (found != step_plans_.end()) return found->second;
+  StepPlan& plan =
+      step_plans_.try_emplace({static_cast<int>(kind), bytes, count, group}).first->second;
   const hw::GroupNetwork net = hw::describe_group(topo_, in_.profile, group);
-  const std::vector<hw::CollectiveStep> steps =
-      hw::collective_steps(kind, opt_.algorithm, Bytes{bytes}, net);
+  plan.steps = hw::collective_steps(kind, opt_.algorithm, Bytes{bytes}, net);
   const int n = static_cast<int>(group.size());
   std::vector<int> node(n), local(n);
   std::map<int, std::vector<int>> by_node;
@@ -133,14 +147,29 @@ void IterationBuilder::add_collective_phases(hw::CollectiveKind kind, double byt
     }
     return (i + 1) % n;
   };
-  for (const hw::CollectiveStep& st : steps) {
+  plan.partner.resize(plan.steps.size() * n);
+  for (std::size_t s = 0; s < plan.steps.size(); ++s)
+    for (int i = 0; i < n; ++i) plan.partner[s * n + i] = partner(i, plan.steps[s].links);
+  return plan;
+}
+
+// Each algorithm step becomes a phase: its latency, then one flow per simulated member to the
+// partner its pattern names. Flow bytes are scaled so that an uncontended flow takes exactly the
+// step time of the analytic model (bytes_per_rank / step bandwidth); contention then slows it.
+void IterationBuilder::add_collective_phases(hw::CollectiveKind kind, double bytes, int count,
+                                             const std::vector<int>& group, int only_member) {
+  if (opt_.free_communication || group.size() < 2 || bytes <= 0) return;
+  const StepPlan& plan = step_plan(kind, bytes, count, group);
+  const int n = static_cast<int>(group.size());
+  for (std::size_t s = 0; s < plan.steps.size(); ++s) {
+    const hw::CollectiveStep& st = plan.steps[s];
     const TimePs lat = static_cast<TimePs>(st.repeat) * st.latency_hops * st.hop_latency * count;
     if (!st.overlaps_previous) out_.graph.add_phase(lat);
     const double per_rank = st.bytes_per_rank.value * st.repeat * count;
     for (int i = 0; i < n; ++i) {
       if (only_member >= 0 ? i != only_member : !is_member_simulated(i)) continue;
       if (st.pattern == hw::StepPattern::kPoint && i != 0) continue;
-      const int j = partner(i, st.links);
+      const int j = plan.partner[s * n + i];
       if (j == i) continue;
       // Scaled at resolve time by route bottleneck / step bandwidth (see resolve_routes).
       add_flow(group[i], group[j], per_rank / st.bandwidth.value);
@@ -149,13 +178,21 @@ void IterationBuilder::add_collective_phases(hw::CollectiveKind kind, double byt
   }
 }
 
-std::int32_t IterationBuilder::keyed_collective(const std::vector<int>& key, bool* fresh) {
-  auto it = coll_by_key_.find(key);
-  *fresh = it == coll_by_key_.end();
-  if (!*fresh) return it->second;
-  const std::int32_t c = out_.graph.add_collective(true);
-  coll_by_key_.emplace(key, c);
-  return c;
+std::size_t IterationBuilder::CollKeyHash::operator()(const CollKey& k) const {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (int v : k) h = (h ^ static_cast<std::uint32_t>(v)) * 0x100000001b3ull;
+  return static_cast<std::size_t>(h ^ (h >> 29));
+}
+
+std::int32_t IterationBuilder::keyed_collective(std::initializer_list<int> key, bool* fresh) {
+  PW_ASSERT(key.size() < 6, "a collective key has at most 5 numbers");
+  CollKey k{};
+  std::copy(key.begin(), key.end(), k.begin());
+  k[5] = static_cast<int>(key.size());
+  auto [it, inserted] = coll_by_key_.try_emplace(k, 0);
+  *fresh = inserted;
+  if (inserted) it->second = out_.graph.add_collective(true);
+  return it->second;
 }
 
 BuiltIteration IterationBuilder::build() {

@@ -1,8 +1,12 @@
 #pragma once
 /// Internal: turns an IterationInput into a TaskGraph (see sim/iteration.h). Split out so the
 /// graph construction and the result/trace extraction stay in separate files.
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -83,11 +87,26 @@ class IterationBuilder {
   /// collective; flows only for the members that are simulated (all, or member 0).
   void add_collective_phases(hw::CollectiveKind kind, double bytes, int count,
                              const std::vector<int>& group, int only_member = -1);
-  /// Collective id for `key`, created (with uses_sm) on first use; `fresh` tells which.
-  std::int32_t keyed_collective(const std::vector<int>& key, bool* fresh);
-  std::map<std::vector<int>, std::int32_t> coll_by_key_;
+  /// Collective id for `key` (at most 5 numbers), created (with uses_sm) on first use; `fresh`
+  /// tells which.
+  std::int32_t keyed_collective(std::initializer_list<int> key, bool* fresh);
+  using CollKey = std::array<int, 6>;  ///< the numbers, zero-padded, then their count
+  struct CollKeyHash {
+    std::size_t operator()(const CollKey& k) const;
+  };
+  std::unordered_map<CollKey, std::int32_t, CollKeyHash> coll_by_key_;
+  /// A collective's algorithm steps over a group and each member's partner in each step, kept
+  /// per (kind, bytes, count, group): an all-ranks build asks for the same ones many times.
+  struct StepPlan {
+    std::vector<hw::CollectiveStep> steps;
+    std::vector<int> partner;  ///< step * group size + member: the member it sends to
+  };
+  const StepPlan& step_plan(hw::CollectiveKind kind, double bytes, int count,
+                            const std::vector<int>& group);
+  std::map<std::tuple<int, double, int, std::vector<int>>, StepPlan, std::less<>> step_plans_;
   void add_point_phase(int src, int dst, double bytes);
   void add_flow(int src, int dst, double bytes);
+  int pair_of(int src, int dst);
   int sim_of(int tr, int dr, int pr) const;
   bool is_member_simulated(int member_index) const;
   void resolve_routes();
@@ -115,8 +134,9 @@ class IterationBuilder {
   std::vector<std::int32_t> first_backward_;         ///< per sim rank
   std::vector<std::vector<std::int32_t>> dp_tasks_;  ///< per sim rank
   // Flow routes: pair id per pending flow, resolved after the graph is built.
-  std::map<std::pair<int, int>, int> pair_id_;
+  std::unordered_map<std::int64_t, int> pair_id_;
   std::vector<std::pair<int, int>> pairs_;
+  std::vector<TimePs> pair_latency_;  ///< per pair: path latency, -1 until asked
   std::vector<int> flow_pair_;
   std::vector<double> flow_bytes_;
 };

@@ -27,6 +27,7 @@ struct PassCost {
     const std::vector<hw::TpComm>* comms = nullptr;
   };
   std::vector<Part> parts;
+  std::vector<hw::TpComm> by_group[3];  ///< comms by hw::CommGroup
 };
 
 void append(std::vector<hw::TpComm>* out, const std::vector<hw::TpComm>& v) {
@@ -106,7 +107,18 @@ void IterationBuilder::build_passes() {
       default:
         break;  // explicit communication / markers: the simulator models those itself
     }
+    for (const hw::TpComm& c : pc.comms) pc.by_group[static_cast<int>(c.group)].push_back(c);
     return pc;
+  };
+  // An action costs the same on every rank of its pipeline rank: priced once per action.
+  std::vector<PassCost> cost_by_action(dep_.size());
+  std::vector<std::uint8_t> priced(dep_.size(), 0);
+  auto cached_cost = [&](int id) -> const PassCost& {
+    if (!priced[id]) {
+      cost_by_action[id] = cost_of(dep_.action[id]);
+      priced[id] = 1;
+    }
+    return cost_by_action[id];
   };
 
   for (int sim = 0; sim < static_cast<int>(out_.ranks.size()); ++sim) {
@@ -134,7 +146,7 @@ void IterationBuilder::build_passes() {
     };
     for (int id = begin; id < end; ++id) {
       const Action& a = dep_.action[id];
-      const PassCost pc = cost_of(a);
+      const PassCost& pc = cached_cost(id);
       const bool is_pass = is_compute(a.kind);
       std::int32_t gather = -1;
       if (zero3 && is_pass && a.stage != sweep_stage) {
@@ -263,8 +275,7 @@ void IterationBuilder::build_passes() {
       // The pass's collectives by group: TP and EP ones follow the compute on the TP stream (an
       // EP all-to-all sits between the router and the experts, nothing overlaps it); the CP
       // key/value exchange runs beside the compute and the pass ends when both have.
-      std::vector<hw::TpComm> by_group[3];
-      for (const hw::TpComm& c : pc.comms) by_group[static_cast<int>(c.group)].push_back(c);
+      const auto& by_group = pc.by_group;
       auto group_collective = [&](hw::CommGroup g, int key, const std::vector<int>& members) {
         bool fresh = false;
         const std::int32_t c = keyed_collective({key, members.front(), id}, &fresh);
@@ -340,6 +351,7 @@ void IterationBuilder::build_transfers() {
   for (int sim = 0; sim < R; ++sim) {
     const SimRank& r = out_.ranks[sim];
     const int begin = dep_.device_begin[r.pr], end = dep_.device_begin[r.pr + 1];
+    const std::vector<int> tp_group = sg ? layout_.tp_group(r.dr, r.pr) : std::vector<int>{};
     for (int id = begin; id < end; ++id) {
       const PassTasks& me = pass_[out_.action_slot(sim, id)];
       for (int k = dep_.dep_begin[id]; k < dep_.dep_begin[id + 1]; ++k) {
@@ -358,9 +370,7 @@ void IterationBuilder::build_transfers() {
         const double bytes = costs_[hop].p2p_bytes.value;
         const int sg_gpu = out_.ranks[ssim].gpu, rg_gpu = r.gpu;
         add_point_phase(sg_gpu, rg_gpu, sg ? bytes / layout_.tp : bytes);
-        if (sg)
-          add_collective_phases(hw::CollectiveKind::kAllGather, bytes, 1,
-                                layout_.tp_group(r.dr, r.pr), r.tr);
+        if (sg) add_collective_phases(hw::CollectiveKind::kAllGather, bytes, 1, tp_group, r.tr);
         const Action& ra = dep_.action[id];
         const std::int32_t send =
             add_comm(ssim, StreamKind::kPpSend, c, CommKind::kPp,

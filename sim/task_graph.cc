@@ -100,11 +100,13 @@ void TaskGraph::add_initial_memory(int device, MemCategory c, double amount) {
 template <class Keys>
 static void bucket(std::size_t buckets, const Keys& key, std::vector<std::int32_t>& begin,
                    std::vector<std::int32_t>& out) {
-  begin.assign(buckets + 1, 0);
+  assign_huge(begin, buckets + 1, 0);
   for (std::size_t i = 0; i < key.size(); ++i) ++begin[key[i] + 1];
   for (std::size_t b = 0; b < buckets; ++b) begin[b + 1] += begin[b];
-  std::vector<std::int32_t> fill(begin.begin(), begin.end() - 1);
-  out.resize(key.size());
+  std::vector<std::int32_t> fill;
+  assign_huge(fill, buckets, 0);
+  std::copy(begin.begin(), begin.end() - 1, fill.begin());
+  assign_huge(out, key.size(), 0);
   for (std::size_t i = 0; i < key.size(); ++i) out[fill[key[i]]++] = static_cast<std::int32_t>(i);
 }
 
@@ -112,9 +114,9 @@ void TaskGraph::finalize() {
   const std::size_t n = tasks_.size();
   std::vector<std::int32_t> order;
   bucket(n, edge_pred_, succ_begin_, order);
-  succ_.resize(order.size());
+  assign_huge(succ_, order.size(), 0);
   succ_latency_.assign(has_latency_ ? order.size() : 0, 0);
-  num_preds_.assign(n, 0);
+  assign_huge(num_preds_, n, 0);
   for (std::size_t i = 0; i < order.size(); ++i) {
     succ_[i] = edge_succ_[order[i]];
     if (has_latency_) succ_latency_[i] = edge_latency_[order[i]];
@@ -125,7 +127,8 @@ void TaskGraph::finalize() {
   edge_succ_.clear();
   edge_latency_.clear();
   has_latency_ = false;
-  std::vector<std::int32_t> stream_key(n);
+  std::vector<std::int32_t> stream_key;
+  assign_huge(stream_key, n, 0);
   for (std::size_t i = 0; i < n; ++i)
     stream_key[i] = tasks_[i].device * kNumStreamKinds + static_cast<int>(tasks_[i].stream);
   bucket(static_cast<std::size_t>(num_devices_) * kNumStreamKinds, stream_key, stream_begin_,
