@@ -87,7 +87,7 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
 
 void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s) {
   c.check_keys({"profile", "nodes", "gpus_per_node", "fabric", "oversubscription", "leaf_ports",
-                "slow_gpus", "slow_nodes", "degraded_nics"});
+                "slow_gpus", "slow_nodes", "degraded_nics", "failed_nics"});
   std::string profile = c.text("profile");
   s->profile = resolve_profile(profile, base_dir, c.file(), c.key_path("profile"));
   s->cluster_profile = profile;
@@ -144,6 +144,33 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
       const int per = nodes ? t.node.gpus_per_node : 1;
       for (int g = static_cast<int>(index) * per; g < (index + 1) * per; ++g)
         t.gpu_slowdown[g] *= factor;
+    }
+  }
+  // Failed NICs: a list of global NIC indices (node x nics_per_node + rail); each node keeps one.
+  if (c.has("failed_nics")) {
+    const YAML::Node list = c.raw("failed_nics");
+    if (!list.IsSequence()) c.fail("failed_nics", "expected a list of NIC indices (e.g. [9, 12])");
+    t.nic_failed.assign(nics, 0);
+    for (const auto& item : list) {
+      long long index = -1;
+      try {
+        index = item.as<long long>();
+      } catch (const YAML::Exception&) {
+        c.fail("failed_nics", "expected integer NIC indices (e.g. [9, 12])");
+      }
+      if (index < 0 || index >= nics)
+        c.fail("failed_nics",
+               fmt::format("index {} is outside the cluster's {} NICs", index, nics));
+      t.nic_failed[index] = 1;
+    }
+    const int per = t.node.nics_per_node;
+    for (int node = 0; node < t.nodes; ++node) {
+      bool any = false;
+      for (int r = 0; r < per; ++r) any = any || !t.nic_failed[node * per + r];
+      if (!any)
+        c.fail("failed_nics", fmt::format("every NIC of node {} (indices {}..{}) is listed; a node "
+                                          "needs one working NIC to reach the others",
+                                          node, node * per, node * per + per - 1));
     }
   }
 }
@@ -519,10 +546,13 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
 
 void require_uniform_cluster(const Scenario& s, const std::string& command) {
   if (s.topology.symmetric()) return;
+  const TopologySpec& t = s.topology;
   throw ConfigError(s.file,
-                    s.topology.gpu_slowdown.empty() ? "cluster.degraded_nics" : "cluster.slow_gpus",
+                    !t.gpu_slowdown.empty()   ? "cluster.slow_gpus"
+                    : !t.nic_slowdown.empty() ? "cluster.degraded_nics"
+                                              : "cluster.failed_nics",
                     fmt::format("`{}` assumes every GPU and NIC runs at the profile's rate; "
-                                "`pipewright simulate` takes slow GPUs and degraded NICs",
+                                "`pipewright simulate` takes slow GPUs and degraded or failed NICs",
                                 command));
 }
 

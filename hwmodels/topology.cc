@@ -30,7 +30,11 @@ const char* vertex_kind_name(VertexKind k) {
 }
 
 TopologySpec topology_spec(const HardwareProfile& profile, int nodes) {
-  return TopologySpec{nodes, profile.node, profile.fabric};
+  TopologySpec spec;
+  spec.nodes = nodes;
+  spec.node = profile.node;
+  spec.fabric = profile.fabric;
+  return spec;
 }
 
 std::size_t Topology::add_vertex(VertexKind kind, int index, int node) {
@@ -134,8 +138,23 @@ void Topology::route(int src, int dst, std::vector<LinkId>* out) const {
     out->push_back(gpu_intra_up_[dst] + 1);
     return;
   }
-  int ra = rail_of_gpu(src), rb = rail_of_gpu(dst);
-  if (!nic_per_gpu_) out->push_back(gpu_host_up_[src]);
+  // A failed NIC's traffic leaves by the next working NIC of the node (the loader guarantees one).
+  auto working_rail = [&](int node, int rail) {
+    if (spec_.nic_failed.empty()) return rail;
+    for (int k = 0; k < nics; ++k) {
+      const int r = (rail + k) % nics;
+      if (!spec_.nic_failed[static_cast<std::size_t>(node) * nics + r]) return r;
+    }
+    return rail;
+  };
+  const int g_per = spec_.node.gpus_per_node;
+  int ra = working_rail(a, rail_of_gpu(src)), rb = working_rail(b, rail_of_gpu(dst));
+  if (!nic_per_gpu_) {
+    out->push_back(gpu_host_up_[src]);
+  } else if (ra != rail_of_gpu(src)) {  // over NVLink to the GPU that owns the NIC
+    out->push_back(gpu_intra_up_[src]);
+    out->push_back(gpu_intra_up_[a * g_per + ra] + 1);
+  }
   out->push_back(to_nic_[a * nics + ra]);
   out->push_back(nic_up_[a * nics + ra]);
   int la = leaf_of_nic(a, ra), lb = leaf_of_nic(b, rb);
@@ -153,7 +172,12 @@ void Topology::route(int src, int dst, std::vector<LinkId>* out) const {
   }
   out->push_back(nic_up_[b * nics + rb] + 1);
   out->push_back(to_nic_[b * nics + rb] + 1);
-  if (!nic_per_gpu_) out->push_back(gpu_host_up_[dst] + 1);
+  if (!nic_per_gpu_) {
+    out->push_back(gpu_host_up_[dst] + 1);
+  } else if (rb != rail_of_gpu(dst)) {
+    out->push_back(gpu_intra_up_[b * g_per + rb]);
+    out->push_back(gpu_intra_up_[dst] + 1);
+  }
 }
 
 std::vector<LinkId> Topology::route(int src, int dst) const {

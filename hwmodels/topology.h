@@ -37,8 +37,15 @@ struct TopologySpec {
   /// Compute-time factor per GPU (global index; 1.25 = every pass and optimizer step takes 25%
   /// longer: a throttled GPU). Empty: every GPU at the profile's rate.
   std::vector<double> gpu_slowdown;
+  /// Failed NICs (global index; 1 = down). A GPU whose rail's NIC is down sends and receives
+  /// through the next working NIC of its node (NCCL's PXN: over NVLink to the GPU that owns it,
+  /// or through the host switch where NICs hang off the host), sharing that port with its owner.
+  /// Empty: every NIC up.
+  std::vector<std::uint8_t> nic_failed;
   /// Every GPU and NIC alike: what simulating one GPU per pipeline rank relies on.
-  bool symmetric() const { return nic_slowdown.empty() && gpu_slowdown.empty(); }
+  bool symmetric() const {
+    return nic_slowdown.empty() && gpu_slowdown.empty() && nic_failed.empty();
+  }
 };
 
 /// Builds a TopologySpec from a profile and a node count (the profile's node and fabric).

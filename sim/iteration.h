@@ -24,9 +24,9 @@ namespace pw {
 struct IterationOptions {
   /// true: one representative GPU per pipeline rank (tensor rank 0, data rank 0), with each of
   /// its flows weighted by the symmetric copies that share a link; false: every GPU. A topology
-  /// with slow GPUs or degraded NICs (not TopologySpec::symmetric()) always simulates every GPU.
-  /// Both give the same times when the tensor- and data-parallel translations are symmetries of the
-  /// cluster (tests/sim/iteration_test.cc runs both).
+  /// with slow GPUs or degraded or failed NICs (not TopologySpec::symmetric()) always simulates
+  /// every GPU. Both give the same times when the tensor- and data-parallel translations are
+  /// symmetries of the cluster (tests/sim/iteration_test.cc runs both).
   bool representative = true;
   /// Gradient bucket size in bytes (Megatron: 40M parameters of bf16 grads). Whether buckets
   /// overlap the backward and the bytes per gradient are the configuration's

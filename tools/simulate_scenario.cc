@@ -79,6 +79,9 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
   int slow = 0;
   for (double f : s.topology.gpu_slowdown) slow += f != 1.0;
   if (slow > 0) j["slow_gpus"] = slow;
+  int failed = 0;
+  for (std::uint8_t f : s.topology.nic_failed) failed += f;
+  if (failed > 0) j["failed_nics"] = failed;
   if (s.published) {
     j["published_tflops_per_gpu"] = s.published->tflops_per_gpu;
     j["published_iteration_s"] = s.published->iteration_time_s;
@@ -135,6 +138,12 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
   if (slow > 0)
     line("slow GPUs",
          fmt::format("{} (slowest x{:.2f}); all {} GPUs simulated", slow, worst, r.simulated_gpus));
+  int failed = 0;
+  for (std::uint8_t f : s.topology.nic_failed) failed += f;
+  if (failed > 0)
+    line("failed NICs", fmt::format("{} (their GPUs use the next working NIC of the node); all {} "
+                                    "GPUs simulated",
+                                    failed, r.simulated_gpus));
   line("busiest GPU",
        fmt::format("GPU {} (tp {}, dp {}, pp {}): {:.1f} ms of compute", r.busiest_gpu,
                    r.busiest_tp, r.busiest_dp, r.busiest_pp, ps_to_millis(r.busiest_busy)));

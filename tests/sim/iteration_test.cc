@@ -171,6 +171,65 @@ parallel: {{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, micr
   EXPECT_EQ(one.busiest_busy, base.busiest_busy);  // compute untouched
 }
 
+// Failed NICs (cluster.failed_nics): a GPU whose NIC is down reaches the fabric over NVLink
+// through the GPU that owns the next working NIC of its node (NCCL's PXN). In the 2-node
+// data-parallel job above (t = 8, d = 2: each DP pair {i, 8 + i} crosses on rail i), NIC 0 of
+// node 0 down puts the rings of rails 0 and 1 on NIC 1 of node 0, each at half its rate: by hand,
+// the same as NICs 0 and 1 of node 0 at half rate (degraded_nics {0: 2, 1: 2}), up to the NVLink
+// hop's latency on each of the reduction's steps (0.5% allowed), in the iteration and in the
+// exposed reduction averaged over the GPUs (which one slowed ring, {0: 2}, would not match).
+// Compute is untouched.
+TEST(Iteration, FailedNicsRerouteThroughTheNextNicOfTheNode) {
+  auto load = [](const std::string& extra) {
+    return hw::parse_scenario(fmt::format(R"(
+model: {{num_layers: 4, hidden_size: 2048, num_attention_heads: 16, seq_length: 1024,
+        vocab_size: 51200}}
+cluster: {{profile: dgx-a100-80gb, nodes: 2{}}}
+parallel: {{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, micro_batch_size: 1,
+           global_batch_size: 4}}
+)",
+                                          extra),
+                              "nic.yaml", ".");
+  };
+  const hw::Scenario failed = load(", failed_nics: [0]");
+  ASSERT_FALSE(failed.topology.symmetric());
+  // The route of GPU 0 to its DP peer: NVLink to GPU 1 (GPU 0 -> GPU 1's links), then GPU 1's
+  // NIC and port (the first two links of GPU 1 -> GPU 9).
+  const hw::Topology topo(failed.topology), healthy(load("").topology);
+  const std::vector<hw::LinkId> r0 = topo.route(0, 8), nv = healthy.route(0, 1),
+                                r1 = healthy.route(1, 9);
+  ASSERT_GE(r0.size(), 4u);
+  EXPECT_EQ(r0[0], nv[0]);
+  EXPECT_EQ(r0[1], nv[1]);
+  EXPECT_EQ(r0[2], r1[0]);
+  EXPECT_EQ(r0[3], r1[1]);
+  EXPECT_EQ(topo.route(2, 10), healthy.route(2, 10));  // other rails unchanged
+  IterationOptions o;
+  const IterationResult f = simulate_iteration(testing::input_for(failed), o);
+  const IterationResult h =
+      simulate_iteration(testing::input_for(load(", degraded_nics: {0: 2, 1: 2}")), o);
+  const IterationResult base = simulate_iteration(testing::input_for(load("")), o);
+  EXPECT_EQ(f.simulated_gpus, 16);
+  EXPECT_GT(f.iteration, base.iteration);
+  EXPECT_NEAR(static_cast<double>(f.iteration), static_cast<double>(h.iteration),
+              0.005 * static_cast<double>(h.iteration));
+  // Two rings slowed, not one: the exposed reduction averaged over the GPUs tells them apart.
+  const int dp = static_cast<int>(CommKind::kDp);
+  EXPECT_NEAR(static_cast<double>(f.exposed[dp]), static_cast<double>(h.exposed[dp]),
+              0.005 * static_cast<double>(h.exposed[dp]));
+  EXPECT_EQ(f.busiest_busy, base.busiest_busy);
+  for (const char* bad : {"failed_nics: [16]", "failed_nics: [0, 1, 2, 3, 4, 5, 6, 7]",
+                          "failed_nics: {0: 1}", "failed_nics: [a]"}) {
+    try {
+      load(std::string(", ") + bad);
+      ADD_FAILURE() << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("cluster.failed_nics"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  }
+}
+
 TEST(Iteration, SlowGpuEntriesAreCheckedNamingTheKey) {
   auto load = [](const std::string& cluster_extra) {
     return hw::parse_scenario(fmt::format(R"(

@@ -94,6 +94,17 @@ TEST(Hardening, HeterogeneousClustersAreSimulatedOrRefusedNeverIgnored) {
                   parallel);
   refused("plan " + slow, {"slow.yaml", "cluster.slow_gpus", "simulate"});
   refused("compare " + nic + " --schedules 1f1b", {"nic.yaml", "cluster.degraded_nics"});
+  const std::string down =
+      d.write("down.yaml",
+              "model: {preset: megatron-1.7b}\n"
+              "cluster: {profile: dgx-a100-80gb, nodes: 2, failed_nics: [3]}\n" +
+                  parallel);
+  refused("plan " + down, {"down.yaml", "cluster.failed_nics"});
+  std::string down_out;
+  ASSERT_EQ(sh(kTool + " simulate " + down, &down_out), 0) << down_out;
+  EXPECT_NE(down_out.find("failed NICs                 1 (their GPUs use the next working NIC"),
+            std::string::npos)
+      << down_out;
   std::string out;
   ASSERT_EQ(sh(kTool + " simulate " + slow, &out), 0) << out;
   EXPECT_NE(out.find("all 16 GPUs simulated"), std::string::npos) << out;
