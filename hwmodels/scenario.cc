@@ -87,7 +87,7 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
 
 void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s) {
   c.check_keys({"profile", "nodes", "gpus_per_node", "fabric", "oversubscription", "leaf_ports",
-                "slow_gpus", "slow_nodes", "degraded_nics", "failed_nics"});
+                "slow_gpus", "slow_nodes", "degraded_nics", "failed_nics", "background_flows"});
   std::string profile = c.text("profile");
   s->profile = resolve_profile(profile, base_dir, c.file(), c.key_path("profile"));
   s->cluster_profile = profile;
@@ -171,6 +171,29 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
         c.fail("failed_nics", fmt::format("every NIC of node {} (indices {}..{}) is listed; a node "
                                           "needs one working NIC to reach the others",
                                           node, node * per, node * per + per - 1));
+    }
+  }
+  // Other jobs' traffic: [[source GPU, destination GPU], ...], each a flow for the whole run.
+  if (c.has("background_flows")) {
+    const YAML::Node list = c.raw("background_flows");
+    const char* expected =
+        "expected a list of [source GPU, destination GPU] pairs (e.g. [[0, 64]])";
+    if (!list.IsSequence()) c.fail("background_flows", expected);
+    for (const auto& item : list) {
+      long long a = -1, b = -1;
+      if (!item.IsSequence() || item.size() != 2) c.fail("background_flows", expected);
+      try {
+        a = item[0].as<long long>();
+        b = item[1].as<long long>();
+      } catch (const YAML::Exception&) {
+        c.fail("background_flows", expected);
+      }
+      if (a < 0 || a >= gpus || b < 0 || b >= gpus)
+        c.fail("background_flows",
+               fmt::format("[{}, {}] names a GPU outside the cluster's {}", a, b, gpus));
+      if (a == b)
+        c.fail("background_flows", fmt::format("[{}, {}]: a flow needs two different GPUs", a, b));
+      t.background_flows.push_back({static_cast<int>(a), static_cast<int>(b)});
     }
   }
 }
@@ -550,9 +573,11 @@ void require_uniform_cluster(const Scenario& s, const std::string& command) {
   throw ConfigError(s.file,
                     !t.gpu_slowdown.empty()   ? "cluster.slow_gpus"
                     : !t.nic_slowdown.empty() ? "cluster.degraded_nics"
-                                              : "cluster.failed_nics",
-                    fmt::format("`{}` assumes every GPU and NIC runs at the profile's rate; "
-                                "`pipewright simulate` takes slow GPUs and degraded or failed NICs",
+                    : !t.nic_failed.empty()   ? "cluster.failed_nics"
+                                              : "cluster.background_flows",
+                    fmt::format("`{}` assumes every GPU and NIC runs at the profile's rate, alone "
+                                "on the fabric; `pipewright simulate` takes slow GPUs, degraded or "
+                                "failed NICs and background flows",
                                 command));
 }
 

@@ -6,6 +6,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/units.h"
@@ -42,9 +43,13 @@ struct TopologySpec {
   /// or through the host switch where NICs hang off the host), sharing that port with its owner.
   /// Empty: every NIC up.
   std::vector<std::uint8_t> nic_failed;
+  /// Other jobs' traffic: (source GPU, destination GPU) pairs, each a flow that runs for the
+  /// whole iteration and takes its max-min fair share of every link on its route.
+  std::vector<std::pair<int, int>> background_flows;
   /// Every GPU and NIC alike: what simulating one GPU per pipeline rank relies on.
   bool symmetric() const {
-    return nic_slowdown.empty() && gpu_slowdown.empty() && nic_failed.empty();
+    return nic_slowdown.empty() && gpu_slowdown.empty() && nic_failed.empty() &&
+           background_flows.empty();
   }
 };
 

@@ -48,6 +48,8 @@ const EngineResult& Engine::run(const TaskGraph& g, const EngineOptions& opt) {
       dr.peak_by_category[c] = dr.max_by_category[c] = mem_[d * kNumMemCategories + c];
     if (opt.memory_timeline) r_.memory[d].push_back({0, mem_total_[d]});
   }
+  for (const auto& [b, end] : g.background_)
+    net_.start_background(q_, kFlowEnd, g.hops_.data() + b, end - b);
   for (std::size_t t = 0; t < n; ++t) try_start(static_cast<std::int32_t>(t));
 
   while (!q_.empty()) {

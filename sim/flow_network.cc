@@ -50,6 +50,7 @@ std::uint32_t FlowNetwork::start(EventQueue& q, std::uint8_t event_type, const R
   f.route = route;
   f.hops = hops;
   f.owner = owner;
+  f.background = false;
   f.active = hops > 0 && bytes > 0;
   if (!f.active) {
     q.push(q.now(), event_type, id, f.gen);
@@ -59,6 +60,25 @@ std::uint32_t FlowNetwork::start(EventQueue& q, std::uint8_t event_type, const R
   collect_component(id, false);
   reshare(q, event_type);
   return id;
+}
+
+void FlowNetwork::start_background(EventQueue& q, std::uint8_t event_type, const RouteHop* route,
+                                   int hops) {
+  if (hops <= 0) return;
+  ++started_;
+  const auto id = static_cast<std::uint32_t>(flows_.size());
+  flows_.emplace_back();
+  flow_mark_.push_back(0);
+  Flow& f = flows_[id];
+  f.remaining = std::numeric_limits<double>::infinity();
+  f.last = q.now();
+  f.route = route;
+  f.hops = hops;
+  f.active = true;
+  f.background = true;
+  for (int k = 0; k < hops; ++k) link_flows_[route[k].link].push_back(id);
+  collect_component(id, false);
+  reshare(q, event_type);
 }
 
 bool FlowNetwork::finish(EventQueue& q, std::uint8_t event_type, const Event& e) {
@@ -177,7 +197,7 @@ void FlowNetwork::reshare(EventQueue& q, std::uint8_t event_type) {
     const double r = std::max(new_rate_[i], 1e-18);
     if (r == f.rate) continue;
     f.rate = r;
-    schedule_end(q, event_type, g);
+    if (!f.background) schedule_end(q, event_type, g);
   }
 }
 

@@ -33,6 +33,9 @@ class FlowNetwork {
   /// is reused by a later start, so memory follows the flows in flight, not all flows run.
   std::uint32_t start(EventQueue& q, std::uint8_t event_type, const RouteHop* route, int hops,
                       double bytes, std::uint32_t owner);
+  /// Starts a flow that never ends (another job's traffic): it takes its max-min fair share of
+  /// every link of `route` for the rest of the run and schedules no end event.
+  void start_background(EventQueue& q, std::uint8_t event_type, const RouteHop* route, int hops);
   /// Handles a popped end event: returns false if it is stale; otherwise retires the flow,
   /// re-shares its links and returns true.
   bool finish(EventQueue& q, std::uint8_t event_type, const Event& e);
@@ -54,6 +57,7 @@ class FlowNetwork {
     std::uint32_t gen = 0;
     std::uint32_t owner = 0;
     bool active = false;
+    bool background = false;  ///< never ends (start_background)
   };
   void release(std::uint32_t id);
   void collect_component(std::uint32_t seed_flow, bool seed_removed);

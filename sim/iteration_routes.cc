@@ -181,6 +181,16 @@ void IterationBuilder::resolve_routes() {
     }
     bottleneck[pi] = bn;
   }
+  // Other jobs' traffic (every GPU is simulated then: the topology is not symmetric).
+  if (!opt_.free_communication)
+    for (const auto& [src, dst] : in_.topology.background_flows) {
+      std::vector<hw::LinkId> links;
+      topo_.route(src, dst, &links);
+      std::vector<des::RouteHop> h;
+      for (hw::LinkId l : links) h.push_back({static_cast<std::int32_t>(l), 1.0f});
+      const std::int32_t b = out_.graph.add_route(h);
+      out_.graph.add_background_flow(b, b + static_cast<std::int32_t>(h.size()));
+    }
   // One stored route per (source, destination) pair, shared by all its flows.
   std::vector<std::int32_t> route_begin(pairs_.size());
   for (std::size_t pi = 0; pi < pairs_.size(); ++pi)

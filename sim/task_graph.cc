@@ -16,6 +16,7 @@ void TaskGraph::reset(int num_devices) {
   phases_.clear();
   flows_.clear();
   hops_.clear();
+  background_.clear();
   initial_memory_.assign(static_cast<std::size_t>(num_devices) * kNumMemCategories, 0.0);
 }
 
@@ -75,6 +76,13 @@ void TaskGraph::add_flow(double bytes, const RouteHop* hops, int n) {
 
 void TaskGraph::add_flow(double bytes, const std::vector<RouteHop>& hops) {
   add_flow(bytes, hops.data(), static_cast<int>(hops.size()));
+}
+
+void TaskGraph::add_background_flow(std::int32_t hop_begin, std::int32_t hop_end) {
+  PW_ASSERT(
+      hop_begin >= 0 && hop_begin <= hop_end && hop_end <= static_cast<std::int32_t>(hops_.size()),
+      "background route out of range");
+  background_.push_back({hop_begin, hop_end});
 }
 
 std::int32_t TaskGraph::add_route(const std::vector<RouteHop>& hops) {

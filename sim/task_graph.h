@@ -4,6 +4,7 @@
 /// dense ids into flat arrays; it is built once per simulation and never changes while running.
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/schedule.h"
@@ -100,6 +101,9 @@ class TaskGraph {
   /// stored with add_route. Call before finalize().
   void set_flow(std::int32_t flow, double bytes, std::int32_t hop_begin, std::int32_t hop_end);
   std::size_t num_flows() const { return flows_.size(); }
+  /// A flow of another job over a route stored with add_route: it starts with the iteration and
+  /// shares its links for the whole run (FlowNetwork::start_background).
+  void add_background_flow(std::int32_t hop_begin, std::int32_t hop_end);
   /// Memory held by a device before the iteration starts (weights, optimizer state).
   void add_initial_memory(int device, MemCategory c, double amount);
 
@@ -130,6 +134,7 @@ class TaskGraph {
   ChunkedVector<Phase> phases_;
   ChunkedVector<FlowSpec> flows_;
   std::vector<RouteHop> hops_;
+  std::vector<std::pair<std::int32_t, std::int32_t>> background_;  ///< hop ranges
   std::vector<double> initial_memory_;  ///< device * kNumMemCategories + category
   // Built by finalize():
   std::vector<std::int32_t> succ_begin_, succ_;

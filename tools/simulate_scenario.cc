@@ -82,6 +82,8 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
   int failed = 0;
   for (std::uint8_t f : s.topology.nic_failed) failed += f;
   if (failed > 0) j["failed_nics"] = failed;
+  if (!s.topology.background_flows.empty())
+    j["background_flows"] = s.topology.background_flows.size();
   if (s.published) {
     j["published_tflops_per_gpu"] = s.published->tflops_per_gpu;
     j["published_iteration_s"] = s.published->iteration_time_s;
@@ -144,6 +146,11 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
     line("failed NICs", fmt::format("{} (their GPUs use the next working NIC of the node); all {} "
                                     "GPUs simulated",
                                     failed, r.simulated_gpus));
+  if (!s.topology.background_flows.empty())
+    line(
+        "background flows",
+        fmt::format("{} (other jobs' traffic, sharing links max-min fairly); all {} GPUs simulated",
+                    s.topology.background_flows.size(), r.simulated_gpus));
   line("busiest GPU",
        fmt::format("GPU {} (tp {}, dp {}, pp {}): {:.1f} ms of compute", r.busiest_gpu,
                    r.busiest_tp, r.busiest_dp, r.busiest_pp, ps_to_millis(r.busiest_busy)));

@@ -230,6 +230,53 @@ parallel: {{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, micr
   }
 }
 
+// Background flows (cluster.background_flows): another job's flow from GPU 0 to GPU 8 crosses
+// NIC 0 of node 0 and NIC 0 of node 1, as the 2-node job's DP ring of rail 0 does (the job of
+// the test above). Max-min fair sharing gives that ring's 0 -> 8 flow half of the ports, and a
+// ring step lasts as long as its slowest flow, so by hand the job sees what NIC 0 at half rate
+// (degraded_nics {0: 2}) gives it: same iteration and exposed reduction (0.5% allowed), compute
+// untouched, slower than alone.
+TEST(Iteration, BackgroundFlowsTakeTheirFairShareOfTheLinksTheyCross) {
+  auto load = [](const std::string& extra) {
+    return hw::parse_scenario(fmt::format(R"(
+model: {{num_layers: 4, hidden_size: 2048, num_attention_heads: 16, seq_length: 1024,
+        vocab_size: 51200}}
+cluster: {{profile: dgx-a100-80gb, nodes: 2{}}}
+parallel: {{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, micro_batch_size: 1,
+           global_batch_size: 4}}
+)",
+                                          extra),
+                              "bg.yaml", ".");
+  };
+  const hw::Scenario bg = load(", background_flows: [[0, 8]]");
+  ASSERT_FALSE(bg.topology.symmetric());
+  IterationOptions o;
+  const IterationResult f = simulate_iteration(testing::input_for(bg), o);
+  const IterationResult h =
+      simulate_iteration(testing::input_for(load(", degraded_nics: {0: 2}")), o);
+  const IterationResult base = simulate_iteration(testing::input_for(load("")), o);
+  EXPECT_EQ(f.simulated_gpus, 16);
+  EXPECT_GT(f.iteration, base.iteration);
+  EXPECT_NEAR(static_cast<double>(f.iteration), static_cast<double>(h.iteration),
+              0.005 * static_cast<double>(h.iteration));
+  const int dp = static_cast<int>(CommKind::kDp);
+  EXPECT_NEAR(static_cast<double>(f.exposed[dp]), static_cast<double>(h.exposed[dp]),
+              0.005 * static_cast<double>(h.exposed[dp]));
+  EXPECT_EQ(f.busiest_busy, base.busiest_busy);
+  for (const char* bad :
+       {"background_flows: [[0, 16]]", "background_flows: [[3, 3]]", "background_flows: [0, 8]",
+        "background_flows: {0: 8}", "background_flows: [[0, a]]"}) {
+    try {
+      load(std::string(", ") + bad);
+      ADD_FAILURE() << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("cluster.background_flows"), std::string::npos)
+          << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  }
+}
+
 TEST(Iteration, SlowGpuEntriesAreCheckedNamingTheKey) {
   auto load = [](const std::string& cluster_extra) {
     return hw::parse_scenario(fmt::format(R"(

@@ -100,6 +100,12 @@ TEST(Hardening, HeterogeneousClustersAreSimulatedOrRefusedNeverIgnored) {
               "cluster: {profile: dgx-a100-80gb, nodes: 2, failed_nics: [3]}\n" +
                   parallel);
   refused("plan " + down, {"down.yaml", "cluster.failed_nics"});
+  const std::string busy =
+      d.write("busy.yaml",
+              "model: {preset: megatron-1.7b}\n"
+              "cluster: {profile: dgx-a100-80gb, nodes: 2, background_flows: [[0, 8]]}\n" +
+                  parallel);
+  refused("compare " + busy + " --schedules 1f1b", {"busy.yaml", "cluster.background_flows"});
   std::string down_out;
   ASSERT_EQ(sh(kTool + " simulate " + down, &down_out), 0) << down_out;
   EXPECT_NE(down_out.find("failed NICs                 1 (their GPUs use the next working NIC"),
