@@ -132,23 +132,58 @@ parallel: {tensor_model_parallel_size: 1, pipeline_model_parallel_size: 1, micro
   EXPECT_EQ(r.busiest_dp, 5);
 }
 
-// Degraded NICs (cluster.degraded_nics: capacity divisor of a NIC's port). Every NIC of a 2-node
-// data-parallel job at half rate is the same cluster as a profile whose NIC efficiency is half:
-// both simulations agree (the first simulates every GPU, the second one per pipeline rank, which
-// agree to float rounding, see RepresentativeRanksGiveTheSameTimesAsEveryRank). One NIC at a
-// quarter rate slows the job's gradient reduction without touching compute.
-TEST(Iteration, DegradedNicsSlowTheTrafficThatCrossesThem) {
-  auto load = [](const std::string& extra) {
-    return hw::parse_scenario(fmt::format(R"(
+// A 2-node job at t = 8, p = 1 (d = 2: each DP pair {i, 8 + i} crosses the fabric on rail i),
+// with `extra` appended to its cluster section.
+hw::Scenario two_node_tp8_job(const std::string& extra) {
+  return hw::parse_scenario(fmt::format(R"(
 model: {{num_layers: 4, hidden_size: 2048, num_attention_heads: 16, seq_length: 1024,
         vocab_size: 51200}}
 cluster: {{profile: dgx-a100-80gb, nodes: 2{}}}
 parallel: {{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, micro_batch_size: 1,
            global_batch_size: 4}}
 )",
-                                          extra),
-                              "nic.yaml", ".");
-  };
+                                        extra),
+                            "nic.yaml", ".");
+}
+
+// `changed` (two_node_tp8_job with a heterogeneity) against the job with `equivalent` in its
+// cluster section, as a hand derivation says: the same iteration and exposed reduction averaged
+// over the GPUs (0.5% allowed for hop latencies), the same compute, slower than the plain job.
+void expect_same_job(const hw::Scenario& changed, const std::string& equivalent) {
+  IterationOptions o;
+  const IterationResult f = simulate_iteration(testing::input_for(changed), o);
+  const IterationResult h = simulate_iteration(testing::input_for(two_node_tp8_job(equivalent)), o);
+  const IterationResult base = simulate_iteration(testing::input_for(two_node_tp8_job("")), o);
+  EXPECT_EQ(f.simulated_gpus, 16);
+  EXPECT_GT(f.iteration, base.iteration);
+  EXPECT_NEAR(static_cast<double>(f.iteration), static_cast<double>(h.iteration),
+              0.005 * static_cast<double>(h.iteration));
+  const int dp = static_cast<int>(CommKind::kDp);
+  EXPECT_NEAR(static_cast<double>(f.exposed[dp]), static_cast<double>(h.exposed[dp]),
+              0.005 * static_cast<double>(h.exposed[dp]));
+  EXPECT_EQ(f.busiest_busy, base.busiest_busy);
+}
+
+// Each of `bad` in the cluster section is a one-line ConfigError naming `key`.
+void expect_refused(const std::string& key, std::initializer_list<const char*> bad) {
+  for (const char* b : bad) {
+    try {
+      two_node_tp8_job(std::string(", ") + b);
+      ADD_FAILURE() << b;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  }
+}
+
+// Degraded NICs (cluster.degraded_nics: capacity divisor of a NIC's port). Every NIC of a 2-node
+// data-parallel job at half rate is the same cluster as a profile whose NIC efficiency is half:
+// both simulations agree (the first simulates every GPU, the second one per pipeline rank, which
+// agree to float rounding, see RepresentativeRanksGiveTheSameTimesAsEveryRank). One NIC at a
+// quarter rate slows the job's gradient reduction without touching compute.
+TEST(Iteration, DegradedNicsSlowTheTrafficThatCrossesThem) {
+  const auto load = two_node_tp8_job;
   const hw::Scenario even = load("");
   std::string all_half = ", degraded_nics: {";
   for (int k = 0; k < 16; ++k) all_half += fmt::format("{}{}: 2", k ? ", " : "", k);
@@ -180,17 +215,7 @@ parallel: {{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, micr
 // exposed reduction averaged over the GPUs (which one slowed ring, {0: 2}, would not match).
 // Compute is untouched.
 TEST(Iteration, FailedNicsRerouteThroughTheNextNicOfTheNode) {
-  auto load = [](const std::string& extra) {
-    return hw::parse_scenario(fmt::format(R"(
-model: {{num_layers: 4, hidden_size: 2048, num_attention_heads: 16, seq_length: 1024,
-        vocab_size: 51200}}
-cluster: {{profile: dgx-a100-80gb, nodes: 2{}}}
-parallel: {{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, micro_batch_size: 1,
-           global_batch_size: 4}}
-)",
-                                          extra),
-                              "nic.yaml", ".");
-  };
+  const auto load = two_node_tp8_job;
   const hw::Scenario failed = load(", failed_nics: [0]");
   ASSERT_FALSE(failed.topology.symmetric());
   // The route of GPU 0 to its DP peer: NVLink to GPU 1 (GPU 0 -> GPU 1's links), then GPU 1's
@@ -204,30 +229,10 @@ parallel: {{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, micr
   EXPECT_EQ(r0[2], r1[0]);
   EXPECT_EQ(r0[3], r1[1]);
   EXPECT_EQ(topo.route(2, 10), healthy.route(2, 10));  // other rails unchanged
-  IterationOptions o;
-  const IterationResult f = simulate_iteration(testing::input_for(failed), o);
-  const IterationResult h =
-      simulate_iteration(testing::input_for(load(", degraded_nics: {0: 2, 1: 2}")), o);
-  const IterationResult base = simulate_iteration(testing::input_for(load("")), o);
-  EXPECT_EQ(f.simulated_gpus, 16);
-  EXPECT_GT(f.iteration, base.iteration);
-  EXPECT_NEAR(static_cast<double>(f.iteration), static_cast<double>(h.iteration),
-              0.005 * static_cast<double>(h.iteration));
-  // Two rings slowed, not one: the exposed reduction averaged over the GPUs tells them apart.
-  const int dp = static_cast<int>(CommKind::kDp);
-  EXPECT_NEAR(static_cast<double>(f.exposed[dp]), static_cast<double>(h.exposed[dp]),
-              0.005 * static_cast<double>(h.exposed[dp]));
-  EXPECT_EQ(f.busiest_busy, base.busiest_busy);
-  for (const char* bad : {"failed_nics: [16]", "failed_nics: [0, 1, 2, 3, 4, 5, 6, 7]",
-                          "failed_nics: {0: 1}", "failed_nics: [a]"}) {
-    try {
-      load(std::string(", ") + bad);
-      ADD_FAILURE() << bad;
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find("cluster.failed_nics"), std::string::npos) << e.what();
-      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
-    }
-  }
+  expect_same_job(failed, ", degraded_nics: {0: 2, 1: 2}");
+  expect_refused("cluster.failed_nics",
+                 {"failed_nics: [16]", "failed_nics: [0, 1, 2, 3, 4, 5, 6, 7]",
+                  "failed_nics: {0: 1}", "failed_nics: [a]"});
 }
 
 // Background flows (cluster.background_flows): another job's flow from GPU 0 to GPU 8 crosses
@@ -237,44 +242,14 @@ parallel: {{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, micr
 // (degraded_nics {0: 2}) gives it: same iteration and exposed reduction (0.5% allowed), compute
 // untouched, slower than alone.
 TEST(Iteration, BackgroundFlowsTakeTheirFairShareOfTheLinksTheyCross) {
-  auto load = [](const std::string& extra) {
-    return hw::parse_scenario(fmt::format(R"(
-model: {{num_layers: 4, hidden_size: 2048, num_attention_heads: 16, seq_length: 1024,
-        vocab_size: 51200}}
-cluster: {{profile: dgx-a100-80gb, nodes: 2{}}}
-parallel: {{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, micro_batch_size: 1,
-           global_batch_size: 4}}
-)",
-                                          extra),
-                              "bg.yaml", ".");
-  };
+  const auto load = two_node_tp8_job;
   const hw::Scenario bg = load(", background_flows: [[0, 8]]");
   ASSERT_FALSE(bg.topology.symmetric());
-  IterationOptions o;
-  const IterationResult f = simulate_iteration(testing::input_for(bg), o);
-  const IterationResult h =
-      simulate_iteration(testing::input_for(load(", degraded_nics: {0: 2}")), o);
-  const IterationResult base = simulate_iteration(testing::input_for(load("")), o);
-  EXPECT_EQ(f.simulated_gpus, 16);
-  EXPECT_GT(f.iteration, base.iteration);
-  EXPECT_NEAR(static_cast<double>(f.iteration), static_cast<double>(h.iteration),
-              0.005 * static_cast<double>(h.iteration));
-  const int dp = static_cast<int>(CommKind::kDp);
-  EXPECT_NEAR(static_cast<double>(f.exposed[dp]), static_cast<double>(h.exposed[dp]),
-              0.005 * static_cast<double>(h.exposed[dp]));
-  EXPECT_EQ(f.busiest_busy, base.busiest_busy);
-  for (const char* bad :
-       {"background_flows: [[0, 16]]", "background_flows: [[3, 3]]", "background_flows: [0, 8]",
-        "background_flows: {0: 8}", "background_flows: [[0, a]]"}) {
-    try {
-      load(std::string(", ") + bad);
-      ADD_FAILURE() << bad;
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find("cluster.background_flows"), std::string::npos)
-          << e.what();
-      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
-    }
-  }
+  expect_same_job(bg, ", degraded_nics: {0: 2}");
+  expect_refused(
+      "cluster.background_flows",
+      {"background_flows: [[0, 16]]", "background_flows: [[3, 3]]", "background_flows: [0, 8]",
+       "background_flows: {0: 8}", "background_flows: [[0, a]]"});
 }
 
 TEST(Iteration, SlowGpuEntriesAreCheckedNamingTheKey) {
