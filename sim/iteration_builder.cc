@@ -98,7 +98,6 @@ int IterationBuilder::pair_of(int src, int dst) {
 void IterationBuilder::add_flow(int src, int dst, double bytes) {
   if (opt_.free_communication || src == dst) return;
   flow_pair_.push_back(pair_of(src, dst));
-  flow_bytes_.push_back(bytes);
   out_.graph.add_flow(bytes, nullptr, 0);
 }
 
@@ -171,9 +170,9 @@ void IterationBuilder::add_collective_phases(hw::CollectiveKind kind, double byt
       if (st.pattern == hw::StepPattern::kPoint && i != 0) continue;
       const int j = plan.partner[s * n + i];
       if (j == i) continue;
-      // Scaled at resolve time by route bottleneck / step bandwidth (see resolve_routes).
-      add_flow(group[i], group[j], per_rank / st.bandwidth.value);
-      flow_bytes_.back() = -flow_bytes_.back();  // negative: seconds at step bandwidth
+      // Negative: seconds at step bandwidth, scaled at resolve time by the route's bottleneck
+      // (see resolve_routes).
+      add_flow(group[i], group[j], -(per_rank / st.bandwidth.value));
     }
   }
 }

@@ -39,8 +39,8 @@ struct BuiltIteration {
   des::TaskGraph graph;
   std::vector<double> link_capacity;  ///< bytes/s, topology links then PCIe links
   std::vector<SimRank> ranks;
-  std::vector<std::uint8_t> comm_kind;  ///< per task: CommKind or kComputeTag
-  std::vector<std::int32_t> flow_to;    ///< per task: consumer task of a PP send, or -1
+  des::ChunkedVector<std::uint8_t> comm_kind;  ///< per task: CommKind or kComputeTag
+  des::ChunkedVector<std::int32_t> flow_to;    ///< per task: consumer task of a PP send, or -1
   double offload_gpu_share = 1;
   /// Per (simulated rank, action of its pipeline rank), at action_slot(sim, id) (ids device-major,
   /// as core/dependency.h numbers them; a rank holds only its pipeline rank's actions): the task
@@ -136,9 +136,8 @@ class IterationBuilder {
   // Flow routes: pair id per pending flow, resolved after the graph is built.
   std::unordered_map<std::int64_t, int> pair_id_;
   std::vector<std::pair<int, int>> pairs_;
-  std::vector<TimePs> pair_latency_;  ///< per pair: path latency, -1 until asked
-  std::vector<int> flow_pair_;
-  std::vector<double> flow_bytes_;
+  std::vector<TimePs> pair_latency_;   ///< per pair: path latency, -1 until asked
+  des::ChunkedVector<int> flow_pair_;  ///< freed once the routes are resolved
 };
 
 }  // namespace pw::detail

@@ -197,11 +197,12 @@ void IterationBuilder::resolve_routes() {
     route_begin[pi] = out_.graph.add_route(hops[pi]);
   for (std::size_t f = 0; f < flow_pair_.size(); ++f) {
     const int pi = flow_pair_[f];
-    const double v = flow_bytes_[f];
+    const double v = out_.graph.flow_bytes(static_cast<std::int32_t>(f));
     const double bytes = v >= 0 ? v : -v * bottleneck[pi];
     out_.graph.set_flow(static_cast<std::int32_t>(f), bytes, route_begin[pi],
                         route_begin[pi] + static_cast<std::int32_t>(hops[pi].size()));
   }
+  flow_pair_.clear();
 }
 
 }  // namespace pw::detail

@@ -101,6 +101,8 @@ class TaskGraph {
   /// stored with add_route. Call before finalize().
   void set_flow(std::int32_t flow, double bytes, std::int32_t hop_begin, std::int32_t hop_end);
   std::size_t num_flows() const { return flows_.size(); }
+  /// Bytes of flow `flow` as added (or last set).
+  double flow_bytes(std::int32_t flow) const { return flows_[flow].bytes; }
   /// A flow of another job over a route stored with add_route: it starts with the iteration and
   /// shares its links for the whole run (FlowNetwork::start_background).
   void add_background_flow(std::int32_t hop_begin, std::int32_t hop_end);
