@@ -172,6 +172,7 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
                                           "needs one working NIC to reach the others",
                                           node, node * per, node * per + per - 1));
     }
+    if (t.num_failed_nics() == 0) t.nic_failed.clear();  // [] is a healthy cluster
   }
   // Other jobs' traffic: [[source GPU, destination GPU], ...], each a flow for the whole run.
   if (c.has("background_flows")) {

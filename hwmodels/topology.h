@@ -43,6 +43,11 @@ struct TopologySpec {
   /// or through the host switch where NICs hang off the host), sharing that port with its owner.
   /// Empty: every NIC up.
   std::vector<std::uint8_t> nic_failed;
+  int num_failed_nics() const {
+    int n = 0;
+    for (std::uint8_t f : nic_failed) n += f;
+    return n;
+  }
   /// Other jobs' traffic: (source GPU, destination GPU) pairs, each a flow that runs for the
   /// whole iteration and takes its max-min fair share of every link on its route.
   std::vector<std::pair<int, int>> background_flows;

@@ -114,13 +114,11 @@ void IterationBuilder::add_point_phase(int src, int dst, double bytes) {
 }
 
 const IterationBuilder::StepPlan& IterationBuilder::step_plan(hw::CollectiveKind kind, double bytes,
-                                                              int count,
                                                               const std::vector<int>& group) {
-  const auto found = step_plans_.find(std::tuple<int, double, int, const std::vector<int>&>{
-      static_cast<int>(kind), bytes, count, group});
+  const auto found = step_plans_.find(
+      std::tuple<int, double, const std::vector<int>&>{static_cast<int>(kind), bytes, group});
   if (found != step_plans_.end()) return found->second;
-  StepPlan& plan =
-      step_plans_.try_emplace({static_cast<int>(kind), bytes, count, group}).first->second;
+  StepPlan& plan = step_plans_.try_emplace({static_cast<int>(kind), bytes, group}).first->second;
   const hw::GroupNetwork net = hw::describe_group(topo_, in_.profile, group);
   plan.steps = hw::collective_steps(kind, opt_.algorithm, Bytes{bytes}, net);
   const int n = static_cast<int>(group.size());
@@ -158,7 +156,7 @@ const IterationBuilder::StepPlan& IterationBuilder::step_plan(hw::CollectiveKind
 void IterationBuilder::add_collective_phases(hw::CollectiveKind kind, double bytes, int count,
                                              const std::vector<int>& group, int only_member) {
   if (opt_.free_communication || group.size() < 2 || bytes <= 0) return;
-  const StepPlan& plan = step_plan(kind, bytes, count, group);
+  const StepPlan& plan = step_plan(kind, bytes, group);
   const int n = static_cast<int>(group.size());
   for (std::size_t s = 0; s < plan.steps.size(); ++s) {
     const hw::CollectiveStep& st = plan.steps[s];

@@ -96,14 +96,13 @@ class IterationBuilder {
   };
   std::unordered_map<CollKey, std::int32_t, CollKeyHash> coll_by_key_;
   /// A collective's algorithm steps over a group and each member's partner in each step, kept
-  /// per (kind, bytes, count, group): an all-ranks build asks for the same ones many times.
+  /// per (kind, bytes, group): an all-ranks build asks for the same ones many times.
   struct StepPlan {
     std::vector<hw::CollectiveStep> steps;
     std::vector<int> partner;  ///< step * group size + member: the member it sends to
   };
-  const StepPlan& step_plan(hw::CollectiveKind kind, double bytes, int count,
-                            const std::vector<int>& group);
-  std::map<std::tuple<int, double, int, std::vector<int>>, StepPlan, std::less<>> step_plans_;
+  const StepPlan& step_plan(hw::CollectiveKind kind, double bytes, const std::vector<int>& group);
+  std::map<std::tuple<int, double, std::vector<int>>, StepPlan, std::less<>> step_plans_;
   void add_point_phase(int src, int dst, double bytes);
   void add_flow(int src, int dst, double bytes);
   int pair_of(int src, int dst);

@@ -159,7 +159,7 @@ void IterationBuilder::build_passes() {
                                 layout_.dp_group(r.tr, r.pr));
         gather = add_comm(sim, StreamKind::kDpGather, c, CommKind::kDp,
                           label(ActionKind::kUnshard, a.stage, a.microbatch));
-        out_.graph.effect(gather).mem_at_start = stage_params_[a.stage] * 2.0;
+        out_.graph.add_effect(gather, {stage_params_[a.stage] * 2.0, 0, 0, 0});
         out_.graph.set_mem_category(gather, MemCategory::kBuffers);
         if (prev_sweep_first >= 0) out_.graph.add_dep(prev_sweep_first, gather);
         prev_sweep_first = sweep_first;
@@ -211,8 +211,7 @@ void IterationBuilder::build_passes() {
           const TimePs part = pc.dur / nb + (k == nb - 1 ? pc.dur % nb : 0);
           const std::int32_t tk =
               add_compute(sim, part, k == 0 ? pc.mem_start : 0, k == nb - 1 ? pc.mem_end : 0, a);
-          out_.graph.effect(tk).buf_at_start = k == 0 ? pc.buffer : 0;
-          out_.graph.effect(tk).buf_at_end = k == nb - 1 ? -pc.buffer : 0;
+          out_.graph.add_effect(tk, {0, 0, k == 0 ? pc.buffer : 0, k == nb - 1 ? -pc.buffer : 0});
           if (k > 0) out_.graph.add_dep(buckets.back(), tk);
           buckets.push_back(tk);
         }
@@ -250,24 +249,22 @@ void IterationBuilder::build_passes() {
           prev = join;
         }
         pt.last = prev;
-        out_.graph.effect(pt.last).mem_at_end = pc.mem_end;
-        out_.graph.effect(pt.first).buf_at_start = pc.buffer;
-        out_.graph.effect(pt.last).buf_at_end = -pc.buffer;
+        out_.graph.add_effect(pt.last, {0, pc.mem_end, 0, -pc.buffer});
+        out_.graph.add_effect(pt.first, {0, 0, pc.buffer, 0});
         tp_done = true;
       } else {
         pt.first = pt.last = add_compute(sim, pc.dur, pc.mem_start, pc.mem_end, a);
-        out_.graph.effect(pt.first).buf_at_start = pc.buffer;
-        out_.graph.effect(pt.first).buf_at_end = -pc.buffer;
+        out_.graph.add_effect(pt.first, {0, 0, pc.buffer, -pc.buffer});
       }
       if (gather >= 0) out_.graph.add_dep(gather, pt.first);
       if (layer_gather >= 0) {
         out_.graph.add_dep(layer_gather, pt.first);
-        out_.graph.effect(pt.first).buf_at_start += gathered;
+        out_.graph.add_effect(pt.first, {0, 0, gathered, 0});
         // The pass ends when its compute and its last layer's gather have.
         const std::int32_t join = add_compute(sim, 0, 0, 0, a);
         out_.graph.add_dep(pt.last, join);
         if (layer_rest >= 0) out_.graph.add_dep(layer_rest, join);
-        out_.graph.effect(join).buf_at_end = -gathered;
+        out_.graph.add_effect(join, {0, 0, 0, -gathered});
         pt.last = join;
       }
       if (sweep_first < 0 && is_pass) sweep_first = pt.first;

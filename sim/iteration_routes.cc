@@ -71,7 +71,7 @@ void IterationBuilder::build_optimizer() {
       };
       const double state = x * shard * hw::kOffloadStateBytesPerParam;
       const std::int32_t prefetch = host_task(state, true, 0, ActionKind::kUnshard);
-      out_.graph.effect(prefetch).mem_at_start = state;
+      out_.graph.add_effect(prefetch, {state, 0, 0, 0});
       out_.graph.set_mem_category(prefetch, MemCategory::kOptimizer);
       if (first_backward_[sim] >= 0) out_.graph.add_dep(first_backward_[sim], prefetch);
       const std::int32_t grads =
@@ -88,7 +88,7 @@ void IterationBuilder::build_optimizer() {
                              label(ActionKind::kOptStep, -1, -1));
       out_.graph.add_dep(prefetch, opt_task);
       const std::int32_t write_back = host_task(state, false, 0, ActionKind::kReshard);
-      out_.graph.effect(write_back).mem_at_end = -state;
+      out_.graph.add_effect(write_back, {0, -state, 0, 0});
       out_.graph.set_mem_category(write_back, MemCategory::kOptimizer);
       out_.graph.add_dep(opt_task, write_back);
       out_.graph.add_dep(params_back, write_back);

@@ -25,23 +25,22 @@ std::int32_t TaskGraph::add_task(const Task& t, const MemoryEffect& m) {
   tasks_.push_back(t);
   tasks_.back().effect = -1;
   const auto id = static_cast<std::int32_t>(tasks_.size() - 1);
-  if (!m.empty()) effect(id) = m;
+  add_effect(id, m);
   return id;
 }
 
-MemoryEffect& TaskGraph::effect(std::int32_t id) {
+void TaskGraph::add_effect(std::int32_t id, const MemoryEffect& delta) {
+  if (delta.empty()) return;
   Task& t = tasks_[id];
   if (t.effect < 0) {
     t.effect = static_cast<std::int32_t>(effects_.size());
     effects_.push_back({});
   }
-  return effects_[t.effect];
-}
-
-const MemoryEffect& TaskGraph::effect(std::int32_t id) const {
-  static const MemoryEffect kNone;
-  const Task& t = tasks_[id];
-  return t.effect < 0 ? kNone : effects_[t.effect];
+  MemoryEffect& m = effects_[t.effect];
+  m.mem_at_start += delta.mem_at_start;
+  m.mem_at_end += delta.mem_at_end;
+  m.buf_at_start += delta.buf_at_start;
+  m.buf_at_end += delta.buf_at_end;
 }
 
 void TaskGraph::add_dep(std::int32_t pred, std::int32_t succ, TimePs latency) {

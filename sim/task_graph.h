@@ -80,11 +80,9 @@ class TaskGraph {
   /// Appends a task to its (device, stream) with the memory it allocates and frees; returns its
   /// id (dense, in insertion order).
   std::int32_t add_task(const Task& t, const MemoryEffect& m = {});
-  /// The memory effect of task `id`, created empty if it had none (for builders that add to it
-  /// after the task).
-  MemoryEffect& effect(std::int32_t id);
-  /// The memory effect of task `id` (empty if none).
-  const MemoryEffect& effect(std::int32_t id) const;
+  /// Adds `delta` to task `id`'s memory effect, field by field (for builders that know a task's
+  /// memory only after adding it); an all-zero delta stores nothing.
+  void add_effect(std::int32_t id, const MemoryEffect& delta);
   void set_mem_category(std::int32_t id, MemCategory c) { tasks_[id].mem_category = c; }
   /// `succ` may start only `latency` after `pred` has ended.
   void add_dep(std::int32_t pred, std::int32_t succ, TimePs latency = 0);

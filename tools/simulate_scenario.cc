@@ -79,9 +79,7 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
   int slow = 0;
   for (double f : s.topology.gpu_slowdown) slow += f != 1.0;
   if (slow > 0) j["slow_gpus"] = slow;
-  int failed = 0;
-  for (std::uint8_t f : s.topology.nic_failed) failed += f;
-  if (failed > 0) j["failed_nics"] = failed;
+  if (const int failed = s.topology.num_failed_nics(); failed > 0) j["failed_nics"] = failed;
   if (!s.topology.background_flows.empty())
     j["background_flows"] = s.topology.background_flows.size();
   if (s.published) {
@@ -140,9 +138,7 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
   if (slow > 0)
     line("slow GPUs",
          fmt::format("{} (slowest x{:.2f}); all {} GPUs simulated", slow, worst, r.simulated_gpus));
-  int failed = 0;
-  for (std::uint8_t f : s.topology.nic_failed) failed += f;
-  if (failed > 0)
+  if (const int failed = s.topology.num_failed_nics(); failed > 0)
     line("failed NICs", fmt::format("{} (their GPUs use the next working NIC of the node); all {} "
                                     "GPUs simulated",
                                     failed, r.simulated_gpus));

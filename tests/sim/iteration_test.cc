@@ -218,6 +218,7 @@ TEST(Iteration, FailedNicsRerouteThroughTheNextNicOfTheNode) {
   const auto load = two_node_tp8_job;
   const hw::Scenario failed = load(", failed_nics: [0]");
   ASSERT_FALSE(failed.topology.symmetric());
+  EXPECT_TRUE(load(", failed_nics: []").topology.symmetric());  // none listed: none failed
   // The route of GPU 0 to its DP peer: NVLink to GPU 1 (GPU 0 -> GPU 1's links), then GPU 1's
   // NIC and port (the first two links of GPU 1 -> GPU 9).
   const hw::Topology topo(failed.topology), healthy(load("").topology);
