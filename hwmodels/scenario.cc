@@ -85,9 +85,86 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
   s->flash_attention = m.boolean_or("use_flash_attn", false);
 }
 
+// A list of fixed-size lists of numbers under `key` ([[0, 64], [3, 9]]); the first `integers`
+// entries of each must be integers. Anything else fails naming the key with `expected`.
+std::vector<std::vector<double>> number_tuples(const ConfigMap& c, const char* key, std::size_t n,
+                                               const char* expected, std::size_t integers = 99) {
+  const YAML::Node list = c.raw(key);
+  if (!list.IsSequence()) c.fail(key, expected);
+  std::vector<std::vector<double>> out;
+  for (const auto& item : list) {
+    if (!item.IsSequence() || item.size() != n) c.fail(key, expected);
+    std::vector<double> v(n);
+    try {
+      for (std::size_t k = 0; k < n; ++k)
+        v[k] = k < integers ? static_cast<double>(item[k].as<long long>()) : item[k].as<double>();
+    } catch (const YAML::Exception&) {
+      c.fail(key, expected);
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// Faulty leaf <-> spine links: failed_spine_links [[leaf, spine], ...] and degraded_spine_links
+// [[leaf, spine, factor], ...]. Every two leaves must keep a spine both reach.
+void parse_spine_link_faults(const ConfigMap& c, TopologySpec* t) {
+  const FabricSize size = fabric_size(*t);
+  auto check = [&](const char* key, long long leaf, long long spine) {
+    if (size.spines == 0)
+      c.fail(key, fmt::format("the cluster's {} nodes sit on one leaf switch: there is no spine "
+                              "link to list",
+                              t->nodes));
+    if (leaf < 0 || leaf >= size.leaves || spine < 0 || spine >= size.spines)
+      c.fail(key, fmt::format("[{}, {}] is outside the fabric's {} leaves x {} spines", leaf, spine,
+                              size.leaves, size.spines));
+  };
+  if (c.has("degraded_spine_links")) {
+    for (const std::vector<double>& v :
+         number_tuples(c, "degraded_spine_links", 3,
+                       "expected a list of [leaf, spine, factor] (e.g. [[0, 3, 4]]: the link "
+                       "at a quarter rate)",
+                       2)) {
+      check("degraded_spine_links", static_cast<long long>(v[0]), static_cast<long long>(v[1]));
+      if (!(v[2] >= 1.0 && v[2] <= 100.0))
+        c.fail("degraded_spine_links",
+               fmt::format("factor {} for [{}, {}]: expected a number from 1 (full speed) to 100",
+                           v[2], v[0], v[1]));
+      t->spine_link_faults.push_back({static_cast<int>(v[0]), static_cast<int>(v[1]), v[2], false});
+    }
+  }
+  if (!c.has("failed_spine_links")) return;
+  std::vector<std::uint8_t> failed;
+  for (const std::vector<double>& v : number_tuples(
+           c, "failed_spine_links", 2, "expected a list of [leaf, spine] pairs (e.g. [[0, 3]])")) {
+    check("failed_spine_links", static_cast<long long>(v[0]), static_cast<long long>(v[1]));
+    if (failed.empty()) failed.assign(static_cast<std::size_t>(size.leaves) * size.spines, 0);
+    failed[static_cast<std::size_t>(v[0]) * size.spines + static_cast<std::size_t>(v[1])] = 1;
+    t->spine_link_faults.push_back({static_cast<int>(v[0]), static_cast<int>(v[1]), 1.0, true});
+  }
+  // Two leaves are cut apart when no spine has both links up.
+  for (int a = 0; a < size.leaves; ++a) {
+    bool any = false;
+    for (int sp = 0; sp < size.spines; ++sp) any = any || failed[a * size.spines + sp];
+    if (!any) continue;
+    for (int b = 0; b < size.leaves; ++b) {
+      if (b == a) continue;
+      bool path = false;
+      for (int sp = 0; sp < size.spines && !path; ++sp)
+        path = !failed[a * size.spines + sp] && !failed[b * size.spines + sp];
+      if (!path)
+        c.fail("failed_spine_links",
+               fmt::format("leaves {} and {} share no spine with both links up; every two leaves "
+                           "need one to reach each other",
+                           a, b));
+    }
+  }
+}
+
 void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s) {
   c.check_keys({"profile", "nodes", "gpus_per_node", "fabric", "oversubscription", "leaf_ports",
-                "slow_gpus", "slow_nodes", "degraded_nics", "failed_nics", "background_flows"});
+                "slow_gpus", "slow_nodes", "degraded_nics", "failed_nics", "background_flows",
+                "failed_spine_links", "degraded_spine_links"});
   std::string profile = c.text("profile");
   s->profile = resolve_profile(profile, base_dir, c.file(), c.key_path("profile"));
   s->cluster_profile = profile;
@@ -176,19 +253,10 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
   }
   // Other jobs' traffic: [[source GPU, destination GPU], ...], each a flow for the whole run.
   if (c.has("background_flows")) {
-    const YAML::Node list = c.raw("background_flows");
-    const char* expected =
-        "expected a list of [source GPU, destination GPU] pairs (e.g. [[0, 64]])";
-    if (!list.IsSequence()) c.fail("background_flows", expected);
-    for (const auto& item : list) {
-      long long a = -1, b = -1;
-      if (!item.IsSequence() || item.size() != 2) c.fail("background_flows", expected);
-      try {
-        a = item[0].as<long long>();
-        b = item[1].as<long long>();
-      } catch (const YAML::Exception&) {
-        c.fail("background_flows", expected);
-      }
+    for (const std::vector<double>& pair :
+         number_tuples(c, "background_flows", 2,
+                       "expected a list of [source GPU, destination GPU] pairs (e.g. [[0, 64]])")) {
+      const long long a = static_cast<long long>(pair[0]), b = static_cast<long long>(pair[1]);
       if (a < 0 || a >= gpus || b < 0 || b >= gpus)
         c.fail("background_flows",
                fmt::format("[{}, {}] names a GPU outside the cluster's {}", a, b, gpus));
@@ -197,6 +265,7 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
       t.background_flows.push_back({static_cast<int>(a), static_cast<int>(b)});
     }
   }
+  parse_spine_link_faults(c, &t);
 }
 
 // Megatron's settings every searched configuration shares (plan keeps them when the section
@@ -572,13 +641,15 @@ void require_uniform_cluster(const Scenario& s, const std::string& command) {
   if (s.topology.symmetric()) return;
   const TopologySpec& t = s.topology;
   throw ConfigError(s.file,
-                    !t.gpu_slowdown.empty()   ? "cluster.slow_gpus"
-                    : !t.nic_slowdown.empty() ? "cluster.degraded_nics"
-                    : !t.nic_failed.empty()   ? "cluster.failed_nics"
-                                              : "cluster.background_flows",
+                    !t.gpu_slowdown.empty()          ? "cluster.slow_gpus"
+                    : !t.nic_slowdown.empty()        ? "cluster.degraded_nics"
+                    : !t.nic_failed.empty()          ? "cluster.failed_nics"
+                    : !t.background_flows.empty()    ? "cluster.background_flows"
+                    : t.num_failed_spine_links() > 0 ? "cluster.failed_spine_links"
+                                                     : "cluster.degraded_spine_links",
                     fmt::format("`{}` assumes every GPU and NIC runs at the profile's rate, alone "
                                 "on the fabric; `pipewright simulate` takes slow GPUs, degraded or "
-                                "failed NICs and background flows",
+                                "failed NICs and spine links, and background flows",
                                 command));
 }
 

@@ -77,15 +77,9 @@ Topology::Topology(const TopologySpec& spec) : spec_(spec) {
   const int g_per = ns.gpus_per_node;
   const int nics = ns.nics_per_node;
   const bool switched = ns.intra.type != LinkType::kPcie;
-  if (fs.kind == FabricKind::kFatTree) {
-    int per_leaf = std::max(1, fs.leaf_ports / nics);
-    num_leaves_ = (spec_.nodes + per_leaf - 1) / per_leaf;
-  } else {
-    num_leaves_ = ((spec_.nodes + fs.leaf_ports - 1) / fs.leaf_ports) * nics;
-  }
-  num_spines_ = num_leaves_ > 1
-                    ? std::max(1, static_cast<int>(std::ceil(fs.leaf_ports / fs.oversubscription)))
-                    : 0;
+  const FabricSize size = fabric_size(spec_);
+  num_leaves_ = size.leaves;
+  num_spines_ = size.spines;
   gpu_intra_up_.resize(static_cast<std::size_t>(spec_.nodes) * g_per);
   gpu_host_up_.resize(gpu_intra_up_.size());
   to_nic_.resize(static_cast<std::size_t>(spec_.nodes) * nics);
@@ -119,13 +113,42 @@ Topology::Topology(const TopologySpec& spec) : spec_(spec) {
           add_link(nic, leaf_v[leaf_of_nic(node, r)], port, LinkRole::kNicToLeaf);
     }
   }
-  leaf_spine_.resize(static_cast<std::size_t>(num_leaves_) * num_spines_);
+  const std::size_t leaf_spine_links = static_cast<std::size_t>(num_leaves_) * num_spines_;
+  leaf_spine_.resize(leaf_spine_links);
+  std::vector<double> divisor(leaf_spine_links, 1.0);
+  for (const TopologySpec::SpineLinkFault& f : spec_.spine_link_faults) {
+    PW_ASSERT(f.leaf >= 0 && f.leaf < num_leaves_ && f.spine >= 0 && f.spine < num_spines_,
+              "spine link fault outside the fabric");
+    const std::size_t k = static_cast<std::size_t>(f.leaf) * num_spines_ + f.spine;
+    divisor[k] *= f.slowdown;
+    if (!f.failed) continue;
+    if (spine_failed_.empty()) spine_failed_.assign(leaf_spine_links, 0);
+    spine_failed_[k] = 1;
+  }
   for (int l = 0; l < num_leaves_; ++l) {
     for (int s = 0; s < num_spines_; ++s) {
+      LinkSpec up = fs.switch_link;
+      up.efficiency /= divisor[static_cast<std::size_t>(l) * num_spines_ + s];
       leaf_spine_[l * num_spines_ + s] =
-          add_link(leaf_v[l], spine_v[s], fs.switch_link, LinkRole::kLeafToSpine);
+          add_link(leaf_v[l], spine_v[s], up, LinkRole::kLeafToSpine);
     }
   }
+}
+
+FabricSize fabric_size(const TopologySpec& spec) {
+  const FabricSpec& fs = spec.fabric;
+  const int nics = spec.node.nics_per_node;
+  FabricSize out;
+  if (fs.kind == FabricKind::kFatTree) {
+    const int per_leaf = std::max(1, fs.leaf_ports / nics);
+    out.leaves = (spec.nodes + per_leaf - 1) / per_leaf;
+  } else {
+    out.leaves = ((spec.nodes + fs.leaf_ports - 1) / fs.leaf_ports) * nics;
+  }
+  out.spines = out.leaves > 1
+                   ? std::max(1, static_cast<int>(std::ceil(fs.leaf_ports / fs.oversubscription)))
+                   : 0;
+  return out;
 }
 
 void Topology::route(int src, int dst, std::vector<LinkId>* out) const {
@@ -167,6 +190,18 @@ void Topology::route(int src, int dst, std::vector<LinkId>* out) const {
                          ? (b % std::max(1, f.leaf_ports / nics)) * nics + rb
                          : b % f.leaf_ports;
     int s = port % num_spines_;
+    // A failed leaf <-> spine link on either side: the next spine both leaves reach (the loader
+    // guarantees one).
+    if (!spine_failed_.empty()) {
+      for (int k = 0; k < num_spines_; ++k) {
+        const int c = (s + k) % num_spines_;
+        if (!spine_failed_[static_cast<std::size_t>(la) * num_spines_ + c] &&
+            !spine_failed_[static_cast<std::size_t>(lb) * num_spines_ + c]) {
+          s = c;
+          break;
+        }
+      }
+    }
     out->push_back(leaf_spine_[la * num_spines_ + s]);
     out->push_back(leaf_spine_[lb * num_spines_ + s] + 1);
   }
@@ -207,6 +242,32 @@ std::string Topology::vertex_name(std::size_t v) const {
     return fmt::format("nic{}.{}", info.index / nics, info.index % nics);
   }
   return fmt::format("{}{}", vertex_kind_name(info.kind), info.index);
+}
+
+const char* link_role_name(LinkRole r) {
+  switch (r) {
+    case LinkRole::kIntraNode:
+      return "in node";
+    case LinkRole::kGpuToNic:
+      return "GPU-NIC";
+    case LinkRole::kNicToLeaf:
+      return "NIC-leaf";
+    case LinkRole::kLeafToSpine:
+      return "leaf-spine";
+  }
+  return "?";
+}
+
+std::string Topology::link_name(LinkId l) const {
+  auto [vb, ve] = boost::vertices(graph_);
+  for (auto v = vb; v != ve; ++v) {
+    auto [eb, ee] = boost::out_edges(*v, graph_);
+    for (auto e = eb; e != ee; ++e)
+      if (graph_[*e].id == l)
+        return vertex_name(*v) + " -> " + vertex_name(boost::target(*e, graph_));
+  }
+  PW_ASSERT(false, "link id out of range");
+  return {};
 }
 
 std::string Topology::to_graphviz() const {

@@ -25,6 +25,7 @@ const char* vertex_kind_name(VertexKind k);
 
 /// Where a link sits, for reporting and for collective step classes.
 enum class LinkRole { kIntraNode, kGpuToNic, kNicToLeaf, kLeafToSpine };
+const char* link_role_name(LinkRole r);  ///< "in node", "GPU-NIC", "NIC-leaf", "leaf-spine"
 
 /// Compact description of a cluster, expanded into the graph.
 struct TopologySpec {
@@ -51,12 +52,33 @@ struct TopologySpec {
   /// Other jobs' traffic: (source GPU, destination GPU) pairs, each a flow that runs for the
   /// whole iteration and takes its max-min fair share of every link on its route.
   std::vector<std::pair<int, int>> background_flows;
+  /// Faulty leaf <-> spine links (both directions): degraded ones run at capacity / slowdown;
+  /// failed ones carry nothing, and traffic between two leaves whose routed spine is cut on
+  /// either side takes the next spine both reach (the subnet manager's re-route). Empty: every
+  /// link up at full rate.
+  struct SpineLinkFault {
+    int leaf = 0, spine = 0;
+    double slowdown = 1;  ///< capacity divisor (degraded)
+    bool failed = false;
+  };
+  std::vector<SpineLinkFault> spine_link_faults;
+  int num_failed_spine_links() const {
+    int n = 0;
+    for (const SpineLinkFault& f : spine_link_faults) n += f.failed;
+    return n;
+  }
   /// Every GPU and NIC alike: what simulating one GPU per pipeline rank relies on.
   bool symmetric() const {
     return nic_slowdown.empty() && gpu_slowdown.empty() && nic_failed.empty() &&
-           background_flows.empty();
+           background_flows.empty() && spine_link_faults.empty();
   }
 };
+
+/// Leaf and spine switch counts of a spec's fabric (no spines when one leaf serves every NIC).
+struct FabricSize {
+  int leaves = 0, spines = 0;
+};
+FabricSize fabric_size(const TopologySpec& spec);
 
 /// Builds a TopologySpec from a profile and a node count (the profile's node and fabric).
 TopologySpec topology_spec(const HardwareProfile& profile, int nodes);
@@ -118,6 +140,9 @@ class Topology {
   std::string to_graphviz() const;
   /// Human-readable name of a vertex ("gpu3", "nvswitch0", "nic1.5", "leaf2", "spine0").
   std::string vertex_name(std::size_t v) const;
+  /// "source -> target" of a link by vertex names ("nic1.1 -> leaf0"); a scan of the graph's
+  /// edges, for naming a few links in a report.
+  std::string link_name(LinkId l) const;
 
  private:
   std::size_t add_vertex(VertexKind kind, int index, int node);
@@ -141,6 +166,8 @@ class Topology {
   std::vector<LinkId> nic_up_;
   // Per (leaf, spine): leaf -> spine link; reverse = +1.
   std::vector<LinkId> leaf_spine_;
+  // Per (leaf, spine): 1 when that link failed (empty: none did).
+  std::vector<std::uint8_t> spine_failed_;
   bool nic_per_gpu_ = true;
   int num_leaves_ = 0;
   int num_spines_ = 0;

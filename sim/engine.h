@@ -50,6 +50,8 @@ class Engine {
   explicit Engine(const std::vector<double>& link_bytes_per_sec = {});
   /// Runs `g` (finalized) from time 0 to the end; the result is reused across runs.
   const EngineResult& run(const TaskGraph& g, const EngineOptions& opt = {});
+  /// The flow network of the last run (per-link bytes and saturated time).
+  const FlowNetwork& network() const { return net_; }
 
  private:
   enum EventType : std::uint8_t { kTaskEnd, kDepArrive, kFlowEnd, kPhaseReady };

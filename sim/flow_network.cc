@@ -29,6 +29,9 @@ void FlowNetwork::reset() {
   flow_mark_.clear();
   std::fill(link_mark_.begin(), link_mark_.end(), 0);
   mark_ = 0;
+  link_bytes_.assign(capacity_.size(), 0.0);
+  link_sat_total_.assign(capacity_.size(), 0);
+  link_sat_since_.assign(capacity_.size(), -1);
 }
 
 std::uint32_t FlowNetwork::start(EventQueue& q, std::uint8_t event_type, const RouteHop* route,
@@ -56,7 +59,10 @@ std::uint32_t FlowNetwork::start(EventQueue& q, std::uint8_t event_type, const R
     q.push(q.now(), event_type, id, f.gen);
     return id;
   }
-  for (int k = 0; k < hops; ++k) link_flows_[route[k].link].push_back(id);
+  for (int k = 0; k < hops; ++k) {
+    link_flows_[route[k].link].push_back(id);
+    link_bytes_[route[k].link] += bytes * route[k].weight;
+  }
   collect_component(id, false);
   reshare(q, event_type);
   return id;
@@ -154,6 +160,7 @@ void FlowNetwork::reshare(EventQueue& q, std::uint8_t event_type) {
   for (std::uint32_t l : comp_links_) {
     residual_[l] = capacity_[l];
     weight_sum_[l] = 0;
+
     for (std::uint32_t g : link_flows_[l]) {
       const Flow& fg = flows_[g];
       for (int k = 0; k < fg.hops; ++k)
@@ -190,6 +197,24 @@ void FlowNetwork::reshare(EventQueue& q, std::uint8_t event_type) {
       }
     }
     weight_sum_[best_link] = 0;
+  }
+  // Bottleneck intervals: a link is one while its capacity is used up and one of the job's flows
+  // crosses it; only the component's links can have changed.
+  for (std::uint32_t l : comp_links_) {
+    bool sat = false;
+    if (residual_[l] <= 1e-6 * capacity_[l])
+      for (std::uint32_t g : link_flows_[l])
+        if (!flows_[g].background) {
+          sat = true;
+          break;
+        }
+    const bool was = link_sat_since_[l] >= 0;
+    if (sat && !was) {
+      link_sat_since_[l] = now;
+    } else if (!sat && was) {
+      link_sat_total_[l] += now - link_sat_since_[l];
+      link_sat_since_[l] = -1;
+    }
   }
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
     const std::uint32_t g = comp_flows_[i];

@@ -44,6 +44,15 @@ class FlowNetwork {
   /// Current rate of a flow in bytes per second (0 once it ended).
   double rate_bytes_per_sec(std::uint32_t flow) const { return flows_[flow].rate * 1e12; }
   std::size_t num_flows_started() const { return started_; }
+  /// Per link: bytes the job's flows have been started with over it (a flow's bytes times its
+  /// copies on the link; background flows are not counted).
+  const std::vector<double>& link_bytes() const { return link_bytes_; }
+  /// Time link `l` has been saturated (its capacity used up by the flows crossing it, max-min
+  /// fairly) while at least one of the job's flows crossed it: a bottleneck of the job (a link
+  /// only background flows fill does not count). Includes the interval still open at `now`.
+  TimePs link_saturated(int l, TimePs now) const {
+    return link_sat_total_[l] + (link_sat_since_[l] >= 0 ? now - link_sat_since_[l] : 0);
+  }
   /// Flow slots allocated: the most flows in flight at once.
   std::size_t num_flow_slots() const { return flows_.size(); }
 
@@ -76,6 +85,10 @@ class FlowNetwork {
   std::vector<double> residual_, weight_sum_;
   std::vector<double> new_rate_;
   std::vector<std::uint8_t> frozen_;
+  // Per link: job bytes started over it, saturated time so far and the start of the open
+  // saturated interval (-1: none).
+  std::vector<double> link_bytes_;
+  std::vector<TimePs> link_sat_total_, link_sat_since_;
 };
 
 }  // namespace pw::des

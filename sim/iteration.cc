@@ -168,6 +168,46 @@ void fill_trace(const BuiltIteration& b, const des::EngineResult& er, Trace* tr)
   }
 }
 
+// The links saturated longest, named. Links past the topology's are the per-GPU host links of
+// optimizer offload (host -> GPU, GPU -> host per simulated rank).
+std::vector<LinkLoad> busiest_links(const detail::BuiltIteration& b, const des::FlowNetwork& net,
+                                    TimePs end) {
+  constexpr std::size_t kShown = 3;
+  std::vector<std::int32_t> top;
+  auto before = [&](std::int32_t x, std::int32_t y) {
+    const TimePs sx = net.link_saturated(x, end), sy = net.link_saturated(y, end);
+    if (sx != sy) return sx > sy;
+    if (net.link_bytes()[x] != net.link_bytes()[y])
+      return net.link_bytes()[x] > net.link_bytes()[y];
+    return x < y;
+  };
+  for (std::int32_t l = 0; l < net.num_links(); ++l) {
+    if (net.link_saturated(l, end) <= 0) continue;
+    top.push_back(l);
+    std::sort(top.begin(), top.end(), before);
+    if (top.size() > kShown) top.pop_back();
+  }
+  const hw::Topology& topo = *b.topology;
+  std::vector<LinkLoad> out;
+  for (const std::int32_t l : top) {
+    LinkLoad ll;
+    if (static_cast<std::size_t>(l) < topo.num_links()) {
+      ll.name = topo.link_name(static_cast<hw::LinkId>(l));
+      ll.role = hw::link_role_name(topo.link_role(static_cast<hw::LinkId>(l)));
+    } else {
+      const std::size_t k = static_cast<std::size_t>(l) - topo.num_links();
+      const int gpu = b.ranks[k / 2].gpu;
+      ll.name = k % 2 == 0 ? fmt::format("host -> gpu{}", gpu) : fmt::format("gpu{} -> host", gpu);
+      ll.role = "host";
+    }
+    ll.saturated = net.link_saturated(l, end);
+    ll.bytes = net.link_bytes()[l];
+    ll.capacity = b.link_capacity[l];
+    out.push_back(std::move(ll));
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* comm_kind_name(CommKind k) {
@@ -217,6 +257,9 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
       res.busiest_pp = sr.pr;
       res.busiest_busy = er.device[d].busy;
     }
+  TimePs last_end = 0;
+  for (const des::DeviceRun& dr : er.device) last_end = std::max(last_end, dr.last_end);
+  res.busiest_links = busiest_links(b, engine.network(), last_end);
   res.events = er.events;
   res.tasks = b.graph.size();
   res.offload_gpu_share = b.offload_gpu_share;
@@ -269,7 +312,20 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
       const TimePs lo = er.device[d].first_compute_start, hi = last_compute;
       if (hi > lo) comm_idle = covered_within(active, lo, hi) - covered_within(compute, lo, hi);
     }
-    for (int k = 0; k < kNumCommKinds; ++k) res.exposed[k] += uncovered(comm[k], compute);
+    TimePs exposed_here = 0;
+    for (int k = 0; k < kNumCommKinds; ++k) {
+      const TimePs e = uncovered(comm[k], compute);
+      res.exposed[k] += e;
+      exposed_here += e;
+    }
+    if (d == 0 || exposed_here > res.exposed_most) {
+      const detail::SimRank& sr = b.ranks[d];
+      res.exposed_gpu = sr.gpu;
+      res.exposed_tp = sr.tr;
+      res.exposed_dp = sr.dr;
+      res.exposed_pp = sr.pr;
+      res.exposed_most = exposed_here;
+    }
   }
   for (TimePs& e : res.exposed) e /= std::max(R, 1);
   res.pipeline_bubble_rate =

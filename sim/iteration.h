@@ -65,6 +65,16 @@ struct DeviceMemory {
   bool fits = true;
 };
 
+/// A link that bounded the iteration: saturated (its capacity used up) while the job's flows
+/// crossed it.
+struct LinkLoad {
+  std::string name;      ///< endpoints, e.g. "nic9 -> leaf1"
+  std::string role;      ///< "in node", "GPU-NIC", "NIC-leaf", "leaf-spine", "host"
+  TimePs saturated = 0;  ///< time saturated with the job's flows on it
+  double bytes = 0;      ///< the job's bytes over it (symmetric copies included)
+  double capacity = 0;   ///< bytes per second
+};
+
 struct IterationResult {
   TimePs iteration = 0;  ///< first compute start to the last optimizer step's end
   double tokens_per_sec = 0;
@@ -88,6 +98,13 @@ struct IterationResult {
   /// index and coordinates, and its busy compute time.
   int busiest_gpu = 0, busiest_tp = 0, busiest_dp = 0, busiest_pp = 0;
   TimePs busiest_busy = 0;
+  /// The simulated GPU with the most exposed communication (not overlapped by its compute, all
+  /// kinds), its coordinates and that time.
+  int exposed_gpu = 0, exposed_tp = 0, exposed_dp = 0, exposed_pp = 0;
+  TimePs exposed_most = 0;
+  /// The links saturated longest (at most 3; most saturated time first, then most bytes, then
+  /// link id). With one GPU per pipeline rank a link stands for its symmetric copies.
+  std::vector<LinkLoad> busiest_links;
   std::uint64_t events = 0;
   std::size_t tasks = 0;
   double offload_gpu_share = 1;  ///< share of the optimizer update run on the GPU

@@ -232,6 +232,7 @@ BuiltIteration IterationBuilder::build() {
     out_.action_first[k] = pass_[k].first;
     out_.action_last[k] = pass_[k].last;
   }
+  out_.topology.emplace(std::move(topo_));
   return std::move(out_);
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -37,7 +38,8 @@ inline Action label(ActionKind k, int stage, int mb) {
 
 struct BuiltIteration {
   des::TaskGraph graph;
-  std::vector<double> link_capacity;  ///< bytes/s, topology links then PCIe links
+  std::vector<double> link_capacity;     ///< bytes/s, topology links then PCIe links
+  std::optional<hw::Topology> topology;  ///< the cluster the routes run over (for link names)
   std::vector<SimRank> ranks;
   des::ChunkedVector<std::uint8_t> comm_kind;  ///< per task: CommKind or kComputeTag
   des::ChunkedVector<std::int32_t> flow_to;    ///< per task: consumer task of a PP send, or -1

@@ -76,12 +76,32 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
                       {"dp", r.busiest_dp},
                       {"pp", r.busiest_pp},
                       {"busy_ms", ps_to_millis(r.busiest_busy)}};
+  j["most_exposed_gpu"] = {{"gpu", r.exposed_gpu},
+                           {"tp", r.exposed_tp},
+                           {"dp", r.exposed_dp},
+                           {"pp", r.exposed_pp},
+                           {"exposed_ms", ps_to_millis(r.exposed_most)}};
+  nlohmann::ordered_json links = nlohmann::ordered_json::array();
+  for (const LinkLoad& l : r.busiest_links)
+    links.push_back({{"link", l.name},
+                     {"role", l.role},
+                     {"saturated_ms", ps_to_millis(l.saturated)},
+                     {"saturated_share", r.iteration > 0 ? static_cast<double>(l.saturated) /
+                                                               static_cast<double>(r.iteration)
+                                                         : 0.0},
+                     {"gbytes", gb(l.bytes)},
+                     {"capacity_gb_per_s", gb(l.capacity)}});
+  j["busiest_links"] = links;
   int slow = 0;
   for (double f : s.topology.gpu_slowdown) slow += f != 1.0;
   if (slow > 0) j["slow_gpus"] = slow;
   if (const int failed = s.topology.num_failed_nics(); failed > 0) j["failed_nics"] = failed;
   if (!s.topology.background_flows.empty())
     j["background_flows"] = s.topology.background_flows.size();
+  if (const int failed = s.topology.num_failed_spine_links(); failed > 0)
+    j["failed_spine_links"] = failed;
+  if (const auto n = s.topology.spine_link_faults.size() - s.topology.num_failed_spine_links(); n)
+    j["degraded_spine_links"] = n;
   if (s.published) {
     j["published_tflops_per_gpu"] = s.published->tflops_per_gpu;
     j["published_iteration_s"] = s.published->iteration_time_s;
@@ -89,6 +109,34 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
         hw::published_error_pct(*s.published, r.tflops_per_gpu, ps_to_seconds(r.iteration));
   }
   return j;
+}
+
+// What bounds the iteration, as (label, text) lines for the table and the report: the GPU with
+// the most compute, the one with the most exposed communication, the links saturated longest.
+std::vector<std::pair<std::string, std::string>> bounds_lines(const IterationResult& r) {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back("busiest GPU", fmt::format("GPU {} (tp {}, dp {}, pp {}): {:.1f} ms of compute",
+                                              r.busiest_gpu, r.busiest_tp, r.busiest_dp,
+                                              r.busiest_pp, ps_to_millis(r.busiest_busy)));
+  out.emplace_back(
+      "most exposed GPU",
+      fmt::format("GPU {} (tp {}, dp {}, pp {}): {:.2f} ms of communication not under compute",
+                  r.exposed_gpu, r.exposed_tp, r.exposed_dp, r.exposed_pp,
+                  ps_to_millis(r.exposed_most)));
+  if (r.busiest_links.empty()) out.emplace_back("busiest links", "none saturated");
+  for (std::size_t k = 0; k < r.busiest_links.size(); ++k) {
+    const LinkLoad& l = r.busiest_links[k];
+    out.emplace_back(
+        k == 0 ? "busiest links" : "",
+        fmt::format("{} ({}, {:.0f} GB/s): saturated {:.1f} ms ({:.0f}% of the iteration), "
+                    "{:.1f} GB",
+                    l.name, l.role, gb(l.capacity), ps_to_millis(l.saturated),
+                    r.iteration > 0 ? 100.0 * static_cast<double>(l.saturated) /
+                                          static_cast<double>(r.iteration)
+                                    : 0.0,
+                    gb(l.bytes)));
+  }
+  return out;
 }
 
 std::string to_table(const hw::Scenario& s, const IterationResult& r, const char* source) {
@@ -147,9 +195,16 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
         "background flows",
         fmt::format("{} (other jobs' traffic, sharing links max-min fairly); all {} GPUs simulated",
                     s.topology.background_flows.size(), r.simulated_gpus));
-  line("busiest GPU",
-       fmt::format("GPU {} (tp {}, dp {}, pp {}): {:.1f} ms of compute", r.busiest_gpu,
-                   r.busiest_tp, r.busiest_dp, r.busiest_pp, ps_to_millis(r.busiest_busy)));
+  const int failed_spine = s.topology.num_failed_spine_links();
+  const auto degraded_spine = s.topology.spine_link_faults.size() - failed_spine;
+  if (failed_spine > 0)
+    line("failed spine links",
+         fmt::format("{} (traffic takes the next spine both leaves reach); all {} GPUs simulated",
+                     failed_spine, r.simulated_gpus));
+  if (degraded_spine > 0)
+    line("degraded spine links", fmt::format("{} (at their reduced rate); all {} GPUs simulated",
+                                             degraded_spine, r.simulated_gpus));
+  for (const auto& [k, v] : bounds_lines(r)) line(k, v);
   if (s.parallel.optimizer_offload)
     line("offload GPU share",
          fmt::format("{:.0f}% of the optimizer update", 100 * r.offload_gpu_share));
@@ -248,6 +303,12 @@ void write_iteration_report(const std::string& path, const hw::Scenario& s,
         fmt::format("{}{} {:.1f} ms", comm.empty() ? "" : ", ",
                     comm_kind_name(static_cast<CommKind>(k)), ps_to_seconds(r.exposed[k]) * 1e3);
   ri.context.emplace_back("exposed communication", comm);
+  for (const auto& [k, v] : bounds_lines(r)) {
+    if (k.empty())
+      ri.context.back().second += "; " + v;  // the next link of the same entry
+    else
+      ri.context.emplace_back(k, v);
+  }
   std::string mem;
   for (const DeviceMemory& m : r.memory)
     mem += fmt::format(

@@ -111,5 +111,40 @@ TEST(Contention, MaxMinSharingGivesTheUnconstrainedFlowTheLeftover) {
   EXPECT_EQ(r.end[1], 100);
 }
 
+TEST(Contention, ALinkIsSaturatedWhileTheFlowsCrossingItUseItsWholeCapacity) {
+  // Link 0 (10 B/ps) carries A and B, link 1 (4 B/ps) B only, link 2 (100 B/ps) A only.
+  // By hand: B is held to 4 by link 1 and ends at 400 / 4 = 100 ps; A runs at 6 until then
+  // (600 of its 1200 bytes) and alone at 10 for the remaining 600: 60 ps more, ends at 160.
+  // Link 0 is full throughout (6 + 4, then 10): 160 ps; link 1 while B runs: 100 ps; link 2
+  // never (A is limited by link 0). Bytes: link 0 1200 + 400, link 1 400, link 2 1200.
+  TaskGraph g(2);
+  const std::int32_t ca = g.add_collective(false);
+  g.add_phase(0);
+  g.add_flow(1200, {RouteHop{0, 1.0f}, RouteHop{2, 1.0f}});
+  const std::int32_t cb = g.add_collective(false);
+  g.add_phase(0);
+  g.add_flow(400, {RouteHop{0, 1.0f}, RouteHop{1, 1.0f}});
+  Task a;
+  a.is_compute = false;
+  a.stream = StreamKind::kDp;
+  a.collective = ca;
+  g.add_task(a);
+  a.device = 1;
+  a.collective = cb;
+  g.add_task(a);
+  g.finalize();
+  Engine e({10e12, 4e12, 100e12});
+  const EngineResult& r = e.run(g);
+  EXPECT_EQ(r.end[0], 160);
+  EXPECT_EQ(r.end[1], 100);
+  const FlowNetwork& net = e.network();
+  EXPECT_EQ(net.link_saturated(0, 160), 160);
+  EXPECT_EQ(net.link_saturated(1, 160), 100);
+  EXPECT_EQ(net.link_saturated(2, 160), 0);
+  EXPECT_DOUBLE_EQ(net.link_bytes()[0], 1600.0);
+  EXPECT_DOUBLE_EQ(net.link_bytes()[1], 400.0);
+  EXPECT_DOUBLE_EQ(net.link_bytes()[2], 1200.0);
+}
+
 }  // namespace
 }  // namespace pw::des

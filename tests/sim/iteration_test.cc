@@ -253,6 +253,49 @@ TEST(Iteration, BackgroundFlowsTakeTheirFairShareOfTheLinksTheyCross) {
        "background_flows: {0: 8}", "background_flows: [[0, a]]"});
 }
 
+// Failed spine links (cluster.failed_spine_links). With a fat tree of 8-port leaves each node of
+// the 2-node job has its own leaf (2 leaves, 8 / oversubscription 1 = 8 spines), and routing is
+// destination-mod-k: the DP ring of rail i (GPUs i and 8 + i) crosses spine i. The link between
+// leaf 0 and spine 0 down, rail 0 takes the next spine both leaves reach, spine 1, and shares its
+// links with rail 1: by hand both rings run at half a spine link's rate (which equals the NIC's:
+// 200 Gb/s x 0.9 both), as they do with leaf 0's links to spines 0 and 1 at half rate
+// (degraded_spine_links [[0, 0, 2], [0, 1, 2]]): same iteration and exposed reduction, compute
+// untouched. The links saturated longest are spine 1's (both rings for the whole reduction), and
+// carry the bytes of both rings: twice those of spine 2's (rail 2 alone).
+TEST(Iteration, FailedSpineLinksRerouteToTheNextSpineBothLeavesReach) {
+  const std::string tree = ", fabric: fat-tree, leaf_ports: 8";
+  const hw::Scenario failed = two_node_tp8_job(tree + ", failed_spine_links: [[0, 0]]");
+  ASSERT_FALSE(failed.topology.symmetric());
+  const hw::Topology topo(failed.topology), healthy(two_node_tp8_job(tree).topology);
+  auto names = [](const hw::Topology& t, int src, int dst) {
+    std::vector<std::string> out;
+    for (const hw::LinkId l : t.route(src, dst))
+      if (t.link_role(l) == hw::LinkRole::kLeafToSpine) out.push_back(t.link_name(l));
+    return out;
+  };
+  EXPECT_EQ(names(healthy, 0, 8), (std::vector<std::string>{"leaf0 -> spine0", "spine0 -> leaf1"}));
+  EXPECT_EQ(names(topo, 0, 8), (std::vector<std::string>{"leaf0 -> spine1", "spine1 -> leaf1"}));
+  EXPECT_EQ(names(topo, 9, 1), (std::vector<std::string>{"leaf1 -> spine1", "spine1 -> leaf0"}));
+  EXPECT_EQ(topo.route(2, 10), healthy.route(2, 10));  // other rails unchanged
+  expect_same_job(failed, tree + ", degraded_spine_links: [[0, 0, 2], [0, 1, 2]]");
+  const IterationResult f = simulate_iteration(testing::input_for(failed), IterationOptions{});
+  ASSERT_EQ(f.busiest_links.size(), 3u);
+  for (const LinkLoad& l : f.busiest_links) {
+    EXPECT_NE(l.name.find("spine1"), std::string::npos) << l.name;
+    EXPECT_EQ(l.role, "leaf-spine");
+  }
+  expect_refused("cluster.failed_spine_links",
+                 {"fabric: fat-tree, failed_spine_links: [[0, 0]]",  // 20-port leaf: no spine
+                  "fabric: fat-tree, leaf_ports: 8, failed_spine_links: [[2, 0]]",
+                  "fabric: fat-tree, leaf_ports: 8, failed_spine_links: [[0, 8]]",
+                  "fabric: fat-tree, leaf_ports: 8, failed_spine_links: [0, 1]",
+                  "fabric: fat-tree, leaf_ports: 8, failed_spine_links: [[0, 0], [0, 1], [0, 2], "
+                  "[0, 3], [1, 4], [1, 5], [1, 6], [1, 7]]"});
+  expect_refused("cluster.degraded_spine_links",
+                 {"fabric: fat-tree, leaf_ports: 8, degraded_spine_links: [[0, 0, 0.5]]",
+                  "fabric: fat-tree, leaf_ports: 8, degraded_spine_links: [[0, 0]]"});
+}
+
 TEST(Iteration, SlowGpuEntriesAreCheckedNamingTheKey) {
   auto load = [](const std::string& cluster_extra) {
     return hw::parse_scenario(fmt::format(R"(

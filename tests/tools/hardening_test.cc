@@ -106,6 +106,21 @@ TEST(Hardening, HeterogeneousClustersAreSimulatedOrRefusedNeverIgnored) {
               "cluster: {profile: dgx-a100-80gb, nodes: 2, background_flows: [[0, 8]]}\n" +
                   parallel);
   refused("compare " + busy + " --schedules 1f1b", {"busy.yaml", "cluster.background_flows"});
+  const std::string spine =
+      d.write("spine.yaml",
+              "model: {preset: megatron-1.7b}\n"
+              "cluster: {profile: dgx-a100-80gb, nodes: 2, fabric: fat-tree, leaf_ports: 8,\n"
+              "          failed_spine_links: [[0, 0]]}\n" +
+                  parallel);
+  refused("plan " + spine, {"spine.yaml", "cluster.failed_spine_links"});
+  std::string spine_out;
+  ASSERT_EQ(sh(kTool + " simulate " + spine, &spine_out), 0) << spine_out;
+  EXPECT_NE(spine_out.find("failed spine links          1 (traffic takes the next spine"),
+            std::string::npos)
+      << spine_out;
+  EXPECT_NE(spine_out.find("busiest links               leaf0 -> spine1 (leaf-spine"),
+            std::string::npos)
+      << spine_out;
   std::string down_out;
   ASSERT_EQ(sh(kTool + " simulate " + down, &down_out), 0) << down_out;
   EXPECT_NE(down_out.find("failed NICs                 1 (their GPUs use the next working NIC"),
