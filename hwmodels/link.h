@@ -37,10 +37,14 @@ enum class FabricKind {
 const char* fabric_kind_name(FabricKind k);
 
 /// The scale-out network between nodes.
+/// Readers refuse more downlink ports per leaf than this (4x today's largest switch radix; the
+/// spines and leaf <-> spine links grow with it).
+inline constexpr int kMaxLeafPorts = 2048;
+
 struct FabricSpec {
   FabricKind kind = FabricKind::kRailOptimized;
   double oversubscription = 1.0;  ///< leaf downlink / uplink bandwidth, >= 1
-  int leaf_ports = 32;            ///< downlink ports per leaf switch
+  int leaf_ports = 32;            ///< downlink ports per leaf switch, 1..kMaxLeafPorts
   LinkSpec switch_link{LinkType::kInfiniband, {25e9}, 500'000, 0.92};  ///< leaf <-> spine
 };
 

@@ -205,7 +205,7 @@ FabricSpec parse_fabric(const ConfigMap& m) {
   f.kind = kind == "fat-tree" ? FabricKind::kFatTree : FabricKind::kRailOptimized;
   f.oversubscription = m.positive_or("oversubscription", 1.0);
   if (f.oversubscription < 1.0) m.fail("oversubscription", "expected a number >= 1");
-  f.leaf_ports = static_cast<int>(m.integer_or("leaf_ports", 32));
+  f.leaf_ports = static_cast<int>(m.integer_or("leaf_ports", 32, 1, kMaxLeafPorts));
   f.switch_link = parse_link(m.child("switch_link"));
   return f;
 }

@@ -16,6 +16,11 @@
 namespace pw::hw {
 namespace {
 
+// Model sizes stop at 2^24 (16,777,216): 16x today's largest (a 1M-token context, a 256k
+// vocabulary) and far from overflowing the int products the workload forms (4 x hidden, heads x
+// kv_channels).
+constexpr long long kMaxSize = 1LL << 24;
+
 void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
   std::vector<std::string> keys = model_shape_keys();
   for (const char* k : {"preset", "hf_config"}) keys.push_back(k);
@@ -44,12 +49,13 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
     shape.name = "custom";
   }
   // Explicit keys override a preset or config.json; without one the shape keys are required.
-  auto field = [&](const std::string& key, int* out, bool optional, long long min = 1) {
-    if (m.has(key) || (!optional && !base)) *out = static_cast<int>(m.integer(key, min));
+  auto field = [&](const std::string& key, int* out, bool optional, long long min = 1,
+                   long long max = kMaxSize) {
+    if (m.has(key) || (!optional && !base)) *out = static_cast<int>(m.integer(key, min, max));
   };
   auto flag = [&](const std::string& key, bool* out) { *out = m.boolean_or(key, *out); };
   if (m.has("name")) shape.name = m.text("name");
-  field("num_layers", &shape.num_layers, false);
+  field("num_layers", &shape.num_layers, false, 1, 1 << 16);  // 500x Llama 3 405B's 126
   field("hidden_size", &shape.hidden_size, false);
   field("num_attention_heads", &shape.num_attention_heads, false);
   field("ffn_hidden_size", &shape.ffn_hidden_size, true);
@@ -142,6 +148,7 @@ void parse_spine_link_faults(const ConfigMap& c, TopologySpec* t) {
     failed[static_cast<std::size_t>(v[0]) * size.spines + static_cast<std::size_t>(v[1])] = 1;
     t->spine_link_faults.push_back({static_cast<int>(v[0]), static_cast<int>(v[1]), 1.0, true});
   }
+  if (failed.empty()) return;  // [] is a healthy fabric
   // Two leaves are cut apart when no spine has both links up.
   for (int a = 0; a < size.leaves; ++a) {
     bool any = false;
@@ -181,7 +188,8 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
   }
   t.fabric.oversubscription = c.positive_or("oversubscription", t.fabric.oversubscription);
   if (t.fabric.oversubscription < 1.0) c.fail("oversubscription", "expected a number >= 1");
-  t.fabric.leaf_ports = static_cast<int>(c.integer_or("leaf_ports", t.fabric.leaf_ports, 1));
+  t.fabric.leaf_ports =
+      static_cast<int>(c.integer_or("leaf_ports", t.fabric.leaf_ports, 1, kMaxLeafPorts));
   // Slow GPUs and degraded NICs: {index: factor} maps. A node's factor applies to each of its
   // GPUs (a GPU listed in both takes the product); factor = how much longer every pass takes
   // (1.25: 25% slower). A NIC's factor divides its port's rate (2: half speed), both directions.

@@ -4,6 +4,8 @@
 /// collectives inside each pass, PP transfers (with Megatron's scatter/gather), the bucketed DP
 /// gradient reduction overlapped with the backward, ZeRO-1/2/3 reduce-scatter and all-gather,
 /// optional optimizer-state offload and the optimizer step. See docs/simulator.md.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,6 +50,14 @@ struct IterationOptions {
   double offload_gpu_share = -1;
   bool trace = false;  ///< fill IterationResult::trace
 };
+
+/// Gradient buckets of a stage with `grad_bytes` of gradients: one per `bucket_bytes`, at most
+/// 65,536 (5.2 TB of gradients in 80 MB buckets: a 1.3 T-parameter stage in fp32; a larger
+/// stage's buckets grow instead), so the simulator's task count stays bounded for any model the
+/// loader accepts. The DES and the planner's bounds both ask this.
+inline int grad_bucket_count(double grad_bytes, double bucket_bytes) {
+  return static_cast<int>(std::clamp(std::ceil(grad_bytes / bucket_bytes), 1.0, 65536.0));
+}
 
 /// Exposed (not overlapped with compute) communication, per kind.
 enum class CommKind : std::uint8_t { kTp, kPp, kDp, kOffload, kCp, kEp };

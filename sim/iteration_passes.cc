@@ -205,7 +205,7 @@ void IterationBuilder::build_passes() {
       bool tp_done = false;  // the overlapped path ran the TP collectives beside the compute
       if (split) {
         const double grad = stage_params_[bwd_stage] * hw::grad_bytes_per_param(in_.parallel);
-        const int nb = std::max(1, static_cast<int>(std::ceil(grad / opt_.bucket_bytes)));
+        const int nb = grad_bucket_count(grad, opt_.bucket_bytes);
         auto& buckets = bucket_tasks_[static_cast<std::size_t>(sim) * S + bwd_stage];
         for (int k = 0; k < nb; ++k) {
           const TimePs part = pc.dur / nb + (k == nb - 1 ? pc.dur % nb : 0);

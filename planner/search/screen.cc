@@ -439,7 +439,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     std::array<double, 2> one_gather{0, 0}, stage_rs_link{0, 0};  // per route, see below
     if (dpc > 1) {
       const double grad = params * (hw::grad_bytes_per_param(space_.grad_reduce_in_fp32));
-      const double nb = std::max(1.0, std::ceil(grad / opt.bucket_bytes));
+      const double nb = grad_bucket_count(grad, opt.bucket_bytes);
       // Overlapped, the last bucket's reduction starts when the last backward's compute ends,
       // beside that pass's TP collectives.
       const double last_tp = sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 1) +

@@ -79,7 +79,7 @@ TEST(Scenario, MissingFieldNamesKeyAndExpectation) {
   std::string text = replace(kBase, "model: {preset: gpt3-175b}",
                              "model: {num_layers: 4, num_attention_heads: 8, seq_length: 128, "
                              "vocab_size: 1000}");
-  EXPECT_EQ(error_of(text), "s.yaml: model.hidden_size: missing; expected an integer >= 1");
+  EXPECT_EQ(error_of(text), "s.yaml: model.hidden_size: missing; expected an integer in [1, 16777216]");
   EXPECT_EQ(error_of(replace(kBase, "  micro_batch_size: 1\n", "")),
             "s.yaml: parallel.micro_batch_size: missing; expected an integer >= 1");
 }
@@ -89,6 +89,26 @@ TEST(Scenario, NegativeFieldNamesKeyAndExpectation) {
             "s.yaml: parallel.micro_batch_size: -2 is out of range; expected an integer >= 1");
   EXPECT_EQ(error_of(replace(kBase, "nodes: 128", "nodes: 0")),
             "s.yaml: cluster.nodes: 0 is out of range; expected an integer >= 1");
+}
+
+// Sizes the simulator cannot take in reasonable time or memory are refused by key, never run
+// (found by tests/fuzz/des_fuzz_test.cc: kv_channels 2^31 - 1 built 112 M tasks in 3 minutes,
+// leaf_ports 2^31 - 1 exhausted memory, failed_spine_links: [] read past an empty array).
+TEST(Scenario, SizesBeyondReasonAreRefusedByKey) {
+  const std::string model = "model: {preset: gpt3-175b}";
+  EXPECT_EQ(error_of(replace(kBase, model, "model: {preset: gpt3-175b, kv_channels: 2147483647}")),
+            "s.yaml: model.kv_channels: 2147483647 is out of range; expected at most 16777216");
+  EXPECT_EQ(error_of(replace(kBase, model, "model: {preset: gpt3-175b, num_layers: 100000}")),
+            "s.yaml: model.num_layers: 100000 is out of range; expected at most 65536");
+  const std::string cluster = "cluster: {profile: dgx-a100-80gb, nodes: 128}";
+  EXPECT_EQ(error_of(replace(kBase, cluster,
+                             "cluster: {profile: dgx-a100-80gb, nodes: 128, leaf_ports: 1000000}")),
+            "s.yaml: cluster.leaf_ports: 1000000 is out of range; expected at most 2048");
+  const Scenario s = parse_scenario(
+      replace(kBase, cluster,
+              "cluster: {profile: dgx-a100-80gb, nodes: 128, failed_spine_links: []}"),
+      "s.yaml", "");
+  EXPECT_TRUE(s.topology.symmetric());  // none listed: none failed
 }
 
 TEST(Scenario, GpuCountMismatchIsAnError) {
