@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "planner/search/plan_emit.h"
+#include "planner/search/scenario_input.h"
 #include "planner/search/search.h"
 #include "planner/search/search_report.h"
 #include "report/build.h"
@@ -84,15 +85,13 @@ ReportInput compare_on_scenario(const hw::Scenario& sc, const std::vector<std::s
                       "sizes, micro and global batch)");
   const GeneratorRegistry registry = default_registry();
   for (const std::string& n : names) registry.get(n, "--schedules");
-  PlanProblem pr;
-  pr.model = sc.model;
-  pr.profile = sc.profile;
-  pr.profile.node = sc.topology.node;
-  pr.profile.fabric = sc.topology.fabric;
-  pr.num_gpus = sc.num_gpus();
-  pr.sim.flash_attention = sc.flash_attention;
+  PlanProblem pr = plan_problem(sc);
   pr.memory_limit = memory_limit_bytes;
   SearchSpace space;
+  // The scenario's own gradient precision and overlaps, as `plan` prices them.
+  space.grad_reduce_in_fp32 = pr.grad_reduce_in_fp32;
+  space.overlap_grad_reduce = pr.overlap_grad_reduce;
+  space.tp_comm_overlap = pr.tp_comm_overlap;
   space.schedules = probe_schedules(registry, {2, 3, 4, 6, 8});
   const CostModel model(pr, space);
 

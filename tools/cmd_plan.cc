@@ -16,6 +16,7 @@
 #include "core/pytorch_csv.h"
 #include "hwmodels/scenario.h"
 #include "planner/search/plan_emit.h"
+#include "planner/search/scenario_input.h"
 #include "planner/search/search.h"
 #include "planner/search/search_report.h"
 #include "planner/search/shortest_time.h"
@@ -223,16 +224,7 @@ hw::Scenario resolve_scenario(const PlanOptions& o) {
 }
 
 PlanProblem make_problem(const PlanOptions& o, const hw::Scenario& sc) {
-  PlanProblem pr;
-  pr.model = sc.model;
-  pr.profile = sc.profile;
-  pr.profile.node = sc.topology.node;  // the cluster's overrides (gpus_per_node, ...)
-  pr.profile.fabric = sc.topology.fabric;
-  pr.num_gpus = sc.num_gpus();
-  pr.sim.flash_attention = sc.flash_attention;
-  pr.grad_reduce_in_fp32 = sc.parallel.grad_reduce_in_fp32;
-  pr.overlap_grad_reduce = sc.parallel.overlap_grad_reduce;
-  pr.tp_comm_overlap = sc.parallel.tp_comm_overlap;
+  PlanProblem pr = plan_problem(sc);
   if (!o.tp_comm_overlap.empty()) {
     const std::vector<int> v = on_off("--tp-comm-overlap", o.tp_comm_overlap);
     if (v.size() != 1)

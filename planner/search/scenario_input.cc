@@ -33,6 +33,20 @@ void apply_stage_layers(const hw::Scenario& s, const std::vector<int>& layers, P
 
 }  // namespace
 
+PlanProblem plan_problem(const hw::Scenario& s) {
+  PlanProblem pr;
+  pr.model = s.model;
+  pr.profile = s.profile;
+  pr.profile.node = s.topology.node;
+  pr.profile.fabric = s.topology.fabric;
+  pr.num_gpus = s.num_gpus();
+  pr.sim.flash_attention = s.flash_attention;
+  pr.grad_reduce_in_fp32 = s.parallel.grad_reduce_in_fp32;
+  pr.overlap_grad_reduce = s.parallel.overlap_grad_reduce;
+  pr.tp_comm_overlap = s.parallel.tp_comm_overlap;
+  return pr;
+}
+
 IterationInput scenario_iteration_input(const hw::Scenario& s) {
   const GeneratorRegistry reg = default_registry();
   if (reg.find(s.parallel.schedule) == nullptr) {

@@ -4,6 +4,7 @@
 /// on its profile and topology. What `simulate SCENARIO` and `estimate` simulate.
 #include "hwmodels/estimate.h"
 #include "hwmodels/scenario.h"
+#include "planner/search/screen.h"
 #include "sim/iteration.h"
 
 namespace pw {
@@ -11,6 +12,13 @@ namespace pw {
 /// Unknown schedules and generator refusals throw ConfigError naming the scenario file and
 /// `parallel.schedule`.
 IterationInput scenario_iteration_input(const hw::Scenario& s);
+
+/// The planning problem a scenario poses: its model, its profile with the cluster's node and
+/// fabric (gpus_per_node, leaf ports, ...), its GPU count, flash attention and the Megatron
+/// settings every configuration shares (gradient precision, overlaps). Objective, target and
+/// memory limit stay at their defaults (time, none, the profile's usable memory): the CLI's
+/// options set them. What `plan` and `compare` price.
+PlanProblem plan_problem(const hw::Scenario& s);
 
 /// The memory figures `estimate` reports for one simulated GPU (its timeline's peaks).
 hw::GpuMemoryFigures memory_figures(const DeviceMemory& m);
