@@ -28,6 +28,26 @@ TEST(CompareOnScenario, FillsThroughputAndMemory) {
   }
 }
 
+// compare prices the scenario's own gradient precision and overlaps, as plan does: the 64-GPU
+// Llama 3.1 70B row reduces bf16 gradients overlapped with the backward and overlaps its TP
+// collectives; the same scenario with fp32 gradients reduced after the backward and no TP
+// overlap moves twice the reduction bytes, exposed, so it reads slower (it read the same before
+// compare and plan shared plan_problem).
+TEST(CompareOnScenario, UsesTheScenariosGradientPrecisionAndOverlaps) {
+  hw::Scenario sc = hw::load_scenario(std::string(PW_SOURCE_DIR) +
+                                      "/scenarios/h100/dgxc-2411-llama3170b-bf16-64.yaml");
+  ASSERT_FALSE(sc.parallel.grad_reduce_in_fp32);
+  ASSERT_TRUE(sc.parallel.overlap_grad_reduce && sc.parallel.tp_comm_overlap);
+  const ReportInput as_given = compare_on_scenario(sc, {"interleaved"});
+  sc.parallel.grad_reduce_in_fp32 = true;
+  sc.parallel.overlap_grad_reduce = false;
+  sc.parallel.tp_comm_overlap = false;
+  const ReportInput plain = compare_on_scenario(sc, {"interleaved"});
+  ASSERT_TRUE(as_given.schedules[0].ok() && plain.schedules[0].ok());
+  EXPECT_LT(*as_given.schedules[0].iteration_time, *plain.schedules[0].iteration_time);
+  EXPECT_LT(*as_given.schedules[0].exposed_comm, *plain.schedules[0].exposed_comm);
+}
+
 TEST(CompareOnScenario, UnknownScheduleIsAnError) {
   const hw::Scenario sc =
       hw::load_scenario(std::string(PW_SOURCE_DIR) + "/scenarios/gpt3-175b-1024-a100.yaml");
