@@ -8,6 +8,7 @@
 #include "core/dependency.h"
 #include "hwmodels/scenario.h"
 #include "planner/schedules/generator.h"
+#include "planner/search/scenario_input.h"
 #include "sim/engine.h"
 #include "sim/iteration.h"
 #include "sim/schedule_sim.h"
@@ -136,6 +137,37 @@ void BM_Gpt3_175B_AllRanks(benchmark::State& state) {
       8.0 * nodes, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_Gpt3_175B_AllRanks)->Arg(128)->Arg(512)->Unit(benchmark::kSecond)->Iterations(1);
+
+// Llama 3.1 405B as Llama 3 trained it (t8 p16, 7 + 14 x 8 + 7 layers, sequence parallel,
+// distributed optimizer), full recompute, 16 microbatches per pipeline, every GPU simulated on
+// `nodes` DGX H100 nodes (d = nodes / 16). 98,304 GPUs (12,288 nodes) is measured with
+// /usr/bin/time on the CLI (docs/simulator.md).
+void BM_Llama405B_AllRanks(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const int d = nodes * 8 / 128;
+  const pw::hw::Scenario s = pw::hw::parse_scenario(
+      "model: {preset: llama3.1-405b, use_flash_attn: true}\n"
+      "cluster: {profile: dgx-h100, nodes: " +
+          std::to_string(nodes) +
+          "}\nparallel: {tensor_model_parallel_size: 8, pipeline_model_parallel_size: 16,\n"
+          "  decoder_first_pipeline_num_layers: 7, decoder_last_pipeline_num_layers: 7,\n"
+          "  micro_batch_size: 1, global_batch_size: " +
+          std::to_string(16 * d) +
+          ", sequence_parallel: true,\n  use_distributed_optimizer: true, "
+          "recompute_granularity: full}\n",
+      "llama405b", ".");
+  pw::IterationInput in = pw::scenario_iteration_input(s);
+  pw::IterationOptions opt;
+  opt.representative = false;
+  opt.flash_attention = true;
+  for (auto _ : state) {
+    const pw::IterationResult r = pw::simulate_iteration(in, opt);
+    benchmark::DoNotOptimize(r.iteration);
+  }
+  state.counters["s_per_gpu"] = benchmark::Counter(
+      8.0 * nodes, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_Llama405B_AllRanks)->Arg(256)->Arg(2048)->Unit(benchmark::kSecond)->Iterations(1);
 
 }  // namespace
 
