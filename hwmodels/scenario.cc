@@ -14,6 +14,7 @@
 #include "hwmodels/transformer.h"
 
 namespace pw::hw {
+
 namespace {
 
 // Model sizes stop at 2^24 (16,777,216): 16x today's largest (a 1M-token context, a 256k
@@ -22,9 +23,7 @@ namespace {
 constexpr long long kMaxSize = 1LL << 24;
 
 void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
-  std::vector<std::string> keys = model_shape_keys();
-  for (const char* k : {"preset", "hf_config"}) keys.push_back(k);
-  m.check_keys(keys);
+  m.check_keys(scenario_keys("model"));
   ModelShape& shape = s->model;
   if (m.has("preset") && m.has("hf_config"))
     m.fail("hf_config", "given with model.preset; expected one of them");
@@ -169,9 +168,7 @@ void parse_spine_link_faults(const ConfigMap& c, TopologySpec* t) {
 }
 
 void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s) {
-  c.check_keys({"profile", "nodes", "gpus_per_node", "fabric", "oversubscription", "leaf_ports",
-                "slow_gpus", "slow_nodes", "degraded_nics", "failed_nics", "background_flows",
-                "failed_spine_links", "degraded_spine_links"});
+  c.check_keys(scenario_keys("cluster"));
   std::string profile = c.text("profile");
   s->profile = resolve_profile(profile, base_dir, c.file(), c.key_path("profile"));
   s->cluster_profile = profile;
@@ -294,27 +291,7 @@ struct ParallelExtras {
 };
 
 ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
-  std::vector<std::string> keys = {"tensor_model_parallel_size",
-                                   "pipeline_model_parallel_size",
-                                   "data_parallel_size",
-                                   "num_layers_per_virtual_pipeline_stage",
-                                   "micro_batch_size",
-                                   "global_batch_size",
-                                   "sequence_parallel",
-                                   "recompute_granularity",
-                                   "zero_stage",
-                                   "use_distributed_optimizer",
-                                   "optimizer_offload",
-                                   "schedule",
-                                   "decoder_first_pipeline_num_layers",
-                                   "decoder_last_pipeline_num_layers",
-                                   "context_parallel_size",
-                                   "expert_model_parallel_size",
-                                   "expert_tensor_parallel_size",
-                                   "fp8",
-                                   "zero3_gather"};
-  for (const std::string& k : shared_parallel_keys()) keys.push_back(k);
-  p.check_keys(keys);
+  p.check_keys(scenario_keys("parallel"));
   ParallelConfig& c = s->parallel;
   parse_shared_settings(p, &c);
   ParallelExtras x;
@@ -571,6 +548,50 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                     c.global_batch_size, c.micro_batch_size, c.data_parallel, per_step));
   }
   if (c.tensor_parallel == 1) c.sequence_parallel = false;
+}
+
+std::vector<std::string> scenario_keys(const std::string& section) {
+  std::vector<std::string> keys;
+  if (section == "model") {
+    keys = model_shape_keys();
+    for (const char* k : {"preset", "hf_config"}) keys.push_back(k);
+  } else if (section == "cluster") {
+    keys = {"profile",
+            "nodes",
+            "gpus_per_node",
+            "fabric",
+            "oversubscription",
+            "leaf_ports",
+            "slow_gpus",
+            "slow_nodes",
+            "degraded_nics",
+            "failed_nics",
+            "background_flows",
+            "failed_spine_links",
+            "degraded_spine_links"};
+  } else if (section == "parallel") {
+    keys = {"tensor_model_parallel_size",
+            "pipeline_model_parallel_size",
+            "data_parallel_size",
+            "num_layers_per_virtual_pipeline_stage",
+            "micro_batch_size",
+            "global_batch_size",
+            "sequence_parallel",
+            "recompute_granularity",
+            "zero_stage",
+            "use_distributed_optimizer",
+            "optimizer_offload",
+            "schedule",
+            "decoder_first_pipeline_num_layers",
+            "decoder_last_pipeline_num_layers",
+            "context_parallel_size",
+            "expert_model_parallel_size",
+            "expert_tensor_parallel_size",
+            "fp8",
+            "zero3_gather"};
+    for (const std::string& k : shared_parallel_keys()) keys.push_back(k);
+  }
+  return keys;
 }
 
 Scenario parse_scenario(const std::string& text, const std::string& file,

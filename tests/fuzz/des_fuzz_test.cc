@@ -80,57 +80,6 @@ parallel: {tensor_model_parallel_size: 4, pipeline_model_parallel_size: 2,
 
 const char* const kSections[] = {"model", "cluster", "parallel"};
 
-// Keys a mutation may add (besides changing those the seed has).
-const std::vector<std::vector<std::string>> kKeys = {
-    {"num_layers",
-     "hidden_size",
-     "num_attention_heads",
-     "ffn_hidden_size",
-     "seq_length",
-     "vocab_size",
-     "num_query_groups",
-     "kv_channels",
-     "qk_layernorm",
-     "swiglu",
-     "normalization",
-     "untie_embeddings_and_output_weights",
-     "position_embedding_type",
-     "add_bias_linear",
-     "num_experts",
-     "moe_router_topk",
-     "moe_ffn_hidden_size",
-     "moe_layer_freq",
-     "moe_first_dense_layers",
-     "moe_expert_capacity_factor",
-     "use_flash_attn",
-     "preset"},
-    {"nodes", "gpus_per_node", "fabric", "oversubscription", "leaf_ports", "slow_gpus",
-     "slow_nodes", "degraded_nics", "failed_nics", "background_flows", "failed_spine_links",
-     "degraded_spine_links", "profile"},
-    {"tensor_model_parallel_size",
-     "pipeline_model_parallel_size",
-     "data_parallel_size",
-     "num_layers_per_virtual_pipeline_stage",
-     "micro_batch_size",
-     "global_batch_size",
-     "sequence_parallel",
-     "recompute_granularity",
-     "zero_stage",
-     "use_distributed_optimizer",
-     "optimizer_offload",
-     "schedule",
-     "decoder_first_pipeline_num_layers",
-     "decoder_last_pipeline_num_layers",
-     "context_parallel_size",
-     "expert_model_parallel_size",
-     "expert_tensor_parallel_size",
-     "fp8",
-     "zero3_gather",
-     "grad_reduce_in_fp32",
-     "overlap_grad_reduce",
-     "tp_comm_overlap"},
-};
-
 // Values that matter: sizes around the seeds', boundaries, every name an option takes.
 const std::vector<std::string> kValues = {"0",
                                           "1",
@@ -210,7 +159,9 @@ std::string mutate(const std::string& seed, std::mt19937_64& rng) {
       for (const auto& kv : section)
         if (n++ == k) key = kv.first.as<std::string>();
     } else {  // add (or change) any key of the section
-      key = kKeys[sec][rng() % kKeys[sec].size()];
+      static const std::vector<std::string> keys[3] = {
+          hw::scenario_keys("model"), hw::scenario_keys("cluster"), hw::scenario_keys("parallel")};
+      key = keys[sec][rng() % keys[sec].size()];
     }
     const YAML::Node old = section[key];
     double v = 0;

@@ -86,25 +86,34 @@ TEST(Contention, RingAllReduceAcrossNodesIsBoundedByTheNicNotNvlink) {
   EXPECT_GT(across, 5 * inside);
 }
 
-TEST(Contention, MaxMinSharingGivesTheUnconstrainedFlowTheLeftover) {
-  // Link 0 (10 B/ps) carries flows A and B; link 1 (4 B/ps) carries B only. Max-min: B is held
-  // to 4 by link 1, A takes the remaining 6 on link 0. A: 600 bytes -> 100 ps; B: 400 -> 100 ps.
+// Two one-flow collectives on two devices' DP streams, both ready at time 0: flow A of `a`
+// bytes over `ra` (task 0), flow B of `b` bytes over `rb` (task 1).
+TaskGraph two_flows(double a, const std::vector<RouteHop>& ra, double b,
+                    const std::vector<RouteHop>& rb) {
   TaskGraph g(2);
   const std::int32_t ca = g.add_collective(false);
   g.add_phase(0);
-  g.add_flow(600, {RouteHop{0, 1.0f}});
+  g.add_flow(a, ra);
   const std::int32_t cb = g.add_collective(false);
   g.add_phase(0);
-  g.add_flow(400, {RouteHop{0, 1.0f}, RouteHop{1, 1.0f}});
-  Task a;
-  a.is_compute = false;
-  a.stream = StreamKind::kDp;
-  a.collective = ca;
-  g.add_task(a);
-  a.device = 1;
-  a.collective = cb;
-  g.add_task(a);
+  g.add_flow(b, rb);
+  Task t;
+  t.is_compute = false;
+  t.stream = StreamKind::kDp;
+  t.collective = ca;
+  g.add_task(t);
+  t.device = 1;
+  t.collective = cb;
+  g.add_task(t);
   g.finalize();
+  return g;
+}
+
+TEST(Contention, MaxMinSharingGivesTheUnconstrainedFlowTheLeftover) {
+  // Link 0 (10 B/ps) carries flows A and B; link 1 (4 B/ps) carries B only. Max-min: B is held
+  // to 4 by link 1, A takes the remaining 6 on link 0. A: 600 bytes -> 100 ps; B: 400 -> 100 ps.
+  const TaskGraph g =
+      two_flows(600, {RouteHop{0, 1.0f}}, 400, {RouteHop{0, 1.0f}, RouteHop{1, 1.0f}});
   Engine e({10e12, 4e12});
   const EngineResult& r = e.run(g);
   EXPECT_EQ(r.end[0], 100);
@@ -117,22 +126,8 @@ TEST(Contention, ALinkIsSaturatedWhileTheFlowsCrossingItUseItsWholeCapacity) {
   // (600 of its 1200 bytes) and alone at 10 for the remaining 600: 60 ps more, ends at 160.
   // Link 0 is full throughout (6 + 4, then 10): 160 ps; link 1 while B runs: 100 ps; link 2
   // never (A is limited by link 0). Bytes: link 0 1200 + 400, link 1 400, link 2 1200.
-  TaskGraph g(2);
-  const std::int32_t ca = g.add_collective(false);
-  g.add_phase(0);
-  g.add_flow(1200, {RouteHop{0, 1.0f}, RouteHop{2, 1.0f}});
-  const std::int32_t cb = g.add_collective(false);
-  g.add_phase(0);
-  g.add_flow(400, {RouteHop{0, 1.0f}, RouteHop{1, 1.0f}});
-  Task a;
-  a.is_compute = false;
-  a.stream = StreamKind::kDp;
-  a.collective = ca;
-  g.add_task(a);
-  a.device = 1;
-  a.collective = cb;
-  g.add_task(a);
-  g.finalize();
+  const TaskGraph g = two_flows(1200, {RouteHop{0, 1.0f}, RouteHop{2, 1.0f}}, 400,
+                                {RouteHop{0, 1.0f}, RouteHop{1, 1.0f}});
   Engine e({10e12, 4e12, 100e12});
   const EngineResult& r = e.run(g);
   EXPECT_EQ(r.end[0], 160);
