@@ -168,12 +168,13 @@ void fill_trace(const BuiltIteration& b, const des::EngineResult& er, Trace* tr)
   }
 }
 
-// The links saturated longest, named. Links past the topology's are the per-GPU host links of
-// optimizer offload (host -> GPU, GPU -> host per simulated rank).
+// The link saturated longest in each tier of the cluster (in node, GPU-NIC, NIC-leaf,
+// leaf-spine, host), named, longest first: which tier bounds the iteration, and where. Links past
+// the topology's are the per-GPU host links of optimizer offload (host -> GPU, GPU -> host per
+// simulated rank).
 std::vector<LinkLoad> busiest_links(const detail::BuiltIteration& b, const des::FlowNetwork& net,
                                     TimePs end) {
-  constexpr std::size_t kShown = 3;
-  std::vector<std::int32_t> top;
+  const hw::Topology& topo = *b.topology;
   auto before = [&](std::int32_t x, std::int32_t y) {
     const TimePs sx = net.link_saturated(x, end), sy = net.link_saturated(y, end);
     if (sx != sy) return sx > sy;
@@ -181,13 +182,20 @@ std::vector<LinkLoad> busiest_links(const detail::BuiltIteration& b, const des::
       return net.link_bytes()[x] > net.link_bytes()[y];
     return x < y;
   };
+  constexpr int kHost = 4;  // after the topology's LinkRole values
+  std::array<std::int32_t, 5> best;
+  best.fill(-1);
   for (std::int32_t l = 0; l < net.num_links(); ++l) {
     if (net.link_saturated(l, end) <= 0) continue;
-    top.push_back(l);
-    std::sort(top.begin(), top.end(), before);
-    if (top.size() > kShown) top.pop_back();
+    const int tier = static_cast<std::size_t>(l) < topo.num_links()
+                         ? static_cast<int>(topo.link_role(static_cast<hw::LinkId>(l)))
+                         : kHost;
+    if (best[tier] < 0 || before(l, best[tier])) best[tier] = l;
   }
-  const hw::Topology& topo = *b.topology;
+  std::vector<std::int32_t> top;
+  for (const std::int32_t l : best)
+    if (l >= 0) top.push_back(l);
+  std::sort(top.begin(), top.end(), before);
   std::vector<LinkLoad> out;
   for (const std::int32_t l : top) {
     LinkLoad ll;

@@ -112,8 +112,9 @@ struct IterationResult {
   /// kinds), its coordinates and that time.
   int exposed_gpu = 0, exposed_tp = 0, exposed_dp = 0, exposed_pp = 0;
   TimePs exposed_most = 0;
-  /// The links saturated longest (at most 3; most saturated time first, then most bytes, then
-  /// link id). With one GPU per pipeline rank a link stands for its symmetric copies.
+  /// The link saturated longest in each tier (in node, GPU-NIC, NIC-leaf, leaf-spine, host;
+  /// ties: most bytes, then link id), tiers with no saturated link left out, longest first.
+  /// With one GPU per pipeline rank a link stands for its symmetric copies.
   std::vector<LinkLoad> busiest_links;
   std::uint64_t events = 0;
   std::size_t tasks = 0;

@@ -112,7 +112,8 @@ nlohmann::ordered_json to_json(const hw::Scenario& s, const IterationResult& r) 
 }
 
 // What bounds the iteration, as (label, text) lines for the table and the report: the GPU with
-// the most compute, the one with the most exposed communication, the links saturated longest.
+// the most compute, the one with the most exposed communication, the most saturated link of
+// each network tier.
 std::vector<std::pair<std::string, std::string>> bounds_lines(const IterationResult& r) {
   std::vector<std::pair<std::string, std::string>> out;
   out.emplace_back("busiest GPU", fmt::format("GPU {} (tp {}, dp {}, pp {}): {:.1f} ms of compute",
