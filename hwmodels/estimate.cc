@@ -92,6 +92,8 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   e.profile = s.profile.name;
   e.model = m.name;
   e.gpus = s.num_gpus();
+  e.fabric = s.topology.fabric;
+  e.fabric_size = fabric_size(s.topology);
   e.parallel = par;
   e.microbatches = s.num_microbatches();
   WorkloadOptions o = workload_options(par, s.flash_attention);
@@ -194,6 +196,11 @@ std::string estimate_table(const Estimate& e) {
   out += fmt::format("scenario   {}\nmodel      {}   profile {}   {} GPUs\n", e.scenario, e.model,
                      e.profile, e.gpus);
   out += fmt::format(
+      "fabric     {}, {} ports per leaf, oversubscription {:g}: {} leaves x {} "
+      "spines\n",
+      fabric_kind_name(e.fabric.kind), e.fabric.leaf_ports, e.fabric.oversubscription,
+      e.fabric_size.leaves, e.fabric_size.spines);
+  out += fmt::format(
       "parallel   t={}{} p={} d={}{} v={}  micro-batch {}  global batch {}  microbatches {}\n"
       "           sequence-parallel {}  recompute {}  ZeRO {}{}{}\n\n",
       p.tensor_parallel, p.context_parallel > 1 ? fmt::format(" cp={}", p.context_parallel) : "",
@@ -266,6 +273,12 @@ nlohmann::ordered_json estimate_json(const Estimate& e) {
       {"model", e.model},
       {"profile", e.profile},
       {"gpus", e.gpus},
+      {"fabric",
+       {{"kind", fabric_kind_name(e.fabric.kind)},
+        {"leaf_ports", e.fabric.leaf_ports},
+        {"oversubscription", e.fabric.oversubscription},
+        {"leaves", e.fabric_size.leaves},
+        {"spines", e.fabric_size.spines}}},
       {"parallel",
        {{"tensor_model_parallel_size", p.tensor_parallel},
         {"pipeline_model_parallel_size", p.pipeline_parallel},

@@ -42,6 +42,10 @@ struct Estimate {
   std::string profile;
   std::string model;
   int gpus = 0;
+  /// The scale-out fabric: its kind, ports per leaf, oversubscription and the leaf and spine
+  /// counts it expands to (what cluster.failed_spine_links indexes).
+  FabricSpec fabric;
+  FabricSize fabric_size;
   ParallelConfig parallel;
   long long microbatches = 0;
   double params = 0;

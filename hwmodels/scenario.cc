@@ -435,7 +435,9 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
   const std::string pp_key = key("parallel.pipeline_model_parallel_size", "--pp");
   const int gpus = s->num_gpus();
   const int cp = c.context_parallel;
-  const int tp_pp = c.tensor_parallel * cp * c.pipeline_parallel;
+  // In 64 bits: each factor is read up to the int range (the check below refuses the product
+  // when it exceeds the cluster).
+  const long long tp_pp = 1LL * c.tensor_parallel * cp * c.pipeline_parallel;
   // The product as the user wrote it: t*p, or t*cp*p with context parallelism.
   const std::string prod = cp > 1 ? "t*cp*p" : "t*p";
   const std::string factors =
@@ -448,7 +450,7 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                                   prod, factors, tp_pp, gpus, s->topology.nodes,
                                   s->topology.node.gpus_per_node, prod, gpus));
   }
-  c.data_parallel = gpus / tp_pp;
+  c.data_parallel = static_cast<int>(gpus / tp_pp);
   if (dp_given > 0 && dp_given != c.data_parallel) {
     throw ConfigError(s->file, key("parallel.data_parallel_size", "--dp"),
                       fmt::format("{} does not match GPUs / ({}) = {} / {}; expected {}", dp_given,

@@ -79,7 +79,8 @@ TEST(Scenario, MissingFieldNamesKeyAndExpectation) {
   std::string text = replace(kBase, "model: {preset: gpt3-175b}",
                              "model: {num_layers: 4, num_attention_heads: 8, seq_length: 128, "
                              "vocab_size: 1000}");
-  EXPECT_EQ(error_of(text), "s.yaml: model.hidden_size: missing; expected an integer in [1, 16777216]");
+  EXPECT_EQ(error_of(text),
+            "s.yaml: model.hidden_size: missing; expected an integer in [1, 16777216]");
   EXPECT_EQ(error_of(replace(kBase, "  micro_batch_size: 1\n", "")),
             "s.yaml: parallel.micro_batch_size: missing; expected an integer >= 1");
 }
@@ -312,6 +313,15 @@ TEST(Estimate, ReportsMemoryFlopsAndCollectives) {
   EXPECT_EQ(j["parallel"]["data_parallel_size"], 16);
   EXPECT_TRUE(j["memory"]["last_stage"]["fits"].get<bool>());
   EXPECT_NE(estimate_table(e).find("first stage"), std::string::npos);
+  // The fabric failed_spine_links indexes: 128 DGX A100 nodes, rail-optimized, 20 nodes per rail
+  // leaf: ceil(128 / 20) = 7 groups x 8 rails = 56 leaves; 20 ports / oversubscription 1 = 20
+  // spines.
+  EXPECT_EQ(j["fabric"]["leaves"], 56);
+  EXPECT_EQ(j["fabric"]["spines"], 20);
+  EXPECT_NE(estimate_table(e).find("fabric     rail-optimized, 20 ports per leaf, oversubscription "
+                                   "1: 56 leaves x 20 spines"),
+            std::string::npos)
+      << estimate_table(e);
 }
 
 // The CLI exits 2 with a one-line message on bad input (skipped if the binary is not built).
