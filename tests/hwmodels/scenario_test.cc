@@ -105,6 +105,11 @@ TEST(Scenario, SizesBeyondReasonAreRefusedByKey) {
   EXPECT_EQ(error_of(replace(kBase, cluster,
                              "cluster: {profile: dgx-a100-80gb, nodes: 128, leaf_ports: 1000000}")),
             "s.yaml: cluster.leaf_ports: 1000000 is out of range; expected at most 2048");
+  // t*p in 64 bits (it overflowed int: undefined behaviour UBSan caught in the fuzzer).
+  EXPECT_EQ(error_of(replace(kBase, "tensor_model_parallel_size: 8",
+                             "tensor_model_parallel_size: 2147483647")),
+            "s.yaml: parallel.tensor_model_parallel_size: t*p = 2147483647*8 = 17179869176 does "
+            "not divide the 1024 GPUs (128 nodes x 8); expected t*p to divide 1024");
   const Scenario s = parse_scenario(
       replace(kBase, cluster,
               "cluster: {profile: dgx-a100-80gb, nodes: 128, failed_spine_links: []}"),
