@@ -123,6 +123,12 @@ void parse_spine_link_faults(const ConfigMap& c, TopologySpec* t) {
     if (leaf < 0 || leaf >= size.leaves || spine < 0 || spine >= size.spines)
       c.fail(key, fmt::format("[{}, {}] is outside the fabric's {} leaves x {} spines", leaf, spine,
                               size.leaves, size.spines));
+    // Once per link across both keys (twice would multiply a factor or count a failure twice).
+    for (const TopologySpec::SpineLinkFault& f : t->spine_link_faults)
+      if (f.leaf == leaf && f.spine == spine)
+        c.fail(key, fmt::format("[{}, {}] is listed more than once (failed_spine_links and "
+                                "degraded_spine_links together); expected each link once",
+                                leaf, spine));
   };
   if (c.has("degraded_spine_links")) {
     for (const std::vector<double>& v :

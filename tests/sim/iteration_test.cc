@@ -295,8 +295,13 @@ TEST(Iteration, FailedSpineLinksRerouteToTheNextSpineBothLeavesReach) {
                   "fabric: fat-tree, leaf_ports: 8, failed_spine_links: [0, 1]",
                   "fabric: fat-tree, leaf_ports: 8, failed_spine_links: [[0, 0], [0, 1], [0, 2], "
                   "[0, 3], [1, 4], [1, 5], [1, 6], [1, 7]]"});
+  expect_refused("cluster.failed_spine_links",
+                 {"fabric: fat-tree, leaf_ports: 8, failed_spine_links: [[0, 1], [0, 1]]",
+                  "fabric: fat-tree, leaf_ports: 8, degraded_spine_links: [[0, 1, 2]], "
+                  "failed_spine_links: [[0, 1]]"});
   expect_refused("cluster.degraded_spine_links",
-                 {"fabric: fat-tree, leaf_ports: 8, degraded_spine_links: [[0, 0, 0.5]]",
+                 {"fabric: fat-tree, leaf_ports: 8, degraded_spine_links: [[0, 0, 2], [0, 0, 2]]",
+                  "fabric: fat-tree, leaf_ports: 8, degraded_spine_links: [[0, 0, 0.5]]",
                   "fabric: fat-tree, leaf_ports: 8, degraded_spine_links: [[0, 0]]"});
 }
 
