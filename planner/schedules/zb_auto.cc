@@ -66,6 +66,8 @@ class Greedy {
       fb_left_[d] += 2 * count_[s];
       left_[d] += (v.fused_backward ? 2 : 3) * count_[s];
     }
+    for (int d = 0; d < D; ++d)
+      if (has_work(d)) by_clock_.push_back(d);  // every clock is 0: index order
     w_queue_.resize(D);
     w_head_.assign(D, 0);
     order_.resize(D);
@@ -125,13 +127,23 @@ class Greedy {
 
   bool has_work(int d) const { return left_[d] > 0; }
 
+  // The device with work that is not blocked and has the earliest clock (the lowest index on a
+  // tie): the first such in by_clock_, which keeps the devices with work in (clock, index)
+  // order. Only the devices blocked since the last pass are skipped, so a pick is O(blocked).
   int pick_device() const {
-    int best = -1;
-    for (int d = 0; d < pl_.num_devices; ++d) {
-      if (blocked_[d] == epoch_ || !has_work(d)) continue;
-      if (best < 0 || clock_[d] < clock_[best]) best = d;
-    }
-    return best;
+    for (int d : by_clock_)
+      if (blocked_[d] != epoch_) return d;
+    return -1;
+  }
+
+  // Device d's clock has changed (or it ran out of work): move it to its place in by_clock_.
+  void reposition(int d) {
+    by_clock_.erase(std::find(by_clock_.begin(), by_clock_.end(), d));
+    if (!has_work(d)) return;
+    const auto before = [&](int a, int b) {
+      return clock_[a] != clock_[b] ? clock_[a] < clock_[b] : a < b;
+    };
+    by_clock_.insert(std::lower_bound(by_clock_.begin(), by_clock_.end(), d, before), d);
   }
 
   void exec(int d, ActionKind k, int s, int j) {  // NOLINT: k is rewritten for BW
@@ -160,6 +172,7 @@ class Greedy {
     --remaining_;
     --left_[d];
     if (k != ActionKind::kW) --fb_left_[d];
+    reposition(d);
     ++epoch_;  // every device may have work again
   }
 
@@ -249,6 +262,7 @@ class Greedy {
   std::vector<std::uint64_t> blocked_;
   std::uint64_t epoch_ = 1;
   std::vector<long long> fb_left_, left_;  // F/B passes, and all passes, left per device
+  std::vector<int> by_clock_;              // devices with work left, by (clock, index)
   std::vector<std::vector<Action>> w_queue_;
   std::vector<std::size_t> w_head_;
   std::vector<std::vector<Action>> order_;
