@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
+#include <queue>
 #include <tuple>
 
 #include "core/dependency.h"
@@ -323,11 +325,14 @@ class ListScheduler {
     seqs_.resize(D);
     held_.resize(D);
     fwd_unit_.resize(D);
+    seq_of_.assign(f_.size(), -1);
     for (int d = 0; d < D; ++d) build_sequences(d, costs);
     mem_.assign(D, 0.0);
     clock_.assign(D, 0);
     end_.assign(f_.size(), kNever);
     ord_.resize(D);
+    for (int d = 0; d < D; ++d)
+      for (Seq& q : seqs_[d]) push_head(q);
   }
 
   // False when the run deadlocks (memory too small to progress).
@@ -343,6 +348,15 @@ class ListScheduler {
         const std::int32_t id = q->ids[q->head++];
         end_[id] = now + f_.dur[id];
         clock_[d] = end_[id];
+        events_.push(end_[id]);
+        // The times this dispatch makes known: the next head's, and those of the heads among
+        // its successors whose last dependency it was.
+        push_head(*q);
+        for (int k = f_.succ_begin[id]; k < f_.succ_begin[id + 1]; ++k) {
+          const std::int32_t s = f_.succ[k];
+          Seq& sq = seqs_[f_.g.device_of[s]][seq_of_[s]];
+          if (sq.head < sq.ids.size() && sq.ids[sq.head] == s) push_head(sq);
+        }
         zero_length |= f_.dur[id] == 0;
         mem_[d] += f_.mem[id];
         held_[d][q->rank] += f_.mem[id];
@@ -401,6 +415,7 @@ class ListScheduler {
         it = seqs.end() - 1;
       }
       it->ids.push_back(id);
+      seq_of_[id] = static_cast<std::int32_t>(it - seqs.begin());
     }
   }
 
@@ -442,18 +457,19 @@ class ListScheduler {
     return best;
   }
 
+  // Queues q's head ready time once it is known (it cannot change after that).
+  void push_head(Seq& q) {
+    if (q.head >= q.ids.size()) return;
+    const TimePs r = head_ready(q);
+    if (r != kNever) events_.push(r);
+  }
+
   // Next time something can change: a device becoming free or a head pass becoming ready.
+  // events_ holds every device's free time and every head's ready time as they become known;
+  // those not after `now` are past.
   TimePs next_event(TimePs now) {
-    TimePs next = kNever;
-    for (int d = 0; d < f_.devices(); ++d) {
-      if (clock_[d] > now) next = std::min(next, clock_[d]);
-      for (Seq& q : seqs_[d]) {
-        if (q.head >= q.ids.size()) continue;
-        const TimePs r = head_ready(q);
-        if (r != kNever && r > now) next = std::min(next, r);
-      }
-    }
-    return next;
+    while (!events_.empty() && events_.top() <= now) events_.pop();
+    return events_.empty() ? kNever : events_.top();
   }
 
   Flat f_;
@@ -465,6 +481,8 @@ class ListScheduler {
   std::vector<double> mem_;
   std::vector<TimePs> end_, clock_;
   Orders ord_;
+  std::vector<std::int32_t> seq_of_;  // per pass: its sequence among its device's
+  std::priority_queue<TimePs, std::vector<TimePs>, std::greater<>> events_;
 };
 
 }  // namespace
