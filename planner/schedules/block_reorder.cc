@@ -164,6 +164,7 @@ int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const
   // Memory after each position, per device; recomputed only for a device a move changed.
   std::vector<std::vector<double>> after(ord.size());
   std::vector<std::uint8_t> dirty(ord.size(), 1);
+  std::vector<std::int32_t> pos(f.size());  // each pass's place in its device's order
   int moves = 0;
   for (const Gap& gp : gaps) {
     auto& dev = ord[gp.d];
@@ -171,10 +172,13 @@ int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const
     if (dirty[gp.d]) {
       aft.resize(dev.size());
       double run = 0;
-      for (std::size_t k = 0; k < dev.size(); ++k) aft[k] = run += f.mem[dev[k]];
+      for (std::size_t k = 0; k < dev.size(); ++k) {
+        aft[k] = run += f.mem[dev[k]];
+        pos[dev[k]] = static_cast<std::int32_t>(k);
+      }
       dirty[gp.d] = 0;
     }
-    const std::size_t i = std::find(dev.begin(), dev.end(), gp.before) - dev.begin();
+    const std::size_t i = pos[gp.before];
     const double before = i > 0 ? aft[i - 1] : 0.0;
     double range_max = before;  // max of memory after positions i..k-1 (and before i)
     const std::size_t last = std::min(dev.size(), i + 1 + static_cast<std::size_t>(window));
