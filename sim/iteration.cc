@@ -136,7 +136,7 @@ void fill_trace(const BuiltIteration& b, const des::EngineResult& er, Trace* tr)
     TraceSlice sl;
     sl.pid = task.device;
     sl.tid = tid_of[t];
-    const Action& a = task.label;
+    const Action& a = g.label(static_cast<std::int32_t>(t));
     sl.name = a.microbatch >= 0 ? fmt::format("{}{}", action_kind_name(a.kind), a.microbatch)
                                 : std::string(action_kind_name(a.kind));
     sl.category = b.comm_kind[t] == kComputeTag
@@ -245,7 +245,7 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
   IterationOptions o = opt;
   if (!in.topology.symmetric()) o.representative = false;
   // The builder's lookup tables go before the engine allocates its per-task state.
-  BuiltIteration b = detail::IterationBuilder(in, o).build();
+  BuiltIteration b = detail::IterationBuilder(in, o, timings != nullptr).build();
   des::Engine engine(b.link_capacity);
   des::EngineOptions eo;
   eo.comm_compute_slowdown = opt.free_communication ? 0.0 : opt.comm_compute_slowdown;

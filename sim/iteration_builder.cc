@@ -15,9 +15,12 @@ using des::StreamKind;
 
 }  // namespace
 
-IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOptions& opt)
+IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOptions& opt,
+                                   bool timings)
     : in_(in),
       opt_(opt),
+      timings_(timings),
+      arrows_(opt.trace),
       topo_(in.topology),
       gpu_(in.profile.gpu),
       dep_(build_dependency_graph(in.schedule)) {
@@ -66,10 +69,9 @@ std::int32_t IterationBuilder::add_compute(int sim, TimePs dur, double mem_start
   if (gpu < static_cast<int>(slow.size()) && slow[gpu] != 1.0)
     t.duration = static_cast<TimePs>(std::llround(static_cast<double>(dur) * slow[gpu]));
   t.mem_category = cat;
-  t.label = lab;
   out_.comm_kind.push_back(kComputeTag);
-  out_.flow_to.push_back(-1);
-  return out_.graph.add_task(t, {mem_start, mem_end, 0, 0});
+  if (arrows_) out_.flow_to.push_back(-1);
+  return out_.graph.add_task(t, {mem_start, mem_end, 0, 0}, lab);
 }
 
 std::int32_t IterationBuilder::add_comm(int sim, StreamKind stream, std::int32_t coll,
@@ -79,10 +81,9 @@ std::int32_t IterationBuilder::add_comm(int sim, StreamKind stream, std::int32_t
   t.stream = stream;
   t.is_compute = false;
   t.collective = coll;
-  t.label = lab;
   out_.comm_kind.push_back(static_cast<std::uint8_t>(kind));
-  out_.flow_to.push_back(-1);
-  return out_.graph.add_task(t);
+  if (arrows_) out_.flow_to.push_back(-1);
+  return out_.graph.add_task(t, {}, lab);
 }
 
 int IterationBuilder::pair_of(int src, int dst) {
@@ -205,6 +206,7 @@ BuiltIteration IterationBuilder::build() {
       }
   const int R = static_cast<int>(out_.ranks.size());
   out_.graph.reset(R);
+  if (timings_ || opt_.trace) out_.graph.keep_labels();
   // Each simulated rank holds the actions of its own pipeline rank.
   out_.action_offset.resize(R);
   std::int64_t slots = 0;
@@ -218,7 +220,7 @@ BuiltIteration IterationBuilder::build() {
   last_compute_.assign(R, -1);
   first_backward_.assign(R, -1);
   dp_tasks_.assign(R, {});
-  out_.action_send.assign(static_cast<std::size_t>(slots), -1);
+  if (timings_) out_.action_send.assign(static_cast<std::size_t>(slots), -1);
   build_passes();
   build_transfers();
   build_data_parallel();
@@ -226,11 +228,13 @@ BuiltIteration IterationBuilder::build() {
   resolve_routes();
   out_.graph.finalize();
   out_.num_actions = num_actions_;
-  out_.action_first.resize(pass_.size());
-  out_.action_last.resize(pass_.size());
-  for (std::size_t k = 0; k < pass_.size(); ++k) {
-    out_.action_first[k] = pass_[k].first;
-    out_.action_last[k] = pass_[k].last;
+  if (timings_) {
+    out_.action_first.resize(pass_.size());
+    out_.action_last.resize(pass_.size());
+    for (std::size_t k = 0; k < pass_.size(); ++k) {
+      out_.action_first[k] = pass_[k].first;
+      out_.action_last[k] = pass_[k].last;
+    }
   }
   out_.topology.emplace(std::move(topo_));
   return std::move(out_);

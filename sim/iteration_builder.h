@@ -42,12 +42,13 @@ struct BuiltIteration {
   std::optional<hw::Topology> topology;  ///< the cluster the routes run over (for link names)
   std::vector<SimRank> ranks;
   des::ChunkedVector<std::uint8_t> comm_kind;  ///< per task: CommKind or kComputeTag
-  des::ChunkedVector<std::int32_t> flow_to;    ///< per task: consumer task of a PP send, or -1
+  des::ChunkedVector<std::int32_t>
+      flow_to;  ///< per task with a trace: consumer of a PP send, or -1
   double offload_gpu_share = 1;
   /// Per (simulated rank, action of its pipeline rank), at action_slot(sim, id) (ids device-major,
   /// as core/dependency.h numbers them; a rank holds only its pipeline rank's actions): the task
   /// that starts the action and the task whose end completes it (its compute, or the TP
-  /// collective that follows it).
+  /// collective that follows it). Built only for per-action timings (empty otherwise).
   std::size_t num_actions = 0;
   std::vector<std::int64_t> action_offset;  ///< per simulated rank: slot of action id 0
   std::size_t action_slot(int sim, int id) const {
@@ -68,7 +69,10 @@ void action_timings(const Schedule& schedule, const BuiltIteration& b, const des
 
 class IterationBuilder {
  public:
-  IterationBuilder(const IterationInput& in, const IterationOptions& opt);
+  /// With `timings`, the graph keeps what action_timings reads (task labels and the task ids of
+  /// every action); with opt.trace, what the trace draws (labels, send -> consumer arrows).
+  /// Without them neither is stored (16 of a task's bytes in an all-ranks run).
+  IterationBuilder(const IterationInput& in, const IterationOptions& opt, bool timings = false);
   BuiltIteration build();
 
  private:
@@ -114,6 +118,8 @@ class IterationBuilder {
 
   const IterationInput& in_;
   const IterationOptions& opt_;
+  bool timings_ = false;  ///< keep the action -> task map and labels
+  bool arrows_ = false;   ///< keep the trace's send -> consumer arrows (flow_to)
   hw::Topology topo_;
   hw::GpuModel gpu_;
   hw::RankLayout layout_;

@@ -376,7 +376,7 @@ void IterationBuilder::build_transfers() {
             add_comm(sim, StreamKind::kPpRecv, c, CommKind::kPp,
                      label(fwd ? ActionKind::kRecvF : ActionKind::kRecvB, ra.stage, da.microbatch));
         out_.graph.add_dep(src.last, send);
-        if (da.kind == ActionKind::kSendF || da.kind == ActionKind::kSendB)
+        if (timings_ && (da.kind == ActionKind::kSendF || da.kind == ActionKind::kSendB))
           out_.action_send[out_.action_slot(ssim, dep)] = send;
         // Megatron's p2p calls wait for their requests: the sender's next pass starts only
         // after its send completes.
@@ -387,9 +387,11 @@ void IterationBuilder::build_transfers() {
         out_.graph.add_dep(recv, me.first);
         // The trace's arrow ends at the pass that consumes the data: this action, or with an
         // explicit RECV (a lowered plan) the next pass on the device.
-        int consumer = id;
-        while (consumer + 1 < end && !is_compute(dep_.action[consumer].kind)) ++consumer;
-        out_.flow_to[send] = pass_[out_.action_slot(sim, consumer)].first;
+        if (arrows_) {
+          int consumer = id;
+          while (consumer + 1 < end && !is_compute(dep_.action[consumer].kind)) ++consumer;
+          out_.flow_to[send] = pass_[out_.action_slot(sim, consumer)].first;
+        }
       }
     }
   }

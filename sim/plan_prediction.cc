@@ -87,12 +87,12 @@ void action_timings(const Schedule& schedule, const BuiltIteration& b, const des
     if (task.device < 0 || task.device >= static_cast<int>(rep_of_sim.size())) continue;
     const int d = rep_of_sim[task.device];
     if (d < 0) continue;
+    const Action& label = b.graph.label(static_cast<std::int32_t>(t));
     std::size_t slot;
-    if (task.label.kind == ActionKind::kOptStep) {
+    if (label.kind == ActionKind::kOptStep) {
       slot = static_cast<std::size_t>(S);
-    } else if (task.label.kind == ActionKind::kReduceGrad && task.label.stage >= 0 &&
-               task.label.stage < S) {
-      slot = static_cast<std::size_t>(task.label.stage);
+    } else if (label.kind == ActionKind::kReduceGrad && label.stage >= 0 && label.stage < S) {
+      slot = static_cast<std::size_t>(label.stage);
     } else {
       continue;
     }

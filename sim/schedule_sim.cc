@@ -39,7 +39,6 @@ void build_schedule_graph(const DependencyGraph& graph, const CostTable& costs, 
     t.stream = StreamKind::kCompute;
     t.is_compute = true;
     t.duration = costs.duration[base + static_cast<int>(a.kind)];
-    t.label = a;
     out->add_task(
         t, {std::max(0.0, costs.mem_delta[alloc]), std::min(0.0, costs.mem_delta[release]), 0, 0});
   }
@@ -56,7 +55,6 @@ void build_timed_schedule_graph(const DependencyGraph& graph, const std::vector<
     t.stream = StreamKind::kCompute;
     t.is_compute = true;
     t.duration = duration[id];
-    t.label = graph.action[id];
     out->add_task(t);
   }
   add_schedule_edges(graph, hop, out);

@@ -7,6 +7,8 @@ namespace pw::des {
 void TaskGraph::reset(int num_devices) {
   num_devices_ = num_devices;
   tasks_.clear();
+  labels_.clear();
+  keep_labels_ = false;
   effects_.clear();
   edge_pred_.clear();
   edge_succ_.clear();
@@ -20,9 +22,10 @@ void TaskGraph::reset(int num_devices) {
   initial_memory_.assign(static_cast<std::size_t>(num_devices) * kNumMemCategories, 0.0);
 }
 
-std::int32_t TaskGraph::add_task(const Task& t, const MemoryEffect& m) {
+std::int32_t TaskGraph::add_task(const Task& t, const MemoryEffect& m, const Action& label) {
   PW_ASSERT(t.device >= 0 && t.device < num_devices_, "task device out of range");
   tasks_.push_back(t);
+  if (keep_labels_) labels_.push_back(label);
   tasks_.back().effect = -1;
   const auto id = static_cast<std::int32_t>(tasks_.size() - 1);
   add_effect(id, m);

@@ -41,9 +41,10 @@ struct MemoryEffect {
   }
 };
 
-/// One task (40 bytes: an all-ranks simulation holds thousands per GPU). A compute task lasts
+/// One task (24 bytes: an all-ranks simulation holds thousands per GPU). A compute task lasts
 /// `duration` at full speed (longer while SM-using communication overlaps it on the same GPU); a
-/// communication task lasts as long as its collective.
+/// communication task lasts as long as its collective. What the task stands for (its label) is
+/// kept beside the tasks, and only when asked for (TaskGraph::keep_labels).
 struct Task {
   std::int32_t device = 0;
   StreamKind stream = StreamKind::kCompute;
@@ -52,9 +53,8 @@ struct Task {
   TimePs duration = 0;
   std::int32_t collective = -1;  ///< communication tasks: the collective they take part in
   std::int32_t effect = -1;      ///< its MemoryEffect, or -1 (set by the graph)
-  Action label;                  ///< what the task stands for (trace names, grouping)
 };
-static_assert(sizeof(Task) <= 40, "tasks must stay within 40 bytes");
+static_assert(sizeof(Task) <= 24, "tasks must stay within 24 bytes");
 
 /// A collective: starts when all its participant tasks are ready, runs its phases one after
 /// another (each: a latency, then its flows concurrently), and ends them all at once.
@@ -77,9 +77,15 @@ class TaskGraph {
   void reset(int num_devices);
   int num_devices() const { return num_devices_; }
 
-  /// Appends a task to its (device, stream) with the memory it allocates and frees; returns its
-  /// id (dense, in insertion order).
-  std::int32_t add_task(const Task& t, const MemoryEffect& m = {});
+  /// Appends a task to its (device, stream) with the memory it allocates and frees and what it
+  /// stands for (kept only with keep_labels); returns its id (dense, in insertion order).
+  std::int32_t add_task(const Task& t, const MemoryEffect& m = {}, const Action& label = {});
+  /// Keep each task's label (for traces and per-action timings; 8 bytes per task). Call before
+  /// the first add_task; reset() forgets it.
+  void keep_labels() { keep_labels_ = true; }
+  bool has_labels() const { return keep_labels_; }
+  /// What task `id` stands for (only with keep_labels).
+  const Action& label(std::int32_t id) const { return labels_[id]; }
   /// Adds `delta` to task `id`'s memory effect, field by field (for builders that know a task's
   /// memory only after adding it); an all-zero delta stores nothing.
   void add_effect(std::int32_t id, const MemoryEffect& delta);
@@ -126,6 +132,8 @@ class TaskGraph {
   int num_devices_ = 0;
   // Appended while building (chunked: no copies, no slack beyond one chunk).
   ChunkedVector<Task> tasks_;
+  ChunkedVector<Action> labels_;  ///< per task, with keep_labels_
+  bool keep_labels_ = false;
   ChunkedVector<MemoryEffect> effects_;
   ChunkedVector<std::int32_t> edge_pred_, edge_succ_;
   ChunkedVector<TimePs> edge_latency_;  ///< kept once some dependency has a latency

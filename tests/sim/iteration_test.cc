@@ -346,6 +346,38 @@ TEST(Iteration, SameScenarioGivesAByteIdenticalTrace) {
   EXPECT_NE(a.find("thread_name"), std::string::npos);
 }
 
+TEST(Iteration, ATraceOrTimingsChangeOnlyWhatIsKeptNotTheRun) {
+  // Labels, trace arrows and the action -> task map are kept only for a trace or per-action
+  // timings; the simulated run is the same with or without them.
+  const IterationInput in = testing::input_for(small_scenario(2, 4, 2, 8));
+  IterationOptions bare;
+  bare.representative = false;
+  IterationOptions traced = bare;
+  traced.trace = true;
+  const IterationResult a = simulate_iteration(in, bare);
+  std::vector<ActionTiming> timings;
+  const IterationResult b = simulate_iteration(in, traced, &timings);
+  EXPECT_EQ(a.iteration, b.iteration);
+  EXPECT_EQ(a.tasks, b.tasks);
+  EXPECT_EQ(a.events, b.events);
+  ASSERT_EQ(a.memory.size(), b.memory.size());
+  for (std::size_t d = 0; d < a.memory.size(); ++d) EXPECT_EQ(a.memory[d].peak, b.memory[d].peak);
+  for (int k = 0; k < kNumCommKinds; ++k) EXPECT_EQ(a.exposed[k], b.exposed[k]);
+  EXPECT_TRUE(a.trace.slices.empty());
+  // The trace names its slices from the labels ("F0", "B3", ...) and draws send arrows; every
+  // action of the schedule has its timing.
+  bool named = false, arrow = false;
+  for (const TraceSlice& s : b.trace.slices) {
+    named |= s.name == "F0";
+    arrow |= s.flow_out >= 0;
+  }
+  EXPECT_TRUE(named);
+  EXPECT_TRUE(arrow);
+  std::size_t actions = 0;
+  for (const auto& dev : in.schedule.actions) actions += dev.size();
+  EXPECT_EQ(timings.size(), actions);
+}
+
 TEST(Iteration, ASelectionOfGpusKeepsTheirSlicesAndTheArrowsBetweenThem) {
   // p = 4 1F1B, one GPU per pipeline rank: pipeline ranks 0 and 2 kept. Every kept slice is
   // theirs (renumbered 0 and 1), every counter too, and no arrow survives: each transfer joins
