@@ -67,6 +67,8 @@ class ChunkedVector {
   void append(std::size_t n, const T& v) {
     for (std::size_t k = 0; k < n; ++k) push_back(v);
   }
+  /// Drops the elements from `n` on (n <= size()); the chunks stay for later appends.
+  void truncate(std::size_t n) { size_ = n < size_ ? n : size_; }
   /// Forgets the elements and frees the chunks.
   void clear() {
     for (std::size_t c = 0; c < chunks_.size(); ++c)

@@ -98,8 +98,7 @@ int IterationBuilder::pair_of(int src, int dst) {
 
 void IterationBuilder::add_flow(int src, int dst, double bytes) {
   if (opt_.free_communication || src == dst) return;
-  flow_pair_.push_back(pair_of(src, dst));
-  out_.graph.add_flow(bytes, nullptr, 0);
+  out_.graph.add_pending_flow(bytes, pair_of(src, dst));
 }
 
 void IterationBuilder::add_point_phase(int src, int dst, double bytes) {

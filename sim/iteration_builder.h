@@ -140,11 +140,11 @@ class IterationBuilder {
   std::vector<std::int32_t> last_compute_;           ///< per sim rank
   std::vector<std::int32_t> first_backward_;         ///< per sim rank
   std::vector<std::vector<std::int32_t>> dp_tasks_;  ///< per sim rank
-  // Flow routes: pair id per pending flow, resolved after the graph is built.
+  // Flow routes: a flow's route key is its (source, destination) pair id, resolved after the
+  // graph is built.
   std::unordered_map<std::int64_t, int> pair_id_;
   std::vector<std::pair<int, int>> pairs_;
-  std::vector<TimePs> pair_latency_;   ///< per pair: path latency, -1 until asked
-  des::ChunkedVector<int> flow_pair_;  ///< freed once the routes are resolved
+  std::vector<TimePs> pair_latency_;  ///< per pair: path latency, -1 until asked
 };
 
 }  // namespace pw::detail

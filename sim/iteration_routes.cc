@@ -191,18 +191,14 @@ void IterationBuilder::resolve_routes() {
       const std::int32_t b = out_.graph.add_route(h);
       out_.graph.add_background_flow(b, b + static_cast<std::int32_t>(h.size()));
     }
-  // One stored route per (source, destination) pair, shared by all its flows.
-  std::vector<std::int32_t> route_begin(pairs_.size());
-  for (std::size_t pi = 0; pi < pairs_.size(); ++pi)
+  // One stored route per (source, destination) pair, shared by all its flows; a flow given in
+  // seconds at step bandwidth moves that many seconds at the route's bottleneck.
+  std::vector<std::int32_t> route_begin(pairs_.size()), route_end(pairs_.size());
+  for (std::size_t pi = 0; pi < pairs_.size(); ++pi) {
     route_begin[pi] = out_.graph.add_route(hops[pi]);
-  for (std::size_t f = 0; f < flow_pair_.size(); ++f) {
-    const int pi = flow_pair_[f];
-    const double v = out_.graph.flow_bytes(static_cast<std::int32_t>(f));
-    const double bytes = v >= 0 ? v : -v * bottleneck[pi];
-    out_.graph.set_flow(static_cast<std::int32_t>(f), bytes, route_begin[pi],
-                        route_begin[pi] + static_cast<std::int32_t>(hops[pi].size()));
+    route_end[pi] = route_begin[pi] + static_cast<std::int32_t>(hops[pi].size());
   }
-  flow_pair_.clear();
+  out_.graph.resolve_pending_flows(route_begin, route_end, bottleneck);
 }
 
 }  // namespace pw::detail

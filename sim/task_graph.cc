@@ -1,5 +1,7 @@
 #include "sim/task_graph.h"
 
+#include <bit>
+
 #include "core/error.h"
 
 namespace pw::des {
@@ -17,6 +19,8 @@ void TaskGraph::reset(int num_devices) {
   collectives_.clear();
   phases_.clear();
   flows_.clear();
+  sealed_ = 0;
+  shared_.clear();
   hops_.clear();
   background_.clear();
   initial_memory_.assign(static_cast<std::size_t>(num_devices) * kNumMemCategories, 0.0);
@@ -57,19 +61,79 @@ void TaskGraph::add_dep(std::int32_t pred, std::int32_t succ, TimePs latency) {
   if (has_latency_) edge_latency_.push_back(latency);
 }
 
+namespace {
+
+constexpr std::int32_t kPendingRoute = -1;  // FlowSpec::hop_end of a flow not routed yet
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t x) { return (h ^ x) * 0x100000001b3ull; }
+
+}  // namespace
+
+void TaskGraph::seal_last_collective() {
+  const auto n = static_cast<std::int32_t>(collectives_.size());
+  if (sealed_ >= n) return;
+  sealed_ = n;
+  const std::int32_t c = n - 1;
+  const Collective& last = collectives_[c];
+  if (last.phase_begin == last.phase_end) return;
+  // Its phases and flows are the last ones stored (phases and flows go to the last collective).
+  auto flow_hash = [](std::uint64_t h, const FlowSpec& f) {
+    h = mix(h, std::bit_cast<std::uint64_t>(f.bytes));
+    return mix(h, (static_cast<std::uint64_t>(static_cast<std::uint32_t>(f.hop_begin)) << 32) ^
+                      static_cast<std::uint32_t>(f.hop_end));
+  };
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::int32_t p = last.phase_begin; p < last.phase_end; ++p) {
+    const Phase& ph = phases_[p];
+    h = mix(mix(h, static_cast<std::uint64_t>(ph.latency)),
+            static_cast<std::uint64_t>(ph.flow_end - ph.flow_begin));
+    for (std::int32_t f = ph.flow_begin; f < ph.flow_end; ++f) h = flow_hash(h, flows_[f]);
+  }
+  auto equal = [&](const Collective& a) {
+    if (a.phase_end - a.phase_begin != last.phase_end - last.phase_begin) return false;
+    for (std::int32_t k = 0; k < a.phase_end - a.phase_begin; ++k) {
+      const Phase &x = phases_[a.phase_begin + k], &y = phases_[last.phase_begin + k];
+      if (x.latency != y.latency || x.flow_end - x.flow_begin != y.flow_end - y.flow_begin)
+        return false;
+      for (std::int32_t f = 0; f < x.flow_end - x.flow_begin; ++f) {
+        const FlowSpec &u = flows_[x.flow_begin + f], &v = flows_[y.flow_begin + f];
+        if (u.bytes != v.bytes || u.hop_begin != v.hop_begin || u.hop_end != v.hop_end)
+          return false;
+      }
+    }
+    return true;
+  };
+  const auto [lo, hi] = shared_.equal_range(h);
+  for (auto it = lo; it != hi; ++it) {
+    const Collective& earlier = collectives_[it->second];
+    if (!equal(earlier)) continue;
+    flows_.truncate(static_cast<std::size_t>(phases_[last.phase_begin].flow_begin));
+    phases_.truncate(static_cast<std::size_t>(last.phase_begin));
+    collectives_[c].phase_begin = earlier.phase_begin;
+    collectives_[c].phase_end = earlier.phase_end;
+    return;
+  }
+  shared_.emplace(h, c);
+}
+
 std::int32_t TaskGraph::add_collective(bool uses_sm) {
+  seal_last_collective();
   const auto p = static_cast<std::int32_t>(phases_.size());
   collectives_.push_back({p, p, uses_sm});
   return static_cast<std::int32_t>(collectives_.size() - 1);
 }
 
 void TaskGraph::add_phase(TimePs latency) {
+  PW_ASSERT(sealed_ < static_cast<std::int32_t>(collectives_.size()),
+            "a phase needs an open collective");
   const auto f = static_cast<std::int32_t>(flows_.size());
   phases_.push_back({latency, f, f});
   collectives_.back().phase_end = static_cast<std::int32_t>(phases_.size());
 }
 
 void TaskGraph::add_flow(double bytes, const RouteHop* hops, int n) {
+  PW_ASSERT(!phases_.empty() && sealed_ < static_cast<std::int32_t>(collectives_.size()),
+            "a flow needs a phase of an open collective");
   const auto h = static_cast<std::int32_t>(hops_.size());
   hops_.insert(hops_.end(), hops, hops + n);
   flows_.push_back({bytes, h, static_cast<std::int32_t>(hops_.size())});
@@ -93,12 +157,28 @@ std::int32_t TaskGraph::add_route(const std::vector<RouteHop>& hops) {
   return h;
 }
 
-void TaskGraph::set_flow(std::int32_t flow, double bytes, std::int32_t hop_begin,
-                         std::int32_t hop_end) {
-  PW_ASSERT(
-      hop_begin >= 0 && hop_begin <= hop_end && hop_end <= static_cast<std::int32_t>(hops_.size()),
-      "flow route out of range");
-  flows_[flow] = {bytes, hop_begin, hop_end};
+void TaskGraph::add_pending_flow(double bytes, std::int32_t route_key) {
+  PW_ASSERT(!phases_.empty() && sealed_ < static_cast<std::int32_t>(collectives_.size()),
+            "a flow needs a phase of an open collective");
+  PW_ASSERT(route_key >= 0, "a pending flow needs a route key");
+  flows_.push_back({bytes, route_key, kPendingRoute});
+  phases_.back().flow_end = static_cast<std::int32_t>(flows_.size());
+}
+
+void TaskGraph::resolve_pending_flows(const std::vector<std::int32_t>& hop_begin,
+                                      const std::vector<std::int32_t>& hop_end,
+                                      const std::vector<double>& scale) {
+  seal_last_collective();
+  for (std::size_t f = 0; f < flows_.size(); ++f) {
+    FlowSpec& fs = flows_[f];
+    if (fs.hop_end != kPendingRoute) continue;
+    const auto k = static_cast<std::size_t>(fs.hop_begin);
+    PW_ASSERT(k < hop_begin.size() && k < hop_end.size() && k < scale.size() && hop_begin[k] >= 0 &&
+                  hop_begin[k] <= hop_end[k] &&
+                  hop_end[k] <= static_cast<std::int32_t>(hops_.size()),
+              "pending flow route out of range");
+    fs = {fs.bytes >= 0 ? fs.bytes : -fs.bytes * scale[k], hop_begin[k], hop_end[k]};
+  }
 }
 
 void TaskGraph::add_initial_memory(int device, MemCategory c, double amount) {
@@ -121,6 +201,10 @@ static void bucket(std::size_t buckets, const Keys& key, std::vector<std::int32_
 }
 
 void TaskGraph::finalize() {
+  seal_last_collective();
+  std::unordered_multimap<std::uint64_t, std::int32_t>().swap(shared_);
+  for (std::size_t f = 0; f < flows_.size(); ++f)
+    PW_ASSERT(flows_[f].hop_end != kPendingRoute, "a flow's route was never resolved");
   const std::size_t n = tasks_.size();
   std::vector<std::int32_t> order;
   bucket(n, edge_pred_, succ_begin_, order);

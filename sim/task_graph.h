@@ -4,6 +4,7 @@
 /// dense ids into flat arrays; it is built once per simulation and never changes while running.
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -57,7 +58,10 @@ struct Task {
 static_assert(sizeof(Task) <= 24, "tasks must stay within 24 bytes");
 
 /// A collective: starts when all its participant tasks are ready, runs its phases one after
-/// another (each: a latency, then its flows concurrently), and ends them all at once.
+/// another (each: a latency, then its flows concurrently), and ends them all at once. Collectives
+/// whose phases are equal (latencies, and each flow's bytes and route) share one stored copy: an
+/// all-ranks run repeats each collective for every microbatch, layer and bucket (the engine keeps
+/// a collective's progress per collective, never in the phases).
 struct Collective {
   std::int32_t phase_begin = 0, phase_end = 0;
   bool uses_sm = true;  ///< slows overlapping compute on the participants' GPUs
@@ -98,15 +102,21 @@ class TaskGraph {
   /// Adds a flow to the last phase of the last collective.
   void add_flow(double bytes, const std::vector<RouteHop>& hops);
   void add_flow(double bytes, const RouteHop* hops, int n);
+  /// Adds a flow whose route is resolved later (resolve_pending_flows): `route_key` (>= 0) is the
+  /// builder's name for it (e.g. a source-destination pair); `bytes` < 0 means -bytes seconds at
+  /// the route's scale.
+  void add_pending_flow(double bytes, std::int32_t route_key);
   /// Stores a route once for many flows; returns its first hop (its hops run to the returned
   /// value + hops.size()). For builders that resolve routes after the graph's structure is known.
   std::int32_t add_route(const std::vector<RouteHop>& hops);
-  /// Replaces the bytes and route of flow `flow` (ids count add_flow calls from 0) by a route
-  /// stored with add_route. Call before finalize().
-  void set_flow(std::int32_t flow, double bytes, std::int32_t hop_begin, std::int32_t hop_end);
+  /// Gives every pending flow of key k the stored route [hop_begin[k], hop_end[k]) and, where
+  /// its bytes are negative (seconds), -bytes * scale[k] bytes. Call once, before finalize().
+  void resolve_pending_flows(const std::vector<std::int32_t>& hop_begin,
+                             const std::vector<std::int32_t>& hop_end,
+                             const std::vector<double>& scale);
+  /// Phases and flows stored (after sharing; for tests and benchmarks).
+  std::size_t num_phases() const { return phases_.size(); }
   std::size_t num_flows() const { return flows_.size(); }
-  /// Bytes of flow `flow` as added (or last set).
-  double flow_bytes(std::int32_t flow) const { return flows_[flow].bytes; }
   /// A flow of another job over a route stored with add_route: it starts with the iteration and
   /// shares its links for the whole run (FlowNetwork::start_background).
   void add_background_flow(std::int32_t hop_begin, std::int32_t hop_end);
@@ -141,6 +151,11 @@ class TaskGraph {
   ChunkedVector<Collective> collectives_;
   ChunkedVector<Phase> phases_;
   ChunkedVector<FlowSpec> flows_;
+  /// Shares the last collective's phases with an earlier equal collective's (see Collective);
+  /// collectives before sealed_ are done. Equal ranges are found by hash, then compared.
+  void seal_last_collective();
+  std::int32_t sealed_ = 0;
+  std::unordered_multimap<std::uint64_t, std::int32_t> shared_;  ///< hash -> collective
   std::vector<RouteHop> hops_;
   std::vector<std::pair<std::int32_t, std::int32_t>> background_;  ///< hop ranges
   std::vector<double> initial_memory_;  ///< device * kNumMemCategories + category

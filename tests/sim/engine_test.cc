@@ -119,6 +119,37 @@ TEST(Engine, ComputeSlowsWhileSmCommunicationOverlaps) {
   EXPECT_EQ(r.end[0], 1200);
 }
 
+TEST(TaskGraph, EqualCollectivesShareTheirPhasesAndRunApart) {
+  // Two links of 1 B/ps. Collectives A and B (device 0's DP stream, in order): latency 10 ps,
+  // then 100 B over link 0: stored once. C (device 1): latency 10 ps, then 200 B over link 1:
+  // stored apart. By hand: A 0 -> 10 + 100 = 110; B after A, 110 -> 220; C 0 -> 10 + 200 = 210.
+  TaskGraph g(2);
+  const std::int32_t link0 = g.add_route({RouteHop{0, 1.0f}});
+  const std::int32_t link1 = g.add_route({RouteHop{1, 1.0f}});
+  auto collective = [&](int device, double bytes, std::int32_t key) {
+    Task t;
+    t.device = device;
+    t.is_compute = false;
+    t.stream = StreamKind::kDp;
+    t.collective = g.add_collective(false);
+    g.add_phase(10);
+    g.add_pending_flow(bytes, key);
+    return g.add_task(t);
+  };
+  const std::int32_t a = collective(0, 100, 0), b = collective(0, 100, 0),
+                     c = collective(1, 200, 1);
+  g.resolve_pending_flows({link0, link1}, {link0 + 1, link1 + 1}, {1.0, 1.0});
+  g.finalize();
+  EXPECT_EQ(g.num_phases(), 2u);
+  EXPECT_EQ(g.num_flows(), 2u);
+  Engine e({1e12, 1e12});
+  const EngineResult& r = e.run(g);
+  EXPECT_EQ(r.end[a], 110);
+  EXPECT_EQ(r.start[b], 110);
+  EXPECT_EQ(r.end[b], 220);
+  EXPECT_EQ(r.end[c], 210);
+}
+
 TEST(TaskGraph, KeepsTaskLabelsOnlyWhenAsked) {
   // Labels cost 8 bytes a task (a third of a task's own 24): an all-ranks run without a trace or
   // per-action timings stores none.
