@@ -553,6 +553,12 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   out->tp_share = pass_layer > 0 ? tp_layer / pass_layer : 0;
 }
 
+double generator_memory_limit(double units, int p) {
+  if (units >= 2.0 * p) return 0;
+  const double step = units < 4 ? 0.5 : units < 8 ? 1 : units < 16 ? 2 : 4;
+  return std::max(0.0, std::floor(units / step) * step);
+}
+
 namespace {
 
 // Peak activations of device 0 that every schedule of this shape reaches, in microbatches of
@@ -634,6 +640,25 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
       bound = std::max(bound, start + fb[d] + tail[d] + sc->tail[d0]);
       bound = std::max(bound, sc->net_volume[d]);
       mem = std::max(mem, sc->state_mem[d] + act1[d]);
+    }
+    // A memory-reading generator's limit caps the microbatches in flight on stage 0's device:
+    // microbatch j holds its stage-0 activation from the start of F(0, j) to the end of B(0, j),
+    // at least the whole round trip through every stage (pre_f + pre_b), and the generated
+    // order (the limit holds in its own memory units, where stage 0's forward allocates its
+    // share of the layers) never holds more than k of them at once. So the m intervals, each
+    // at least the round trip long and at most k at a time, span at least m * round trip / k
+    // (Little's law; the DES runs the same order, no faster).
+    if (so.memory_aware && so.pipelines == 1 && S > 0 && problem_.model.num_layers > 0) {
+      double max_static = 0;
+      for (double x : sc->static_mem) max_static = std::max(max_static, x);
+      const double limit =
+          generator_memory_limit((problem_.limit() - max_static) / activation_unit(c), P);
+      const int L = problem_.model.num_layers;
+      const double w0 = static_cast<double>(L / S) * P / L;  // the generator's even split
+      if (limit > 0 && w0 > 0) {
+        const double k = std::floor(limit / w0 + 1e-9);
+        if (k >= 1) bound = std::max(bound, m * (pre_f + pre_b) / k);
+      }
     }
     // Device 0's peak in units of its own per-microbatch activations; V-shape units are two
     // chunks of unequal size (the last holds the logits), so count the smaller chunk twice.

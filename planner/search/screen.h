@@ -105,6 +105,13 @@ struct ScreenResult {
   double mem_lb = 0;   ///< peak bytes per GPU
 };
 
+/// The activation limit a memory-reading generator is given, in 1F1B-stage units, from the
+/// units free for activations on the fullest GPU: 0 (no limit) when they hold 2p units (the
+/// most any such generator is defined with), else rounded down to a grid that is fine where
+/// memory is scarce and coarse where it barely binds (steps of 0.5 units below 4, 1 below 8, 2
+/// below 16, then 4). The generators get it (search_eval) and the screen bounds by it.
+double generator_memory_limit(double units, int p);
+
 /// The cost model of one problem and space, tabulated from hwmodels. Immutable; every method is
 /// safe to call from many threads.
 class CostModel {

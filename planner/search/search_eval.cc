@@ -45,20 +45,14 @@ bool generator_params(const CostModel& model, const SearchConfig& c, const Stage
     // when it binds; with room for 2p units (the most any of them is defined with: ZB-2p) each
     // runs at its own definition (ZB-1p at p, ZB-2p at 2p, V-ZB at 1F1B memory). Capping at p,
     // as before, made ZB-2p a copy of ZB-1p.
+    // Each distinct limit is a schedule to generate (a V-shape search takes ~0.1 s at p = 16),
+    // and a schedule made for slightly less memory than is free still fits: the limit is
+    // rounded down to a grid (generator_memory_limit).
     const double u = memory_units_for_generator(model, c, sc);
-    if (u >= 2.0 * c.p) {
-      gp->memory_limit = 0;
-    } else {
-      // Rounded down to a grid that is fine where memory is scarce and coarse where it barely
-      // binds (steps of 0.5 units below 4, 1 below 8, 2 below 16, then 4): each distinct limit
-      // is a schedule to generate (a V-shape search takes ~0.1 s at p = 16), and a schedule
-      // made for slightly less memory than is free still fits.
-      const double step = u < 4 ? 0.5 : u < 8 ? 1 : u < 16 ? 2 : 4;
-      gp->memory_limit = std::floor(u / step) * step;
-      if (gp->memory_limit <= 0) {
-        *why = "no memory left for activations";
-        return false;
-      }
+    gp->memory_limit = generator_memory_limit(u, c.p);
+    if (u < 2.0 * c.p && gp->memory_limit <= 0) {
+      *why = "no memory left for activations";
+      return false;
     }
   }
   return true;

@@ -501,6 +501,40 @@ TEST(Search, RanksVzbAboveZb1pAbove1f1bOnThe98BModel) {
   EXPECT_LT(zb1p, one);
 }
 
+// A memory-reading generator given room for one microbatch's activations on stage 0's device
+// runs one microbatch's round trip at a time, and the screen's bound says so (before, it bounded
+// only each device's own busy time, about a sixth of that here).
+TEST(Search, AMemoryLimitBoundsTheMicrobatchesInFlight) {
+  const GeneratorRegistry reg = default_registry();
+  if (!reg.find("zb-1p")) GTEST_SKIP() << "zb-1p not registered";
+  PlanProblem pr = problem("megatron-7.5b", 8);
+  const SearchSpace space = default_space(pr, reg, {64});
+  const SearchConfig c = pipeline_only(space, "zb-1p", 8, 64);
+  StageCosts sc;
+  ASSERT_TRUE(CostModel(pr, space).stage_costs(c, &sc));
+  double max_static = 0;
+  for (double x : sc.static_mem) max_static = std::max(max_static, x);
+  // 1.7 units free: the generator's grid (steps of 0.5 below 4 units) gives it 1.5 units (the
+  // 5-layer stages need 5 * 8 / 36 = 1.11 to run at all); stage 0 holds 4 of 36 layers,
+  // 4 * 8 / 36 = 0.89 units a microbatch, so a second microbatch (1.78) never fits beside one.
+  pr.memory_limit = max_static + 1.7 * CostModel(pr, space).activation_unit(c);
+  const CostModel model(pr, space);
+  ASSERT_TRUE(model.stage_costs(c, &sc));
+  // By hand: the round trip is every stage's forward and backward (B; W is off the chain) and
+  // 7 hops each way between the 8 devices; 64 of them, one at a time.
+  double trip = 14 * sc.hop;
+  for (int i = 0; i < sc.num_stages; ++i) trip += sc.f[i] + sc.b[i];
+  StageCosts scratch;
+  const ScreenResult r = model.screen(c, &scratch);
+  ASSERT_TRUE(r.valid);
+  EXPECT_GE(r.time_lb, 64 * trip * (1 - 1e-6));
+  const double own = 64 * (sc.f[0] + sc.b[0] + sc.w[0]);  // one device's busy time
+  EXPECT_GT(r.time_lb, 4 * own);
+  const Evaluated e = evaluate_config(model, reg, c);
+  ASSERT_GT(e.iteration, 0) << e.why_not;
+  EXPECT_LE(r.time_lb, e.iteration);
+}
+
 // Memory-reading generators run at their own definition when the budget allows it: ZB-2p gets
 // twice ZB-1p's activation memory and is then no slower (it used to be capped at ZB-1p's).
 TEST(Search, Zb2pRunsAtTwiceZb1pMemoryWhenItFits) {
