@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "core/schedule.h"
 #include "core/units.h"
 #include "sim/chunked_vector.h"
@@ -89,7 +90,10 @@ class TaskGraph {
   void keep_labels() { keep_labels_ = true; }
   bool has_labels() const { return keep_labels_; }
   /// What task `id` stands for (only with keep_labels).
-  const Action& label(std::int32_t id) const { return labels_[id]; }
+  const Action& label(std::int32_t id) const {
+    PW_ASSERT(keep_labels_, "task labels were not kept (TaskGraph::keep_labels)");
+    return labels_[id];
+  }
   /// Adds `delta` to task `id`'s memory effect, field by field (for builders that know a task's
   /// memory only after adding it); an all-zero delta stores nothing.
   void add_effect(std::int32_t id, const MemoryEffect& delta);
