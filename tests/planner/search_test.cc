@@ -503,7 +503,8 @@ TEST(Search, RanksVzbAboveZb1pAbove1f1bOnThe98BModel) {
 
 // A memory-reading generator given room for one microbatch's activations on stage 0's device
 // runs one microbatch's round trip at a time, and the screen's bound says so (before, it bounded
-// only each device's own busy time, about a sixth of that here).
+// only each device's own busy time, about a fifth of that here: the round trips are 5.5x one
+// device's busy time).
 TEST(Search, AMemoryLimitBoundsTheMicrobatchesInFlight) {
   const GeneratorRegistry reg = default_registry();
   if (!reg.find("zb-1p")) GTEST_SKIP() << "zb-1p not registered";
