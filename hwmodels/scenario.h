@@ -80,13 +80,13 @@ struct ParallelOverrides {
   }
 };
 
-/// Parses scenario YAML `text`; `file` names it in errors and `base_dir` resolves relative
-/// profile paths. `overrides` replace file values before the configuration is validated (errors
-/// about the parallel sizes then name the flags, e.g. "--tp").
 /// The keys a scenario's "model", "cluster" or "parallel" section takes (empty for another
 /// name): what the loader accepts, and what tools that write or mutate scenarios offer.
 std::vector<std::string> scenario_keys(const std::string& section);
 
+/// Parses scenario YAML `text`; `file` names it in errors and `base_dir` resolves relative
+/// profile paths. `overrides` replace file values before the configuration is validated (errors
+/// about the parallel sizes then name the flags, e.g. "--tp").
 Scenario parse_scenario(const std::string& text, const std::string& file,
                         const std::string& base_dir, const ParallelOverrides& overrides = {},
                         ParallelSection section = ParallelSection::kRequired);

@@ -182,8 +182,9 @@ std::vector<LinkLoad> busiest_links(const detail::BuiltIteration& b, const des::
       return net.link_bytes()[x] > net.link_bytes()[y];
     return x < y;
   };
-  constexpr int kHost = 4;  // after the topology's LinkRole values
-  std::array<std::int32_t, 5> best;
+  // Tiers: the topology's link roles, then the host links.
+  constexpr int kHost = static_cast<int>(hw::LinkRole::kLeafToSpine) + 1;
+  std::array<std::int32_t, kHost + 1> best;
   best.fill(-1);
   for (std::int32_t l = 0; l < net.num_links(); ++l) {
     if (net.link_saturated(l, end) <= 0) continue;

@@ -584,6 +584,8 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
   r.valid = true;
   const ScheduleOption& so = space_.schedules[c.schedule];
   const int S = sc->num_stages, P = c.p, m = c.microbatches;
+  // The generators' memory unit (bytes of a 1F1B stage's microbatch), asked once.
+  const double unit = so.memory_aware ? activation_unit(c) : 0;
   double bound = 0;
   double mem = 0;
   for (double x : sc->state_mem) mem = std::max(mem, x);
@@ -651,8 +653,7 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
     if (so.memory_aware && so.pipelines == 1 && S > 0 && problem_.model.num_layers > 0) {
       double max_static = 0;
       for (double x : sc->static_mem) max_static = std::max(max_static, x);
-      const double limit =
-          generator_memory_limit((problem_.limit() - max_static) / activation_unit(c), P);
+      const double limit = generator_memory_limit((problem_.limit() - max_static) / unit, P);
       const int L = problem_.model.num_layers;
       const double w0 = static_cast<double>(L / S) * P / L;  // the generator's even split
       if (limit > 0 && w0 > 0) {
@@ -671,7 +672,7 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
     r.valid = false;
     return r;
   }
-  if (so.memory_aware && (problem_.limit() - mem) / activation_unit(c) >= P) {
+  if (so.memory_aware && (problem_.limit() - mem) / unit >= P) {
     // Memory does not bind: a memory-controllable generator would pick its zero-bubble end,
     // which the fixed zero-bubble schedules in the space already cover.
     r.valid = false;
