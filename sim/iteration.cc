@@ -257,15 +257,18 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
   IterationResult res;
   res.iteration = er.makespan;
   res.simulated_gpus = static_cast<int>(b.ranks.size());
-  for (int d = 0; d < res.simulated_gpus; ++d)
-    if (d == 0 || er.device[d].busy > res.busiest_busy) {
-      const detail::SimRank& sr = b.ranks[d];
-      res.busiest_gpu = sr.gpu;
-      res.busiest_tp = sr.tr;
-      res.busiest_dp = sr.dr;
-      res.busiest_pp = sr.pr;
-      res.busiest_busy = er.device[d].busy;
-    }
+  // The busiest simulated GPU (most compute; the first on a tie): it sets the ideal time.
+  int busiest = 0;
+  for (int d = 1; d < res.simulated_gpus; ++d)
+    if (er.device[d].busy > er.device[busiest].busy) busiest = d;
+  if (res.simulated_gpus > 0) {
+    const detail::SimRank& sr = b.ranks[busiest];
+    res.busiest_gpu = sr.gpu;
+    res.busiest_tp = sr.tr;
+    res.busiest_dp = sr.dr;
+    res.busiest_pp = sr.pr;
+    res.busiest_busy = er.device[busiest].busy;
+  }
   TimePs last_end = 0;
   for (const des::DeviceRun& dr : er.device) last_end = std::max(last_end, dr.last_end);
   res.busiest_links = busiest_links(b, engine.network(), last_end);
@@ -291,11 +294,8 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
   // One GPU at a time: its intervals are gathered from its streams, measured and dropped.
   TimePs span = 0, busy = 0;
   const int R = res.simulated_gpus;
-  // Idle time of the busiest GPU (the one that sets the ideal time) spent on exposed
-  // communication: inside its compute span, covered by communication but not by compute.
-  int busiest = 0;
-  for (int d = 1; d < R; ++d)
-    if (er.device[d].busy > er.device[busiest].busy) busiest = d;
+  // Idle time of the busiest GPU spent on exposed communication: inside its compute span,
+  // covered by communication but not by compute.
   TimePs comm_idle = 0;
   std::vector<Interval> compute;
   std::array<std::vector<Interval>, kNumCommKinds> comm;
