@@ -1,20 +1,31 @@
 #include "executor/cpu_backend.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/error.h"
 
 namespace pw::exec {
 
-void pack_grads(const StageModel& m, std::vector<double>& out) {
-  out.clear();
-  for (const Tensor& t : m.tensors())
-    out.insert(out.end(), t.grad.data(), t.grad.data() + t.grad.size());
+namespace {
+
+bool in_set(const StageModel& m, const Tensor& t, TensorSet set) {
+  return set == TensorSet::kAll ||
+         is_expert_tensor(m.dims(), t.layer, t.id) == (set == TensorSet::kExpert);
 }
 
-void unpack_grads(const std::vector<double>& in, StageModel& m) {
+}  // namespace
+
+void pack_grads(const StageModel& m, std::vector<double>& out, TensorSet set) {
+  out.clear();
+  for (const Tensor& t : m.tensors())
+    if (in_set(m, t, set)) out.insert(out.end(), t.grad.data(), t.grad.data() + t.grad.size());
+}
+
+void unpack_grads(const std::vector<double>& in, StageModel& m, TensorSet set) {
   std::size_t k = 0;
   for (Tensor& t : m.tensors()) {
+    if (!in_set(m, t, set)) continue;
     std::copy_n(in.data() + k, t.grad.size(), t.grad.data());
     k += static_cast<std::size_t>(t.grad.size());
   }
@@ -34,6 +45,40 @@ class CpuBackend::TpAllReduce : public TpComm {
   std::vector<double> buf_;
 };
 
+class CpuBackend::EpAllToAll : public ExpertComm {
+ public:
+  explicit EpAllToAll(CpuBackend& be) : be_(be) {}
+  void all_to_all(const Mat& send, const std::vector<int>& send_counts, int per, Mat& recv,
+                  std::vector<int>& recv_counts) override {
+    const int ranks = static_cast<int>(send_counts.size()) / per;
+    recv_counts.resize(send_counts.size());
+    MPI_Request req;
+    MPI_Ialltoall(send_counts.data(), per, MPI_INT, recv_counts.data(), per, MPI_INT, be_.ep_comm_,
+                  &req);
+    be_.watchdog_.wait(&req, "expert-parallel all-to-all (row counts)", -1);
+    const int cols = static_cast<int>(send.cols());
+    sc_.assign(ranks, 0);
+    rc_.assign(ranks, 0);
+    for (int r = 0; r < ranks; ++r)
+      for (int e = 0; e < per; ++e) {
+        sc_[r] += send_counts[r * per + e] * cols;
+        rc_[r] += recv_counts[r * per + e] * cols;
+      }
+    sd_.assign(ranks, 0);
+    rd_.assign(ranks, 0);
+    std::exclusive_scan(sc_.begin(), sc_.end(), sd_.begin(), 0);
+    std::exclusive_scan(rc_.begin(), rc_.end(), rd_.begin(), 0);
+    recv.resize((rd_.back() + rc_.back()) / cols, cols);
+    MPI_Ialltoallv(send.data(), sc_.data(), sd_.data(), MPI_DOUBLE, recv.data(), rc_.data(),
+                   rd_.data(), MPI_DOUBLE, be_.ep_comm_, &req);
+    be_.watchdog_.wait(&req, "expert-parallel all-to-all (tokens)", -1);
+  }
+
+ private:
+  CpuBackend& be_;
+  std::vector<int> sc_, sd_, rc_, rd_;
+};
+
 CpuBackend::CpuBackend(const Plan& plan, const Program& program, const ModelDims& dims,
                        const RankLayout& layout, int world_rank, MPI_Comm world, Watchdog& watchdog,
                        const ExecuteOptions& options)
@@ -49,7 +94,11 @@ CpuBackend::CpuBackend(const Plan& plan, const Program& program, const ModelDims
   MPI_Comm_split(world, dp_idx_ * layout.pp + pp_idx_, tp_idx_, &tp_comm_);
   MPI_Comm_split(world, pp_idx_ * layout.tp + tp_idx_, dp_idx_, &dp_comm_);
   MPI_Comm_dup(world, &pair_comm_);
+  const int ep = dims.ep, group = (pp_idx_ * layout.tp + tp_idx_);
+  MPI_Comm_split(world, group * (layout.dp / ep) + dp_idx_ / ep, dp_idx_ % ep, &ep_comm_);
+  MPI_Comm_split(world, group * ep + dp_idx_ % ep, dp_idx_, &edp_comm_);
   tp_ = std::make_unique<TpAllReduce>(*this);
+  ep_ = std::make_unique<EpAllToAll>(*this);
   const int S = pl_.num_stages();
   const int per_pipe = pl_.stages_per_pipeline();
   const double loss_scale =
@@ -58,9 +107,9 @@ CpuBackend::CpuBackend(const Plan& plan, const Program& program, const ModelDims
   for (int st = 0; st < S; ++st) {
     const StageInfo& info = pl_.stages[st];
     if (info.device != pp_idx_) continue;
-    models_.push_back(std::make_unique<StageModel>(dims, info.layer_begin, info.layer_end,
-                                                   info.index == 0, info.index == per_pipe - 1,
-                                                   tp_idx_, m_, loss_scale, tp_.get()));
+    models_.push_back(std::make_unique<StageModel>(
+        dims, info.layer_begin, info.layer_end, info.index == 0, info.index == per_pipe - 1,
+        tp_idx_, m_, loss_scale, tp_.get(), dp_idx_ % ep, ep_.get()));
     stage_model_[st] = models_.back().get();
   }
   const std::size_t slots = static_cast<std::size_t>(S) * m_ * 2;
@@ -71,7 +120,7 @@ CpuBackend::CpuBackend(const Plan& plan, const Program& program, const ModelDims
 }
 
 CpuBackend::~CpuBackend() {
-  for (MPI_Comm* c : {&tp_comm_, &dp_comm_, &pair_comm_})
+  for (MPI_Comm* c : {&tp_comm_, &dp_comm_, &pair_comm_, &ep_comm_, &edp_comm_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
@@ -179,35 +228,62 @@ void CpuBackend::all_reduce(std::vector<double>& buf, MPI_Comm comm, const char*
   watchdog_.wait(&req, what, -1);
 }
 
-void CpuBackend::reduce_grad(const ExecAction& a) {
-  complete_pair(a.action.stage);
-  if (layout_.dp == 1) return;
-  StageModel* m = model(a.action.stage);
-  pack_grads(*m, flat_);
-  all_reduce(flat_, dp_comm_, "data-parallel gradient all-reduce");
-  unpack_grads(flat_, *m);
+void CpuBackend::reduce_grads(StageModel& m, TensorSet set, MPI_Comm comm, const char* what) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  if (size == 1) return;
+  pack_grads(m, flat_, set);
+  all_reduce(flat_, comm, what);
+  unpack_grads(flat_, m, set);
 }
 
-void CpuBackend::unshard(const ExecAction& a) {
-  // ZeRO-3 all-gather of the stage's weights: each data replica contributes its 1/dp shard, the
-  // gathered copy equals the weights every replica already holds (the traffic is real).
-  if (layout_.dp == 1) return;
-  StageModel* m = model(a.action.stage);
+void CpuBackend::reduce_grad(const ExecAction& a) {
+  complete_pair(a.action.stage);
+  StageModel& m = *model(a.action.stage);
+  if (dims_.ep == 1) {
+    reduce_grads(m, TensorSet::kAll, dp_comm_, "data-parallel gradient all-reduce");
+    return;
+  }
+  // Experts are summed over the replicas holding the same experts, the rest over all replicas.
+  reduce_grads(m, TensorSet::kShared, dp_comm_, "data-parallel gradient all-reduce");
+  reduce_grads(m, TensorSet::kExpert, edp_comm_, "expert data-parallel gradient all-reduce");
+}
+
+void CpuBackend::gather_weights(StageModel& m, TensorSet set, MPI_Comm comm, const char* what) {
+  int size = 1, rank = 0;
+  MPI_Comm_size(comm, &size);
+  if (size == 1) return;
+  MPI_Comm_rank(comm, &rank);
   flat_.clear();
-  for (const Tensor& t : m->tensors())
-    flat_.insert(flat_.end(), t.value.data(), t.value.data() + t.value.size());
-  const std::size_t shard = (flat_.size() + layout_.dp - 1) / layout_.dp;
-  flat_.resize(shard * layout_.dp, 0.0);
+  for (const Tensor& t : m.tensors())
+    if (in_set(m, t, set))
+      flat_.insert(flat_.end(), t.value.data(), t.value.data() + t.value.size());
+  const std::size_t shard = (flat_.size() + size - 1) / size;
+  flat_.resize(shard * size, 0.0);
   flat2_.resize(flat_.size());
   MPI_Request req;
-  MPI_Iallgather(flat_.data() + shard * dp_idx_, static_cast<int>(shard), MPI_DOUBLE, flat2_.data(),
-                 static_cast<int>(shard), MPI_DOUBLE, dp_comm_, &req);
-  watchdog_.wait(&req, "ZeRO-3 weight all-gather", -1);
+  MPI_Iallgather(flat_.data() + shard * rank, static_cast<int>(shard), MPI_DOUBLE, flat2_.data(),
+                 static_cast<int>(shard), MPI_DOUBLE, comm, &req);
+  watchdog_.wait(&req, what, -1);
   std::size_t k = 0;
-  for (Tensor& t : m->tensors()) {
+  for (Tensor& t : m.tensors()) {
+    if (!in_set(m, t, set)) continue;
     std::copy_n(flat2_.data() + k, t.value.size(), t.value.data());
     k += static_cast<std::size_t>(t.value.size());
   }
+}
+
+void CpuBackend::unshard(const ExecAction& a) {
+  // ZeRO-3 all-gather of the stage's weights: each replica contributes its shard, the gathered
+  // copy equals the weights every replica already holds (the traffic is real). Experts are
+  // sharded over the replicas that hold the same experts.
+  StageModel& m = *model(a.action.stage);
+  if (dims_.ep == 1) {
+    gather_weights(m, TensorSet::kAll, dp_comm_, "ZeRO-3 weight all-gather");
+    return;
+  }
+  gather_weights(m, TensorSet::kShared, dp_comm_, "ZeRO-3 weight all-gather");
+  gather_weights(m, TensorSet::kExpert, edp_comm_, "ZeRO-3 expert weight all-gather");
 }
 
 void CpuBackend::pair_reduce(const ExecAction& a) {

@@ -15,9 +15,13 @@
 
 namespace pw::exec {
 
-/// Flat copy of every gradient of `m`, in tensor order (and back).
-void pack_grads(const StageModel& m, std::vector<double>& out);
-void unpack_grads(const std::vector<double>& in, StageModel& m);
+/// Which tensors pack_grads / unpack_grads take: all, those expert parallelism splits (an MoE
+/// layer's experts, reduced over the ranks holding the same experts) or the others (reduced over
+/// the whole data-parallel group).
+enum class TensorSet { kAll, kShared, kExpert };
+/// Flat copy of the gradients of `m` in `set`, in tensor order (and back).
+void pack_grads(const StageModel& m, std::vector<double>& out, TensorSet set = TensorSet::kAll);
+void unpack_grads(const std::vector<double>& in, StageModel& m, TensorSet set = TensorSet::kAll);
 
 class CpuBackend {
  public:
@@ -57,6 +61,7 @@ class CpuBackend {
 
  private:
   class TpAllReduce;
+  class EpAllToAll;
   std::size_t slot(int stage, int mb, int dir) const {
     return (static_cast<std::size_t>(stage) * m_ + mb) * 2 + dir;
   }
@@ -69,6 +74,10 @@ class CpuBackend {
   void irecv(int stage, int mb, int dir, int from_stage, const char* what);
   /// In-place sum over `comm` via reduce + broadcast, watched.
   void all_reduce(std::vector<double>& buf, MPI_Comm comm, const char* what);
+  /// Sums the gradients of `m` in `set` over `comm` (nothing when it has one rank).
+  void reduce_grads(StageModel& m, TensorSet set, MPI_Comm comm, const char* what);
+  /// ZeRO-3: gathers the weights of `m` in `set` from the 1/size shards of the ranks of `comm`.
+  void gather_weights(StageModel& m, TensorSet set, MPI_Comm comm, const char* what);
   void complete_pair(int stage);
   void complete_pairs();
 
@@ -87,10 +96,14 @@ class CpuBackend {
   int dp_idx_ = 0, pp_idx_ = 0, tp_idx_ = 0;
   int m_ = 0;
   MPI_Comm world_, tp_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL, pair_comm_ = MPI_COMM_NULL;
+  /// Expert parallelism: the ep data replicas that split the experts (ep_comm_, ranked by ep
+  /// rank = data index % ep) and the replicas holding the same experts (edp_comm_).
+  MPI_Comm ep_comm_ = MPI_COMM_NULL, edp_comm_ = MPI_COMM_NULL;
   Watchdog& watchdog_;
   ExecuteOptions options_;
   int opt_steps_ = 0;
   std::unique_ptr<TpAllReduce> tp_;
+  std::unique_ptr<EpAllToAll> ep_;
   std::vector<std::unique_ptr<StageModel>> models_;
   std::vector<StageModel*> stage_model_;  ///< by global stage id
   std::vector<Mat> send_buf_, recv_buf_;  ///< by slot()

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/error.h"
+#include "hwmodels/transformer.h"
 
 namespace pw::exec {
 namespace {
@@ -33,10 +36,12 @@ std::uint64_t tensor_code(int layer, int id) {
 }  // namespace
 
 void full_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
-  const int h = d.hidden, f = d.ffn;
+  const bool moe = layer >= 0 && d.is_moe(layer);
+  const int h = d.hidden, f = moe ? d.moe_ffn : d.ffn;
   const int qkv = d.heads * d.head_dim() + 2 * d.kv_heads() * d.head_dim();
-  const int mlp = d.swiglu ? 2 * f : f;  // [gate | up]
-  const int bias = d.bias ? 1 : 0;       // linear biases: empty tensors without them
+  const int mlp = d.swiglu ? 2 * f : f;     // [gate | up]
+  const int bias = d.bias ? 1 : 0;          // linear biases: empty tensors without them
+  const int experts = moe ? d.experts : 1;  // expert tensors stack every expert's rows
   if (layer == kEmbeddingLayer) {
     *rows = id == 0 ? d.vocab : (d.rope ? 0 : d.seq);
     *cols = h;
@@ -61,19 +66,25 @@ void full_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
       *cols = h;
       return;
     case kW1:
-      *rows = h;
+      *rows = experts * h;
       *cols = mlp;
       return;
     case kB1:
-      *cols = bias * mlp;
+      *cols = moe ? 0 : bias * mlp;
       return;
     case kW2:
-      *rows = f;
+      *rows = experts * f;
       *cols = h;
       return;
     case kBo:
-    case kB2:
       *cols = bias * h;
+      return;
+    case kB2:
+      *cols = moe ? 0 : bias * h;
+      return;
+    case kRouter:
+      *rows = moe ? h : 1;
+      *cols = moe ? d.experts : 0;
       return;
     case kLn1B:
     case kLn2B:
@@ -91,12 +102,15 @@ namespace {
 void local_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
   full_shape(d, layer, id, rows, cols);
   if (layer < 0) return;
+  const bool moe = d.is_moe(layer);
   const int qkv = d.local_hidden() + 2 * d.local_kv();
-  const int mlp = (d.swiglu ? 2 : 1) * d.local_ffn();
+  const int mlp = d.local_mlp(layer);
+  const int experts = moe ? d.local_experts() : 1;
   if (id == kWqkv || (id == kBqkv && *cols > 0)) *cols = qkv;
   if (id == kWo) *rows = d.local_hidden();
+  if (id == kW1) *rows = experts * d.hidden;
   if (id == kW1 || (id == kB1 && *cols > 0)) *cols = mlp;
-  if (id == kW2) *rows = d.local_ffn();
+  if (id == kW2) *rows = experts * (moe ? d.local_moe_ffn() : d.local_ffn());
 }
 
 double init_value(const ModelDims& d, int layer, int id, int gr, int gc) {
@@ -111,9 +125,10 @@ double init_value(const ModelDims& d, int layer, int id, int gr, int gc) {
     case kWqkv:
     case kWo:
     case kW1:
+    case kRouter:
       return u / std::sqrt(static_cast<double>(d.hidden));
     case kW2:
-      return u / std::sqrt(static_cast<double>(d.ffn));
+      return u / std::sqrt(static_cast<double>(d.is_moe(layer) ? d.moe_ffn : d.ffn));
     default:
       return 0.02 * u;  // biases and layer-norm shifts
   }
@@ -181,6 +196,26 @@ double gelu_grad(double u) {
   return 0.5 * (1.0 + t) + 0.5 * u * (1.0 - t * t) * kGeluC * (1.0 + 3 * 0.044715 * u * u);
 }
 
+// The MLP's activation of its first GEMM's output: gelu(u), or silu(gate) * up with u = [gate |
+// up].
+Mat mlp_activation(const Mat& u, bool swiglu) {
+  if (!swiglu) return u.unaryExpr([](double v) { return gelu(v); });
+  const Eigen::Index f = u.cols() / 2;
+  return u.leftCols(f).unaryExpr([](double v) { return silu(v); }).cwiseProduct(u.rightCols(f));
+}
+
+// The gradient of mlp_activation's input from its output's gradient `dg`.
+Mat mlp_activation_backward(const Mat& u, const Mat& dg, bool swiglu) {
+  if (!swiglu) return dg.array() * u.unaryExpr([](double v) { return gelu_grad(v); }).array();
+  const Eigen::Index f = u.cols() / 2;
+  const auto gate = u.leftCols(f), up = u.rightCols(f);
+  Mat du(u.rows(), u.cols());
+  du.leftCols(f) =
+      dg.array() * up.array() * gate.unaryExpr([](double v) { return silu_grad(v); }).array();
+  du.rightCols(f) = dg.array() * gate.unaryExpr([](double v) { return silu(v); }).array();
+  return du;
+}
+
 void add_bias(Mat& m, const Mat& bias) {
   if (bias.size() > 0) m.rowwise() += bias.row(0);  // empty: the model has no linear biases
 }
@@ -199,24 +234,45 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
   need_positive(shape.vocab_size, "model.vocab_size");
   need_positive(config.tensor_parallel, "parallel.tensor_model_parallel_size");
   need_positive(config.micro_batch_size, "parallel.micro_batch_size");
-  // The executor runs dense layers with the options ModelDims lists; a model beyond them is
-  // refused, never run as something else.
-  if (shape.num_experts > 0 || shape.qk_layernorm || shape.qkv_bias)
-    throw ConfigError(source,
-                      shape.num_experts > 0 ? "model.num_experts"
-                      : shape.qk_layernorm  ? "model.qk_layernorm"
-                                            : "model.add_qkv_bias",
-                      "the executor runs dense layers (MHA/GQA/MQA, GELU or SwiGLU, LayerNorm or "
-                      "RMSNorm, learned or rotary positions, with or without linear biases); "
-                      "expected no experts, no query/key norms and no q/k/v-only biases (plan "
+  // The executor runs the layer options ModelDims lists; a model beyond them is refused, never
+  // run as something else.
+  if (shape.qk_layernorm || shape.qkv_bias)
+    throw ConfigError(source, shape.qk_layernorm ? "model.qk_layernorm" : "model.add_qkv_bias",
+                      "the executor runs MHA/GQA/MQA, GELU or SwiGLU, LayerNorm or RMSNorm, "
+                      "learned or rotary positions, with or without linear biases, dense or "
+                      "top-k MoE; expected no query/key norms and no q/k/v-only biases (plan "
                       "and simulate take them)");
-  if (config.context_parallel != 1 || config.expert_parallel != 1 || config.fp8 != "off")
+  if (const std::string problem = hw::model_shape_problem(shape); !problem.empty()) {
+    const auto colon = problem.find(':');
+    throw ConfigError(source, "model." + problem.substr(0, colon), problem.substr(colon + 2));
+  }
+  if (shape.num_experts > 0) {
+    const char* key = shape.moe_shared_expert_size > 0 ? "model.moe_shared_expert_intermediate_size"
+                      : shape.moe_capacity_factor > 0  ? "model.moe_expert_capacity_factor"
+                      : shape.bias                     ? "model.add_bias_linear"
+                                                       : nullptr;
+    if (key != nullptr)
+      throw ConfigError(source, key,
+                        "the executor runs dropless routed experts without biases; expected no "
+                        "shared expert, capacity factor 0 and add_bias_linear false with experts "
+                        "(plan and simulate take them)");
+  }
+  if (config.context_parallel != 1 || config.fp8 != "off")
     throw ConfigError(source,
-                      config.context_parallel != 1  ? "config.context_parallel"
-                      : config.expert_parallel != 1 ? "config.expert_parallel"
-                                                    : "config.fp8",
-                      "the executor runs t x p x d layouts in fp64/bf16 only; expected "
-                      "context_parallel 1, expert_parallel 1 and fp8 off");
+                      config.context_parallel != 1 ? "config.context_parallel" : "config.fp8",
+                      "the executor runs t x p x d (x ep) layouts in fp64/bf16 only; expected "
+                      "context_parallel 1 and fp8 off");
+  const int ep = config.expert_parallel;
+  if (ep < 1 || (ep > 1 && (shape.num_experts % ep != 0 || config.data_parallel % ep != 0)))
+    throw ConfigError(source, "config.expert_parallel",
+                      fmt::format("expected a divisor of num_experts {} and of data_parallel {} "
+                                  "(the executor's expert ranks are data-parallel ranks), got {}",
+                                  shape.num_experts, config.data_parallel, ep));
+  if (shape.num_experts > 0 && config.expert_tp() != config.tensor_parallel)
+    throw ConfigError(source, "config.expert_tensor_parallel",
+                      fmt::format("the executor splits experts like the dense MLP: expected {} "
+                                  "(tensor_parallel), got {}",
+                                  config.tensor_parallel, config.expert_tp()));
   ModelDims d;
   d.num_layers = shape.num_layers;
   d.hidden = shape.hidden_size;
@@ -233,6 +289,13 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
   d.rmsnorm = shape.rmsnorm;
   d.rope = shape.rope;
   d.bias = shape.bias;
+  d.experts = shape.num_experts;
+  d.topk = shape.moe_router_topk;
+  d.moe_ffn = shape.num_experts > 0 ? hw::expert_ffn_size(shape) : 0;
+  d.ep = ep;
+  if (d.experts > 0)
+    for (int l = 0; l < d.num_layers; ++l)
+      d.moe_layer.push_back(hw::is_moe_layer(shape, l) ? 1 : 0);
   if (d.kv_channels < 0)
     throw ConfigError(source, "model.kv_channels",
                       fmt::format("expected a positive value, got {}", d.kv_channels));
@@ -248,11 +311,11 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
                       fmt::format("rotary positions turn pairs of channels: expected an even "
                                   "head dimension, got {}",
                                   d.head_dim()));
-  if (d.heads % d.tp != 0 || d.kv_heads() % d.tp != 0 || d.ffn % d.tp != 0)
+  if (d.heads % d.tp != 0 || d.kv_heads() % d.tp != 0 || d.ffn % d.tp != 0 || d.moe_ffn % d.tp != 0)
     throw ConfigError(source, "parallel.tensor_model_parallel_size",
                       fmt::format("expected a divisor of num_attention_heads {}, of the key/value "
-                                  "heads {} and of ffn_hidden_size {}",
-                                  d.heads, d.kv_heads(), d.ffn));
+                                  "heads {}, of ffn_hidden_size {} and of the experts' ffn {}",
+                                  d.heads, d.kv_heads(), d.ffn, d.moe_ffn));
   return d;
 }
 
@@ -267,20 +330,35 @@ ModelDims make_plan_model_dims(const Plan& plan, std::uint64_t seed, const std::
 
 std::string tensor_name(int layer, int id) {
   static constexpr const char* kNames[kNumLayerParams] = {
-      "ln1.gamma", "ln1.beta", "wqkv", "bqkv", "wo", "bo",
-      "ln2.gamma", "ln2.beta", "w1",   "b1",   "w2", "b2"};
+      "ln1.gamma", "ln1.beta", "wqkv", "bqkv", "wo", "bo",    "ln2.gamma",
+      "ln2.beta",  "w1",       "b1",   "w2",   "b2", "router"};
   if (layer == kEmbeddingLayer) return id == 0 ? "embedding.tokens" : "embedding.positions";
   if (layer == kHeadLayer) return "head.w";
   return fmt::format("layer{}.{}", layer, kNames[id]);
 }
 
-void global_coords(const ModelDims& d, int layer, int id, int tp_rank, int r, int c, int* gr,
-                   int* gc) {
+bool is_expert_tensor(const ModelDims& d, int layer, int id) {
+  return layer >= 0 && d.is_moe(layer) && (id == kW1 || id == kW2);
+}
+
+void global_coords(const ModelDims& d, int layer, int id, int tp_rank, int ep_rank, int r, int c,
+                   int* gr, int* gc) {
   *gr = r;
   *gc = c;
   if (layer < 0) return;
-  const int ql = d.local_hidden(), kl = d.local_kv(), fl = d.local_ffn();
+  const bool moe = d.is_moe(layer);
+  const int ql = d.local_hidden(), kl = d.local_kv();
+  const int fl = moe ? d.local_moe_ffn() : d.local_ffn(), ff = moe ? d.moe_ffn : d.ffn;
   const int qf = d.heads * d.head_dim(), kf = d.kv_heads() * d.head_dim();
+  if (moe && id == kW1) {  // local expert e's rows [e h, (e + 1) h)
+    const int e = r / d.hidden;
+    *gr = (ep_rank * d.local_experts() + e) * d.hidden + r % d.hidden;
+  }
+  if (moe && id == kW2) {  // local expert e's rows [e fl, (e + 1) fl), a tp slice of its ff
+    const int e = r / fl;
+    *gr = (ep_rank * d.local_experts() + e) * ff + tp_rank * fl + r % fl;
+    return;
+  }
   switch (id) {
     case kWqkv:
     case kBqkv:  // columns are [q | k | v]; q split by query heads, k and v by key/value heads
@@ -296,7 +374,7 @@ void global_coords(const ModelDims& d, int layer, int id, int tp_rank, int r, in
       return;
     case kW1:
     case kB1:  // [gate | up] with SwiGLU, each split by columns
-      *gc = c < fl ? tp_rank * fl + c : d.ffn + tp_rank * fl + (c - fl);
+      *gc = c < fl ? tp_rank * fl + c : ff + tp_rank * fl + (c - fl);
       return;
     case kW2:
       *gr = tp_rank * fl + r;
@@ -322,7 +400,7 @@ std::vector<int> microbatch_targets(const ModelDims& d, std::int64_t g) {
 
 StageModel::StageModel(const ModelDims& dims, int layer_begin, int layer_end, bool has_embedding,
                        bool has_head, int tp_rank, int num_microbatches, double loss_scale,
-                       TpComm* tp)
+                       TpComm* tp, int ep_rank, ExpertComm* ep)
     : dims_(dims),
       layer_begin_(layer_begin),
       layer_end_(layer_end),
@@ -331,6 +409,8 @@ StageModel::StageModel(const ModelDims& dims, int layer_begin, int layer_end, bo
       tp_rank_(tp_rank),
       loss_scale_(loss_scale),
       tp_(tp),
+      ep_rank_(ep_rank),
+      ep_(ep),
       state_(static_cast<std::size_t>(num_microbatches)) {
   init_tensors();
 }
@@ -346,7 +426,7 @@ void StageModel::init_tensors() {
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c) {
         int gr = 0, gc = 0;
-        global_coords(dims_, layer, id, tp_rank_, r, c, &gr, &gc);
+        global_coords(dims_, layer, id, tp_rank_, ep_rank_, r, c, &gr, &gc);
         t.value(r, c) = init_value(dims_, layer, id, gr, gc);
       }
     t.grad = Mat::Zero(rows, cols);
@@ -428,20 +508,157 @@ Mat StageModel::layer_forward(int l, const Mat& x, LayerCache& c) {
   c.x1 = x + y;
   norm_forward(c.x1, layer_tensor(l, kLn2G).value, layer_tensor(l, kLn2B).value, dims_.rmsnorm,
                c.xhat2, c.rstd2, c.a2);
-  c.u = c.a2 * layer_tensor(l, kW1).value;
-  add_bias(c.u, layer_tensor(l, kB1).value);
-  if (dims_.swiglu) {
-    const int fl = dims_.local_ffn();
-    c.g = c.u.leftCols(fl)
-              .unaryExpr([](double v) { return silu(v); })
-              .cwiseProduct(c.u.rightCols(fl));
+  Mat z;
+  if (dims_.is_moe(layer_begin_ + l)) {
+    z = moe_forward(l, c);
   } else {
-    c.g = c.u.unaryExpr([](double v) { return gelu(v); });
+    c.u = c.a2 * layer_tensor(l, kW1).value;
+    add_bias(c.u, layer_tensor(l, kB1).value);
+    c.g = mlp_activation(c.u, dims_.swiglu);
+    z = c.g * layer_tensor(l, kW2).value;
   }
-  Mat z = c.g * layer_tensor(l, kW2).value;
   all_reduce(z);
   add_bias(z, layer_tensor(l, kB2).value);
   return c.x1 + z;
+}
+
+void StageModel::exchange(const Mat& send, const std::vector<int>& send_counts, Mat& recv,
+                          std::vector<int>& recv_counts) {
+  if (dims_.ep == 1) {  // every expert is local: the exchange is the identity
+    recv = send;
+    recv_counts = send_counts;
+    return;
+  }
+  PW_ASSERT(ep_ != nullptr, "expert parallelism needs an all-to-all");
+  ep_->all_to_all(send, send_counts, dims_.local_experts(), recv, recv_counts);
+}
+
+Mat StageModel::moe_forward(int l, LayerCache& c) {
+  const int n_tok = dims_.tokens(), k = dims_.topk, n_exp = dims_.experts, h = dims_.hidden;
+  const int local = dims_.local_experts(), fl = dims_.local_moe_ffn(), pairs = n_tok * k;
+  // Route: each token's k largest logits (ties to the lower expert), gates = their softmax.
+  const Mat logits = c.a2 * layer_tensor(l, kRouter).value;
+  c.route.resize(static_cast<std::size_t>(pairs));
+  c.gates.resize(n_tok, k);
+  std::vector<int> order(static_cast<std::size_t>(n_exp));
+  for (int i = 0; i < n_tok; ++i) {
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int x, int y) {
+      return logits(i, x) > logits(i, y) || (logits(i, x) == logits(i, y) && x < y);
+    });
+    const double mx = logits(i, order[0]);
+    for (int j = 0; j < k; ++j) {
+      c.route[i * k + j] = order[j];
+      c.gates(i, j) = std::exp(logits(i, order[j]) - mx);
+    }
+    c.gates.row(i) /= c.gates.row(i).sum();
+  }
+  // Dispatch order: pairs by expert (so by the rank that owns it), then token, then slot.
+  c.send_counts.assign(static_cast<std::size_t>(n_exp), 0);
+  for (int e : c.route) ++c.send_counts[e];
+  std::vector<int> next(static_cast<std::size_t>(n_exp), 0);
+  std::exclusive_scan(c.send_counts.begin(), c.send_counts.end(), next.begin(), 0);
+  c.pos.resize(static_cast<std::size_t>(pairs));
+  Mat send(pairs, h);
+  for (int q = 0; q < pairs; ++q) {
+    c.pos[q] = next[c.route[q]]++;
+    send.row(c.pos[q]) = c.a2.row(q / k);
+  }
+  Mat recv;
+  exchange(send, c.send_counts, recv, c.recv_counts);
+  // The received rows come by source rank, each source's by local expert: gather each expert's.
+  const int sources = static_cast<int>(c.recv_counts.size()) / local;
+  c.expert_off.assign(static_cast<std::size_t>(local) + 1, 0);
+  for (int src = 0; src < sources; ++src)
+    for (int e = 0; e < local; ++e) c.expert_off[e + 1] += c.recv_counts[src * local + e];
+  std::partial_sum(c.expert_off.begin(), c.expert_off.end(), c.expert_off.begin());
+  c.perm.resize(static_cast<std::size_t>(recv.rows()));
+  std::vector<int> fill(c.expert_off.begin(), c.expert_off.end() - 1);
+  int row = 0;
+  for (int src = 0; src < sources; ++src)
+    for (int e = 0; e < local; ++e)
+      for (int r = 0; r < c.recv_counts[src * local + e]; ++r) c.perm[fill[e]++] = row++;
+  c.xe.resize(recv.rows(), h);
+  for (std::size_t r = 0; r < c.perm.size(); ++r) c.xe.row(r) = recv.row(c.perm[r]);
+  // Each local expert's MLP on its rows.
+  const Mat& w1 = layer_tensor(l, kW1).value;
+  const Mat& w2 = layer_tensor(l, kW2).value;
+  c.u.resize(c.xe.rows(), dims_.local_mlp(layer_begin_ + l));
+  c.g.resize(c.xe.rows(), fl);
+  Mat ye(c.xe.rows(), h);
+  for (int e = 0; e < local; ++e) {
+    const int r0 = c.expert_off[e], n = c.expert_off[e + 1] - r0;
+    if (n == 0) continue;
+    c.u.middleRows(r0, n).noalias() = c.xe.middleRows(r0, n) * w1.middleRows(e * h, h);
+    c.g.middleRows(r0, n) = mlp_activation(c.u.middleRows(r0, n), dims_.swiglu);
+    ye.middleRows(r0, n).noalias() = c.g.middleRows(r0, n) * w2.middleRows(e * fl, fl);
+  }
+  // Combine: the outputs go back to their sources in the order those sent them.
+  Mat back(ye.rows(), h);
+  for (std::size_t r = 0; r < c.perm.size(); ++r) back.row(c.perm[r]) = ye.row(r);
+  std::vector<int> counts;
+  exchange(back, c.recv_counts, c.ypair, counts);
+  Mat out = Mat::Zero(n_tok, h);
+  for (int q = 0; q < pairs; ++q) out.row(q / k) += c.gates(q / k, q % k) * c.ypair.row(c.pos[q]);
+  return out;
+}
+
+Mat StageModel::moe_backward_input(int l, const Mat& dout, LayerCache& c) {
+  const int n_tok = dims_.tokens(), k = dims_.topk, h = dims_.hidden;
+  const int local = dims_.local_experts(), fl = dims_.local_moe_ffn(), pairs = n_tok * k;
+  // Gate gradients: dout . (the expert's output), whose TP slices are partial sums.
+  Mat d_gates(n_tok, k);
+  for (int q = 0; q < pairs; ++q)
+    d_gates(q / k, q % k) = dout.row(q / k).dot(c.ypair.row(c.pos[q]));
+  all_reduce(d_gates);
+  // Back through the softmax over the k chosen logits: dl_j = g_j (dg_j - sum_i g_i dg_i).
+  c.d_router = Mat::Zero(n_tok, dims_.experts);
+  for (int i = 0; i < n_tok; ++i) {
+    const double dot = c.gates.row(i).dot(d_gates.row(i));
+    for (int j = 0; j < k; ++j)
+      c.d_router(i, c.route[i * k + j]) = c.gates(i, j) * (d_gates(i, j) - dot);
+  }
+  // The expert outputs' gradients go to the experts' ranks in the dispatch order.
+  Mat send(pairs, h);
+  for (int q = 0; q < pairs; ++q) send.row(c.pos[q]) = c.gates(q / k, q % k) * dout.row(q / k);
+  Mat recv;
+  std::vector<int> counts;
+  exchange(send, c.send_counts, recv, counts);
+  c.d_ye.resize(recv.rows(), h);
+  for (std::size_t r = 0; r < c.perm.size(); ++r) c.d_ye.row(r) = recv.row(c.perm[r]);
+  const Mat& w1 = layer_tensor(l, kW1).value;
+  const Mat& w2 = layer_tensor(l, kW2).value;
+  c.d_u.resize(c.u.rows(), c.u.cols());
+  Mat dxe(c.xe.rows(), h);
+  for (int e = 0; e < local; ++e) {
+    const int r0 = c.expert_off[e], n = c.expert_off[e + 1] - r0;
+    if (n == 0) continue;
+    const Mat dg = c.d_ye.middleRows(r0, n) * w2.middleRows(e * fl, fl).transpose();
+    c.d_u.middleRows(r0, n) = mlp_activation_backward(c.u.middleRows(r0, n), dg, dims_.swiglu);
+    dxe.middleRows(r0, n).noalias() = c.d_u.middleRows(r0, n) * w1.middleRows(e * h, h).transpose();
+  }
+  // Back to the sources; a token's input gradient sums its k pairs (in slot order).
+  Mat back(dxe.rows(), h);
+  for (std::size_t r = 0; r < c.perm.size(); ++r) back.row(c.perm[r]) = dxe.row(r);
+  Mat d_pairs;
+  exchange(back, c.recv_counts, d_pairs, counts);
+  Mat d_a2 = Mat::Zero(n_tok, h);
+  for (int q = 0; q < pairs; ++q) d_a2.row(q / k) += d_pairs.row(c.pos[q]);
+  return d_a2;
+}
+
+void StageModel::moe_weight_grads(int l, const LayerCache& c) {
+  const int h = dims_.hidden, fl = dims_.local_moe_ffn();
+  Mat& g1 = layer_tensor(l, kW1).grad;
+  Mat& g2 = layer_tensor(l, kW2).grad;
+  for (int e = 0; e < dims_.local_experts(); ++e) {
+    const int r0 = c.expert_off[e], n = c.expert_off[e + 1] - r0;
+    if (n == 0) continue;
+    g1.middleRows(e * h, h).noalias() +=
+        c.xe.middleRows(r0, n).transpose() * c.d_u.middleRows(r0, n);
+    g2.middleRows(e * fl, fl).noalias() +=
+        c.g.middleRows(r0, n).transpose() * c.d_ye.middleRows(r0, n);
+  }
 }
 
 void StageModel::attention_forward(LayerCache& c) const {
@@ -521,19 +738,17 @@ void StageModel::backward_input(int mb, const Mat* d_output) {
 
 Mat StageModel::layer_backward(int l, const Mat& dout, LayerCache& c) {
   c.d_z = dout;
-  const Mat dg = dout * layer_tensor(l, kW2).value.transpose();
-  if (dims_.swiglu) {  // g = silu(gate) * up
-    const int fl = dims_.local_ffn();
-    const auto gate = c.u.leftCols(fl), up = c.u.rightCols(fl);
-    c.d_u.resize(c.u.rows(), c.u.cols());
-    c.d_u.leftCols(fl) =
-        dg.array() * up.array() * gate.unaryExpr([](double v) { return silu_grad(v); }).array();
-    c.d_u.rightCols(fl) = dg.array() * gate.unaryExpr([](double v) { return silu(v); }).array();
+  const bool moe = dims_.is_moe(layer_begin_ + l);
+  if (moe) {
+    c.d_a2 = moe_backward_input(l, dout, c);
   } else {
-    c.d_u = dg.array() * c.u.unaryExpr([](double v) { return gelu_grad(v); }).array();
+    c.d_u =
+        mlp_activation_backward(c.u, dout * layer_tensor(l, kW2).value.transpose(), dims_.swiglu);
+    c.d_a2 = c.d_u * layer_tensor(l, kW1).value.transpose();
   }
-  c.d_a2 = c.d_u * layer_tensor(l, kW1).value.transpose();
   all_reduce(c.d_a2);
+  // The router is replicated over the TP ranks: its input gradient is whole on every rank.
+  if (moe) c.d_a2.noalias() += c.d_router * layer_tensor(l, kRouter).value.transpose();
   c.d_y =
       dout + norm_backward(c.d_a2, c.xhat2, c.rstd2, layer_tensor(l, kLn2G).value, dims_.rmsnorm);
   const Mat d_ctx = c.d_y * layer_tensor(l, kWo).value.transpose();
@@ -552,10 +767,15 @@ void StageModel::layer_weight_grads(int l, const LayerCache& c) {
     Tensor& t = layer_tensor(l, id);
     if (t.grad.size() > 0) t.grad += d_out.colwise().sum();  // empty: no such tensor
   };
-  acc(kW2, c.g, c.d_z);
-  acc_bias(kB2, c.d_z);
-  acc(kW1, c.a2, c.d_u);
-  acc_bias(kB1, c.d_u);
+  if (dims_.is_moe(layer_begin_ + l)) {
+    moe_weight_grads(l, c);
+    acc(kRouter, c.a2, c.d_router);
+  } else {
+    acc(kW2, c.g, c.d_z);
+    acc_bias(kB2, c.d_z);
+    acc(kW1, c.a2, c.d_u);
+    acc_bias(kB1, c.d_u);
+  }
   layer_tensor(l, kLn2G).grad += (c.d_a2.array() * c.xhat2.array()).matrix().colwise().sum();
   acc_bias(kLn2B, c.d_a2);
   acc(kWo, c.ctx, c.d_y);

@@ -3,17 +3,28 @@
 /// softmax attention, residual, norm, MLP, residual), token embedding (+ learned positions) on
 /// the first stage of a pipeline and a vocabulary projection with cross-entropy loss on the last.
 /// Float64 (Eigen). The layer is GPT-3's by default (multi-head attention, GELU MLP, LayerNorm,
-/// biases, learned positions) and takes the dense options of today's models, as Megatron names
-/// them: grouped-query / multi-query attention (num_query_groups key/value heads shared by
-/// heads / groups query heads each), a head dimension of its own (kv_channels), the gated SwiGLU
-/// MLP (silu(x W_gate) * (x W_up), ffn_hidden_size wide), RMSNorm, rotary positions (RoPE, base
-/// 10000, rotating pairs (2j, 2j+1) of every query and key head) and no linear biases. Tensor
-/// parallelism is Megatron-style: the QKV and first MLP GEMMs are column-parallel (a rank holds
-/// heads / tp query heads, groups / tp key/value heads and ffn / tp columns of gate and of up),
-/// the attention output and second MLP GEMMs are row-parallel followed by an all-reduce; in the
-/// backward the column-parallel inputs' gradients are all-reduced. Norms, the row-parallel
-/// biases, the embedding and the head are replicated across the tensor-parallel group. The
-/// output projection is always a tensor of its own (untied), whatever the plan's model says.
+/// biases, learned positions) and takes the options of today's models, as Megatron names them:
+/// grouped-query / multi-query attention (num_query_groups key/value heads shared by heads / groups
+/// query heads each), a head dimension of its own (kv_channels), the gated SwiGLU MLP (silu(x
+/// W_gate) * (x W_up), ffn_hidden_size wide), RMSNorm, rotary positions (RoPE, base 10000, rotating
+/// pairs (2j, 2j+1) of every query and key head), no linear biases, and a top-k mixture-of-experts
+/// MLP on the layers hwmodels' is_moe_layer names (see below). Tensor parallelism is
+/// Megatron-style: the QKV and first MLP GEMMs are column-parallel (a rank holds heads / tp query
+/// heads, groups / tp key/value heads and ffn / tp columns of gate and of up), the attention output
+/// and second MLP GEMMs are row-parallel followed by an all-reduce; in the backward the
+/// column-parallel inputs' gradients are all-reduced. Norms, the row-parallel biases, the embedding
+/// and the head are replicated across the tensor-parallel group. The output projection is always a
+/// tensor of its own (untied), whatever the plan's model says.
+///
+/// Mixture of experts (dropless, Megatron's default router): logits = x W_router (replicated),
+/// each token takes its top-k experts (ties to the lower index) with gates = softmax over those k
+/// logits, and its output is sum_j gate_j expert_j(x). Each expert is the layer's MLP (GELU or
+/// SwiGLU) moe_ffn wide. Expert parallelism splits the experts over `ep` ranks of the data-parallel
+/// group (Megatron's order: ep rank = data index % ep); a layer's tokens go to their experts' ranks
+/// by an all-to-all (dispatch) and come back by another (combine), in the backward likewise.
+/// Expert tensor parallelism equals tensor parallelism: an expert's W1 is split by columns and W2
+/// by rows like the dense MLP, partial outputs are all-reduced after the combine. Expert tensors
+/// are stacked: W1 is (experts x hidden) x mlp, W2 (experts x moe_ffn) x hidden.
 ///
 /// Weights are a pure function of (seed, tensor, global row, global column), so every rank, layout
 /// and the unpipelined reference hold bit-identical weights. The backward is split into an input
@@ -48,6 +59,11 @@ struct ModelDims {
   bool rmsnorm = false;  ///< RMSNorm (scale only): the norms' shift tensors are empty
   bool rope = false;     ///< rotary positions: the position table is empty
   bool bias = true;      ///< linear biases (empty tensors when false)
+  int experts = 0;       ///< routed experts of an MoE layer; 0 = dense model
+  int topk = 0;          ///< experts per token
+  int moe_ffn = 0;       ///< each expert's ffn width
+  int ep = 1;            ///< expert-parallel degree (divides experts and the data-parallel size)
+  std::vector<std::uint8_t> moe_layer;  ///< by layer: 1 = MoE MLP (hwmodels' is_moe_layer)
 
   int head_dim() const { return kv_channels > 0 ? kv_channels : hidden / heads; }
   int kv_heads() const { return groups > 0 ? groups : heads; }
@@ -57,16 +73,24 @@ struct ModelDims {
   int local_kv() const { return local_kv_heads() * head_dim(); }   ///< key (and value) width
   int local_ffn() const { return ffn / tp; }
   int tokens() const { return micro_batch * seq; }  ///< rows of an activation matrix
+  bool is_moe(int layer) const { return !moe_layer.empty() && moe_layer[layer] != 0; }
+  int local_experts() const { return experts / ep; }
+  int local_moe_ffn() const { return moe_ffn / tp; }
+  /// Width of one expert's (or the dense) first GEMM on this rank: [gate | up] with SwiGLU.
+  int local_mlp(int layer) const {
+    return (swiglu ? 2 : 1) * (is_moe(layer) ? local_moe_ffn() : local_ffn());
+  }
   /// The layer GPT-3 has (what the CUDA backend runs): none of the options above.
   bool gpt3_layer() const {
     return (groups == 0 || groups == heads) &&
            (kv_channels == 0 || kv_channels * heads == hidden) && !swiglu && !rmsnorm && !rope &&
-           bias;
+           bias && experts == 0;
   }
 };
 
-/// Checks the shape (positive sizes, heads divide hidden, tp divides heads and ffn) and derives
-/// the dims; throws ConfigError with `source` naming the offending model/parallel key.
+/// Checks the shape (positive sizes, heads divide hidden, tp divides heads and ffn, ep divides the
+/// experts and the data-parallel size) and derives the dims; throws ConfigError with `source`
+/// naming the offending model/parallel key.
 ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config, std::uint64_t seed,
                           const std::string& source);
 /// make_model_dims for a plan, also checking that its placement covers the model's layers
@@ -74,8 +98,24 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
 ModelDims make_plan_model_dims(const Plan& plan, std::uint64_t seed, const std::string& source);
 
 /// Per-layer parameter tensors in canonical order (index into LayerTensors).
-enum LayerParam : int { kLn1G, kLn1B, kWqkv, kBqkv, kWo, kBo, kLn2G, kLn2B, kW1, kB1, kW2, kB2 };
-inline constexpr int kNumLayerParams = 12;
+/// kRouter is empty on dense layers; on MoE layers kW1/kW2 stack the rank's experts and kB1/kB2
+/// are empty (experts carry no biases).
+enum LayerParam : int {
+  kLn1G,
+  kLn1B,
+  kWqkv,
+  kBqkv,
+  kWo,
+  kBo,
+  kLn2G,
+  kLn2B,
+  kW1,
+  kB1,
+  kW2,
+  kB2,
+  kRouter
+};
+inline constexpr int kNumLayerParams = 13;
 /// Non-layer tensors use these pseudo layer ids.
 inline constexpr int kEmbeddingLayer = -1;  ///< id 0 = token table (vocab x hidden), 1 = positions
 inline constexpr int kHeadLayer = -2;       ///< id 0 = output projection (hidden x vocab)
@@ -93,9 +133,13 @@ void full_shape(const ModelDims& d, int layer, int id, int* rows, int* cols);
 /// Name used in reports, e.g. "layer3.wqkv", "embedding.tokens", "head.w".
 std::string tensor_name(int layer, int id);
 
-/// The full-model (tp = 1) coordinates of element (r, c) of the tp-rank slice of a tensor.
-void global_coords(const ModelDims& d, int layer, int id, int tp_rank, int r, int c, int* gr,
-                   int* gc);
+/// The full-model (tp = 1, ep = 1) coordinates of element (r, c) of the (tp rank, ep rank) slice
+/// of a tensor.
+void global_coords(const ModelDims& d, int layer, int id, int tp_rank, int ep_rank, int r, int c,
+                   int* gr, int* gc);
+/// True for the tensors expert parallelism splits (an MoE layer's W1 and W2): their gradients are
+/// reduced over the ranks holding the same experts, not the whole data-parallel group.
+bool is_expert_tensor(const ModelDims& d, int layer, int id);
 
 /// Deterministic synthetic data: token ids and next-token targets of global microbatch `g`.
 std::vector<int> microbatch_tokens(const ModelDims& d, std::int64_t g);
@@ -110,13 +154,26 @@ class TpComm {
   virtual void all_reduce_sum(Mat& m) = 0;
 };
 
+/// Expert-parallel all-to-all (not called when ep = 1). `send` holds the rows for ep rank 0, then
+/// rank 1, ...; `send_counts` has `per` counts for each destination (rows per expert there) and
+/// the rows for a destination are the sum of its counts. Fills `recv` with the rows from rank 0,
+/// 1, ... and `recv_counts` with each source's `per` counts.
+class ExpertComm {
+ public:
+  virtual ~ExpertComm() = default;
+  virtual void all_to_all(const Mat& send, const std::vector<int>& send_counts, int per, Mat& recv,
+                          std::vector<int>& recv_counts) = 0;
+};
+
 /// The layers [layer_begin, layer_end) of one tensor-parallel rank, plus the embedding and/or
 /// head when the stage is first/last in its pipeline, and the per-microbatch saved state.
 class StageModel {
  public:
   /// `loss_scale` multiplies every token's cross-entropy (1 / tokens of the whole global batch).
+  /// `ep_rank` and `ep` matter only for MoE layers (ep may be null when dims.ep = 1).
   StageModel(const ModelDims& dims, int layer_begin, int layer_end, bool has_embedding,
-             bool has_head, int tp_rank, int num_microbatches, double loss_scale, TpComm* tp);
+             bool has_head, int tp_rank, int num_microbatches, double loss_scale, TpComm* tp,
+             int ep_rank = 0, ExpertComm* ep = nullptr);
 
   /// F: runs the stage on `input` (tokens x hidden; ignored when the stage has the embedding,
   /// which embeds global microbatch `global_mb`). With `keep_cache` false only the input is kept
@@ -144,12 +201,23 @@ class StageModel {
   void adam_step(double lr, int step);
   /// Number of parameters held by this rank's slice.
   std::int64_t num_parameters() const;
+  const ModelDims& dims() const { return dims_; }
+  int tp_rank() const { return tp_rank_; }
+  int ep_rank() const { return ep_rank_; }
 
  private:
   struct LayerCache {
     Mat x, xhat1, a, qkv, qk_rot, probs, ctx, x1, xhat2, a2, u, g;  // qk_rot: RoPE only
     Eigen::VectorXd rstd1, rstd2;
     Mat d_qkv, d_a, d_y, d_a2, d_u, d_z;  // saved by B for W
+    // MoE layers (u, g, d_u then hold the received rows in local-expert order).
+    Mat gates, ypair, xe, d_ye, d_router;  // gates: tokens x k; ypair: expert outputs by pair
+    std::vector<int> route;                ///< expert of pair i * k + j
+    std::vector<int> pos;                  ///< row of pair i * k + j in the dispatch order
+    std::vector<int> send_counts;          ///< pairs sent per expert (all experts, by owner)
+    std::vector<int> recv_counts;          ///< rows received per (source rank, local expert)
+    std::vector<int> perm;                 ///< received row of each local-expert-ordered row
+    std::vector<int> expert_off;  ///< local expert e's rows: [expert_off[e], expert_off[e+1])
   };
   struct MicrobatchState {
     Mat input, output, d_input, d_logits, d_embed;
@@ -166,6 +234,11 @@ class StageModel {
   Mat layer_forward(int l, const Mat& x, LayerCache& c);
   void attention_forward(LayerCache& c) const;
   Mat layer_backward(int l, const Mat& dout, LayerCache& c);
+  Mat moe_forward(int l, LayerCache& c);                          ///< partial over TP ranks
+  Mat moe_backward_input(int l, const Mat& dout, LayerCache& c);  ///< partial over TP ranks
+  void moe_weight_grads(int l, const LayerCache& c);
+  void exchange(const Mat& send, const std::vector<int>& send_counts, Mat& recv,
+                std::vector<int>& recv_counts);
   Mat attention_backward(const LayerCache& c, const Mat& d_ctx) const;
   void layer_weight_grads(int l, const LayerCache& c);
   void all_reduce(Mat& m) {
@@ -178,6 +251,8 @@ class StageModel {
   int tp_rank_;
   double loss_scale_;
   TpComm* tp_;
+  int ep_rank_;
+  ExpertComm* ep_;
   std::vector<Tensor> tensors_;
   int first_layer_tensor_ = 0;
   int embedding_tensor_ = -1, head_tensor_ = -1;

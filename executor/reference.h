@@ -16,10 +16,10 @@ struct ReferenceResult {
   std::vector<double> grads;
   double loss = 0;
 };
-/// `dims.tp` is ignored (treated as 1).
+/// `dims.tp` and `dims.ep` are ignored (treated as 1: every expert on the one rank).
 ReferenceResult run_reference(ModelDims dims, int total_microbatches);
 
-/// Offsets of every tensor in the flat reference vector: embedding (2), layers 0..L-1 (12 each),
+/// Offsets of every tensor in the flat reference vector: embedding (2), layers 0..L-1 (13 each),
 /// head; index with reference_tensor_index(). The last entry is the total size.
 std::vector<std::int64_t> reference_offsets(const ModelDims& dims);
 int reference_tensor_index(const ModelDims& dims, int layer, int id);
@@ -28,9 +28,9 @@ int reference_tensor_index(const ModelDims& dims, int layer, int id);
 struct GradCompare {
   double max_rel_error = 0;  ///< max over tensors of max|g - ref| / max|ref| (ref slice)
   std::string worst_tensor;
-  std::int64_t tensors = 0;
+  std::int64_t tensors = 0;  ///< non-empty tensors compared
 };
-GradCompare compare_grads(const ModelDims& dims, int tp_rank, const std::vector<Tensor>& tensors,
-                          const std::vector<double>& reference);
+GradCompare compare_grads(const ModelDims& dims, int tp_rank, int ep_rank,
+                          const std::vector<Tensor>& tensors, const std::vector<double>& reference);
 
 }  // namespace pw::exec

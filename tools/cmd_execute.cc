@@ -75,11 +75,15 @@ void print_summary(const Plan& plan, const ExecuteArgs& a, const exec::ExecuteRe
   std::printf("pipewright execute: %s: schedule %s, %d stages on %d devices, %d microbatches\n",
               a.plan.c_str(), plan.schedule.name.c_str(), pl.num_stages(), pl.num_devices,
               plan.schedule.num_microbatches);
+  const std::string experts = plan.config.expert_parallel > 1
+                                  ? fmt::format("; {} experts split over {} data replicas",
+                                                plan.model.num_experts, plan.config.expert_parallel)
+                                  : "";
   std::printf(
-      "backend %s, %d ranks (data %d x pipeline %d x tensor %d), %d implied actions "
+      "backend %s, %d ranks (data %d x pipeline %d x tensor %d%s), %d implied actions "
       "per replica\n",
       a.opt.backend.c_str(), r.num_ranks, plan.config.data_parallel, pl.num_devices,
-      plan.config.tensor_parallel, r.num_implied);
+      plan.config.tensor_parallel, experts.c_str(), r.num_implied);
   if (!skipped.empty())
     std::printf(
         "not executed by this backend (gradients unchanged; memory and times differ from "

@@ -18,11 +18,12 @@ namespace {
 
 struct Args {
   std::string schedule = "1f1b";
-  int p = 4, m = 8, dp = 1, tp = 1, layers = 8;
+  int p = 4, m = 8, dp = 1, tp = 1, ep = 1, layers = 8;
   bool lower = false;
   std::string corrupt = "none";  // none | drop | swap | drop-send
   std::string save_plan;         // write the plan (YAML/JSON) instead of running it
-  std::string model = "gpt";     // gpt | modern (GQA, SwiGLU, RMSNorm, RoPE, no biases)
+  std::string model = "gpt";     // gpt | modern (GQA, SwiGLU, RMSNorm, RoPE, no biases) | moe
+                                 // (modern with a top-2 of 4 experts MLP after one dense layer)
   pw::exec::ExecuteOptions opt;
 };
 
@@ -41,6 +42,8 @@ Args parse(int argc, char** argv) {
       a.dp = std::atoi(v.c_str());
     else if (k == "--tp")
       a.tp = std::atoi(v.c_str());
+    else if (k == "--ep")
+      a.ep = std::atoi(v.c_str());
     else if (k == "--layers")
       a.layers = std::atoi(v.c_str());
     else if (k == "--lower")
@@ -91,7 +94,7 @@ pw::Plan make_plan(const Args& a) {
       }
   }
   plan.model = {"test", a.layers, 16, 2, 32, 8, 32};
-  if (a.model == "modern") {
+  if (a.model == "modern" || a.model == "moe") {
     plan.model.num_attention_heads = 4;
     plan.model.num_query_groups = 2;
     plan.model.kv_channels = 6;
@@ -100,6 +103,13 @@ pw::Plan make_plan(const Args& a) {
     plan.model.untie_embeddings = true;
     plan.model.bias = false;
   }
+  if (a.model == "moe") {
+    plan.model.num_experts = 4;
+    plan.model.moe_router_topk = 2;
+    plan.model.moe_ffn_hidden_size = 8;
+    plan.model.moe_first_dense_layers = 1;
+  }
+  plan.config.expert_parallel = a.ep;
   plan.config.tensor_parallel = a.tp;
   plan.config.pipeline_parallel = plan.schedule.placement.num_devices;
   plan.config.data_parallel = a.dp;
