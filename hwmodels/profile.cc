@@ -13,6 +13,9 @@
 #ifndef PW_PROFILE_DIR
 #define PW_PROFILE_DIR "hwmodels/profiles"
 #endif
+#ifndef PW_SCENARIO_DIR
+#define PW_SCENARIO_DIR "scenarios"
+#endif
 
 namespace pw::hw {
 namespace {
@@ -257,11 +260,25 @@ HardwareProfile load_profile(const std::string& path) {
   return parse_profile(read_file(path), path);
 }
 
-std::string shipped_profile_dir() {
-  if (const char* env = std::getenv("PIPEWRIGHT_PROFILE_DIR")) return env;
+namespace {
+
+// Shipped data: the environment's directory, else the source tree's while it exists, else the
+// installed copy.
+std::string shipped_dir(const char* env_name, const char* source, const char* installed) {
+  if (const char* env = std::getenv(env_name)) return env;
   std::error_code ec;
-  if (fs::is_directory(PW_PROFILE_DIR, ec)) return PW_PROFILE_DIR;
-  return PW_INSTALLED_PROFILE_DIR;
+  if (fs::is_directory(source, ec)) return source;
+  return installed;
+}
+
+}  // namespace
+
+std::string shipped_profile_dir() {
+  return shipped_dir("PIPEWRIGHT_PROFILE_DIR", PW_PROFILE_DIR, PW_INSTALLED_PROFILE_DIR);
+}
+
+std::string shipped_scenario_dir() {
+  return shipped_dir("PIPEWRIGHT_SCENARIO_DIR", PW_SCENARIO_DIR, PW_INSTALLED_SCENARIO_DIR);
 }
 
 std::vector<std::string> shipped_profile_names() {

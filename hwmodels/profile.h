@@ -47,6 +47,9 @@ HardwareProfile load_profile(const std::string& path);
 /// Directory of the shipped profiles: env PIPEWRIGHT_PROFILE_DIR, else the source tree's
 /// hwmodels/profiles while it exists, else the installed share/pipewright/profiles.
 std::string shipped_profile_dir();
+/// Directory of the bundled scenarios, found the same way: env PIPEWRIGHT_SCENARIO_DIR, else the
+/// source tree's scenarios/ while it exists, else the installed share/pipewright/scenarios.
+std::string shipped_scenario_dir();
 /// Names of the shipped profiles (file stems), sorted.
 std::vector<std::string> shipped_profile_names();
 /// Loads `name_or_path`: a shipped profile name (e.g. "dgx-a100-80gb"), or a path to a YAML file

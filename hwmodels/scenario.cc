@@ -440,9 +440,10 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
                         const std::string& base_dir, const ParallelOverrides& overrides,
                         ParallelSection section) {
   ConfigMap root(parse_yaml(text, file), file, "");
-  root.check_keys({"name", "description", "model", "cluster", "parallel", "published"});
+  root.check_keys({"name", "description", "group", "model", "cluster", "parallel", "published"});
   Scenario s;
   s.file = file;
+  s.group = root.text_or("group", "");
   parse_model(root.child("model"), base_dir, &s);
   parse_cluster(root.child("cluster"), base_dir, &s);
   if (root.has("published")) {

@@ -54,6 +54,9 @@ struct Scenario {
   int first_stage_layers = 0;
   int last_stage_layers = 0;
   std::optional<PublishedFigures> published;
+  /// `group`: the comparison this scenario belongs to (e.g. "weak scaling"); `validate` reports
+  /// each group's rows, mean and worst error together. Empty = not given.
+  std::string group;
 
   /// Transformer layers of each pipeline stage in model order (p entries, summing to
   /// num_layers): num_layers / p each, or the uneven split above.
