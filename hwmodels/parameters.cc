@@ -83,7 +83,16 @@ double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int 
   const int moe = moe_layers_in(m, layer_begin, layer_end);
   const int dense = layer_end - layer_begin - moe;
   double p = dense * layer_params(m, false, t, o.ep, o.etp, nullptr);
-  for (int i = 0; i < moe; ++i) p += layer_params(m, true, t, o.ep, o.etp, expert);
+  if (moe > 0) {
+    // One MoE layer's count, added once per MoE layer (the same sums, in the same order, as
+    // counting every layer: the screen asks this for millions of configurations).
+    double one_expert = 0;
+    const double one = layer_params(m, true, t, o.ep, o.etp, &one_expert);
+    for (int i = 0; i < moe; ++i) {
+      p += one;
+      if (expert) *expert += one_expert;
+    }
+  }
   if (is_first) p += double(m.vocab_size) * h / t + (m.rope ? 0.0 : double(m.seq_length) * h);
   if (is_last) {
     p += norm_parameter_count(m);

@@ -469,9 +469,9 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     // Recompute inside the backward re-creates one layer at a time (DES working buffer).
     const double buf =
         has_r && !so.explicit_recompute && out->layers[i] > 0 ? out->act_r[i] / out->layers[i] : 0;
+    // The stage's device, or (dev < 0: a stage every device shares) all of them.
     const int dev = out->device[i];
-    for (int d = 0; d < D; ++d) {
-      if (dev >= 0 && d != dev) continue;
+    for (int d = dev >= 0 ? dev : 0; d < (dev >= 0 ? dev + 1 : D); ++d) {
       const double share = dev >= 0 ? 1.0 : double(so.pipelines) / P;
       dev_params[d] += params * share;
       dev_expert[d] += expert * share;
