@@ -86,6 +86,14 @@ void full_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
       *rows = moe ? h : 1;
       *cols = moe ? d.experts : 0;
       return;
+    case kSharedW1:  // [gate | up] with SwiGLU, as the dense MLP's W1
+      *rows = moe && d.shared_ffn > 0 ? h : 1;
+      *cols = moe ? (d.swiglu ? 2 : 1) * d.shared_ffn : 0;
+      return;
+    case kSharedW2:
+      *rows = moe && d.shared_ffn > 0 ? d.shared_ffn : 1;
+      *cols = moe && d.shared_ffn > 0 ? h : 0;
+      return;
     case kLn1B:
     case kLn2B:
       *cols = d.rmsnorm ? 0 : h;
@@ -111,6 +119,8 @@ void local_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
   if (id == kW1) *rows = experts * d.hidden;
   if (id == kW1 || (id == kB1 && *cols > 0)) *cols = mlp;
   if (id == kW2) *rows = experts * (moe ? d.local_moe_ffn() : d.local_ffn());
+  if (id == kSharedW1 && *cols > 0) *cols = (d.swiglu ? 2 : 1) * d.local_shared_ffn();
+  if (id == kSharedW2 && *cols > 0) *rows = d.local_shared_ffn();
 }
 
 double init_value(const ModelDims& d, int layer, int id, int gr, int gc) {
@@ -126,7 +136,10 @@ double init_value(const ModelDims& d, int layer, int id, int gr, int gc) {
     case kWo:
     case kW1:
     case kRouter:
+    case kSharedW1:
       return u / std::sqrt(static_cast<double>(d.hidden));
+    case kSharedW2:
+      return u / std::sqrt(static_cast<double>(d.shared_ffn));
     case kW2:
       return u / std::sqrt(static_cast<double>(d.is_moe(layer) ? d.moe_ffn : d.ffn));
     default:
@@ -246,17 +259,10 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
     const auto colon = problem.find(':');
     throw ConfigError(source, "model." + problem.substr(0, colon), problem.substr(colon + 2));
   }
-  if (shape.num_experts > 0) {
-    const char* key = shape.moe_shared_expert_size > 0 ? "model.moe_shared_expert_intermediate_size"
-                      : shape.moe_capacity_factor > 0  ? "model.moe_expert_capacity_factor"
-                      : shape.bias                     ? "model.add_bias_linear"
-                                                       : nullptr;
-    if (key != nullptr)
-      throw ConfigError(source, key,
-                        "the executor runs dropless routed experts without biases; expected no "
-                        "shared expert, capacity factor 0 and add_bias_linear false with experts "
-                        "(plan and simulate take them)");
-  }
+  if (shape.num_experts > 0 && shape.bias)
+    throw ConfigError(source, "model.add_bias_linear",
+                      "the executor runs experts without biases, as today's MoE models have them; "
+                      "expected false with experts (plan and simulate take biases)");
   if (config.context_parallel != 1 || config.fp8 != "off")
     throw ConfigError(source,
                       config.context_parallel != 1 ? "config.context_parallel" : "config.fp8",
@@ -292,6 +298,8 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
   d.experts = shape.num_experts;
   d.topk = shape.moe_router_topk;
   d.moe_ffn = shape.num_experts > 0 ? hw::expert_ffn_size(shape) : 0;
+  d.shared_ffn = shape.num_experts > 0 ? shape.moe_shared_expert_size : 0;
+  d.capacity_factor = shape.num_experts > 0 ? shape.moe_capacity_factor : 0;
   d.ep = ep;
   if (d.experts > 0)
     for (int l = 0; l < d.num_layers; ++l)
@@ -311,11 +319,13 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
                       fmt::format("rotary positions turn pairs of channels: expected an even "
                                   "head dimension, got {}",
                                   d.head_dim()));
-  if (d.heads % d.tp != 0 || d.kv_heads() % d.tp != 0 || d.ffn % d.tp != 0 || d.moe_ffn % d.tp != 0)
+  if (d.heads % d.tp != 0 || d.kv_heads() % d.tp != 0 || d.ffn % d.tp != 0 ||
+      d.moe_ffn % d.tp != 0 || d.shared_ffn % d.tp != 0)
     throw ConfigError(source, "parallel.tensor_model_parallel_size",
                       fmt::format("expected a divisor of num_attention_heads {}, of the key/value "
-                                  "heads {}, of ffn_hidden_size {} and of the experts' ffn {}",
-                                  d.heads, d.kv_heads(), d.ffn, d.moe_ffn));
+                                  "heads {}, of ffn_hidden_size {} and of the experts' ffn {} "
+                                  "and {} (shared)",
+                                  d.heads, d.kv_heads(), d.ffn, d.moe_ffn, d.shared_ffn));
   return d;
 }
 
@@ -330,8 +340,8 @@ ModelDims make_plan_model_dims(const Plan& plan, std::uint64_t seed, const std::
 
 std::string tensor_name(int layer, int id) {
   static constexpr const char* kNames[kNumLayerParams] = {
-      "ln1.gamma", "ln1.beta", "wqkv", "bqkv", "wo", "bo",    "ln2.gamma",
-      "ln2.beta",  "w1",       "b1",   "w2",   "b2", "router"};
+      "ln1.gamma", "ln1.beta", "wqkv", "bqkv", "wo",     "bo",        "ln2.gamma", "ln2.beta",
+      "w1",        "b1",       "w2",   "b2",   "router", "shared.w1", "shared.w2"};
   if (layer == kEmbeddingLayer) return id == 0 ? "embedding.tokens" : "embedding.positions";
   if (layer == kHeadLayer) return "head.w";
   return fmt::format("layer{}.{}", layer, kNames[id]);
@@ -378,6 +388,14 @@ void global_coords(const ModelDims& d, int layer, int id, int tp_rank, int ep_ra
       return;
     case kW2:
       *gr = tp_rank * fl + r;
+      return;
+    case kSharedW1: {  // [gate | up], each split by columns like the dense W1
+      const int fs = d.local_shared_ffn();
+      *gc = c < fs ? tp_rank * fs + c : d.shared_ffn + tp_rank * fs + (c - fs);
+      return;
+    }
+    case kSharedW2:
+      *gr = tp_rank * d.local_shared_ffn() + r;
       return;
     default:
       return;
@@ -511,6 +529,11 @@ Mat StageModel::layer_forward(int l, const Mat& x, LayerCache& c) {
   Mat z;
   if (dims_.is_moe(layer_begin_ + l)) {
     z = moe_forward(l, c);
+    if (dims_.shared_ffn > 0) {  // the shared expert: every token, partial over TP like z
+      c.sh_u = c.a2 * layer_tensor(l, kSharedW1).value;
+      c.sh_g = mlp_activation(c.sh_u, dims_.swiglu);
+      z.noalias() += c.sh_g * layer_tensor(l, kSharedW2).value;
+    }
   } else {
     c.u = c.a2 * layer_tensor(l, kW1).value;
     add_bias(c.u, layer_tensor(l, kB1).value);
@@ -553,14 +576,31 @@ Mat StageModel::moe_forward(int l, LayerCache& c) {
     }
     c.gates.row(i) /= c.gates.row(i).sum();
   }
+  // With a capacity factor each expert keeps the pairs of its largest gates (ties to the earlier
+  // pair), ceil(cf x pairs / experts) of them; the others are dropped (pos -1).
+  std::vector<char> kept(static_cast<std::size_t>(pairs), 1);
+  if (dims_.capacity_factor > 0) {
+    const auto cap = static_cast<std::size_t>(
+        std::ceil(dims_.capacity_factor * static_cast<double>(pairs) / n_exp));
+    std::vector<std::vector<int>> by_expert(static_cast<std::size_t>(n_exp));
+    for (int q = 0; q < pairs; ++q) by_expert[c.route[q]].push_back(q);
+    for (std::vector<int>& qs : by_expert) {
+      if (qs.size() <= cap) continue;
+      std::stable_sort(qs.begin(), qs.end(),
+                       [&](int x, int y) { return c.gates(x / k, x % k) > c.gates(y / k, y % k); });
+      for (std::size_t r = cap; r < qs.size(); ++r) kept[qs[r]] = 0;
+    }
+  }
   // Dispatch order: pairs by expert (so by the rank that owns it), then token, then slot.
   c.send_counts.assign(static_cast<std::size_t>(n_exp), 0);
-  for (int e : c.route) ++c.send_counts[e];
+  for (int q = 0; q < pairs; ++q)
+    if (kept[q]) ++c.send_counts[c.route[q]];
   std::vector<int> next(static_cast<std::size_t>(n_exp), 0);
   std::exclusive_scan(c.send_counts.begin(), c.send_counts.end(), next.begin(), 0);
-  c.pos.resize(static_cast<std::size_t>(pairs));
-  Mat send(pairs, h);
+  c.pos.assign(static_cast<std::size_t>(pairs), -1);
+  Mat send(std::accumulate(c.send_counts.begin(), c.send_counts.end(), 0), h);
   for (int q = 0; q < pairs; ++q) {
+    if (!kept[q]) continue;
     c.pos[q] = next[c.route[q]]++;
     send.row(c.pos[q]) = c.a2.row(q / k);
   }
@@ -599,7 +639,8 @@ Mat StageModel::moe_forward(int l, LayerCache& c) {
   std::vector<int> counts;
   exchange(back, c.recv_counts, c.ypair, counts);
   Mat out = Mat::Zero(n_tok, h);
-  for (int q = 0; q < pairs; ++q) out.row(q / k) += c.gates(q / k, q % k) * c.ypair.row(c.pos[q]);
+  for (int q = 0; q < pairs; ++q)
+    if (c.pos[q] >= 0) out.row(q / k) += c.gates(q / k, q % k) * c.ypair.row(c.pos[q]);
   return out;
 }
 
@@ -607,9 +648,9 @@ Mat StageModel::moe_backward_input(int l, const Mat& dout, LayerCache& c) {
   const int n_tok = dims_.tokens(), k = dims_.topk, h = dims_.hidden;
   const int local = dims_.local_experts(), fl = dims_.local_moe_ffn(), pairs = n_tok * k;
   // Gate gradients: dout . (the expert's output), whose TP slices are partial sums.
-  Mat d_gates(n_tok, k);
+  Mat d_gates = Mat::Zero(n_tok, k);  // a dropped pair's output is 0 whatever its gate
   for (int q = 0; q < pairs; ++q)
-    d_gates(q / k, q % k) = dout.row(q / k).dot(c.ypair.row(c.pos[q]));
+    if (c.pos[q] >= 0) d_gates(q / k, q % k) = dout.row(q / k).dot(c.ypair.row(c.pos[q]));
   all_reduce(d_gates);
   // Back through the softmax over the k chosen logits: dl_j = g_j (dg_j - sum_i g_i dg_i).
   c.d_router = Mat::Zero(n_tok, dims_.experts);
@@ -619,8 +660,9 @@ Mat StageModel::moe_backward_input(int l, const Mat& dout, LayerCache& c) {
       c.d_router(i, c.route[i * k + j]) = c.gates(i, j) * (d_gates(i, j) - dot);
   }
   // The expert outputs' gradients go to the experts' ranks in the dispatch order.
-  Mat send(pairs, h);
-  for (int q = 0; q < pairs; ++q) send.row(c.pos[q]) = c.gates(q / k, q % k) * dout.row(q / k);
+  Mat send(c.ypair.rows(), h);
+  for (int q = 0; q < pairs; ++q)
+    if (c.pos[q] >= 0) send.row(c.pos[q]) = c.gates(q / k, q % k) * dout.row(q / k);
   Mat recv;
   std::vector<int> counts;
   exchange(send, c.send_counts, recv, counts);
@@ -643,7 +685,8 @@ Mat StageModel::moe_backward_input(int l, const Mat& dout, LayerCache& c) {
   Mat d_pairs;
   exchange(back, c.recv_counts, d_pairs, counts);
   Mat d_a2 = Mat::Zero(n_tok, h);
-  for (int q = 0; q < pairs; ++q) d_a2.row(q / k) += d_pairs.row(c.pos[q]);
+  for (int q = 0; q < pairs; ++q)
+    if (c.pos[q] >= 0) d_a2.row(q / k) += d_pairs.row(c.pos[q]);
   return d_a2;
 }
 
@@ -741,6 +784,11 @@ Mat StageModel::layer_backward(int l, const Mat& dout, LayerCache& c) {
   const bool moe = dims_.is_moe(layer_begin_ + l);
   if (moe) {
     c.d_a2 = moe_backward_input(l, dout, c);
+    if (dims_.shared_ffn > 0) {
+      c.sh_du = mlp_activation_backward(c.sh_u, dout * layer_tensor(l, kSharedW2).value.transpose(),
+                                        dims_.swiglu);
+      c.d_a2.noalias() += c.sh_du * layer_tensor(l, kSharedW1).value.transpose();
+    }
   } else {
     c.d_u =
         mlp_activation_backward(c.u, dout * layer_tensor(l, kW2).value.transpose(), dims_.swiglu);
@@ -770,6 +818,10 @@ void StageModel::layer_weight_grads(int l, const LayerCache& c) {
   if (dims_.is_moe(layer_begin_ + l)) {
     moe_weight_grads(l, c);
     acc(kRouter, c.a2, c.d_router);
+    if (dims_.shared_ffn > 0) {
+      acc(kSharedW2, c.sh_g, c.d_z);
+      acc(kSharedW1, c.a2, c.sh_du);
+    }
   } else {
     acc(kW2, c.g, c.d_z);
     acc_bias(kB2, c.d_z);

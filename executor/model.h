@@ -19,12 +19,16 @@
 /// Mixture of experts (dropless, Megatron's default router): logits = x W_router (replicated),
 /// each token takes its top-k experts (ties to the lower index) with gates = softmax over those k
 /// logits, and its output is sum_j gate_j expert_j(x). Each expert is the layer's MLP (GELU or
-/// SwiGLU) moe_ffn wide. Expert parallelism splits the experts over `ep` ranks of the data-parallel
-/// group (Megatron's order: ep rank = data index % ep); a layer's tokens go to their experts' ranks
-/// by an all-to-all (dispatch) and come back by another (combine), in the backward likewise.
-/// Expert tensor parallelism equals tensor parallelism: an expert's W1 is split by columns and W2
-/// by rows like the dense MLP, partial outputs are all-reduced after the combine. Expert tensors
-/// are stacked: W1 is (experts x hidden) x mlp, W2 (experts x moe_ffn) x hidden.
+/// SwiGLU) moe_ffn wide. With a capacity factor an expert takes at most ceil(cf x tokens x k /
+/// experts) of a microbatch's pairs, those of the largest gates (Megatron's "probs" drop policy);
+/// a dropped pair adds nothing. A shared expert (an MLP shared_ffn wide, split by TP like the
+/// dense one) adds its output for every token. Expert parallelism splits the experts over `ep`
+/// ranks of the data-parallel group (Megatron's order: ep rank = data index % ep); a layer's tokens
+/// go to their experts' ranks by an all-to-all (dispatch) and come back by another (combine), in
+/// the backward likewise. Expert tensor parallelism equals tensor parallelism: an expert's W1 is
+/// split by columns and W2 by rows like the dense MLP, partial outputs are all-reduced after the
+/// combine. Expert tensors are stacked: W1 is (experts x hidden) x mlp, W2 (experts x moe_ffn) x
+/// hidden.
 ///
 /// Weights are a pure function of (seed, tensor, global row, global column), so every rank, layout
 /// and the unpipelined reference hold bit-identical weights. The backward is split into an input
@@ -53,16 +57,18 @@ struct ModelDims {
   int micro_batch = 1;  ///< sequences per microbatch
   int tp = 1;           ///< tensor-parallel degree
   std::uint64_t seed = 0;
-  int groups = 0;        ///< key/value heads (num_query_groups); 0 = heads (multi-head)
-  int kv_channels = 0;   ///< head dimension; 0 = hidden / heads
-  bool swiglu = false;   ///< gated MLP: W1 holds [gate | up], each ffn wide
-  bool rmsnorm = false;  ///< RMSNorm (scale only): the norms' shift tensors are empty
-  bool rope = false;     ///< rotary positions: the position table is empty
-  bool bias = true;      ///< linear biases (empty tensors when false)
-  int experts = 0;       ///< routed experts of an MoE layer; 0 = dense model
-  int topk = 0;          ///< experts per token
-  int moe_ffn = 0;       ///< each expert's ffn width
-  int ep = 1;            ///< expert-parallel degree (divides experts and the data-parallel size)
+  int groups = 0;              ///< key/value heads (num_query_groups); 0 = heads (multi-head)
+  int kv_channels = 0;         ///< head dimension; 0 = hidden / heads
+  bool swiglu = false;         ///< gated MLP: W1 holds [gate | up], each ffn wide
+  bool rmsnorm = false;        ///< RMSNorm (scale only): the norms' shift tensors are empty
+  bool rope = false;           ///< rotary positions: the position table is empty
+  bool bias = true;            ///< linear biases (empty tensors when false)
+  int experts = 0;             ///< routed experts of an MoE layer; 0 = dense model
+  int topk = 0;                ///< experts per token
+  int moe_ffn = 0;             ///< each expert's ffn width
+  int shared_ffn = 0;          ///< the shared expert's ffn width (every token); 0 = none
+  double capacity_factor = 0;  ///< tokens an expert takes: ceil(cf * tokens * topk / experts)
+  int ep = 1;  ///< expert-parallel degree (divides experts and the data-parallel size)
   std::vector<std::uint8_t> moe_layer;  ///< by layer: 1 = MoE MLP (hwmodels' is_moe_layer)
 
   int head_dim() const { return kv_channels > 0 ? kv_channels : hidden / heads; }
@@ -76,6 +82,7 @@ struct ModelDims {
   bool is_moe(int layer) const { return !moe_layer.empty() && moe_layer[layer] != 0; }
   int local_experts() const { return experts / ep; }
   int local_moe_ffn() const { return moe_ffn / tp; }
+  int local_shared_ffn() const { return shared_ffn / tp; }
   /// Width of one expert's (or the dense) first GEMM on this rank: [gate | up] with SwiGLU.
   int local_mlp(int layer) const {
     return (swiglu ? 2 : 1) * (is_moe(layer) ? local_moe_ffn() : local_ffn());
@@ -98,8 +105,9 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
 ModelDims make_plan_model_dims(const Plan& plan, std::uint64_t seed, const std::string& source);
 
 /// Per-layer parameter tensors in canonical order (index into LayerTensors).
-/// kRouter is empty on dense layers; on MoE layers kW1/kW2 stack the rank's experts and kB1/kB2
-/// are empty (experts carry no biases).
+/// kRouter, kSharedW1 and kSharedW2 are empty on dense layers (and the shared expert's on MoE
+/// layers without one); on MoE layers kW1/kW2 stack the rank's experts and kB1/kB2 are empty
+/// (experts carry no biases).
 enum LayerParam : int {
   kLn1G,
   kLn1B,
@@ -113,9 +121,11 @@ enum LayerParam : int {
   kB1,
   kW2,
   kB2,
-  kRouter
+  kRouter,
+  kSharedW1,
+  kSharedW2
 };
-inline constexpr int kNumLayerParams = 13;
+inline constexpr int kNumLayerParams = 15;
 /// Non-layer tensors use these pseudo layer ids.
 inline constexpr int kEmbeddingLayer = -1;  ///< id 0 = token table (vocab x hidden), 1 = positions
 inline constexpr int kHeadLayer = -2;       ///< id 0 = output projection (hidden x vocab)
@@ -212,12 +222,13 @@ class StageModel {
     Mat d_qkv, d_a, d_y, d_a2, d_u, d_z;  // saved by B for W
     // MoE layers (u, g, d_u then hold the received rows in local-expert order).
     Mat gates, ypair, xe, d_ye, d_router;  // gates: tokens x k; ypair: expert outputs by pair
+    Mat sh_u, sh_g, sh_du;                 // the shared expert's (every token)
     std::vector<int> route;                ///< expert of pair i * k + j
-    std::vector<int> pos;                  ///< row of pair i * k + j in the dispatch order
-    std::vector<int> send_counts;          ///< pairs sent per expert (all experts, by owner)
-    std::vector<int> recv_counts;          ///< rows received per (source rank, local expert)
-    std::vector<int> perm;                 ///< received row of each local-expert-ordered row
-    std::vector<int> expert_off;  ///< local expert e's rows: [expert_off[e], expert_off[e+1])
+    std::vector<int> pos;          ///< row of pair i * k + j in the dispatch order; -1: dropped
+    std::vector<int> send_counts;  ///< pairs sent per expert (all experts, by owner)
+    std::vector<int> recv_counts;  ///< rows received per (source rank, local expert)
+    std::vector<int> perm;         ///< received row of each local-expert-ordered row
+    std::vector<int> expert_off;   ///< local expert e's rows: [expert_off[e], expert_off[e+1])
   };
   struct MicrobatchState {
     Mat input, output, d_input, d_logits, d_embed;

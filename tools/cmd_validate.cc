@@ -37,7 +37,7 @@ struct Row {
 struct Group {
   std::string name;
   std::vector<const Row*> rows;
-  int published = 0;  ///< rows with published figures
+  int published = 0;           ///< rows with published figures
   double mean = 0, worst = 0;  ///< |error| over those rows, percent
 };
 
@@ -123,8 +123,8 @@ int run_validate(const ValidateOptions& o) {
   std::vector<Group> groups;
   for (const Row& r : rows) {
     const std::string name = r.scenario.group.empty() ? kNoGroup : r.scenario.group;
-    auto it = std::find_if(groups.begin(), groups.end(),
-                           [&](const Group& g) { return g.name == name; });
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.name == name; });
     if (it == groups.end()) it = groups.insert(groups.end(), Group{name, {}, 0, 0, 0});
     it->rows.push_back(&r);
   }

@@ -45,7 +45,7 @@ TEST(ExecuteCli, RunsAPlanFileAndWritesMeasuredRunAndTrace) {
 
 // A plan of an MoE model (GQA + SwiGLU + RMSNorm + RoPE, top-2 of 4 experts) with its experts
 // split over the two data replicas runs from the file and trains as the unpipelined reference;
-// the run says how the experts are split. A plan asking for a shared expert is refused in one
+// the run says how the experts are split. A plan whose experts have biases is refused in one
 // line naming the key, exit 2, on every rank.
 TEST(ExecuteCli, RunsAnExpertParallelMoePlan) {
   std::string out;
@@ -63,16 +63,16 @@ TEST(ExecuteCli, RunsAnExpertParallelMoePlan) {
   EXPECT_NE(out.find("4 experts split over 2 data replicas"), std::string::npos) << out;
   EXPECT_NE(out.find("PASS"), std::string::npos) << out;
   std::string text = pw::read_file(plan);
-  const std::string from = "moe_shared_expert_intermediate_size: 0";
+  const std::string from = "add_bias_linear: false";
   const auto pos = text.find(from);
   ASSERT_NE(pos, std::string::npos) << text.substr(0, 1500);
-  text.replace(pos, from.size(), "moe_shared_expert_intermediate_size: 16");
+  text.replace(pos, from.size(), "add_bias_linear: true");
   pw::write_file_atomic(plan, text);
   out.clear();
   EXPECT_EQ(
       sh(std::string(PW_MPIRUN) + " --oversubscribe -np 8 " + kTool + " execute " + plan, &out), 2)
       << out;
-  EXPECT_NE(out.find("model.moe_shared_expert_intermediate_size"), std::string::npos) << out;
+  EXPECT_NE(out.find("model.add_bias_linear"), std::string::npos) << out;
 }
 
 // The executor runs plain data/tensor/pipeline parallelism: a plan whose configuration asks for

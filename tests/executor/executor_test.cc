@@ -67,7 +67,7 @@ ModelDims modern_dims(int tp) {
 
 // Today's MoE layer as the executor takes it from a plan (make_model_dims): the modern layer with
 // a top-2 of 4 experts MLP (each SwiGLU, 8 wide) on every layer from `first_dense` on.
-ModelDims moe_dims(int tp, int ep, int first_dense = 0) {
+ModelDims moe_dims(int tp, int ep, int first_dense = 0, int shared = 0, double capacity = 0) {
   ModelShape shape{"t", 2, 8, 4, 12, 4, 11};
   shape.num_query_groups = 2;
   shape.kv_channels = 6;
@@ -77,6 +77,8 @@ ModelDims moe_dims(int tp, int ep, int first_dense = 0) {
   shape.moe_router_topk = 2;
   shape.moe_ffn_hidden_size = 8;
   shape.moe_first_dense_layers = first_dense;
+  shape.moe_shared_expert_size = shared;
+  shape.moe_capacity_factor = capacity;
   ParallelConfig cfg;
   cfg.tensor_parallel = tp;
   cfg.expert_parallel = ep;
@@ -136,6 +138,23 @@ TEST(StageModel, ModernLayerGradientsMatchFiniteDifferences) {
 // here (the FD would be far off if it did).
 TEST(StageModel, MoeLayerGradientsMatchFiniteDifferences) {
   check_finite_differences(moe_dims(1, 1));
+}
+
+// With a shared expert (SwiGLU, 6 wide) and a capacity factor of 1: each expert takes at most
+// ceil(1 x 16 pairs / 4 experts) = 4 of a microbatch's 8 tokens x top-2 pairs, so some pairs are
+// dropped (the loss differs from the dropless model's) and the gradients still match finite
+// differences (a dropped pair's gate still moves the others' through the softmax).
+TEST(StageModel, MoeSharedExpertAndCapacityGradientsMatchFiniteDifferences) {
+  const ModelDims d = moe_dims(1, 1, 0, 6, 1.0);
+  check_finite_differences(d);
+  auto loss_of = [](const ModelDims& dims) {
+    StageModel m(dims, 0, dims.num_layers, true, true, 0, 1, 1.0, nullptr);
+    m.forward(0, nullptr, 0, true);
+    return m.loss(0);
+  };
+  EXPECT_NE(loss_of(moe_dims(1, 1, 0, 6, 1.0)), loss_of(moe_dims(1, 1, 0, 6, 0.0)));
+  // A factor large enough for every pair (4 x 16 / 4 = 16 per expert) drops nothing.
+  EXPECT_EQ(loss_of(moe_dims(1, 1, 0, 6, 4.0)), loss_of(moe_dims(1, 1, 0, 6, 0.0)));
 }
 
 // The MoE layer's tensors: the router h x E, the experts stacked (E h rows of [gate | up], E f
@@ -230,8 +249,12 @@ void check_tiling(const ModelDims& d, std::initializer_list<int> ids, int layer 
             ++hits[static_cast<std::size_t>(gr) * cols + gc];
           }
       }
-    for (int h : hits)
-      ASSERT_EQ(h, d.is_moe(layer) && id == kRouter ? d.tp * d.ep : 1) << tensor_name(layer, id);
+    // Replicated: the router over every rank, the shared expert over the expert ranks.
+    const int copies = !d.is_moe(layer)                     ? 1
+                       : id == kRouter                      ? d.tp * d.ep
+                       : id == kSharedW1 || id == kSharedW2 ? d.ep
+                                                            : 1;
+    for (int h : hits) ASSERT_EQ(h, copies) << tensor_name(layer, id);
   }
 }
 
@@ -246,9 +269,11 @@ TEST(StageModel, ModernTensorParallelSlicesTileTheFullTensors) {
 
 // Experts split 2 ways by expert parallelism and each 2 ways by tensor parallelism: the four
 // slices of the stacked W1 ([gate | up] columns) and W2 tile them; the router is whole on every
-// rank (replicated, each element held 4 times).
+// rank (replicated, each element held 4 times); the shared expert is split by TP only (each
+// element held by the 2 expert ranks).
 TEST(StageModel, ExpertAndTensorParallelSlicesTileTheExperts) {
   check_tiling(moe_dims(2, 2), {kW1, kW2, kRouter}, 1);
+  check_tiling(moe_dims(2, 2, 0, 6), {kSharedW1, kSharedW2}, 1);
 }
 
 TEST(StageModel, RefusesWhatItDoesNotRunNamingTheKey) {
@@ -270,12 +295,9 @@ TEST(StageModel, RefusesWhatItDoesNotRunNamingTheKey) {
   shape.moe_router_topk = 2;
   EXPECT_EQ(key_of(shape, cfg), "model.add_bias_linear");
   shape.bias = false;
-  shape.moe_shared_expert_size = 16;
-  EXPECT_EQ(key_of(shape, cfg), "model.moe_shared_expert_intermediate_size");
-  shape.moe_shared_expert_size = 0;
+  shape.moe_shared_expert_size = 16;  // a shared expert and a capacity factor run
   shape.moe_capacity_factor = 1.25;
-  EXPECT_EQ(key_of(shape, cfg), "model.moe_expert_capacity_factor");
-  shape.moe_capacity_factor = 0;
+  EXPECT_EQ(key_of(shape, cfg), "");
   cfg.expert_parallel = 2;  // data_parallel 1: no replicas to split the experts over
   EXPECT_EQ(key_of(shape, cfg), "config.expert_parallel");
   cfg.data_parallel = 4;
@@ -289,7 +311,8 @@ TEST(StageModel, RefusesWhatItDoesNotRunNamingTheKey) {
   cfg.context_parallel = 2;
   EXPECT_EQ(key_of(shape, cfg), "config.context_parallel");
   cfg = ParallelConfig{};
-  shape.num_experts = shape.moe_router_topk = 0;
+  shape.num_experts = shape.moe_router_topk = shape.moe_shared_expert_size = 0;
+  shape.moe_capacity_factor = 0;
   shape.bias = true;
   shape.num_query_groups = 3;  // 4 heads cannot share 3 groups
   EXPECT_THROW(make_model_dims(shape, cfg, 1, "plan.yaml"), ConfigError);
@@ -424,6 +447,18 @@ TEST(Executor, ExpertAndTensorParallelMoeMatchesReference) {
 // Four replicas, experts split two ways: each expert is held by two replicas, whose expert
 // gradients are summed apart from the shared tensors (over all four); with ZeRO-3-style weight
 // gathers (zeropp) the experts are gathered over those two replicas only.
+// A shared expert and a capacity factor of 1 (pairs dropped) under expert and tensor
+// parallelism: the same gradients as the unpipelined reference.
+TEST(Executor, SharedExpertAndCapacityFactorMatchReference) {
+  for (const char* layout : {"--dp 2 --ep 2", "--dp 2 --ep 2 --tp 2"}) {
+    const int ranks = std::string(layout).find("--tp") == std::string::npos ? 8 : 16;
+    const Job job = run_mpi(
+        ranks, std::string("--schedule zb-h1 --model moe --shared 8 ") + "--capacity 1 " + layout);
+    EXPECT_EQ(job.exit_code, 0) << layout << ": " << job.output;
+    EXPECT_NE(job.output.find("RESULT match=1"), std::string::npos) << layout << job.output;
+  }
+}
+
 TEST(Executor, ExpertDataParallelReplicasReduceTheirExperts) {
   for (const char* sched : {"1f1b", "zeropp"}) {
     const Job job = run_mpi(8, std::string("--schedule ") + sched +

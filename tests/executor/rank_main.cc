@@ -18,7 +18,8 @@ namespace {
 
 struct Args {
   std::string schedule = "1f1b";
-  int p = 4, m = 8, dp = 1, tp = 1, ep = 1, layers = 8;
+  int p = 4, m = 8, dp = 1, tp = 1, ep = 1, layers = 8, shared = 0;
+  double capacity = 0;
   bool lower = false;
   std::string corrupt = "none";  // none | drop | swap | drop-send
   std::string save_plan;         // write the plan (YAML/JSON) instead of running it
@@ -44,6 +45,10 @@ Args parse(int argc, char** argv) {
       a.tp = std::atoi(v.c_str());
     else if (k == "--ep")
       a.ep = std::atoi(v.c_str());
+    else if (k == "--shared")
+      a.shared = std::atoi(v.c_str());
+    else if (k == "--capacity")
+      a.capacity = std::atof(v.c_str());
     else if (k == "--layers")
       a.layers = std::atoi(v.c_str());
     else if (k == "--lower")
@@ -108,6 +113,8 @@ pw::Plan make_plan(const Args& a) {
     plan.model.moe_router_topk = 2;
     plan.model.moe_ffn_hidden_size = 8;
     plan.model.moe_first_dense_layers = 1;
+    plan.model.moe_shared_expert_size = a.shared;
+    plan.model.moe_capacity_factor = a.capacity;
   }
   plan.config.expert_parallel = a.ep;
   plan.config.tensor_parallel = a.tp;
