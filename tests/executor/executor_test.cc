@@ -360,6 +360,14 @@ TEST(Program, CompleteImpliedCommunicationOf1F1B) {
 
 class EveryGenerator : public ::testing::TestWithParam<std::string> {};
 
+// A generator's name as a test name (gtest takes letters, digits and '_').
+std::string generator_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
 // p = 4, m = 8, dp = 2: the gradients of every parameter equal the unpipelined reference
 // within 1e-9 relative and the loss is bit-identical.
 TEST_P(EveryGenerator, MatchesUnpipelinedTrainingWithDataParallelism) {
@@ -378,12 +386,7 @@ TEST_P(EveryGenerator, MatchesUnpipelinedTrainingWithDataParallelism) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, EveryGenerator, ::testing::ValuesIn(default_registry().names()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         generator_test_name);
 
 TEST(Executor, TensorParallel1F1BMatchesReference) {
   const Job job = run_mpi(8, "--schedule 1f1b --tp 2");
@@ -428,12 +431,7 @@ TEST_P(EveryGeneratorWithExperts, MatchesUnpipelinedTrainingWithExpertParallelis
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, EveryGeneratorWithExperts,
-                         ::testing::ValuesIn(default_registry().names()), [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         ::testing::ValuesIn(default_registry().names()), generator_test_name);
 
 // Experts split by tensor parallelism too (expert TP = TP = 2, EP = 2, dp = 2, 16 ranks), under a
 // split-backward schedule: the gate gradients and expert outputs are partial sums over the TP
@@ -444,9 +442,6 @@ TEST(Executor, ExpertAndTensorParallelMoeMatchesReference) {
   EXPECT_NE(job.output.find("RESULT match=1"), std::string::npos) << job.output;
 }
 
-// Four replicas, experts split two ways: each expert is held by two replicas, whose expert
-// gradients are summed apart from the shared tensors (over all four); with ZeRO-3-style weight
-// gathers (zeropp) the experts are gathered over those two replicas only.
 // A shared expert and a capacity factor of 1 (pairs dropped) under expert and tensor
 // parallelism: the same gradients as the unpipelined reference.
 TEST(Executor, SharedExpertAndCapacityFactorMatchReference) {
@@ -459,6 +454,9 @@ TEST(Executor, SharedExpertAndCapacityFactorMatchReference) {
   }
 }
 
+// Four replicas, experts split two ways: each expert is held by two replicas, whose expert
+// gradients are summed apart from the shared tensors (over all four); with ZeRO-3-style weight
+// gathers (zeropp) the experts are gathered over those two replicas only.
 TEST(Executor, ExpertDataParallelReplicasReduceTheirExperts) {
   for (const char* sched : {"1f1b", "zeropp"}) {
     const Job job = run_mpi(8, std::string("--schedule ") + sched +
