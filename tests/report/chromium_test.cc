@@ -114,5 +114,62 @@ TEST_F(Chromium, ReportLoadsCleanlyWithEveryTimeline) {
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
 }
 
+// The plan report's Pareto chart measured by the browser, not by the renderer's own estimate of
+// text widths: a crowded front of 14 points (as ReportHtml.ParetoNumbersDoNotOverlap...), laid out
+// by Chromium at 1400 px and at 800 px wide; a script run in the page takes every point number's
+// and every front point's rendered box (getBoundingClientRect) and counts numbers that overlap
+// another number or a point, or leave the chart. Zero at both widths.
+TEST_F(Chromium, ParetoNumbersDoNotOverlapAsTheBrowserLaysThemOut) {
+  ReportInput in = testing::full_report_input();
+  in.pareto.clear();
+  for (int i = 0; i < 14; ++i) {
+    const double mem = (19.3 + (i < 6 ? 0.7 * i : 4.0 * i)) * 1e9;
+    const double secs = 23.5 - 0.35 * i - (i > 9 ? 0.4 : 0.0);
+    in.pareto.push_back({"config " + std::to_string(i), seconds_to_ps(secs), mem, true, 1e5 + i});
+  }
+  std::string html = render_html(in);
+  const std::string probe = R"(<script>
+(function () {
+  const svg = document.getElementById('pareto');
+  const out = document.createElement('pre');
+  out.id = 'probe';
+  if (!svg) { out.textContent = 'probe: no chart'; document.body.appendChild(out); return; }
+  const box = (e) => e.getBoundingClientRect();
+  const nums = Array.from(svg.querySelectorAll('text.ptl.n')).map(box);
+  const dots = Array.from(svg.querySelectorAll('circle.pf')).map(box);
+  const frame = box(svg);
+  const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+  let bad = 0;
+  nums.forEach((a, i) => {
+    if (a.width <= 0 || a.left < frame.left || a.right > frame.right || a.top < frame.top ||
+        a.bottom > frame.bottom) bad++;
+    nums.forEach((b, j) => { if (j > i && hit(a, b)) bad++; });
+    dots.forEach((d) => { if (hit(a, d)) bad++; });
+  });
+  out.textContent = 'probe: ' + nums.length + ' numbers, ' + dots.length + ' points, ' + bad +
+                    ' overlaps, width ' + Math.round(frame.width);
+  document.body.appendChild(out);
+})();
+</script>)";
+  const std::size_t body = html.rfind("</body>");
+  ASSERT_NE(body, std::string::npos);
+  html.insert(body, probe);
+  const fs::path page = dir_ / "pareto.html";
+  write_file_atomic(page.string(), html);
+  for (const int width : {1400, 800}) {
+    const std::string tag = "pareto" + std::to_string(width);
+    ASSERT_EQ(run(page, "--window-size=" + std::to_string(width) + ",1200 --dump-dom", tag), 0)
+        << slurp(dir_ / (tag + ".err"));
+    const std::string dom = slurp(dir_ / (tag + ".out"));
+    const std::size_t at = dom.find("<pre id=\"probe\">");  // the script's result, not its text
+    ASSERT_NE(at, std::string::npos) << width << " px:\n" << slurp(dir_ / (tag + ".err"));
+    const std::size_t text = dom.find('>', at) + 1;
+    const std::string line = dom.substr(text, dom.find('<', text) - text);
+    EXPECT_NE(line.find("14 points"), std::string::npos) << width << " px: " << line;
+    EXPECT_EQ(line.find("0 numbers"), std::string::npos) << width << " px: " << line;
+    EXPECT_NE(line.find(", 0 overlaps"), std::string::npos) << width << " px: " << line;
+  }
+}
+
 }  // namespace
 }  // namespace pw
