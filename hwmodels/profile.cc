@@ -263,11 +263,18 @@ HardwareProfile load_profile(const std::string& path) {
 namespace {
 
 // Shipped data: the environment's directory, else the source tree's while it exists, else the
-// installed copy.
+// copy installed beside the running binary (PREFIX/bin/pipewright -> PREFIX/share/pipewright/...,
+// so a moved install still finds its data), else the configured install location.
 std::string shipped_dir(const char* env_name, const char* source, const char* installed) {
   if (const char* env = std::getenv(env_name)) return env;
   std::error_code ec;
   if (fs::is_directory(source, ec)) return source;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path beside =
+        exe.parent_path().parent_path() / "share" / "pipewright" / fs::path(installed).filename();
+    if (fs::is_directory(beside, ec)) return beside.string();
+  }
   return installed;
 }
 

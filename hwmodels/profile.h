@@ -45,10 +45,12 @@ HardwareProfile parse_profile(const std::string& text, const std::string& file);
 /// Reads and parses a profile file.
 HardwareProfile load_profile(const std::string& path);
 /// Directory of the shipped profiles: env PIPEWRIGHT_PROFILE_DIR, else the source tree's
-/// hwmodels/profiles while it exists, else the installed share/pipewright/profiles.
+/// hwmodels/profiles while it exists, else share/pipewright/profiles beside the running binary's
+/// prefix, else the configured install's.
 std::string shipped_profile_dir();
 /// Directory of the bundled scenarios, found the same way: env PIPEWRIGHT_SCENARIO_DIR, else the
-/// source tree's scenarios/ while it exists, else the installed share/pipewright/scenarios.
+/// source tree's scenarios/ while it exists, else share/pipewright/scenarios beside the binary's
+/// prefix, else the configured install's.
 std::string shipped_scenario_dir();
 /// Names of the shipped profiles (file stems), sorted.
 std::vector<std::string> shipped_profile_names();

@@ -14,6 +14,7 @@
 #include "core/file_io.h"
 #include "core/plan_io.h"
 #include "core/pytorch_csv.h"
+#include "hwmodels/profile.h"
 #include "hwmodels/scenario.h"
 #include "planner/search/plan_emit.h"
 #include "planner/search/scenario_input.h"
@@ -202,25 +203,18 @@ hw::Scenario resolve_scenario(const PlanOptions& o) {
     hw::require_uniform_cluster(s, "plan");
     return s;
   }
-  // The bundled default, relative to the working directory or the installed binary.
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  std::vector<std::filesystem::path> dirs{"."};
-  if (!ec) {
-    for (std::filesystem::path d = exe.parent_path(); !d.empty() && d != d.root_path();
-         d = d.parent_path()) {
-      dirs.push_back(d);
-      dirs.push_back(d / "share" / "pipewright");
-    }
-  }
-  for (const std::filesystem::path& dir : dirs) {
-    const std::filesystem::path p = dir / kDefaultScenario;
+  // The bundled default: the working directory's scenarios/, else the bundled scenarios
+  // (hw::shipped_scenario_dir, as `validate` finds them).
+  const std::filesystem::path name = std::filesystem::path(kDefaultScenario).filename();
+  for (const std::filesystem::path& p : {std::filesystem::path(kDefaultScenario),
+                                         std::filesystem::path(hw::shipped_scenario_dir()) / name})
     if (std::filesystem::exists(p))
       return hw::load_scenario(p.string(), {}, hw::ParallelSection::kOptional);
-  }
   throw ConfigError(kDefaultScenario, "",
-                    "the bundled default scenario was not found next to the binary or in the "
-                    "working directory; name a scenario file");
+                    fmt::format("the bundled default scenario was found neither in the working "
+                                "directory nor in {} (set PIPEWRIGHT_SCENARIO_DIR); name a "
+                                "scenario file",
+                                hw::shipped_scenario_dir()));
 }
 
 PlanProblem make_problem(const PlanOptions& o, const hw::Scenario& sc) {
