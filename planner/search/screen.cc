@@ -359,11 +359,23 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   dev_expert.assign(P, 0.0);
   std::vector<double>& dev_layers = out->device_layers;
   dev_layers.assign(P, 0.0);
-  int layer_begin = 0;
-  for (int i = 0; i < S; ++i) {
-    const int nm = hw::moe_layers_in(pr.model, layer_begin, layer_begin + out->layers[i]);
-    const double n = out->layers[i] - nm;  // dense layers; nm MoE layers
-    const bool first = i == 0, last = i == S - 1;
+  // One stage's costs depend on its layer count, its MoE layers and whether it is the first or
+  // the last (embedding, head), not on where it sits: stages alike are computed once.
+  struct StageEval {
+    int layers = -1, nm = 0;
+    bool first = false, last = false;
+    double f = 0, b = 0, w = 0, r = 0, act = 0, act_w = 0, act_r = 0, params = 0, gather = 0;
+    double expert = 0, layer_params = 0, gathered = 0, stage_red = 0, stage_gather = 0;
+    double stage_rs = 0, buf = 0;
+    std::array<double, 2> one_gather{0, 0}, stage_rs_link{0, 0}, gather_link{0, 0};
+  };
+  auto eval_stage = [&](int layer_begin, int layers, int nm, bool first, bool last) {
+    StageEval m;
+    m.layers = layers;
+    m.nm = nm;
+    m.first = first;
+    m.last = last;
+    const double n = layers - nm;  // dense layers; nm MoE layers
     auto sum_ps = [&](TimePs hw::StageCosts::*field) {
       return static_cast<double>(static_cast<TimePs>(n) * le.layer.*field +
                                  static_cast<TimePs>(nm) * le.moe.*field +
@@ -390,45 +402,44 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     };
     // As the DES: F = f + its TP collectives; B = b + inline recompute + theirs; W = w + its.
     const double r = has_r ? pass(&hw::StageCosts::r, &hw::StageCosts::hide_r, 3) : 0;
-    out->f[i] = pass(&hw::StageCosts::f, &hw::StageCosts::hide_f, 0);
-    out->b[i] = pass(&hw::StageCosts::b, &hw::StageCosts::hide_b, 1) + r;
-    out->w[i] = pass(&hw::StageCosts::w, &hw::StageCosts::hide_w, 2);
-    out->r[i] = r;
-    out->act[i] = sum_bytes(&hw::StageCosts::m_b);
-    out->act_w[i] = sum_bytes(&hw::StageCosts::m_w);
-    out->act_r[i] = has_r ? sum_bytes(&hw::StageCosts::m_r) : 0;
+    m.f = pass(&hw::StageCosts::f, &hw::StageCosts::hide_f, 0);
+    m.b = pass(&hw::StageCosts::b, &hw::StageCosts::hide_b, 1) + r;
+    m.w = pass(&hw::StageCosts::w, &hw::StageCosts::hide_w, 2);
+    m.r = r;
+    m.act = sum_bytes(&hw::StageCosts::m_b);
+    m.act_w = sum_bytes(&hw::StageCosts::m_w);
+    m.act_r = has_r ? sum_bytes(&hw::StageCosts::m_r) : 0;
     double expert = 0;
-    const double params = hw::stage_parameter_count(
-        pr.model, wo, layer_begin, layer_begin + out->layers[i], first, last, P, &expert);
+    const double params = hw::stage_parameter_count(pr.model, wo, layer_begin, layer_begin + layers,
+                                                    first, last, P, &expert);
     // FP8 weight copies cover the transformer layers only (hw::model_state_bytes).
     const double layer_params =
-        c.fp8 == 0 ? 0.0
-                   : (first || last
-                          ? hw::stage_parameter_count(pr.model, wo, layer_begin,
-                                                      layer_begin + out->layers[i], false, false, P)
-                          : params);
-    layer_begin += out->layers[i];
-    out->params[i] = params;
-    if (z3) out->gather[i] = net.dp_all_gather.seconds(2 * params);
+        c.fp8 == 0
+            ? 0.0
+            : (first || last ? hw::stage_parameter_count(pr.model, wo, layer_begin,
+                                                         layer_begin + layers, false, false, P)
+                             : params);
+    m.params = params;
+    if (z3) m.gather = net.dp_all_gather.seconds(2 * params);
     // ZeRO-3 by layer (as the DES): every pass but W all-gathers the stage's weights, the first
     // layer's under the previous pass and the rest under its own compute, so a pass lasts at
     // least the rest's gather.
     // A DualPipeV pass gathers two stages' weights under F and B together: not split, left out.
     double gathered = 0;  // the pass's working buffer: two layers' gathered weights
     if (z3_layer) {
-      const double first = hw::zero3_layer_bytes(params, out->layers[i]);
+      const double first = hw::zero3_layer_bytes(params, layers);
       gathered = 2 * first;
       if (!so.overlap) {
         const double rest = 2 * params - first;
         const double g = rest > 0 ? net.dp_all_gather.seconds(rest) : 0;
-        const double w_in_b = so.split_backward ? 0 : out->w[i];  // B and W run as one pass
-        out->f[i] = std::max(out->f[i], g);
+        const double w_in_b = so.split_backward ? 0 : m.w;  // B and W run as one pass
+        m.f = std::max(m.f, g);
         if (so.explicit_recompute) {  // separate R and B passes, each gathers
-          const double r_g = std::max(out->r[i], g);
-          out->b[i] = std::max(out->b[i] - out->r[i], g - w_in_b) + r_g;
-          out->r[i] = r_g;
+          const double r_g = std::max(m.r, g);
+          m.b = std::max(m.b - m.r, g - w_in_b) + r_g;
+          m.r = r_g;
         } else {
-          out->b[i] = std::max(out->b[i], g - w_in_b);
+          m.b = std::max(m.b, g - w_in_b);
         }
       }
     }
@@ -453,13 +464,13 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       // microbatches' reduce-scatters and the tail's buckets.
       if (volume) {
         if (z3_layer) {
-          const double first = hw::zero3_layer_bytes(params, out->layers[i]);
+          const double first = hw::zero3_layer_bytes(params, layers);
           const auto a = net.dp_all_gather.route_seconds(first);
           const auto b = net.dp_all_gather.route_seconds(2 * params - first);
           one_gather = {a[0] + b[0], a[1] + b[1]};
         } else if (z3) {
           one_gather = net.dp_all_gather.route_seconds(2 * params);
-          out->gather_link[i] = one_gather;
+          m.gather_link = one_gather;
         }
         const auto mb = reduce.route_seconds(grad), bucket = reduce.route_seconds(grad / nb);
         for (int k = 0; k < 2; ++k)
@@ -467,8 +478,47 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       }
     }
     // Recompute inside the backward re-creates one layer at a time (DES working buffer).
-    const double buf =
-        has_r && !so.explicit_recompute && out->layers[i] > 0 ? out->act_r[i] / out->layers[i] : 0;
+    const double buf = has_r && !so.explicit_recompute && layers > 0 ? m.act_r / layers : 0;
+    m.expert = expert;
+    m.layer_params = layer_params;
+    m.gathered = gathered;
+    m.stage_red = stage_red;
+    m.stage_gather = stage_gather;
+    m.stage_rs = stage_rs;
+    m.one_gather = one_gather;
+    m.stage_rs_link = stage_rs_link;
+    m.buf = buf;
+    return m;
+  };
+  std::array<StageEval, 8> memo;
+  std::size_t memo_size = 0;
+  int layer_begin = 0;
+  for (int i = 0; i < S; ++i) {
+    const int layers = out->layers[i];
+    const int nm = hw::moe_layers_in(pr.model, layer_begin, layer_begin + layers);
+    const bool first = i == 0, last = i == S - 1;
+    const StageEval* hit = nullptr;
+    for (std::size_t k = 0; k < memo_size && hit == nullptr; ++k)
+      if (memo[k].layers == layers && memo[k].nm == nm && memo[k].first == first &&
+          memo[k].last == last)
+        hit = &memo[k];
+    const StageEval m = hit != nullptr ? *hit : eval_stage(layer_begin, layers, nm, first, last);
+    if (hit == nullptr && memo_size < memo.size()) memo[memo_size++] = m;
+    layer_begin += layers;
+    out->f[i] = m.f;
+    out->b[i] = m.b;
+    out->w[i] = m.w;
+    out->r[i] = m.r;
+    out->act[i] = m.act;
+    out->act_w[i] = m.act_w;
+    out->act_r[i] = m.act_r;
+    out->params[i] = m.params;
+    out->gather[i] = m.gather;
+    out->gather_link[i] = m.gather_link;
+    const double params = m.params, expert = m.expert, layer_params = m.layer_params;
+    const double gathered = m.gathered, stage_red = m.stage_red, stage_gather = m.stage_gather;
+    const double stage_rs = m.stage_rs, buf = m.buf;
+    const std::array<double, 2> one_gather = m.one_gather, stage_rs_link = m.stage_rs_link;
     // The stage's device, or (dev < 0: a stage every device shares) all of them.
     const int dev = out->device[i];
     for (int d = dev >= 0 ? dev : 0; d < (dev >= 0 ? dev + 1 : D); ++d) {
