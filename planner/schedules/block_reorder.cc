@@ -131,66 +131,79 @@ void write_orders(const Flat& f, const Orders& ord, Schedule& s) {
   }
 }
 
-// One wave of gap filling: every gap of the current timeline, earliest first, takes at most one
-// later pass of its device that is ready at the gap's start (in this timeline), fits in the gap
-// and keeps the device within its cap. All moves of a wave are judged on the same timeline: with
-// each moved pass at its gap's start that timeline stays feasible for the new orders, so
-// re-timing them can only start passes earlier. Returns the moves made.
-int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const Timeline& tl,
-              std::vector<std::uint8_t>& moved, int window) {
+// What a wave of gap filling works with, kept across waves so that a wave allocates nothing.
+struct WaveScratch {
   struct Gap {
     TimePs s, e;
     int d;
     std::int32_t before;  // the pass that follows the gap
   };
   std::vector<Gap> gaps;
-  for (int d = 0; d < static_cast<int>(ord.size()); ++d) {
+  std::vector<TimePs> shortest;  // per device: its shortest pass (the orders hold the same ids)
+  std::vector<TimePs> ready;     // each pass's data-ready time in the wave's timeline
+  std::vector<std::vector<double>> after;  // memory after each position, per device
+  std::vector<std::uint8_t> dirty;
+  std::vector<std::int32_t> pos;  // each pass's place in its device's order
+};
+
+// One wave of gap filling: every gap of the current timeline, earliest first, takes at most one
+// later pass of its device that is ready at the gap's start (in this timeline), fits in the gap
+// and keeps the device within its cap. All moves of a wave are judged on the same timeline: with
+// each moved pass at its gap's start that timeline stays feasible for the new orders, so
+// re-timing them can only start passes earlier. Returns the moves made.
+int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const Timeline& tl,
+              std::vector<std::uint8_t>& moved, int window, WaveScratch& w) {
+  const int D = static_cast<int>(ord.size());
+  if (w.shortest.empty()) {
     // A gap shorter than every pass of its device takes none (most gaps are a hop long).
-    TimePs shortest = kNever;
-    for (const std::int32_t id : ord[d]) shortest = std::min(shortest, f.dur[id]);
+    w.shortest.assign(D, kNever);
+    for (int d = 0; d < D; ++d)
+      for (const std::int32_t id : ord[d]) w.shortest[d] = std::min(w.shortest[d], f.dur[id]);
+    w.ready.resize(f.size());
+    w.after.resize(D);
+    w.pos.resize(f.size());
+  }
+  w.gaps.clear();
+  for (int d = 0; d < D; ++d)
     for (std::size_t i = 1; i < ord[d].size(); ++i) {
       const TimePs s = tl.end[ord[d][i - 1]], e = tl.start[ord[d][i]];
-      if (e > s && e - s >= shortest) gaps.push_back({s, e, d, ord[d][i]});
+      if (e > s && e - s >= w.shortest[d]) w.gaps.push_back({s, e, d, ord[d][i]});
     }
-  }
-  std::sort(gaps.begin(), gaps.end(), [](const Gap& a, const Gap& b) {
+  std::sort(w.gaps.begin(), w.gaps.end(), [](const WaveScratch::Gap& a, const WaveScratch::Gap& b) {
     return std::tie(a.s, a.d, a.before) < std::tie(b.s, b.d, b.before);
   });
   std::fill(moved.begin(), moved.end(), 0);
   // Each pass's data-ready time in this timeline (the test every candidate meets first).
-  std::vector<TimePs> ready(f.size());
   for (std::size_t id = 0; id < f.size(); ++id)
-    ready[id] = f.data_ready(static_cast<std::int32_t>(id), tl.end);
-  // Memory after each position, per device; recomputed only for a device a move changed.
-  std::vector<std::vector<double>> after(ord.size());
-  std::vector<std::uint8_t> dirty(ord.size(), 1);
-  std::vector<std::int32_t> pos(f.size());  // each pass's place in its device's order
+    w.ready[id] = f.data_ready(static_cast<std::int32_t>(id), tl.end);
+  w.dirty.assign(D, 1);
   int moves = 0;
-  for (const Gap& gp : gaps) {
+  for (const WaveScratch::Gap& gp : w.gaps) {
     auto& dev = ord[gp.d];
-    auto& aft = after[gp.d];
-    if (dirty[gp.d]) {
+    auto& aft = w.after[gp.d];
+    if (w.dirty[gp.d]) {
       aft.resize(dev.size());
       double run = 0;
       for (std::size_t k = 0; k < dev.size(); ++k) {
         aft[k] = run += f.mem[dev[k]];
-        pos[dev[k]] = static_cast<std::int32_t>(k);
+        w.pos[dev[k]] = static_cast<std::int32_t>(k);
       }
-      dirty[gp.d] = 0;
+      w.dirty[gp.d] = 0;
     }
-    const std::size_t i = pos[gp.before];
+    const std::size_t i = w.pos[gp.before];
     const double before = i > 0 ? aft[i - 1] : 0.0;
     double range_max = before;  // max of memory after positions i..k-1 (and before i)
     const std::size_t last = std::min(dev.size(), i + 1 + static_cast<std::size_t>(window));
     for (std::size_t k = i + 1; k < last; ++k) {
       range_max = std::max(range_max, aft[k - 1]);
       const std::int32_t id = dev[k];
-      if (ready[id] > gp.s || moved[id] || tl.start[id] < gp.e || f.dur[id] > gp.e - gp.s) continue;
+      if (w.ready[id] > gp.s || moved[id] || tl.start[id] < gp.e || f.dur[id] > gp.e - gp.s)
+        continue;
       const double delta = f.mem[id];
       if (delta > 0 && range_max + delta > caps[gp.d] + kEps) continue;
       std::rotate(dev.begin() + i, dev.begin() + k, dev.begin() + k + 1);
       moved[id] = 1;
-      dirty[gp.d] = 1;
+      w.dirty[gp.d] = 1;
       ++moves;
       break;
     }
@@ -298,12 +311,14 @@ int fill_gaps(Schedule& schedule, const CostTable& costs, const std::vector<doub
   const int window =
       std::max(16, 2 * static_cast<int>(f.size()) / std::max(1, schedule.num_microbatches));
   int moves = 0;
+  WaveScratch scratch;
+  Orders before;
   for (int wave = 0; wave < max_waves; ++wave) {
     // One wave moves several passes against one timeline; with very uneven costs (a forward
     // 1e9 times a backward) a move can push back a pass another move relied on and close a
     // cycle. Such a wave is undone and filling stops: the order before it was valid.
-    const Orders before = ord;
-    const int made = fill_wave(f, ord, caps, tl, moved, window);
+    before = ord;
+    const int made = fill_wave(f, ord, caps, tl, moved, window, scratch);
     if (made == 0) break;
     if (!time_orders(f, ord, tl)) {
       ord = before;
