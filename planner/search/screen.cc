@@ -409,11 +409,10 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     m.act = sum_bytes(&hw::StageCosts::m_b);
     m.act_w = sum_bytes(&hw::StageCosts::m_w);
     m.act_r = has_r ? sum_bytes(&hw::StageCosts::m_r) : 0;
-    double expert = 0;
     const double params = hw::stage_parameter_count(pr.model, wo, layer_begin, layer_begin + layers,
-                                                    first, last, P, &expert);
+                                                    first, last, P, &m.expert);
     // FP8 weight copies cover the transformer layers only (hw::model_state_bytes).
-    const double layer_params =
+    m.layer_params =
         c.fp8 == 0
             ? 0.0
             : (first || last ? hw::stage_parameter_count(pr.model, wo, layer_begin,
@@ -425,10 +424,10 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     // layer's under the previous pass and the rest under its own compute, so a pass lasts at
     // least the rest's gather.
     // A DualPipeV pass gathers two stages' weights under F and B together: not split, left out.
-    double gathered = 0;  // the pass's working buffer: two layers' gathered weights
+    // m.gathered: the pass's working buffer, two layers' gathered weights.
     if (z3_layer) {
       const double first = hw::zero3_layer_bytes(params, layers);
-      gathered = 2 * first;
+      m.gathered = 2 * first;
       if (!so.overlap) {
         const double rest = 2 * params - first;
         const double g = rest > 0 ? net.dp_all_gather.seconds(rest) : 0;
@@ -446,8 +445,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     // The DES reduces each stage's fp32 gradients in buckets after the device's last pass
     // (Megatron without --overlap-grad-reduce), then ZeRO-1/2 re-gather the bf16 weights;
     // ZeRO-2/3 also reduce-scatter them after every earlier microbatch's backward.
-    double stage_red = 0, stage_gather = 0, stage_rs = 0;
-    std::array<double, 2> one_gather{0, 0}, stage_rs_link{0, 0};  // per route, see below
+    // m.one_gather and m.stage_rs_link: per route, see below.
     if (dpc > 1) {
       const double grad = params * (hw::grad_bytes_per_param(space_.grad_reduce_in_fp32));
       const double nb = grad_bucket_count(grad, opt.bucket_bytes);
@@ -456,10 +454,10 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       const double last_tp = sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 1) +
                              sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 2) +
                              (has_r ? sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 3) : 0);
-      stage_red = space_.overlap_grad_reduce ? std::max(0.0, reduce.seconds(grad / nb) - last_tp)
-                                             : nb * reduce.seconds(grad / nb);
-      if (c.zero == 1 || c.zero == 2) stage_gather = net.dp_all_gather.seconds(2 * params);
-      if (c.zero >= 2) stage_rs = reduce.seconds(grad);
+      m.stage_red = space_.overlap_grad_reduce ? std::max(0.0, reduce.seconds(grad / nb) - last_tp)
+                                               : nb * reduce.seconds(grad / nb);
+      if (c.zero == 1 || c.zero == 2) m.stage_gather = net.dp_all_gather.seconds(2 * params);
+      if (c.zero >= 2) m.stage_rs = reduce.seconds(grad);
       // Route times: the gathers (by layer: the first layer's and the rest's), m - 1
       // microbatches' reduce-scatters and the tail's buckets.
       if (volume) {
@@ -467,27 +465,18 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
           const double first = hw::zero3_layer_bytes(params, layers);
           const auto a = net.dp_all_gather.route_seconds(first);
           const auto b = net.dp_all_gather.route_seconds(2 * params - first);
-          one_gather = {a[0] + b[0], a[1] + b[1]};
+          m.one_gather = {a[0] + b[0], a[1] + b[1]};
         } else if (z3) {
-          one_gather = net.dp_all_gather.route_seconds(2 * params);
-          m.gather_link = one_gather;
+          m.one_gather = net.dp_all_gather.route_seconds(2 * params);
+          m.gather_link = m.one_gather;
         }
         const auto mb = reduce.route_seconds(grad), bucket = reduce.route_seconds(grad / nb);
         for (int k = 0; k < 2; ++k)
-          stage_rs_link[k] = (c.microbatches - 1) * mb[k] + nb * bucket[k];
+          m.stage_rs_link[k] = (c.microbatches - 1) * mb[k] + nb * bucket[k];
       }
     }
     // Recompute inside the backward re-creates one layer at a time (DES working buffer).
-    const double buf = has_r && !so.explicit_recompute && layers > 0 ? m.act_r / layers : 0;
-    m.expert = expert;
-    m.layer_params = layer_params;
-    m.gathered = gathered;
-    m.stage_red = stage_red;
-    m.stage_gather = stage_gather;
-    m.stage_rs = stage_rs;
-    m.one_gather = one_gather;
-    m.stage_rs_link = stage_rs_link;
-    m.buf = buf;
+    m.buf = has_r && !so.explicit_recompute && layers > 0 ? m.act_r / layers : 0;
     return m;
   };
   std::array<StageEval, 8> memo;

@@ -360,6 +360,23 @@ TEST(Program, CompleteImpliedCommunicationOf1F1B) {
 
 class EveryGenerator : public ::testing::TestWithParam<std::string> {};
 
+// Runs registry generator `name` at p = 4, m = 8 on 8 ranks with `layout` and expects the
+// gradients of the unpipelined reference (skipped when the generator does not take p=4, m=8).
+void run_generator_on_8_ranks(const std::string& name, const std::string& layout) {
+  GeneratorParams gp;
+  gp.p = 4;
+  gp.m = 8;
+  gp.num_layers = 8;
+  try {
+    generate_schedule(default_registry(), name, gp);
+  } catch (const ConfigError& e) {
+    GTEST_SKIP() << name << " does not take p=4, m=8: " << e.what();
+  }
+  const Job job = run_mpi(8, "--schedule " + name + " " + layout);
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("RESULT match=1"), std::string::npos) << job.output;
+}
+
 // A generator's name as a test name (gtest takes letters, digits and '_').
 std::string generator_test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string n = info.param;
@@ -371,18 +388,7 @@ std::string generator_test_name(const ::testing::TestParamInfo<std::string>& inf
 // p = 4, m = 8, dp = 2: the gradients of every parameter equal the unpipelined reference
 // within 1e-9 relative and the loss is bit-identical.
 TEST_P(EveryGenerator, MatchesUnpipelinedTrainingWithDataParallelism) {
-  GeneratorParams gp;
-  gp.p = 4;
-  gp.m = 8;
-  gp.num_layers = 8;
-  try {
-    generate_schedule(default_registry(), GetParam(), gp);
-  } catch (const ConfigError& e) {
-    GTEST_SKIP() << GetParam() << " does not take p=4, m=8: " << e.what();
-  }
-  const Job job = run_mpi(8, "--schedule " + GetParam() + " --dp 2");
-  EXPECT_EQ(job.exit_code, 0) << job.output;
-  EXPECT_NE(job.output.find("RESULT match=1"), std::string::npos) << job.output;
+  run_generator_on_8_ranks(GetParam(), "--dp 2");
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, EveryGenerator, ::testing::ValuesIn(default_registry().names()),
@@ -416,18 +422,7 @@ class EveryGeneratorWithExperts : public ::testing::TestWithParam<std::string> {
 // tokens exchanged by all-to-all): every gradient equals the unpipelined reference's within
 // 1e-9 relative (the loss within 1e-12: an expert's GEMM takes both replicas' tokens at once).
 TEST_P(EveryGeneratorWithExperts, MatchesUnpipelinedTrainingWithExpertParallelism) {
-  GeneratorParams gp;
-  gp.p = 4;
-  gp.m = 8;
-  gp.num_layers = 8;
-  try {
-    generate_schedule(default_registry(), GetParam(), gp);
-  } catch (const ConfigError& e) {
-    GTEST_SKIP() << GetParam() << " does not take p=4, m=8: " << e.what();
-  }
-  const Job job = run_mpi(8, "--schedule " + GetParam() + " --dp 2 --ep 2 --model moe");
-  EXPECT_EQ(job.exit_code, 0) << job.output;
-  EXPECT_NE(job.output.find("RESULT match=1"), std::string::npos) << job.output;
+  run_generator_on_8_ranks(GetParam(), "--dp 2 --ep 2 --model moe");
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, EveryGeneratorWithExperts,

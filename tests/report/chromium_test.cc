@@ -121,12 +121,7 @@ TEST_F(Chromium, ReportLoadsCleanlyWithEveryTimeline) {
 // another number or a point, or leave the chart. Zero at both widths.
 TEST_F(Chromium, ParetoNumbersDoNotOverlapAsTheBrowserLaysThemOut) {
   ReportInput in = testing::full_report_input();
-  in.pareto.clear();
-  for (int i = 0; i < 14; ++i) {
-    const double mem = (19.3 + (i < 6 ? 0.7 * i : 4.0 * i)) * 1e9;
-    const double secs = 23.5 - 0.35 * i - (i > 9 ? 0.4 : 0.0);
-    in.pareto.push_back({"config " + std::to_string(i), seconds_to_ps(secs), mem, true, 1e5 + i});
-  }
+  in.pareto = testing::crowded_pareto();
   std::string html = render_html(in);
   const std::string probe = R"(<script>
 (function () {

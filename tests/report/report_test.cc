@@ -40,12 +40,7 @@ TEST(ReportRender, RenderingTwiceGivesIdenticalBytes) {
 // check holds at any width the SVG is drawn at (1400 px or 800 px: it scales as one).
 TEST(ReportHtml, ParetoNumbersDoNotOverlapAndTheLegendNamesEveryFrontPoint) {
   ReportInput in = testing::full_report_input();
-  in.pareto.clear();
-  for (int i = 0; i < 14; ++i) {
-    const double mem = (19.3 + (i < 6 ? 0.7 * i : 4.0 * i)) * 1e9;
-    const double secs = 23.5 - 0.35 * i - (i > 9 ? 0.4 : 0.0);
-    in.pareto.push_back({"config " + std::to_string(i), seconds_to_ps(secs), mem, true, 1e5 + i});
-  }
+  in.pareto = testing::crowded_pareto();
   const std::string html = render_html(in);
   const std::size_t b = html.find(R"(<svg class="chart" id="pareto")");
   ASSERT_NE(b, std::string::npos);

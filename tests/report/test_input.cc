@@ -83,4 +83,14 @@ ReportInput full_report_input() {
   return in;
 }
 
+std::vector<ParetoPoint> crowded_pareto() {
+  std::vector<ParetoPoint> front;
+  for (int i = 0; i < 14; ++i) {
+    const double mem = (19.3 + (i < 6 ? 0.7 * i : 4.0 * i)) * 1e9;
+    const double secs = 23.5 - 0.35 * i - (i > 9 ? 0.4 : 0.0);
+    front.push_back({"config " + std::to_string(i), seconds_to_ps(secs), mem, true, 1e5 + i});
+  }
+  return front;
+}
+
 }  // namespace pw::testing

@@ -14,4 +14,8 @@ Schedule split_one_f_one_b(int p, int m);
 /// p=4, m=8, F=B=W=1 ms; plus a curve, a Pareto front and a measured comparison.
 ReportInput full_report_input();
 
+/// A crowded Pareto front as the planner hands it to the report: 14 points, some nearly on top of
+/// each other (the default GPT-3 plan's front has 12).
+std::vector<ParetoPoint> crowded_pareto();
+
 }  // namespace pw::testing
