@@ -46,7 +46,9 @@ class Chromium : public ::testing::Test {
   void SetUp() override {
     chromium_ = find_chromium();
     if (chromium_.empty()) GTEST_SKIP() << "chromium not installed (apt-get install chromium)";
-    dir_ = fs::path(PW_BINARY_DIR) / "tests" / "report" / "chromium_run";
+    // One directory per test: ctest runs the tests of this file as parallel processes.
+    dir_ = fs::path(PW_BINARY_DIR) / "tests" / "report" / "chromium_run" /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
