@@ -311,14 +311,25 @@ double bench_call_overhead() {
 Timing time_calls(const std::function<void()>& fn, double budget_s, int min_iterations) {
   fn();  // warm-up: caches, page faults, lazy allocation
   const double overhead = clock_overhead_s();
+  // A call shorter than the clock resolves (an 8 KiB copy takes about as long as reading the
+  // clock) would read 0 once the clock's own cost is taken off, and a zero time cannot be fitted:
+  // such calls are timed in batches of `reps`, each batch lasting at least 50 clock costs.
+  const double min_sample = std::max(50 * overhead, 5e-6);
+  int reps = 1;
+  for (;;) {
+    const double t0 = thread_cpu_s();
+    for (int r = 0; r < reps; ++r) fn();
+    if (thread_cpu_s() - t0 >= min_sample || reps >= (1 << 20)) break;
+    reps *= 2;
+  }
   std::vector<double> samples;
   double start = thread_cpu_s();
   auto wall_start = Clock::now();
   while (samples.size() < 10000) {
     double t0 = thread_cpu_s();
-    fn();
+    for (int r = 0; r < reps; ++r) fn();
     double t1 = thread_cpu_s();
-    samples.push_back(std::max(0.0, t1 - t0 - overhead));
+    samples.push_back(std::max(0.0, t1 - t0 - overhead) / reps);
     // The budget counts this thread's CPU time (a loaded machine does not shorten the sample),
     // with a wall-clock cap of 20x so that a starved process still finishes.
     double wall = std::chrono::duration<double>(Clock::now() - wall_start).count();

@@ -35,10 +35,12 @@ RawProvenance cpu_provenance(const std::string& command, bool quick);
 /// separately (mpi_bench.h) because it needs more than one process.
 RawResults run_cpu_benchmarks(const CpuBenchOptions& options, const std::string& command);
 
-/// Times `fn` as the benchmarks do: one warm-up call, then calls until `budget_s` of this
-/// thread's CPU time has passed (or 20x that of wall time) and at least `min_iterations` ran (at
-/// most 10000). Each sample is thread CPU time minus the clock's own cost: the work as it runs
-/// on a core of its own, which is what the executor's model assumes, even on a busy machine.
+/// Times `fn` as the benchmarks do: one warm-up call, then samples until `budget_s` of this
+/// thread's CPU time has passed (or 20x that of wall time) and at least `min_iterations` were
+/// taken (at most 10000). Each sample is thread CPU time minus the clock's own cost: the work as
+/// it runs on a core of its own, which is what the executor's model assumes, even on a busy
+/// machine. A call shorter than 50 clock costs (or 5 us) is timed in batches: a sample is then a
+/// batch's time over its calls, so that no sample reads 0.
 Timing time_calls(const std::function<void()>& fn, double budget_s, int min_iterations);
 
 }  // namespace pw::calibration
