@@ -245,6 +245,7 @@ class StageModel {
   Mat layer_forward(int l, const Mat& x, LayerCache& c);
   void attention_forward(LayerCache& c) const;
   Mat layer_backward(int l, const Mat& dout, LayerCache& c);
+  // The MoE MLP and its all-to-all exchange (executor/moe_layer.cc).
   Mat moe_forward(int l, LayerCache& c);                          ///< partial over TP ranks
   Mat moe_backward_input(int l, const Mat& dout, LayerCache& c);  ///< partial over TP ranks
   void moe_weight_grads(int l, const LayerCache& c);

@@ -5,8 +5,6 @@
 
 #include "hwmodels/memory.h"
 #include "hwmodels/optimizer.h"
-#include "hwmodels/rank_layout.h"
-#include "hwmodels/topology.h"
 
 namespace pw {
 namespace {
@@ -14,20 +12,6 @@ namespace {
 // Bounds are lowered by this share: the DES rounds each collective step to picoseconds, the
 // screen's lines do not.
 constexpr double kBoundMargin = 1e-7;
-
-std::uint64_t cell_key(int t, int p, int d) {
-  return (std::uint64_t(t) << 40) | (std::uint64_t(p) << 20) | std::uint64_t(d);
-}
-
-// The topology the DES builds for `gpus` GPUs (sim/plan_prediction.cc: ceil(gpus / per node)
-// nodes, a partial node when the job is smaller than one).
-hw::TopologySpec job_topology(const hw::HardwareProfile& profile, long long gpus) {
-  const int per_node = std::max(1, profile.node.gpus_per_node);
-  const long long nodes = (gpus + per_node - 1) / per_node;
-  hw::TopologySpec spec = hw::topology_spec(profile, static_cast<int>(nodes));
-  if (gpus < per_node) spec.node.gpus_per_node = static_cast<int>(gpus);
-  return spec;
-}
 
 }  // namespace
 
@@ -58,170 +42,6 @@ bool split_layers(int layers, int stages, int trim, std::vector<int>* out) {
   for (int i = 0; i < mids; ++i) (*out)[first_mid + i] = mq + (i < mr ? 1 : 0);
   if (trim > 0) (*out)[0] = (*out)[stages - 1] = ends;
   return true;
-}
-
-CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
-    : problem_(problem), space_(space), gpu_(problem.profile.gpu) {
-  const ModelShape& m = problem_.model;
-  // Tabulate every (t, b, sp, recompute) the space can ask for.
-  int max_n = problem_.num_gpus;
-  for (int n : space_.gpu_counts) max_n = std::max(max_n, n);
-  std::vector<int> ts, bs = space_.micro_batches;
-  for (int t = 1; t <= std::min(max_n, space_.max_tensor_parallel); ++t)
-    if (max_n % t == 0 && m.num_attention_heads % t == 0) ts.push_back(t);
-  for (int b = 1; b <= 8; ++b) bs.push_back(b);
-  std::sort(bs.begin(), bs.end());
-  bs.erase(std::unique(bs.begin(), bs.end()), bs.end());
-  std::vector<int> cps = space_.context_parallel, eps = space_.expert_parallel;
-  if (cps.empty()) cps = {1};
-  if (eps.empty()) eps = {1};
-  t_index_.assign(ts.back() + 1, -1);
-  b_index_.assign(bs.back() + 1, -1);
-  cp_index_.assign(*std::max_element(cps.begin(), cps.end()) + 1, -1);
-  ep_index_.assign(*std::max_element(eps.begin(), eps.end()) + 1, -1);
-  for (std::size_t i = 0; i < ts.size(); ++i) t_index_[ts[i]] = static_cast<int>(i);
-  for (std::size_t i = 0; i < bs.size(); ++i) b_index_[bs[i]] = static_cast<int>(i);
-  for (std::size_t i = 0; i < cps.size(); ++i) cp_index_[cps[i]] = static_cast<int>(i);
-  for (std::size_t i = 0; i < eps.size(); ++i) ep_index_[eps[i]] = static_cast<int>(i);
-  num_b_ = static_cast<int>(bs.size());
-  num_cp_ = static_cast<int>(cps.size());
-  num_ep_ = static_cast<int>(eps.size());
-  num_fp8_ = 2;
-  for (int t : ts)
-    for (int cp : cps)
-      for (int ep : eps)
-        for (int fp8 = 0; fp8 < 2; ++fp8)
-          for (int b : bs)
-            for (int sp = 0; sp < 2; ++sp)
-              for (int rc = 0; rc < 3; ++rc) {
-                // Only what the space can ask for is computed; the rest stays empty.
-                const bool wanted =
-                    std::find(space_.fp8.begin(), space_.fp8.end(), fp8) != space_.fp8.end() ||
-                    (space_.fp8.empty() && fp8 == 0);
-                layers_.push_back(wanted ? make_layer_entry({t, cp, ep, fp8, b, sp != 0,
-                                                             static_cast<hw::Recompute>(rc)})
-                                         : LayerEntry{});
-              }
-  // The networks of every layout of every GPU count searched.
-  std::vector<int> counts = space_.gpu_counts;
-  counts.push_back(problem_.num_gpus);
-  for (int n : counts)
-    for (const Tpd& f : factorisations(n, m, space_.max_tensor_parallel))
-      if (!nets_.count(cell_key(f.t, f.p, f.d)))
-        nets_.emplace(cell_key(f.t, f.p, f.d), make_cell_net(f.t, f.p, f.d));
-}
-
-CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
-  const int t = k.t;
-  ParallelConfig par;
-  par.tensor_parallel = t;
-  par.micro_batch_size = k.b;
-  par.sequence_parallel = k.sp && t > 1;
-  par.recompute = hw::recompute_name(k.rc);
-  par.context_parallel = k.cp;
-  par.expert_parallel = k.ep;
-  par.fp8 = k.fp8 ? "hybrid" : "off";
-  const hw::WorkloadOptions wo = hw::workload_options(par, problem_.sim.flash_attention);
-  const ModelShape& m = problem_.model;
-  LayerEntry e;
-  e.layer = hw::stage_costs_for(m, gpu_, wo, 1, 0, false, false);
-  if (m.num_experts > 0) e.moe = hw::stage_costs_for(m, gpu_, wo, 0, 1, false, false);
-  e.first = hw::stage_costs(m, gpu_, wo, 0, 0, true, false);
-  e.last = hw::stage_costs(m, gpu_, wo, 0, 0, false, true);
-  if ((t > 1 || k.cp > 1 || k.ep > 1) && !problem_.sim.free_communication) {
-    // The groups as the DES lays them out: TP consecutive, CP and EP over consecutive data
-    // ranks (expert TP = t).
-    const hw::Topology topo(job_topology(problem_.profile, 1LL * t * k.cp * k.ep));
-    hw::RankLayout lay;
-    lay.tp = t;
-    lay.dp = k.cp * k.ep;
-    lay.gpus_per_node = topo.spec().node.gpus_per_node;
-    lay.cp = k.cp;
-    lay.ep = k.ep;
-    lay.etp = t;
-    hw::CommNetworks nets;
-    nets.tp = hw::describe_group(topo, problem_.profile, lay.tp_group(0, 0));
-    nets.cp = hw::describe_group(topo, problem_.profile, lay.cp_group(0, 0, 0));
-    nets.ep = hw::describe_group(topo, problem_.profile, lay.ep_group(0, 0, 0));
-    // What a pass waits for, as a lower bound: its TP collectives, and the EP all-to-all's
-    // bandwidth bound (the DES times it with flows on the routes, and a pairwise exchange across
-    // nodes beats the alpha-beta line by 6% on two DGX H100 nodes: test
-    // Search.BoundsHoldWithContextAndExpertParallelism). The DES runs the CP exchange beside
-    // the pass, so the bound counts none of it.
-    auto tp = [&](const hw::StageCosts& c, double* out, double* out_ep) {
-      const std::vector<hw::TpComm>* lists[4] = {&c.comm_f, &c.comm_b, &c.comm_w, &c.comm_r};
-      for (int i = 0; i < 4; ++i) {
-        std::vector<hw::TpComm> waited;
-        TimePs ep = 0;
-        for (const hw::TpComm& tc : *lists[i]) {
-          if (tc.group == hw::CommGroup::kTp) waited.push_back(tc);
-          if (tc.group == hw::CommGroup::kEp)
-            ep += tc.count * hw::all_to_all_bandwidth_bound(tc.kind, tc.bytes, nets.ep);
-        }
-        out[i] = ps_to_seconds(hw::tp_comm_time(waited, nets));
-        out_ep[i] = ps_to_seconds(ep);
-      }
-    };
-    tp(e.layer, e.tp, e.ep);
-    tp(e.moe, e.tp_moe, e.ep_moe);
-    tp(e.first, e.tp_first, e.ep_first);
-    tp(e.last, e.tp_last, e.ep_last);
-  }
-  return e;
-}
-
-CostModel::CellNet CostModel::make_cell_net(int t, int p, int d) const {
-  CellNet net;
-  if (problem_.sim.free_communication) return net;
-  const hw::Topology topo(job_topology(problem_.profile, 1LL * t * p * d));
-  const hw::RankLayout lay{t, p, d, topo.spec().node.gpus_per_node};
-  if (d > 1) {
-    const hw::GroupNetwork g = hw::describe_group(topo, problem_.profile, lay.dp_group(0, 0));
-    net.dp_all_reduce = hw::collective_line(hw::CollectiveKind::kAllReduce, g);
-    net.dp_reduce_scatter = hw::collective_line(hw::CollectiveKind::kReduceScatter, g);
-    net.dp_all_gather = hw::collective_line(hw::CollectiveKind::kAllGather, g);
-  }
-  if (t > 1) {
-    const hw::GroupNetwork g = hw::describe_group(topo, problem_.profile, lay.tp_group(0, 0));
-    net.tp_all_gather = hw::collective_line(hw::CollectiveKind::kAllGather, g);
-  }
-  if (p > 1) {
-    // The DES's point phase: route latency + one collective step, then the bytes at the
-    // route's bottleneck (contention only slows it).
-    const hw::PathInfo pi = topo.path_info(lay.gpu(0, 0, 0), lay.gpu(0, 0, 1));
-    net.hop_alpha = ps_to_seconds(pi.latency + problem_.profile.collective_step_latency);
-    net.hop_beta = 1.0 / pi.bottleneck.value;
-  }
-  return net;
-}
-
-const CostModel::LayerEntry& CostModel::layer_entry(const SearchConfig& c,
-                                                    LayerEntry* scratch) const {
-  auto at = [](const std::vector<int>& index, int v) {
-    return v < static_cast<int>(index.size()) ? index[v] : -1;
-  };
-  const int ti = at(t_index_, c.t), bi = at(b_index_, c.micro_batch), ci = at(cp_index_, c.cp),
-            ei = at(ep_index_, c.ep);
-  const bool fp8_wanted =
-      std::find(space_.fp8.begin(), space_.fp8.end(), int{c.fp8}) != space_.fp8.end();
-  if (ti >= 0 && bi >= 0 && ci >= 0 && ei >= 0 && fp8_wanted)
-    return layers_[(
-        ((((static_cast<std::size_t>(ti) * num_cp_ + ci) * num_ep_ + ei) * num_fp8_ + c.fp8) *
-             num_b_ +
-         bi) *
-            6 +
-        (c.sequence_parallel ? 3 : 0) + c.recompute)];
-  *scratch = make_layer_entry({c.t, c.cp, c.ep, c.fp8, c.micro_batch, c.sequence_parallel != 0,
-                               static_cast<hw::Recompute>(c.recompute)});
-  return *scratch;
-}
-
-const CostModel::CellNet& CostModel::cell_net(const SearchConfig& c, CellNet* scratch) const {
-  // The DP group is Megatron's data-and-context group: cp * d ranks.
-  const auto it = nets_.find(cell_key(c.t, c.p, c.cp * c.d));
-  if (it != nets_.end()) return it->second;
-  *scratch = make_cell_net(c.t, c.p, c.cp * c.d);
-  return *scratch;
 }
 
 double CostModel::layer_activation(const SearchConfig& c) const {
