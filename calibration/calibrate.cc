@@ -91,8 +91,9 @@ CalibrateOutcome calibrate(const CalibrateOptions& o) {
     raw = raw_from_kineto(read_file(o.from_trace), o.from_trace,
                           hw::resolve_profile(o.base, "", "--base", ""), &sum);
     trace_line = fmt::format(
-        "trace {}: {} kernels: {} GEMM, {} element-wise, {} NCCL; {} of other ops skipped\n",
-        o.from_trace, sum.kernels, sum.gemm, sum.elementwise, sum.nccl, sum.skipped);
+        "trace {}: {} kernels: {} GEMM, {} element-wise, {} NCCL, {} fused attention; {} of "
+        "other ops skipped\n",
+        o.from_trace, sum.kernels, sum.gemm, sum.elementwise, sum.nccl, sum.attention, sum.skipped);
     if (!o.raw_out.empty()) write_file_atomic(o.raw_out, raw_to_json(raw));
   } else if (o.from_raw.empty()) {
     raw = measure(o);

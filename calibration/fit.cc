@@ -287,6 +287,56 @@ bool fit_layer_passes(FitResult& r, const std::string& source) {
   return true;
 }
 
+// One efficiency per (pass, dtype): minimises sum_i ((L + f_i x - t_i) / t_i)^2 over
+// x = 1 / (peak * efficiency), i.e. x = sum (f/t)(1 - L/t) / sum (f/t)^2.
+std::vector<AttentionFit> fit_attention(const std::vector<AttentionSample>& samples,
+                                        const std::vector<GemmFit>& gemms,
+                                        const std::function<double(const std::string&)>& peak_flops,
+                                        const std::string& source) {
+  std::map<std::pair<std::string, std::string>, std::vector<const AttentionSample*>> groups;
+  for (const auto& a : samples) groups[{a.pass, a.dtype}].push_back(&a);
+  std::vector<AttentionFit> out;
+  for (const auto& [key, v] : groups) {
+    AttentionFit f;
+    f.pass = key.first;
+    f.dtype = key.second;
+    const std::string where = fmt::format("attention[{} {}]", f.pass, f.dtype);
+    f.peak_flops = peak_flops(f.dtype);
+    if (f.peak_flops <= 0)
+      throw ConfigError(source, where, "no peak FLOP/s for this dtype in the provenance");
+    f.kernel_latency_s = gemms.empty() ? 0.0 : gemms.front().kernel_latency_s;
+    for (const auto& g : gemms)
+      if (g.dtype == f.dtype) f.kernel_latency_s = g.kernel_latency_s;
+    double num = 0, den = 0;
+    for (const AttentionSample* a : v) {
+      const double t = a->time.median_s, ft = a->flops() / t;
+      num += ft * (1.0 - f.kernel_latency_s / t);
+      den += ft * ft;
+    }
+    if (num <= 0 || den <= 0)
+      throw ConfigError(source, where,
+                        "the calls take no longer than the kernel latency; cannot fit");
+    f.efficiency = den / (num * f.peak_flops);
+    if (f.efficiency > 1.0)
+      throw ConfigError(
+          source, where,
+          fmt::format("the calls run at {:.0f}% of the peak; is --base the traced GPU?",
+                      100 * f.efficiency));
+    std::vector<double> pred, meas;
+    for (const AttentionSample* a : v) {
+      pred.push_back(f.predict(*a));
+      meas.push_back(a->time.median_s);
+    }
+    f.quality = score(pred, meas, [&](std::size_t i) {
+      const AttentionSample& a = *v[i];
+      return fmt::format("heads={},s={}x{},d={}{}", a.heads, a.seq_q, a.seq_k, a.head_dim,
+                         a.causal ? ",causal" : "");
+    });
+    out.push_back(f);
+  }
+  return out;
+}
+
 }  // namespace
 
 FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
@@ -298,6 +348,7 @@ FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
   if (raw.gemms.empty()) throw ConfigError(source, "gemm", "no GEMM measurements to fit");
   if (raw.memory.empty()) throw ConfigError(source, "memory", "no memory measurements to fit");
   r.gemms = fit_gemms(raw.gemms, base, peak_flops, source);
+  r.attention = fit_attention(raw.attention, r.gemms, peak_flops, source);
   r.memory = fit_series(
       raw.memory, "memory", source,
       [](const MemorySample& m) { return std::make_tuple(std::string(), m.kernel, 0); },
@@ -379,6 +430,11 @@ std::string fit_report(const FitResult& fit) {
         "gemm {:<5} peak={:.3f} TFLOP/s max_efficiency={:.3f} k_half={} latency={:.2f} us  {}\n",
         g.dtype, g.peak_flops * 1e-12, g.max_efficiency, g.k_half, g.kernel_latency_s * 1e6,
         quality(g.quality));
+  for (const auto& a : fit.attention)
+    out += fmt::format(
+        "attention {:<8} {:<5} efficiency={:.3f} ({:.1f} TFLOP/s) latency={:.2f} us  {}\n", a.pass,
+        a.dtype, a.efficiency, a.efficiency * a.peak_flops * 1e-12, a.kernel_latency_s * 1e6,
+        quality(a.quality));
   auto series = [&](const std::vector<SeriesFit>& v) {
     for (const auto& s : v)
       out += fmt::format("{} {:<24} alpha={:.2f} us bw={:.2f} GB/s{}  {}\n", s.kind, s.name,

@@ -60,6 +60,22 @@ std::vector<GemmFit> fit_gemms(const std::vector<GemmSample>& gemms, const hw::G
                                const std::function<double(const std::string&)>& peak_flops,
                                const std::string& source);
 
+/// Fused attention of one pass and dtype in hwmodels' form (hw::GpuModel::fused_attention_time):
+/// t = kernel_latency + flops / (peak * efficiency), flops by hw::fused_attention_flops. The
+/// kernel latency is the GEMM fit's of the same dtype (else the first GEMM fit's); the efficiency
+/// is fitted by relative least squares.
+struct AttentionFit {
+  std::string pass;  ///< forward | backward
+  std::string dtype;
+  double peak_flops = 0;
+  double efficiency = 0;  ///< the profile's gpu.attention.fwd_efficiency / bwd_efficiency
+  double kernel_latency_s = 0;
+  FitQuality quality;
+  double predict(const AttentionSample& a) const {
+    return kernel_latency_s + a.flops() / (peak_flops * efficiency);
+  }
+};
+
 /// Alpha-beta fit of one named series (a memory kernel, a link or a collective).
 struct SeriesFit {
   std::string name;  ///< "copy", "mpi_p2p", "nccl all_reduce x8", ...
@@ -77,8 +93,9 @@ struct FitResult {
   RawProvenance provenance;
   double launch_latency_s = 0;
   std::vector<GemmFit> gemms;
-  RawResults raw;                 ///< the measurements fitted (for tables)
-  std::vector<SeriesFit> memory;  ///< one per memory kernel
+  std::vector<AttentionFit> attention;  ///< by (pass, dtype); empty without attention samples
+  RawResults raw;                       ///< the measurements fitted (for tables)
+  std::vector<SeriesFit> memory;        ///< one per memory kernel
   /// Streaming memory bandwidth, the profile's hbm figure (what hwmodels times the optimizer
   /// step, copies and offload with), in the bytes the measured kernels moved. When the
   /// element-wise throughput is fitted on its own (`elementwise`), the "copy" kernel's fit; else

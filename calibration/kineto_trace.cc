@@ -101,6 +101,88 @@ bool gemm_shape(const std::string& op, const Json& dims, long long* m, long long
   return true;
 }
 
+// PyTorch's fused attention ops (native_functions.yaml): whether the op is a backward, its tensor
+// layout ([batch, seq, heads, dim] for the kernel-level ops, [batch, heads, seq, dim] for the
+// scaled_dot_product ones), the input positions of query and key, and the position of is_causal
+// (or of the memory-efficient kernel's custom_mask_type, where 0 means no mask).
+struct AttentionOp {
+  const char* name;
+  bool backward;
+  bool seq_major;
+  int query, key, causal;
+  bool mask_type;
+};
+constexpr AttentionOp kAttentionOps[] = {
+    {"aten::_scaled_dot_product_flash_attention", false, false, 0, 1, 4, false},
+    {"aten::_scaled_dot_product_flash_attention_backward", true, false, 1, 2, 11, false},
+    {"aten::_scaled_dot_product_efficient_attention", false, false, 0, 1, 6, false},
+    {"aten::_scaled_dot_product_efficient_attention_backward", true, false, 1, 2, 11, false},
+    {"aten::_scaled_dot_product_cudnn_attention", false, false, 0, 1, 6, false},
+    {"aten::_scaled_dot_product_cudnn_attention_backward", true, false, 1, 2, 14, false},
+    {"aten::_flash_attention_forward", false, true, 0, 1, 8, false},
+    {"aten::_flash_attention_backward", true, true, 1, 2, 11, false},
+    {"aten::_efficient_attention_forward", false, true, 0, 1, 9, true},
+    {"aten::_efficient_attention_backward", true, true, 1, 2, 14, true},
+};
+
+const AttentionOp* attention_op(const std::string& name) {
+  for (const AttentionOp& a : kAttentionOps)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+// One fused attention call's shape from the op's recorded inputs: 4-dimensional query and key
+// (variable-length batches are 3-dimensional and not used), 16-bit, and the causal flag from
+// "Concrete Inputs" (recorded with record_shapes=True since PyTorch 2.1; without it the FLOPs are
+// unknown and the call is skipped).
+bool attention_shape(const AttentionOp& op, const Json& args, AttentionSample* a) {
+  auto dims = args.find("Input Dims");
+  auto types = args.find("Input type");
+  auto concrete = args.find("Concrete Inputs");
+  if (dims == args.end() || types == args.end() || concrete == args.end() || !dims->is_array() ||
+      !types->is_array() || !concrete->is_array())
+    return false;
+  const auto at = [](const Json& arr, int i) -> const Json* {
+    return i < static_cast<int>(arr.size()) ? &arr[static_cast<std::size_t>(i)] : nullptr;
+  };
+  const Json* q = at(*dims, op.query);
+  const Json* k = at(*dims, op.key);
+  const Json* t = at(*types, op.query);
+  const Json* c = at(*concrete, op.causal);
+  if (q == nullptr || k == nullptr || t == nullptr || c == nullptr || !t->is_string() ||
+      !c->is_string())
+    return false;
+  auto four = [](const Json& v, long long out[4]) {
+    if (!v.is_array() || v.size() != 4) return false;
+    for (int i = 0; i < 4; ++i) {
+      if (!v[i].is_number_integer() || v[i].get<long long>() <= 0) return false;
+      out[i] = v[i].get<long long>();
+    }
+    return true;
+  };
+  long long qd[4], kd[4];
+  double esize = 0;
+  if (!four(*q, qd) || !four(*k, kd) || !dtype_of(t->get<std::string>(), &a->dtype, &esize) ||
+      esize != 2)
+    return false;
+  const std::string cv = c->get<std::string>();
+  if (op.mask_type) {
+    if (cv != "0" && cv != "1" && cv != "2") return false;
+    a->causal = cv != "0";
+  } else {
+    if (cv != "True" && cv != "False") return false;
+    a->causal = cv == "True";
+  }
+  const int s = op.seq_major ? 1 : 2, h = op.seq_major ? 2 : 1;
+  if (qd[0] != kd[0] || qd[3] != kd[3]) return false;
+  a->pass = op.backward ? "backward" : "forward";
+  a->heads = qd[0] * qd[h];
+  a->seq_q = qd[s];
+  a->seq_k = kd[s];
+  a->head_dim = qd[3];
+  return true;
+}
+
 }  // namespace
 
 RawResults raw_from_kineto(const std::string& text, const std::string& file,
@@ -139,6 +221,8 @@ RawResults raw_from_kineto(const std::string& text, const std::string& file,
       gemms;
   std::map<std::pair<std::string, double>, std::vector<double>> elementwise;
   std::map<std::tuple<std::string, int, double>, std::vector<double>> comms;
+  // Fused attention: each call's kernels summed (a backward launches several), by External id.
+  std::map<long long, std::pair<AttentionSample, double>> attention_calls;
   for (const Json& e : *events) {
     if (!e.is_object() || str(e, "cat") != "kernel" || str(e, "ph") != "X") continue;
     ++sum.kernels;
@@ -172,6 +256,17 @@ RawResults raw_from_kineto(const std::string& text, const std::string& file,
       const double bytes = size * (c == "all_gather" ? out : in);
       comms[{c, ranks, bytes}].push_back(seconds);
       ++sum.nccl;
+      continue;
+    }
+    if (const AttentionOp* aop = attention_op(name)) {
+      AttentionSample a;
+      if (!attention_shape(*aop, args, &a)) {
+        ++sum.skipped;
+        continue;
+      }
+      auto [it, fresh] = attention_calls.try_emplace(op->first, a, 0.0);
+      it->second.second += seconds;
+      ++sum.attention;
       continue;
     }
     auto dims = args.find("Input Dims");
@@ -241,6 +336,18 @@ RawResults raw_from_kineto(const std::string& text, const std::string& file,
   }
   for (auto& [key, times] : elementwise)
     raw.memory.push_back({"elementwise", key.first, key.second, summarize(times)});
+  std::map<std::tuple<std::string, std::string, long long, long long, long long, long long, bool>,
+           std::vector<double>>
+      attention;
+  for (const auto& [id, call] : attention_calls) {
+    const AttentionSample& a = call.first;
+    attention[{a.pass, a.dtype, a.heads, a.seq_q, a.seq_k, a.head_dim, a.causal}].push_back(
+        call.second);
+  }
+  for (auto& [key, times] : attention) {
+    const auto& [pass, dtype, heads, seq_q, seq_k, head_dim, causal] = key;
+    raw.attention.push_back({pass, dtype, heads, seq_q, seq_k, head_dim, causal, summarize(times)});
+  }
   for (auto& [key, times] : comms) {
     const auto& [op, ranks, bytes] = key;
     CollectiveSample c;

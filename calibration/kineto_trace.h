@@ -18,6 +18,12 @@
 /// - NCCL kernels ("nccl..." names) launched by record_param_comms, whose args give "Collective
 ///   name", "In msg nelems", "Out msg nelems", "dtype" and "Group size": one sample per
 ///   (collective, group size, bytes), nccl-tests' size convention.
+/// - fused attention: the kernels of aten::_scaled_dot_product_{flash,efficient,cudnn}_attention,
+///   aten::_flash_attention_{forward,backward} and aten::_efficient_attention_{forward,backward}
+///   (and their backwards): one call = its kernels' summed time; query and key shapes from
+///   "Input Dims", the causal flag from "Concrete Inputs"; one sample per (pass, dtype, shape,
+///   causal), median over calls. Variable-length calls and calls without "Concrete Inputs"
+///   (PyTorch before 2.1) are skipped.
 /// Kernels of other ops are counted and skipped. Provenance: device, SM count, peaks, memory and
 /// HBM bandwidth come from the base profile (the trace does not carry them).
 #include <string>
@@ -30,7 +36,8 @@ namespace pw::calibration {
 struct KinetoSummary {
   int kernels = 0;  ///< GPU kernel events read
   int gemm = 0, elementwise = 0, nccl = 0;
-  int skipped = 0;  ///< kernels of ops that are none of these, or without recorded shapes
+  int attention = 0;  ///< kernels of fused attention calls
+  int skipped = 0;    ///< kernels of ops that are none of these, or without recorded shapes
 };
 
 /// Reads a Kineto Chrome trace into raw measurements. Throws ConfigError(file, key, ...) when it

@@ -184,6 +184,33 @@ std::string cpu_profile(const FitResult& fit, const ProfileOptions& o) {
                 "# Regenerate rather than edit: pipewright calibrate --from-raw RAW.json\n");
 }
 
+// gpu.attention from the fused attention fits of the GEMMs' dtype (else the first fitted dtype);
+// a pass the trace lacks keeps the base profile's figure, and with none there it is an error.
+void write_attention(const FitResult& fit, const std::string& gemm_dtype, const ProfileOptions& o,
+                     const std::string& src, YAML::Node gpu) {
+  std::string dtype = fit.attention.front().dtype;
+  for (const auto& a : fit.attention)
+    if (a.dtype == gemm_dtype) dtype = gemm_dtype;
+  std::string measured;
+  for (const char* pass : {"forward", "backward"}) {
+    const std::string key = pass[0] == 'f' ? "fwd_efficiency" : "bwd_efficiency";
+    const AttentionFit* f = nullptr;
+    for (const auto& a : fit.attention)
+      if (a.pass == pass && a.dtype == dtype) f = &a;
+    if (f != nullptr) {
+      gpu["attention"][key] = num(f->efficiency);
+      measured += std::string(measured.empty() ? "" : " and ") + pass;
+    } else if (!gpu["attention"] || !gpu["attention"][key]) {
+      throw ConfigError(o.raw_source, "attention",
+                        fmt::format("{} fused attention calls were traced but no {} ones, and "
+                                    "the base profile has no gpu.attention.{}; trace a training "
+                                    "step",
+                                    pass[0] == 'f' ? "backward" : "forward", pass, key));
+    }
+  }
+  gpu["attention"]["source"] = fmt::format("{} {} fused attention calls; {}", measured, dtype, src);
+}
+
 std::string cuda_profile(const FitResult& fit, const ProfileOptions& o) {
   if (o.base_text.empty())
     throw ConfigError("--base", "",
@@ -227,6 +254,7 @@ std::string cuda_profile(const FitResult& fit, const ProfileOptions& o) {
         table.push_back(e);
   }
   if (table.size() > 0) gpu["gemm_measured"] = table;
+  if (!fit.attention.empty()) write_attention(fit, g.dtype, o, src, gpu);
   gpu["source"] = src;
   YAML::Node node = doc["node"];
   const SeriesFit* p2p = find_series(fit.collectives, "send_recv", "nccl");

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/input_limits.h"
+#include "hwmodels/transformer.h"
 
 namespace pw::calibration {
 namespace {
@@ -126,6 +127,10 @@ RawProvenance read_provenance(const Reader& r) {
 
 }  // namespace
 
+double AttentionSample::flops() const {
+  return hw::fused_attention_flops(heads, seq_q, seq_k, head_dim, causal, pass == "backward");
+}
+
 Timing summarize(std::vector<double> samples) {
   if (samples.empty()) return {};
   std::sort(samples.begin(), samples.end());
@@ -189,6 +194,17 @@ std::string raw_to_json(const RawResults& raw) {
                       {"heads", l.heads},
                       {"seq", l.seq},
                       {"time", timing_json(l.time)}});
+  ordered_json attention = ordered_json::array();
+  for (const auto& a : raw.attention)
+    attention.push_back({{"pass", a.pass},
+                         {"dtype", a.dtype},
+                         {"heads", a.heads},
+                         {"seq_q", a.seq_q},
+                         {"seq_k", a.seq_k},
+                         {"head_dim", a.head_dim},
+                         {"causal", a.causal},
+                         {"time", timing_json(a.time)},
+                         {"tflops", a.flops() / a.time.median_s * 1e-12}});
   ordered_json transfers = ordered_json::array();
   for (const auto& t : raw.transfers)
     transfers.push_back({{"link", t.link},
@@ -210,6 +226,7 @@ std::string raw_to_json(const RawResults& raw) {
                    {"gemm", gemms},          {"memory", memory},
                    {"transfers", transfers}, {"collectives", colls}};
   if (!raw.layers.empty()) doc["layers"] = layers;  // older readers and files have none
+  if (!raw.attention.empty()) doc["attention"] = attention;
   return doc.dump(1) + "\n";
 }
 
@@ -242,6 +259,16 @@ RawResults raw_from_json(const std::string& text, const std::string& source) {
     if (l.hidden <= 0 || l.heads <= 0 || l.seq <= 0 || l.hidden % l.heads != 0)
       r.fail(r.key("hidden"), "expected positive hidden, heads and seq, heads dividing hidden");
     raw.layers.push_back(l);
+  });
+  top.each("attention", [&](const Reader& r) {
+    AttentionSample a{
+        r.str("pass"),      r.str("dtype"),        r.integer("heads"),           r.integer("seq_q"),
+        r.integer("seq_k"), r.integer("head_dim"), r.boolean_or("causal", true), r.timing()};
+    if (a.pass != "forward" && a.pass != "backward")
+      r.fail(r.key("pass"), "expected forward or backward");
+    if (a.heads <= 0 || a.seq_q <= 0 || a.seq_k <= 0 || a.head_dim <= 0)
+      r.fail(r.key("heads"), "expected positive heads, seq_q, seq_k and head_dim");
+    raw.attention.push_back(a);
   });
   top.each("transfers", [&](const Reader& r) {
     raw.transfers.push_back({r.str("link"), r.num("bytes"), r.timing()});

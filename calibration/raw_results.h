@@ -79,6 +79,21 @@ struct LayerSample {
   Timing time;
 };
 
+/// One fused (flash) attention kernel call: its kernels' summed time (a backward runs several).
+/// `heads` is batch x query heads; FLOPs follow hwmodels (hw::fused_attention_flops: half the
+/// keys under a causal mask), so the fitted efficiency is the profile's gpu.attention figure.
+struct AttentionSample {
+  std::string pass;   ///< forward | backward
+  std::string dtype;  ///< bf16 | fp16
+  std::int64_t heads = 0;
+  std::int64_t seq_q = 0;
+  std::int64_t seq_k = 0;
+  std::int64_t head_dim = 0;
+  bool causal = true;
+  Timing time;
+  double flops() const;
+};
+
 /// One point-to-point transfer of `bytes` over `link` (one direction, one message).
 struct TransferSample {
   std::string link;  ///< h2d_pinned | d2h_pinned | mpi_p2p | nccl_p2p
@@ -105,7 +120,8 @@ struct RawResults {
   double launch_latency_s = 0;  ///< empty-kernel launch (GPU) or call overhead (CPU)
   std::vector<GemmSample> gemms;
   std::vector<MemorySample> memory;
-  std::vector<LayerSample> layers;  ///< CPU: executor layer passes (absent in older files)
+  std::vector<LayerSample> layers;         ///< CPU: executor layer passes (absent in older files)
+  std::vector<AttentionSample> attention;  ///< fused attention from a trace (absent elsewhere)
   std::vector<TransferSample> transfers;
   std::vector<CollectiveSample> collectives;
 };

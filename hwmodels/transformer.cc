@@ -187,7 +187,9 @@ LayerOp mem(const char* name, double bytes) {
 // Keys each query attends to: all of them, or half on average when fused attention skips the
 // causal mask's upper triangle (with context parallelism the load-balanced split gives every
 // rank the same half).
-long long keys_seen(const Dims& d, bool flash) { return flash ? d.sf / 2 : d.sf; }
+long long keys_seen(const Dims& d, bool flash) {
+  return flash ? fused_attention_keys(d.sf, true) : d.sf;
+}
 
 void push_mlp(std::vector<LayerOp>* ops, const Dims& d, const char* up, const char* act,
               const char* down, long long rows, long long width, long long batch, bool fp8,
@@ -479,6 +481,15 @@ Flops total_flops(const std::vector<LayerOp>& ops) {
   Flops f;
   for (const LayerOp& op : ops) f += op.flops;
   return f;
+}
+
+long long fused_attention_keys(long long seq_k, bool causal) { return causal ? seq_k / 2 : seq_k; }
+
+double fused_attention_flops(long long heads, long long seq_q, long long seq_k, long long head_dim,
+                             bool causal, bool backward) {
+  const double gemm = 2.0 * double(seq_q) * double(fused_attention_keys(seq_k, causal)) *
+                      double(head_dim) * double(heads);
+  return (backward ? 5.0 : 2.0) * gemm;
 }
 
 TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtype) {

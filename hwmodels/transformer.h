@@ -123,6 +123,16 @@ std::vector<TpComm> head_tp_comms(const ModelShape& m, const WorkloadOptions& o,
 
 /// Sum of the ops' FLOPs.
 Flops total_flops(const std::vector<LayerOp>& ops);
+/// Keys a fused (flash) attention kernel computes per query, on average: half of `seq_k` under a
+/// causal mask (the blocks above the diagonal are skipped), all of them without one. The layer
+/// model's fused attention is causal (a language model's).
+long long fused_attention_keys(long long seq_k, bool causal);
+/// FLOPs of one fused attention kernel over `heads` query heads (batch x heads): the scores and
+/// context GEMMs, 2 x 2 seq_q k head_dim per head forward; 5 of them backward (each GEMM's two
+/// gradients and the recomputed scores), k = fused_attention_keys. The layer model's fused
+/// attention ops sum to this; calibration prices traced kernels with it.
+double fused_attention_flops(long long heads, long long seq_q, long long seq_k, long long head_dim,
+                             bool causal, bool backward);
 /// Sum of the ops' times on `gpu`: GEMMs by GpuModel::gemm_time, memory-bound ops by
 /// GpuModel::elementwise_time (the element-wise throughput, not the streaming bandwidth).
 TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtype);

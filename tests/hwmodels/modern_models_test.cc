@@ -82,6 +82,31 @@ TEST(ModernModels, FlopsPerTokenFollowTheFormulaInBothConventions) {
   EXPECT_LT(fl.hardware, fl.model);
 }
 
+TEST(ModernModels, FusedAttentionOpsSumToTheKernelFlopFormula) {
+  // Llama 3 8B, t = 2, micro batch 2, fused attention: 2 x 32 / 2 = 32 query heads on a rank,
+  // s = 8192, head dim 128. Causal: each query sees s / 2 keys on average, so the forward's scores
+  // and context GEMMs are 2 x (2 x 8192 x 4096 x 128) FLOPs per head, and the backward's five
+  // GEMMs 5 x (2 x 8192 x 4096 x 128).
+  const ModelShape& m = preset("llama3-8b");
+  WorkloadOptions o;
+  o.tp = 2;
+  o.micro_batch = 2;
+  o.flash_attention = true;
+  const double gemm = 2.0 * 8192 * 4096 * 128 * 32;
+  auto fused = [&](Pass pass, int kind) {
+    double f = 0;
+    for (const LayerOp& op : layer_ops(m, o, pass))
+      if (op.fused_attention == kind) f += op.flops.value;
+    return f;
+  };
+  EXPECT_EQ(fused(Pass::kForward, 1), 2 * gemm);
+  EXPECT_EQ(fused(Pass::kBackwardInput, 2), 5 * gemm);
+  EXPECT_EQ(fused_attention_flops(32, 8192, 8192, 128, true, false), 2 * gemm);
+  EXPECT_EQ(fused_attention_flops(32, 8192, 8192, 128, true, true), 5 * gemm);
+  // Without a causal mask every key is computed: twice the work.
+  EXPECT_EQ(fused_attention_flops(32, 8192, 8192, 128, false, false), 4 * gemm);
+}
+
 TEST(ModernModels, ActivationMemoryOfGqaSwigluWithCpIsExactToTheByte) {
   // Llama 3 70B, t = 4 with SP, cp = 2, b = 1, fused attention, no recompute, per layer:
   // s = 8192 / 2 tokens; outside TP 10sbh / t; Q, K, V and the attention output
