@@ -63,45 +63,49 @@ struct Flat {
   }
 };
 
-// Timeline of one order (Kahn's algorithm over data and device-order edges).
+// Timeline of one order: each pass starts when its device's previous pass has ended and its data
+// has arrived.
 struct Timeline {
   std::vector<TimePs> start, end;
+  std::vector<TimePs> ready;  // when each pass's data had arrived
   TimePs makespan = 0, cost = 0;
-  std::vector<std::int32_t> indeg, queue, prev, next;
+  std::vector<std::size_t> head;  // per device: its next pass to time
 };
 
 using Orders = std::vector<std::vector<std::int32_t>>;
 
+// Times `ord` by sweeping the devices: each advances through its order while its next pass's data
+// is ready (timed), until none can; the orders deadlock if some pass is left. The times do not
+// depend on the sweep's order (a pass's start is fixed by its predecessors).
 bool time_orders(const Flat& f, const Orders& ord, Timeline& tl) {
   const std::size_t n = f.size();
   tl.start.assign(n, kNever);
   tl.end.assign(n, kNever);
-  tl.indeg.resize(n);
-  tl.prev.assign(n, -1);
-  tl.next.assign(n, -1);
-  tl.queue.clear();
-  for (const auto& dev : ord)
-    for (std::size_t i = 0; i < dev.size(); ++i) {
-      if (i > 0) tl.prev[dev[i]] = dev[i - 1];
-      if (i + 1 < dev.size()) tl.next[dev[i]] = dev[i + 1];
+  tl.ready.resize(n);
+  tl.head.assign(ord.size(), 0);
+  std::size_t timed = 0;
+  // Sweeps alternate direction: data flows down the pipeline and back up (V shapes, backwards).
+  const std::size_t D = ord.size();
+  for (bool progress = true, down = true; progress; down = !down) {
+    progress = false;
+    for (std::size_t step = 0; step < D; ++step) {
+      const std::size_t d = down ? step : D - 1 - step;
+      const auto& dev = ord[d];
+      std::size_t& h = tl.head[d];
+      TimePs free = h > 0 ? tl.end[dev[h - 1]] : 0;
+      for (; h < dev.size(); ++h) {
+        const std::int32_t id = dev[h];
+        const TimePs ready = f.data_ready(id, tl.end);
+        if (ready == kNever) break;
+        tl.ready[id] = ready;
+        tl.start[id] = std::max(free, ready);
+        free = tl.end[id] = tl.start[id] + f.dur[id];
+        ++timed;
+        progress = true;
+      }
     }
-  for (std::size_t id = 0; id < n; ++id) {
-    tl.indeg[id] = f.g.dep_begin[id + 1] - f.g.dep_begin[id] + (tl.prev[id] >= 0 ? 1 : 0);
-    if (tl.indeg[id] == 0) tl.queue.push_back(static_cast<std::int32_t>(id));
   }
-  auto release = [&](std::int32_t s) {
-    if (--tl.indeg[s] == 0) tl.queue.push_back(s);
-  };
-  for (std::size_t h = 0; h < tl.queue.size(); ++h) {
-    const std::int32_t id = tl.queue[h];
-    TimePs t = tl.prev[id] >= 0 ? tl.end[tl.prev[id]] : 0;
-    t = std::max(t, f.data_ready(id, tl.end));
-    tl.start[id] = t;
-    tl.end[id] = t + f.dur[id];
-    for (int k = f.succ_begin[id]; k < f.succ_begin[id + 1]; ++k) release(f.succ[k]);
-    if (tl.next[id] >= 0) release(tl.next[id]);
-  }
-  if (tl.queue.size() != n) return false;
+  if (timed != n) return false;
   TimePs first_all = kNever, last_all = 0;
   tl.cost = 0;
   for (const auto& dev : ord) {
@@ -140,9 +144,28 @@ struct WaveScratch {
   };
   std::vector<Gap> gaps;
   std::vector<TimePs> shortest;  // per device: its shortest pass (the orders hold the same ids)
-  std::vector<TimePs> ready;     // each pass's data-ready time in the wave's timeline
-  std::vector<std::vector<double>> after;  // memory after each position, per device
-  std::vector<std::uint8_t> dirty;
+  const std::vector<TimePs>* ready = nullptr;  // each pass's data-ready time (the wave's timeline)
+  std::vector<std::vector<double>> after;      // memory after each position, per device
+  // Per device, per block of kBlock positions: the earliest data-ready time of the block's passes
+  // and the largest memory after the position before each (what a scan over the block reads), so
+  // a scan skips a block in which no pass is ready yet.
+  static constexpr std::size_t kBlock = 16;
+  std::vector<std::vector<TimePs>> block_ready;
+  std::vector<std::vector<double>> block_after;
+  std::vector<std::uint8_t> dirty;  // per device: its memory and blocks are not computed yet
+  void update_blocks(int d, const std::vector<std::int32_t>& dev, const std::vector<double>& aft,
+                     std::size_t first, std::size_t end) {
+    for (std::size_t b = first; b < end; ++b) {
+      TimePs r = kNever;
+      double a = 0;
+      for (std::size_t k = b * kBlock; k < std::min(dev.size(), (b + 1) * kBlock); ++k) {
+        r = std::min(r, (*ready)[dev[k]]);
+        if (k > 0) a = k == b * kBlock ? aft[k - 1] : std::max(a, aft[k - 1]);
+      }
+      block_ready[d][b] = r;
+      block_after[d][b] = a;
+    }
+  }
   std::vector<std::int32_t> pos;  // each pass's place in its device's order
 };
 
@@ -159,8 +182,9 @@ int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const
     w.shortest.assign(D, kNever);
     for (int d = 0; d < D; ++d)
       for (const std::int32_t id : ord[d]) w.shortest[d] = std::min(w.shortest[d], f.dur[id]);
-    w.ready.resize(f.size());
     w.after.resize(D);
+    w.block_ready.resize(D);
+    w.block_after.resize(D);
     w.pos.resize(f.size());
   }
   w.gaps.clear();
@@ -174,8 +198,7 @@ int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const
   });
   std::fill(moved.begin(), moved.end(), 0);
   // Each pass's data-ready time in this timeline (the test every candidate meets first).
-  for (std::size_t id = 0; id < f.size(); ++id)
-    w.ready[id] = f.data_ready(static_cast<std::int32_t>(id), tl.end);
+  w.ready = &tl.ready;
   w.dirty.assign(D, 1);
   int moves = 0;
   for (const WaveScratch::Gap& gp : w.gaps) {
@@ -188,22 +211,40 @@ int fill_wave(const Flat& f, Orders& ord, const std::vector<double>& caps, const
         aft[k] = run += f.mem[dev[k]];
         w.pos[dev[k]] = static_cast<std::int32_t>(k);
       }
+      const std::size_t blocks = (dev.size() + WaveScratch::kBlock - 1) / WaveScratch::kBlock;
+      w.block_ready[gp.d].resize(blocks);
+      w.block_after[gp.d].resize(blocks);
+      w.update_blocks(gp.d, dev, aft, 0, blocks);
       w.dirty[gp.d] = 0;
     }
     const std::size_t i = w.pos[gp.before];
     const double before = i > 0 ? aft[i - 1] : 0.0;
     double range_max = before;  // max of memory after positions i..k-1 (and before i)
     const std::size_t last = std::min(dev.size(), i + 1 + static_cast<std::size_t>(window));
+    const auto& br = w.block_ready[gp.d];
+    const auto& ba = w.block_after[gp.d];
     for (std::size_t k = i + 1; k < last; ++k) {
+      if (k % WaveScratch::kBlock == 0 && k + WaveScratch::kBlock <= last &&
+          br[k / WaveScratch::kBlock] > gp.s) {
+        range_max = std::max(range_max, ba[k / WaveScratch::kBlock]);
+        k += WaveScratch::kBlock - 1;  // no pass of the block is ready at the gap's start
+        continue;
+      }
       range_max = std::max(range_max, aft[k - 1]);
       const std::int32_t id = dev[k];
-      if (w.ready[id] > gp.s || moved[id] || tl.start[id] < gp.e || f.dur[id] > gp.e - gp.s)
+      if ((*w.ready)[id] > gp.s || moved[id] || tl.start[id] < gp.e || f.dur[id] > gp.e - gp.s)
         continue;
       const double delta = f.mem[id];
       if (delta > 0 && range_max + delta > caps[gp.d] + kEps) continue;
       std::rotate(dev.begin() + i, dev.begin() + k, dev.begin() + k + 1);
       moved[id] = 1;
-      w.dirty[gp.d] = 1;
+      // Only positions i..k changed: their memory, places and blocks.
+      double run = i > 0 ? aft[i - 1] : 0.0;
+      for (std::size_t q = i; q <= k; ++q) {
+        aft[q] = run += f.mem[dev[q]];
+        w.pos[dev[q]] = static_cast<std::int32_t>(q);
+      }
+      w.update_blocks(gp.d, dev, aft, i / WaveScratch::kBlock, k / WaveScratch::kBlock + 1);
       ++moves;
       break;
     }
