@@ -250,7 +250,15 @@ TEST(ReadersFuzz, ProfilerTracesAndNcclTestsLogs) {
       "\"dur\": 5.0, \"args\": {\"External id\": 2, \"Collective name\": \"allreduce\", \"In msg "
       "nelems\": 1024, \"Out msg nelems\": 1024, \"dtype\": \"BFloat16\", \"Group size\": 8}},\n"
       "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclDevKernel_AllReduce\", \"ts\": 26.0, "
-      "\"dur\": 30.0, \"args\": {\"External id\": 2}}\n]}\n";
+      "\"dur\": 30.0, \"args\": {\"External id\": 2}},\n"
+      "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": "
+      "\"aten::_scaled_dot_product_flash_attention\", \"ts\": 60.0, \"dur\": 5.0, \"args\": "
+      "{\"External id\": 3, \"Input Dims\": [[1, 8, 256, 64], [1, 2, 256, 64], [1, 2, 256, 64], "
+      "[], [], [], []], \"Input type\": [\"c10::BFloat16\", \"c10::BFloat16\", "
+      "\"c10::BFloat16\", \"Scalar\", \"Scalar\", \"Scalar\", \"\"], \"Concrete Inputs\": "
+      "[\"\", \"\", \"\", \"0.\", \"True\", \"False\", \"\"]}},\n"
+      "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"flash_fwd_kernel\", \"ts\": 66.0, "
+      "\"dur\": 12.0, \"args\": {\"External id\": 3}}\n]}\n";
   const Outcome t = fuzz(
       "trace.json", trace, kInputsPerReader,
       [&](const std::string& s) { calibration::raw_from_kineto(s, "trace.json", base); }, 51);
