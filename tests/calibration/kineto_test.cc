@@ -60,6 +60,30 @@ struct TraceWriter {
   }
 };
 
+// A trace written to a temporary directory of its own, and the options that calibrate from it
+// into a profile there; the directory goes with the object.
+struct TraceRun {
+  std::filesystem::path dir;
+  std::string trace, out;
+  CalibrateOptions options;
+  TraceRun(const std::string& tag, const std::string& text, const std::string& base)
+      : dir(std::filesystem::temp_directory_path() /
+            ("pw-kineto-" + tag + "-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(dir);
+    trace = (dir / "step.json").string();
+    out = (dir / "fitted.yaml").string();
+    write_file_atomic(trace, text);
+    options.backend = "cuda";
+    options.from_trace = trace;
+    options.base = base;
+    options.out = out;
+  }
+  ~TraceRun() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
 TEST(Kineto, TraceWrittenFromKnownConstantsFitsBackToThem) {
   const hw::HardwareProfile base = hw::resolve_profile("dgx-h100", "", "", "");
   // The traced GPU: GEMMs at max efficiency 0.62 with k_half 128 and 4 us of kernel latency;
@@ -107,17 +131,8 @@ TEST(Kineto, TraceWrittenFromKnownConstantsFitsBackToThem) {
   EXPECT_EQ(sum.skipped, 1);
   ASSERT_EQ(raw.gemms.size(), 3u);  // repeats of a shape are one sample (their median)
 
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("pw-kineto-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string trace = (dir / "step.json").string(), out = (dir / "fitted.yaml").string();
-  write_file_atomic(trace, w.text());
-  CalibrateOptions o;
-  o.backend = "cuda";
-  o.from_trace = trace;
-  o.base = "dgx-h100";
-  o.out = out;
-  const CalibrateOutcome r = calibrate(o);
+  const TraceRun run("fit", w.text(), "dgx-h100");
+  const CalibrateOutcome r = calibrate(run.options);
   ASSERT_EQ(r.fit.gemms.size(), 1u) << r.report;
   const GemmFit& g = r.fit.gemms[0];
   EXPECT_EQ(g.dtype, "bf16");
@@ -129,7 +144,7 @@ TEST(Kineto, TraceWrittenFromKnownConstantsFitsBackToThem) {
   EXPECT_NEAR(r.fit.collectives[0].fit.alpha_s, 12e-6, 0.01 * 12e-6) << r.report;
   EXPECT_NEAR(r.fit.collectives[0].fit.bandwidth(), 180e9, 0.01 * 180e9) << r.report;
   // The profile loads and times the traced GEMM shapes as the trace says.
-  const hw::HardwareProfile fitted = hw::load_profile(out);
+  const hw::HardwareProfile fitted = hw::load_profile(run.out);
   const hw::GpuModel fm(fitted.gpu);
   for (const auto& s : shapes) {
     const double want = ps_to_seconds(gpu.gemm_time(s[0], s[1], s[2], hw::DType::kBf16));
@@ -139,7 +154,6 @@ TEST(Kineto, TraceWrittenFromKnownConstantsFitsBackToThem) {
                           "other ops skipped"),
             std::string::npos)
       << r.report;
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Kineto, FusedAttentionCallsFitTheProfilesAttentionEfficiencies) {
@@ -246,17 +260,8 @@ TEST(Kineto, FusedAttentionCallsFitTheProfilesAttentionEfficiencies) {
         << e.what();
   }
 
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("pw-kineto-att-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string trace = (dir / "step.json").string(), out = (dir / "fitted.yaml").string();
-  write_file_atomic(trace, w.text());
-  CalibrateOptions o;
-  o.backend = "cuda";
-  o.from_trace = trace;
-  o.base = "dgx-h100";
-  o.out = out;
-  const CalibrateOutcome r = calibrate(o);
+  const TraceRun run("att", w.text(), "dgx-h100");
+  const CalibrateOutcome r = calibrate(run.options);
   ASSERT_EQ(r.fit.attention.size(), 2u) << r.report;
   EXPECT_EQ(r.fit.attention[0].pass, "backward");
   EXPECT_NEAR(r.fit.attention[0].efficiency, 0.40, 0.01 * 0.40) << r.report;
@@ -264,14 +269,13 @@ TEST(Kineto, FusedAttentionCallsFitTheProfilesAttentionEfficiencies) {
   EXPECT_LT(r.fit.attention[1].quality.worst_residual, 0.01) << r.report;
   EXPECT_NE(r.report.find("attention forward"), std::string::npos) << r.report;
   // The profile carries them, and hwmodels times the traced calls as the trace says.
-  const hw::HardwareProfile fitted = hw::load_profile(out);
+  const hw::HardwareProfile fitted = hw::load_profile(run.out);
   EXPECT_NEAR(fitted.gpu.attention_fwd_efficiency, 0.55, 0.01 * 0.55);
   EXPECT_NEAR(fitted.gpu.attention_bwd_efficiency, 0.40, 0.01 * 0.40);
   const hw::GpuModel fm(fitted.gpu);
   EXPECT_NEAR(ps_to_seconds(fm.fused_attention_time({fwd_causal}, hw::DType::kBf16, false)),
               call(fwd_causal, 0.55), 0.01 * call(fwd_causal, 0.55));
   EXPECT_NEAR(ps_to_seconds(fm.fused_attention_time({bwd}, hw::DType::kBf16, true)), tb, 0.01 * tb);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Kineto, AProfileWithoutAttentionFiguresNeedsBothPassesTraced) {
@@ -300,27 +304,18 @@ TEST(Kineto, AProfileWithoutAttentionFiguresNeedsBothPassesTraced) {
         "\"Scalar\", \"Scalar\", \"Scalar\", \"\"], \"Concrete Inputs\": [\"\", \"\", \"\", "
         "\"0.\", \"True\", \"False\", \"\"]",
         "flash_fwd_kernel", 100e-6);
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("pw-kineto-fwd-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string trace = (dir / "fwd.json").string(), out = (dir / "fitted.yaml").string();
-  write_file_atomic(trace, w.text());
-  CalibrateOptions o;
-  o.backend = "cuda";
-  o.from_trace = trace;
-  o.base = "dgx-a100-80gb";
-  o.out = out;
+  const TraceRun run("fwd", w.text(), "dgx-a100-80gb");
   try {
-    calibrate(o);
+    calibrate(run.options);
     ADD_FAILURE() << "a forward-only trace gave a profile";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(trace + ": attention: forward fused attention calls were "
-                                                 "traced but no backward ones"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find(run.trace + ": attention: forward fused attention calls were "
+                                               "traced but no backward ones"),
+        std::string::npos)
         << e.what();
   }
-  EXPECT_FALSE(std::filesystem::exists(out));
-  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(std::filesystem::exists(run.out));
 }
 
 std::string error_of(const std::string& text) {
