@@ -84,25 +84,35 @@ struct TraceRun {
   }
 };
 
-TEST(Kineto, TraceWrittenFromKnownConstantsFitsBackToThem) {
-  const hw::HardwareProfile base = hw::resolve_profile("dgx-h100", "", "", "");
-  // The traced GPU: GEMMs at max efficiency 0.62 with k_half 128 and 4 us of kernel latency;
-  // element-wise kernels 3 us + bytes / 2.8 TB/s; NCCL all-reduce over 8 GPUs 12 us + S / 180 GB/s.
+// The traced GPU of these tests: GEMMs at max efficiency 0.62 with k_half 128 and 4 us of kernel
+// latency on the base profile's peaks.
+hw::GpuSpec traced_gpu(const hw::HardwareProfile& base) {
   hw::GpuSpec truth = base.gpu;
   truth.gemm_max_efficiency = 0.62;
   truth.gemm_k_half = 128;
   truth.kernel_latency = seconds_to_ps(4e-6);
-  const hw::GpuModel gpu(truth);
+  return truth;
+}
+constexpr long long kShapes[3][3] = {{4096, 4096, 4096}, {8192, 1024, 512}, {2048, 6144, 1024}};
+
+// One aten::mm call per shape, timed by `gpu`.
+void add_gemms(TraceWriter& w, const hw::GpuModel& gpu) {
+  for (const auto& s : kShapes)
+    w.add("aten::mm",
+          fmt::format(", \"Input Dims\": [[{}, {}], [{}, {}]], \"Input type\": "
+                      "[\"c10::BFloat16\", \"c10::BFloat16\"]",
+                      s[0], s[2], s[2], s[1]),
+          "sm90_xmma_gemm_bf16bf16_bf16f32",
+          ps_to_seconds(gpu.gemm_time(s[0], s[1], s[2], hw::DType::kBf16)));
+}
+
+TEST(Kineto, TraceWrittenFromKnownConstantsFitsBackToThem) {
+  const hw::HardwareProfile base = hw::resolve_profile("dgx-h100", "", "", "");
+  // The traced GPU (traced_gpu); element-wise kernels 3 us + bytes / 2.8 TB/s; NCCL all-reduce
+  // over 8 GPUs 12 us + S / 180 GB/s.
+  const hw::GpuModel gpu(traced_gpu(base));
   TraceWriter w;
-  const long long shapes[3][3] = {{4096, 4096, 4096}, {8192, 1024, 512}, {2048, 6144, 1024}};
-  for (int rep = 0; rep < 2; ++rep)
-    for (const auto& s : shapes)
-      w.add("aten::mm",
-            fmt::format(", \"Input Dims\": [[{}, {}], [{}, {}]], \"Input type\": "
-                        "[\"c10::BFloat16\", \"c10::BFloat16\"]",
-                        s[0], s[2], s[2], s[1]),
-            "sm90_xmma_gemm_bf16bf16_bf16f32",
-            ps_to_seconds(gpu.gemm_time(s[0], s[1], s[2], hw::DType::kBf16)));
+  for (int rep = 0; rep < 2; ++rep) add_gemms(w, gpu);
   for (long long n : {1ll << 20, 1ll << 24}) {
     const double bytes = 3.0 * n * 2;  // two inputs and the output, bf16
     w.add("aten::add",
@@ -146,7 +156,7 @@ TEST(Kineto, TraceWrittenFromKnownConstantsFitsBackToThem) {
   // The profile loads and times the traced GEMM shapes as the trace says.
   const hw::HardwareProfile fitted = hw::load_profile(run.out);
   const hw::GpuModel fm(fitted.gpu);
-  for (const auto& s : shapes) {
+  for (const auto& s : kShapes) {
     const double want = ps_to_seconds(gpu.gemm_time(s[0], s[1], s[2], hw::DType::kBf16));
     EXPECT_NEAR(ps_to_seconds(fm.gemm_time(s[0], s[1], s[2], hw::DType::kBf16)), want, 0.01 * want);
   }
@@ -161,20 +171,9 @@ TEST(Kineto, FusedAttentionCallsFitTheProfilesAttentionEfficiencies) {
   const double peak = base.gpu.peak_flops[static_cast<int>(hw::DType::kBf16)];  // 989 TFLOP/s
   // The traced GPU: GEMMs as in the test above (4 us kernel latency), fused attention at 55% of
   // the bf16 peak forward and 40% backward, each call taking 4 us + FLOPs / (peak x efficiency).
-  hw::GpuSpec truth = base.gpu;
-  truth.gemm_max_efficiency = 0.62;
-  truth.gemm_k_half = 128;
-  truth.kernel_latency = seconds_to_ps(4e-6);
-  const hw::GpuModel gpu(truth);
+  const hw::GpuModel gpu(traced_gpu(base));
   TraceWriter w;
-  const long long shapes[3][3] = {{4096, 4096, 4096}, {8192, 1024, 512}, {2048, 6144, 1024}};
-  for (const auto& s : shapes)
-    w.add("aten::mm",
-          fmt::format(", \"Input Dims\": [[{}, {}], [{}, {}]], \"Input type\": "
-                      "[\"c10::BFloat16\", \"c10::BFloat16\"]",
-                      s[0], s[2], s[2], s[1]),
-          "sm90_xmma_gemm_bf16bf16_bf16f32",
-          ps_to_seconds(gpu.gemm_time(s[0], s[1], s[2], hw::DType::kBf16)));
+  add_gemms(w, gpu);
   for (long long n : {1ll << 20, 1ll << 24})
     w.add("aten::add",
           fmt::format(", \"Input Dims\": [[{}], [{}], []], \"Input type\": [\"c10::BFloat16\", "
