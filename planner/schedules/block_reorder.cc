@@ -340,12 +340,30 @@ std::vector<double> order_peaks(const Schedule& schedule, const CostTable& costs
   return peak;
 }
 
-int fill_gaps(Schedule& schedule, const CostTable& costs, const std::vector<double>& caps,
-              int max_waves) {
+namespace {
+
+// What fill_order did: the moves made and the makespan and cost of the order it left (the
+// schedule's own when nothing moved).
+struct FillOutcome {
+  bool timed = false;  // false: the schedule's order deadlocks (nothing else is set)
+  int moves = 0;
+  TimePs makespan = 0, cost = 0;
+};
+
+// Times the schedule's order and, when its makespan is within `fill_within`, fills its gaps
+// (fill_gaps' contract), reporting the final order's timing so that callers need not time it
+// again.
+FillOutcome fill_order(Schedule& schedule, const CostTable& costs, const std::vector<double>& caps,
+                       int max_waves, TimePs fill_within) {
+  FillOutcome out;
   const Flat f(schedule, costs);
   Orders ord = graph_orders(f);
   Timeline tl;
-  if (!time_orders(f, ord, tl)) return 0;
+  if (!time_orders(f, ord, tl)) return out;
+  out.timed = true;
+  out.makespan = tl.makespan;
+  out.cost = tl.cost;
+  if (tl.makespan > fill_within) return out;
   std::vector<std::uint8_t> moved(f.size(), 0);
   // Candidates within two microbatches' passes of all devices after the gap: a pass further
   // down the list belongs to a microbatch that is not ready yet.
@@ -370,7 +388,17 @@ int fill_gaps(Schedule& schedule, const CostTable& costs, const std::vector<doub
     moves += made;
   }
   if (moves > 0) write_orders(f, ord, schedule);
-  return moves;
+  out.moves = moves;
+  out.makespan = tl.makespan;
+  out.cost = tl.cost;
+  return out;
+}
+
+}  // namespace
+
+int fill_gaps(Schedule& schedule, const CostTable& costs, const std::vector<double>& caps,
+              int max_waves) {
+  return fill_order(schedule, costs, caps, max_waves, kNever).moves;
 }
 
 namespace {
@@ -609,11 +637,13 @@ Candidate run_method(const BuildingBlock& block, const Schedule& plain, const Co
   c.peak = order_peaks(c.schedule, costs);
   for (std::size_t d = 0; d < c.peak.size(); ++d)
     if (c.peak[d] > caps[d] + kEps) return c.schedule.actions.clear(), c;
-  c.makespan = eval_makespan(c.schedule, costs, &c.cost);
-  if (c.makespan > fill_within) return c;
-  if (fill_gaps(c.schedule, costs, caps, fill_waves) > 0) {
+  // Timed once, filled when within reach of the best, and the filled order's timing kept.
+  const FillOutcome fo = fill_order(c.schedule, costs, caps, fill_waves, fill_within);
+  PW_ASSERT(fo.timed, "reorder candidate deadlocks");
+  c.makespan = fo.makespan;
+  c.cost = fo.cost;
+  if (fo.moves > 0) {
     c.filled = true;
-    c.makespan = eval_makespan(c.schedule, costs, &c.cost);
     c.peak = order_peaks(c.schedule, costs);
   }
   return c;
