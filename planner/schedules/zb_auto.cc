@@ -129,10 +129,10 @@ class Greedy {
 
   // The device with work that is not blocked and has the earliest clock (the lowest index on a
   // tie): the first such in by_clock_, which keeps the devices with work in (clock, index)
-  // order. Only the devices blocked since the last pass are skipped, so a pick is O(blocked).
+  // order.
   int pick_device() const {
     for (int d : by_clock_)
-      if (blocked_[d] != epoch_) return d;
+      if (!blocked_[d]) return d;
     return -1;
   }
 
@@ -151,6 +151,12 @@ class Greedy {
     const TimePs e = t + c_.time(s, k);
     clock_[d] = e;
     mem_[d] += c_.mem(s, k);
+    // A blocked device waits for nothing it can see: no B or F of its stages has a known ready
+    // time and its W waits. Only a pass that makes one known frees it: its own, a forward of the
+    // stage before one of its stages, a backward of the stage after.
+    blocked_[d] = 0;
+    if (k == ActionKind::kF && next_[s] >= 0) blocked_[pl_.stages[next_[s]].device] = 0;
+    if (k == ActionKind::kB && prev_[s] >= 0) blocked_[pl_.stages[prev_[s]].device] = 0;
     if (k == ActionKind::kF) {
       f_end_[at(s, j)] = e;
       ++nf_[s];
@@ -173,7 +179,6 @@ class Greedy {
     --left_[d];
     if (k != ActionKind::kW) --fb_left_[d];
     reposition(d);
-    ++epoch_;  // every device may have work again
   }
 
   bool has_fb(int d) const { return fb_left_[d] > 0; }
@@ -227,7 +232,7 @@ class Greedy {
       if (go) return run_w(d);
     }
     if (next_known == kNever) {
-      blocked_[d] = epoch_;
+      blocked_[d] = 1;
       return;
     }
     clock_[d] = next_known;
@@ -258,9 +263,7 @@ class Greedy {
   std::vector<std::vector<int>> mbs_;
   std::vector<TimePs> f_end_, b_end_, clock_;
   std::vector<double> mem_;
-  // Device d is blocked while blocked_[d] == epoch_; every executed pass starts a new epoch.
-  std::vector<std::uint64_t> blocked_;
-  std::uint64_t epoch_ = 1;
+  std::vector<std::uint8_t> blocked_;      // per device: stepped and found nothing to run or await
   std::vector<long long> fb_left_, left_;  // F/B passes, and all passes, left per device
   std::vector<int> by_clock_;              // devices with work left, by (clock, index)
   std::vector<std::vector<Action>> w_queue_;
