@@ -264,8 +264,7 @@ RawResults raw_from_kineto(const std::string& text, const std::string& file,
         ++sum.skipped;
         continue;
       }
-      auto [it, fresh] = attention_calls.try_emplace(op->first, a, 0.0);
-      it->second.second += seconds;
+      attention_calls.try_emplace(op->first, a, 0.0).first->second.second += seconds;
       ++sum.attention;
       continue;
     }

@@ -62,10 +62,13 @@ class Reader {
     if (i < 0) fail(key(name), "expected a non-negative integer, got " + v.dump());
     return i;
   }
+  bool boolean(const char* name) const {
+    const auto& v = at(name);
+    if (!v.is_boolean()) fail(key(name), "expected true or false");
+    return v.get<bool>();
+  }
   bool boolean_or(const char* name, bool dflt) const {
-    if (!j_.contains(name)) return dflt;
-    if (!j_.at(name).is_boolean()) fail(key(name), "expected true or false");
-    return j_.at(name).get<bool>();
+    return j_.contains(name) ? boolean(name) : dflt;
   }
   Timing timing() const {
     Reader t(at("time"), source_, key("time"));
@@ -261,13 +264,15 @@ RawResults raw_from_json(const std::string& text, const std::string& source) {
     raw.layers.push_back(l);
   });
   top.each("attention", [&](const Reader& r) {
-    AttentionSample a{
-        r.str("pass"),      r.str("dtype"),        r.integer("heads"),           r.integer("seq_q"),
-        r.integer("seq_k"), r.integer("head_dim"), r.boolean_or("causal", true), r.timing()};
+    AttentionSample a{r.str("pass"),       r.str("dtype"),     r.integer("heads"),
+                      r.integer("seq_q"),  r.integer("seq_k"), r.integer("head_dim"),
+                      r.boolean("causal"), r.timing()};
     if (a.pass != "forward" && a.pass != "backward")
       r.fail(r.key("pass"), "expected forward or backward");
     if (a.heads <= 0 || a.seq_q <= 0 || a.seq_k <= 0 || a.head_dim <= 0)
       r.fail(r.key("heads"), "expected positive heads, seq_q, seq_k and head_dim");
+    if (a.flops() <= 0)  // causal with one key: nothing the model counts, nothing to fit
+      r.fail(r.key("seq_k"), "expected a call with work: a causal call needs at least 2 keys");
     raw.attention.push_back(a);
   });
   top.each("transfers", [&](const Reader& r) {

@@ -247,6 +247,17 @@ TEST(Kineto, FusedAttentionCallsFitTheProfilesAttentionEfficiencies) {
     EXPECT_EQ(back.attention[i].causal, raw.attention[i].causal);
     EXPECT_EQ(back.attention[i].time.median_s, raw.attention[i].time.median_s);
   }
+  // The causal flag decides the FLOPs: a raw file without it is refused, not read as causal.
+  std::string no_causal = raw_to_json(raw);
+  no_causal.erase(no_causal.find("\"causal\": "), std::string("\"causal\": true,").size());
+  try {
+    raw_from_json(no_causal, "raw.json");
+    ADD_FAILURE() << "an attention sample without its causal flag was read";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("raw.json: attention[0].causal: missing field"),
+              std::string::npos)
+        << e.what();
+  }
   std::string bad = raw_to_json(raw);
   bad.replace(bad.find("\"pass\": \"backward\""), 18, "\"pass\": \"sideways\"");
   try {
