@@ -50,7 +50,7 @@ const EngineResult& Engine::run(const TaskGraph& g, const EngineOptions& opt) {
   }
   for (const auto& [b, end] : g.background_)
     net_.start_background(q_, kFlowEnd, g.hops_.data() + b, end - b);
-  for (std::size_t t = 0; t < n; ++t) try_start(static_cast<std::int32_t>(t));
+  for (const std::int32_t t : g.initial_) try_start(t);
 
   while (!q_.empty()) {
     const Event e = q_.pop();

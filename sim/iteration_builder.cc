@@ -225,7 +225,18 @@ BuiltIteration IterationBuilder::build() {
   build_data_parallel();
   build_optimizer();
   resolve_routes();
-  out_.graph.finalize();
+  // Every GPU simulated and nothing kept that names tasks by id (labels, action map, arrows):
+  // renumber the tasks for the engine's locality (TaskGraph::finalize) and re-key comm_kind.
+  if (!opt_.representative && !out_.graph.has_labels() && !timings_ && !arrows_) {
+    std::vector<std::int32_t> new_id;
+    out_.graph.finalize(&new_id);
+    des::ChunkedVector<std::uint8_t> kind;
+    kind.append(new_id.size(), 0);
+    for (std::size_t i = 0; i < new_id.size(); ++i) kind[new_id[i]] = out_.comm_kind[i];
+    out_.comm_kind = std::move(kind);
+  } else {
+    out_.graph.finalize();
+  }
   out_.num_actions = num_actions_;
   if (timings_) {
     out_.action_first.resize(pass_.size());

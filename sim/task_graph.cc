@@ -1,5 +1,6 @@
 #include "sim/task_graph.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "core/error.h"
@@ -200,12 +201,45 @@ static void bucket(std::size_t buckets, const Keys& key, std::vector<std::int32_
   for (std::size_t i = 0; i < key.size(); ++i) out[fill[key[i]]++] = static_cast<std::int32_t>(i);
 }
 
-void TaskGraph::finalize() {
+// Round robin over the devices by position: each device's k-th task (all its streams counted
+// together, in insertion order), device by device, then every device's (k+1)-th. A device's tasks
+// keep their relative order, so every stream's order is unchanged.
+static std::vector<std::int32_t> locality_order(const ChunkedVector<Task>& tasks, int devices) {
+  const std::size_t n = tasks.size();
+  std::vector<std::int32_t> id;
+  assign_huge(id, n, 0);
+  std::vector<std::int32_t> pos(static_cast<std::size_t>(devices), 0);
+  std::int32_t longest = 0;
+  for (std::size_t t = 0; t < n; ++t) {
+    id[t] = pos[tasks[t].device]++;
+    longest = std::max(longest, id[t] + 1);
+  }
+  std::vector<std::int64_t> at(static_cast<std::size_t>(longest) + 1, 0);
+  for (std::size_t t = 0; t < n; ++t) ++at[id[t] + 1];
+  for (std::int32_t k = 0; k < longest; ++k) at[k + 1] += at[k];
+  for (std::size_t t = 0; t < n; ++t) id[t] = static_cast<std::int32_t>(at[id[t]]++);
+  return id;
+}
+
+void TaskGraph::finalize(std::vector<std::int32_t>* renumbered) {
   seal_last_collective();
   std::unordered_multimap<std::uint64_t, std::int32_t>().swap(shared_);
   for (std::size_t f = 0; f < flows_.size(); ++f)
     PW_ASSERT(flows_[f].hop_end != kPendingRoute, "a flow's route was never resolved");
   const std::size_t n = tasks_.size();
+  // new_id[old]; empty: ids stay as added.
+  std::vector<std::int32_t> new_id;
+  if (renumbered) {
+    PW_ASSERT(!keep_labels_, "a graph with labels keeps its task ids");
+    new_id = locality_order(tasks_, num_devices_);
+    for (std::size_t e = 0; e < edge_pred_.size(); ++e) {
+      edge_pred_[e] = new_id[edge_pred_[e]];
+      edge_succ_[e] = new_id[edge_succ_[e]];
+    }
+  }
+  auto id_of = [&](std::size_t old) {
+    return new_id.empty() ? static_cast<std::int32_t>(old) : new_id[old];
+  };
   std::vector<std::int32_t> order;
   bucket(n, edge_pred_, succ_begin_, order);
   assign_huge(succ_, order.size(), 0);
@@ -221,24 +255,39 @@ void TaskGraph::finalize() {
   edge_succ_.clear();
   edge_latency_.clear();
   has_latency_ = false;
+  // The engine starts the tasks without predecessors in the order they were added (equal-time
+  // events then keep their order whatever the numbering), and collectives list their
+  // participants in that order too.
+  initial_.clear();
+  std::vector<std::int32_t> coll_key;
+  std::vector<std::int32_t> comm_tasks;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t id = id_of(i);
+    if (num_preds_[id] == 0) initial_.push_back(id);
+    if (tasks_[i].is_compute) continue;
+    PW_ASSERT(tasks_[i].collective >= 0 &&
+                  tasks_[i].collective < static_cast<std::int32_t>(collectives_.size()),
+              "communication task without a collective");
+    coll_key.push_back(tasks_[i].collective);
+    comm_tasks.push_back(id);
+  }
+  bucket(collectives_.size(), coll_key, part_begin_, part_);
+  for (std::int32_t& p : part_) p = comm_tasks[p];
+  std::vector<std::int32_t>().swap(coll_key);
+  std::vector<std::int32_t>().swap(comm_tasks);
+  if (!new_id.empty()) {
+    ChunkedVector<Task> moved;
+    moved.append(n, Task{});
+    for (std::size_t i = 0; i < n; ++i) moved[new_id[i]] = tasks_[i];
+    tasks_ = std::move(moved);
+  }
   std::vector<std::int32_t> stream_key;
   assign_huge(stream_key, n, 0);
   for (std::size_t i = 0; i < n; ++i)
     stream_key[i] = tasks_[i].device * kNumStreamKinds + static_cast<int>(tasks_[i].stream);
   bucket(static_cast<std::size_t>(num_devices_) * kNumStreamKinds, stream_key, stream_begin_,
          stream_tasks_);
-  std::vector<std::int32_t> coll_key;
-  std::vector<std::int32_t> comm_tasks;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (tasks_[i].is_compute) continue;
-    PW_ASSERT(tasks_[i].collective >= 0 &&
-                  tasks_[i].collective < static_cast<std::int32_t>(collectives_.size()),
-              "communication task without a collective");
-    coll_key.push_back(tasks_[i].collective);
-    comm_tasks.push_back(static_cast<std::int32_t>(i));
-  }
-  bucket(collectives_.size(), coll_key, part_begin_, part_);
-  for (std::int32_t& p : part_) p = comm_tasks[p];
+  if (renumbered) *renumbered = std::move(new_id);
 }
 
 }  // namespace pw::des

@@ -128,8 +128,14 @@ class TaskGraph {
   void add_initial_memory(int device, MemCategory c, double amount);
 
   /// Builds the successor and stream arrays and releases the edge lists; call once after the
-  /// last add.
-  void finalize();
+  /// last add. With `renumbered` (a graph without labels), the tasks are renumbered so that
+  /// tasks running at about the same time sit together in memory (each device's k-th task, device
+  /// by device, then the (k+1)-th: an all-ranks run touches every GPU's next tasks, which added
+  /// rank by rank lie a GPU's whole share apart), and *renumbered gets each task's new id by the
+  /// id add_task returned (the caller re-keys what it holds). Stream, successor and participant
+  /// orders and the engine's start-up order are those of insertion, so a run gives the same
+  /// result either way. Ids given by task(), stream_tasks() and the engine are the new ones.
+  void finalize(std::vector<std::int32_t>* renumbered = nullptr);
 
   std::size_t size() const { return tasks_.size(); }
   const Task& task(std::int32_t id) const { return tasks_[id]; }
@@ -169,6 +175,7 @@ class TaskGraph {
   std::vector<std::int32_t> num_preds_;
   std::vector<std::int32_t> stream_begin_, stream_tasks_;  ///< per stream id, task ids in order
   std::vector<std::int32_t> part_begin_, part_;            ///< per collective, participant tasks
+  std::vector<std::int32_t> initial_;  ///< tasks without predecessors, in insertion order
 };
 
 }  // namespace pw::des

@@ -150,6 +150,68 @@ TEST(TaskGraph, EqualCollectivesShareTheirPhasesAndRunApart) {
   EXPECT_EQ(r.end[c], 210);
 }
 
+TEST(TaskGraph, RenumberingForLocalityKeepsEveryTime) {
+  // Device 0 gets three compute tasks, then device 1 two, then a DP collective of both devices
+  // (device 1's participant added first) over one 1 B/ps link, 100 B per participant's flow
+  // after 10 ps. Renumbered round robin by position on the device: d0's 1st -> 0, d1's 1st -> 1,
+  // d0's 2nd -> 2, d1's 2nd -> 3, d0's 3rd -> 4, d1's 3rd (its DP task) -> 5, d0's 4th -> 6.
+  auto build = [](TaskGraph* g) {
+    g->reset(2);
+    std::vector<std::int32_t> id;
+    for (int d = 0; d < 2; ++d)
+      for (int k = 0; k < 3 - d; ++k) {
+        Task c;
+        c.device = d;
+        c.duration = 100 * (k + 1) + d;
+        id.push_back(g->add_task(c));
+        if (k > 0) g->add_dep(id[id.size() - 2], id.back());
+      }
+    const std::int32_t coll = g->add_collective(true);
+    g->add_phase(10);
+    g->add_flow(100, {RouteHop{0, 1.0f}});
+    g->add_flow(100, {RouteHop{0, 1.0f}});
+    for (int d : {1, 0}) {
+      Task m;
+      m.device = d;
+      m.is_compute = false;
+      m.stream = StreamKind::kDp;
+      m.collective = coll;
+      id.push_back(g->add_task(m));
+      g->add_dep(d == 0 ? id[2] : id[4], id.back());
+    }
+    Task last;  // device 0, after the collective: an equal-time successor of both DP tasks
+    last.duration = 5;
+    id.push_back(g->add_task(last));
+    g->add_dep(id[5], id.back());
+    g->add_dep(id[6], id.back());
+  };
+  TaskGraph plain, renumbered;
+  build(&plain);
+  build(&renumbered);
+  plain.finalize();
+  std::vector<std::int32_t> new_id;
+  renumbered.finalize(&new_id);
+  EXPECT_EQ(new_id, (std::vector<std::int32_t>{0, 2, 4, 1, 3, 5, 6, 7}));
+  // Stream order is the insertion order, in new ids.
+  const auto s0 = renumbered.stream_tasks(0, StreamKind::kCompute);
+  EXPECT_EQ(std::vector<std::int32_t>(s0.begin(), s0.end()),
+            (std::vector<std::int32_t>{0, 2, 4, 7}));
+  EXPECT_EQ(renumbered.task(new_id[3]).device, 1);
+  Engine e1({1e12}), e2({1e12});
+  const EngineResult a = e1.run(plain);
+  const EngineResult& b = e2.run(renumbered);
+  ASSERT_EQ(a.start.size(), b.start.size());
+  for (std::size_t t = 0; t < a.start.size(); ++t) {
+    EXPECT_EQ(a.start[t], b.start[new_id[t]]) << t;
+    EXPECT_EQ(a.end[t], b.end[new_id[t]]) << t;
+  }
+  EXPECT_EQ(a.events, b.events);
+  // By hand: device 0 computes 100 + 200 + 300 = 600 ps, device 1 101 + 201 = 302 ps; the
+  // collective starts at 600, both flows share the link (0.5 B/ps each): 600 + 10 + 200 = 810.
+  EXPECT_EQ(a.end[5], 810);
+  EXPECT_EQ(a.end[7], 815);
+}
+
 TEST(TaskGraph, KeepsTaskLabelsOnlyWhenAsked) {
   // Labels cost 8 bytes a task (a third of a task's own 24): an all-ranks run without a trace or
   // per-action timings stores none.

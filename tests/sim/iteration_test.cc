@@ -61,6 +61,30 @@ TEST(Iteration, RepresentativeRanksGiveTheSameTimesAsEveryRank) {
   }
 }
 
+// An all-ranks run without a trace renumbers its tasks for locality (TaskGraph::finalize); with
+// a trace it keeps them as added. Both must give exactly the same run: the same times to the
+// picosecond, the same exposed communication, memory and event count (the start-up order and
+// every stream, successor and participant order are the insertion ones either way).
+TEST(Iteration, RenumberedAllRanksRunEqualsTheRunInInsertionOrder) {
+  for (const char* extra : {"", "  zero_stage: 1\n  num_layers_per_virtual_pipeline_stage: 2",
+                            "  recompute_granularity: full\n  overlap_grad_reduce: true"}) {
+    const hw::Scenario s = small_scenario(2, 4, 2, 16, extra);
+    const IterationInput in = testing::input_for(s);
+    IterationOptions renumbered, as_added;
+    renumbered.representative = as_added.representative = false;
+    as_added.trace = true;  // keeps labels, so the ids stay as added
+    const IterationResult a = simulate_iteration(in, renumbered);
+    const IterationResult b = simulate_iteration(in, as_added);
+    EXPECT_EQ(a.simulated_gpus, 16);
+    EXPECT_EQ(a.iteration, b.iteration) << extra;
+    EXPECT_EQ(a.events, b.events) << extra;
+    for (int k = 0; k < kNumCommKinds; ++k) EXPECT_EQ(a.exposed[k], b.exposed[k]) << extra;
+    ASSERT_EQ(a.memory.size(), b.memory.size());
+    for (std::size_t d = 0; d < a.memory.size(); ++d)
+      EXPECT_EQ(a.memory[d].peak, b.memory[d].peak) << extra;
+  }
+}
+
 // The same symmetry with context and expert parallelism: a small GQA + SwiGLU MoE model on two
 // DGX H100 nodes, t=2 cp=2 p=2 d=2 ep=4 (the EP group spans both nodes), FP8.
 TEST(Iteration, RepresentativeRanksHoldWithContextAndExpertParallelism) {
