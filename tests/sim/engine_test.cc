@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "core/error.h"
 #include "planner/schedules/generator.h"
 #include "sim/evaluator.h"
@@ -41,6 +45,44 @@ TEST(EventQueue, ManyRandomEventsComeOutSorted) {
     ASSERT_TRUE(prev.time < e.time || (prev.time == e.time && prev.seq < e.seq));
     prev = e;
   }
+}
+
+TEST(EventQueue, InterleavedPushesAndPopsFollowTimeThenPushOrder) {
+  // The queue keeps one bucket per distinct pending time in a hashed table; times drawn from a
+  // small set collide, repeat and are released while others are pending (the table grows past
+  // 64 entries and deletes with backward shifts). Reference: a sorted list of (time, seq).
+  EventQueue q;
+  std::vector<std::pair<TimePs, std::uint32_t>> ref;  // pending, (time, push number)
+  std::uint64_t x = 99;
+  std::uint32_t pushed = 0;
+  auto next = [&] { return (x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  for (int round = 0; round < 20000; ++round) {
+    const bool push = ref.empty() || next() % 3 != 0;
+    if (push) {
+      // 0..9 after now: equal times are frequent; 0 goes to the same-time FIFO.
+      const TimePs t = q.now() + static_cast<TimePs>(next() % (round < 10000 ? 10 : 400));
+      q.push(t, 0, pushed);
+      ref.emplace_back(t, pushed++);
+      continue;
+    }
+    const auto it = std::min_element(ref.begin(), ref.end());
+    const Event e = q.pop();
+    ASSERT_EQ(e.time, it->first) << "round " << round;
+    ASSERT_EQ(e.target, it->second) << "round " << round;
+    ref.erase(it);
+    ASSERT_EQ(q.size(), ref.size());
+  }
+  while (!ref.empty()) {
+    const auto it = std::min_element(ref.begin(), ref.end());
+    ASSERT_EQ(q.pop().target, it->second);
+    ref.erase(it);
+  }
+  EXPECT_TRUE(q.empty());
+  q.clear();
+  q.push(7, 0, 1);
+  q.push(3, 0, 2);
+  EXPECT_EQ(q.pop().target, 2u);
+  EXPECT_EQ(q.pop().target, 1u);
 }
 
 // One truth, two engines: with communication free (and also with a fixed hop latency) the
