@@ -97,11 +97,27 @@ bool FlowNetwork::finish(EventQueue& q, std::uint8_t event_type, const Event& e)
   f.active = false;
   f.remaining = 0;
   f.rate = 0;
+  bool alone = true;  // no other flow left on any of its links
   for (int k = 0; k < f.hops; ++k) {
     auto& lf = link_flows_[f.route[k].link];
     auto it = std::find(lf.begin(), lf.end(), e.target);
     *it = lf.back();
     lf.pop_back();
+    alone = alone && lf.empty();
+  }
+  if (alone) {
+    // What a re-share of its links would do: no flow's rate changes, and each link, now
+    // carrying nothing, ends its saturated interval.
+    const TimePs now = q.now();
+    for (int k = 0; k < f.hops; ++k) {
+      const int l = f.route[k].link;
+      if (link_sat_since_[l] >= 0) {
+        link_sat_total_[l] += now - link_sat_since_[l];
+        link_sat_since_[l] = -1;
+      }
+    }
+    release(e.target);
+    return true;
   }
   collect_component(e.target, true);
   reshare(q, event_type);
@@ -160,12 +176,12 @@ void FlowNetwork::reshare(EventQueue& q, std::uint8_t event_type) {
   for (std::uint32_t l : comp_links_) {
     residual_[l] = capacity_[l];
     weight_sum_[l] = 0;
-
-    for (std::uint32_t g : link_flows_[l]) {
-      const Flow& fg = flows_[g];
-      for (int k = 0; k < fg.hops; ++k)
-        if (fg.route[k].link == static_cast<std::int32_t>(l)) weight_sum_[l] += fg.route[k].weight;
-    }
+  }
+  // Every flow on a component link is in the component, once: each adds its copies on each link
+  // it crosses (twice if its route crosses the link twice).
+  for (std::uint32_t g : comp_flows_) {
+    const Flow& fg = flows_[g];
+    for (int k = 0; k < fg.hops; ++k) weight_sum_[fg.route[k].link] += fg.route[k].weight;
   }
   new_rate_.assign(comp_flows_.size(), -1.0);
   // Unfrozen flows are marked mark_; frozen ones get mark_ + 1 temporarily via new_rate_ >= 0.

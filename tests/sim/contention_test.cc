@@ -141,5 +141,34 @@ TEST(Contention, ALinkIsSaturatedWhileTheFlowsCrossingItUseItsWholeCapacity) {
   EXPECT_DOUBLE_EQ(net.link_bytes()[2], 1200.0);
 }
 
+TEST(Contention, AFlowEndingAloneClosesItsLinksSaturatedIntervals) {
+  // A: 1000 B over link 0 (10 B/ps) and link 1 (100 B/ps), alone: held to 10 by link 0, ends at
+  // 100 ps; link 0 saturated [0, 100), link 1 never. B: 300 B whose route crosses link 0 twice
+  // (each byte of B takes 2 bytes of link 0's capacity), started at 200 ps: rate 10 / 2 = 5,
+  // ends at 260; link 0 full again [200, 260). Asked at 400 ps: link 0 100 + 60 = 160 ps, link 1
+  // 0. (An interval left open when A ends with nothing left on its links would read 400; a flow
+  // counted once per occurrence on the link's list, as before, weighed 4 and ended at 320.)
+  EventQueue q;
+  FlowNetwork net;
+  net.set_links({10e12, 100e12});
+  const RouteHop a[] = {{0, 1.0f}, {1, 1.0f}};
+  const RouteHop b[] = {{0, 1.0f}, {0, 1.0f}};
+  net.start(q, 0, a, 2, 1000, 7);
+  Event e = q.pop();
+  EXPECT_EQ(e.time, 100);
+  ASSERT_TRUE(net.finish(q, 0, e));
+  EXPECT_EQ(net.owner(e.target), 7u);
+  EXPECT_TRUE(q.empty());
+  q.push(200, 1, 0);
+  q.pop();  // the clock reaches 200 ps
+  net.start(q, 0, b, 2, 300, 8);
+  e = q.pop();
+  EXPECT_EQ(e.time, 260);
+  ASSERT_TRUE(net.finish(q, 0, e));
+  EXPECT_EQ(net.link_saturated(0, 400), 160);
+  EXPECT_EQ(net.link_saturated(1, 400), 0);
+  EXPECT_DOUBLE_EQ(net.link_bytes()[0], 1000.0 + 600.0);
+}
+
 }  // namespace
 }  // namespace pw::des
