@@ -59,13 +59,51 @@ std::uint32_t FlowNetwork::start(EventQueue& q, std::uint8_t event_type, const R
     q.push(q.now(), event_type, id, f.gen);
     return id;
   }
+  bool alone = true;  // no other flow on any of its links, no link twice on its route
   for (int k = 0; k < hops; ++k) {
     link_flows_[route[k].link].push_back(id);
     link_bytes_[route[k].link] += bytes * route[k].weight;
+    alone = alone && link_flows_[route[k].link].size() == 1;
   }
-  collect_component(id, false);
-  reshare(q, event_type);
+  if (alone) {
+    start_alone(q, event_type, id);
+  } else {
+    collect_component(id, false);
+    reshare(q, event_type);
+  }
   return id;
+}
+
+// What reshare() computes for a component of one flow whose links carry nothing else, in the
+// same arithmetic: the rate is the smallest capacity / copies of its links (the first such link
+// on ties), and a link is saturated when that rate uses its capacity up.
+void FlowNetwork::start_alone(EventQueue& q, std::uint8_t event_type, std::uint32_t id) {
+  Flow& f = flows_[id];
+  double best = std::numeric_limits<double>::infinity();
+  bool any = false;
+  for (int k = 0; k < f.hops; ++k) {
+    const double w = 0.0 + f.route[k].weight;
+    if (w <= 1e-9) continue;
+    const double share = capacity_[f.route[k].link] / w;
+    any = true;
+    if (share < best) best = share;
+  }
+  const TimePs now = q.now();
+  for (int k = 0; k < f.hops; ++k) {
+    const int l = f.route[k].link;
+    double residual = capacity_[l];
+    if (any) residual -= f.route[k].weight * best;
+    const bool sat = residual <= 1e-6 * capacity_[l];
+    const bool was = link_sat_since_[l] >= 0;
+    if (sat && !was) {
+      link_sat_since_[l] = now;
+    } else if (!sat && was) {
+      link_sat_total_[l] += now - link_sat_since_[l];
+      link_sat_since_[l] = -1;
+    }
+  }
+  f.rate = std::max(any ? best : -1.0, 1e-18);
+  schedule_end(q, event_type, id);
 }
 
 void FlowNetwork::start_background(EventQueue& q, std::uint8_t event_type, const RouteHop* route,

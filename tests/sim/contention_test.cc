@@ -141,7 +141,8 @@ TEST(Contention, ALinkIsSaturatedWhileTheFlowsCrossingItUseItsWholeCapacity) {
   EXPECT_DOUBLE_EQ(net.link_bytes()[2], 1200.0);
 }
 
-TEST(Contention, AFlowEndingAloneClosesItsLinksSaturatedIntervals) {
+TEST(Contention, AFlowAloneOnItsLinksStartsAndEndsWithoutAReshare) {
+  // A flow alone on its links starts and ends without the component search and re-share.
   // A: 1000 B over link 0 (10 B/ps) and link 1 (100 B/ps), alone: held to 10 by link 0, ends at
   // 100 ps; link 0 saturated [0, 100), link 1 never. B: 300 B whose route crosses link 0 twice
   // (each byte of B takes 2 bytes of link 0's capacity), started at 200 ps: rate 10 / 2 = 5,
