@@ -94,13 +94,7 @@ void FlowNetwork::start_alone(EventQueue& q, std::uint8_t event_type, std::uint3
     double residual = capacity_[l];
     if (any) residual -= f.route[k].weight * best;
     const bool sat = residual <= 1e-6 * capacity_[l];
-    const bool was = link_sat_since_[l] >= 0;
-    if (sat && !was) {
-      link_sat_since_[l] = now;
-    } else if (!sat && was) {
-      link_sat_total_[l] += now - link_sat_since_[l];
-      link_sat_since_[l] = -1;
-    }
+    set_saturated(l, sat, now);
   }
   f.rate = std::max(any ? best : -1.0, 1e-18);
   schedule_end(q, event_type, id);
@@ -147,13 +141,7 @@ bool FlowNetwork::finish(EventQueue& q, std::uint8_t event_type, const Event& e)
     // What a re-share of its links would do: no flow's rate changes, and each link, now
     // carrying nothing, ends its saturated interval.
     const TimePs now = q.now();
-    for (int k = 0; k < f.hops; ++k) {
-      const int l = f.route[k].link;
-      if (link_sat_since_[l] >= 0) {
-        link_sat_total_[l] += now - link_sat_since_[l];
-        link_sat_since_[l] = -1;
-      }
-    }
+    for (int k = 0; k < f.hops; ++k) set_saturated(f.route[k].link, false, now);
     release(e.target);
     return true;
   }
@@ -161,6 +149,17 @@ bool FlowNetwork::finish(EventQueue& q, std::uint8_t event_type, const Event& e)
   reshare(q, event_type);
   release(e.target);
   return true;
+}
+
+// Opens or closes link `l`'s saturated interval at `now` (nothing when its state is unchanged).
+void FlowNetwork::set_saturated(int l, bool sat, TimePs now) {
+  const bool was = link_sat_since_[l] >= 0;
+  if (sat && !was) {
+    link_sat_since_[l] = now;
+  } else if (!sat && was) {
+    link_sat_total_[l] += now - link_sat_since_[l];
+    link_sat_since_[l] = -1;
+  }
 }
 
 // A finished flow's slot: its pending end events become stale (new generation) and a later
@@ -262,13 +261,7 @@ void FlowNetwork::reshare(EventQueue& q, std::uint8_t event_type) {
           sat = true;
           break;
         }
-    const bool was = link_sat_since_[l] >= 0;
-    if (sat && !was) {
-      link_sat_since_[l] = now;
-    } else if (!sat && was) {
-      link_sat_total_[l] += now - link_sat_since_[l];
-      link_sat_since_[l] = -1;
-    }
+    set_saturated(l, sat, now);
   }
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
     const std::uint32_t g = comp_flows_[i];

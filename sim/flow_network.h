@@ -70,6 +70,7 @@ class FlowNetwork {
   };
   void release(std::uint32_t id);
   void start_alone(EventQueue& q, std::uint8_t event_type, std::uint32_t id);
+  void set_saturated(int link, bool saturated, TimePs now);
   void collect_component(std::uint32_t seed_flow, bool seed_removed);
   void reshare(EventQueue& q, std::uint8_t event_type);
   void schedule_end(EventQueue& q, std::uint8_t event_type, std::uint32_t f);
