@@ -75,6 +75,11 @@ class Builder {
   }
 
   void flatten() {
+    std::size_t n = 0;
+    for (const auto& list : s_.actions) n += list.size();
+    g_.action.reserve(n);
+    g_.device_of.reserve(n);
+    g_.device_begin.reserve(static_cast<std::size_t>(pl_.num_devices) + 1);
     g_.device_begin.assign(1, 0);
     for (int d = 0; d < pl_.num_devices; ++d) {
       for (const Action& a : s_.actions[d]) {
@@ -88,14 +93,12 @@ class Builder {
     }
   }
 
+  // The slots of one (microbatch, stage) share a cache line, the stages of one microbatch follow
+  // each other: a pass, its stage neighbours and the coverage check read nearby entries.
   int& slot(Slot sl, int stage, int mb) {
-    return index_[(static_cast<std::size_t>(sl) * pl_.num_stages() + stage) * s_.num_microbatches +
-                  mb];
+    return index_[(static_cast<std::size_t>(mb) * pl_.num_stages() + stage) * kNumSlots + sl];
   }
-  int slot_or(Slot sl, int stage, int mb) {
-    return index_[(static_cast<std::size_t>(sl) * pl_.num_stages() + stage) * s_.num_microbatches +
-                  mb];
-  }
+  int slot_or(Slot sl, int stage, int mb) { return slot(sl, stage, mb); }
 
   void claim(Slot sl, int stage, int mb, int id) {
     int& cur = slot(sl, stage, mb);

@@ -1,6 +1,8 @@
 #include "planner/schedules/adaptive.h"
 
 #include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -120,24 +122,31 @@ void add_greedy_points(int p, int m, const CostTable& costs, std::vector<Tradeof
   const double top = p * (costs.mem(0, ActionKind::kF) + costs.mem(2 * p - 1, ActionKind::kF));
   double lowest = front.front().peak_memory;
   for (const TradeoffPoint& pt : front) lowest = std::min(lowest, pt.peak_memory);
+  std::vector<TradeoffPoint> runs;
   for (double limit = lowest; limit <= top + 1e-9; limit += chunk) {
     for (WPolicy w : {WPolicy::kFillAny, WPolicy::kFillKnownGaps, WPolicy::kLookahead}) {
-      GreedyVariant v;
-      v.w_policy = w;
-      Schedule s = zb_greedy(pl, m, costs, limit, v, "v-adaptive");
-      if (s.actions.empty()) continue;
-      const EvalResult& r = evaluate(s, costs);
       TradeoffPoint pt;
-      for (const DeviceStats& d : r.device)
-        pt.peak_memory = std::max(pt.peak_memory, d.peak_memory);
-      pt.makespan = r.makespan;
-      pt.cost = r.cost;
       pt.greedy = true;
       pt.greedy_limit = limit;
-      pt.greedy_variant = v;
-      insert_point(front, std::move(pt));
+      pt.greedy_variant.w_policy = w;
+      runs.push_back(pt);
     }
   }
+  // The runs are independent: in parallel, then offered to the front in the order above.
+  std::vector<char> finished(runs.size(), 0);
+  tbb::parallel_for(std::size_t{0}, runs.size(), [&](std::size_t i) {
+    TradeoffPoint& pt = runs[i];
+    GreedyTiming r;
+    if (zb_greedy(pl, m, costs, pt.greedy_limit, pt.greedy_variant, "v-adaptive", &r)
+            .actions.empty())
+      return;
+    finished[i] = 1;
+    pt.peak_memory = r.peak_memory;
+    pt.makespan = r.makespan;
+    pt.cost = r.cost;
+  });
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (finished[i]) insert_point(front, std::move(runs[i]));
 }
 
 }  // namespace
@@ -157,15 +166,16 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
   TradeoffCurve curve;
   if (p < 2 || m < 1) return curve;
   PW_ASSERT(costs.num_stages == 2 * p, "adaptive_tradeoff needs a cost table of 2p stages");
-  BlockWorkspace ws;
   VOffsets o;
   std::vector<unsigned> used;
-  BuildingBlock blk;
-  blk.name = "v-adaptive";
-  blk.placement = v_placement(p);
-  blk.period = kPeriod;
-  blk.passes.assign(p, std::vector<BlockPass>(6));
-  std::vector<TradeoffPoint> front;
+  // Every distinct block of the offset space (in the loops' order), squeezed in parallel below.
+  struct Cand {
+    Params q;
+    VOffsets o;
+    std::vector<unsigned> used;
+    BlockSqueeze r;
+  };
+  std::vector<Cand> cands;
   std::unordered_set<std::uint64_t> seen;
   for (int split = 1; split <= p; ++split) {
     for (int da = 1; da <= opt.max_offset; ++da)
@@ -181,32 +191,52 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
               if (!build_offsets(p, q, o, used)) continue;
               // Different group parameters can give the same block; squeeze it once.
               if (!seen.insert(offsets_hash(o)).second) continue;
-              fill_block(p, o, used, blk);
-              const BlockSqueeze r = squeeze_block(blk, m, costs, ws);
-              if (r.makespan < 0) continue;
-              ++curve.valid;
-              if (dominated(front, r.peak_memory, r.cost)) continue;
-              TradeoffPoint pt;
-              pt.peak_memory = r.peak_memory;
-              pt.makespan = r.makespan;
-              pt.cost = r.cost;
-              pt.split = split;
-              pt.down_a = q.down_a;
-              pt.up_a = q.up_a;
-              pt.down_b = q.down_b;
-              pt.up_b = q.up_b;
-              pt.turn = turn;
-              pt.offsets = o;
-              insert_point(front, std::move(pt));
+              cands.push_back(Cand{q, o, used, {}});
             }
           }
   }
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, cands.size(), 16), [&](const auto& rg) {
+    BlockWorkspace ws;
+    BuildingBlock blk;
+    blk.name = "v-adaptive";
+    blk.placement = v_placement(p);
+    blk.period = kPeriod;
+    blk.passes.assign(p, std::vector<BlockPass>(6));
+    for (std::size_t i = rg.begin(); i != rg.end(); ++i) {
+      fill_block(p, cands[i].o, cands[i].used, blk);
+      cands[i].r = squeeze_block(blk, m, costs, ws);
+    }
+  });
+  // The front takes them in the loops' order: the same curve whatever the thread count.
+  std::vector<TradeoffPoint> front;
+  for (Cand& c : cands) {
+    const BlockSqueeze& r = c.r;
+    if (r.makespan < 0) continue;
+    ++curve.valid;
+    if (dominated(front, r.peak_memory, r.cost)) continue;
+    TradeoffPoint pt;
+    pt.peak_memory = r.peak_memory;
+    pt.makespan = r.makespan;
+    pt.cost = r.cost;
+    pt.split = c.q.split;
+    pt.down_a = c.q.down_a;
+    pt.up_a = c.q.up_a;
+    pt.down_b = c.q.down_b;
+    pt.up_b = c.q.up_b;
+    pt.turn = c.q.turn;
+    pt.offsets = std::move(c.o);
+    insert_point(front, std::move(pt));
+  }
   if (opt.fill_w) {
+    std::vector<BlockSqueeze> filled(front.size());
+    tbb::parallel_for(std::size_t{0}, front.size(), [&](std::size_t i) {
+      Schedule s = block_to_schedule(v_block(p, front[i].offsets, "v-adaptive"), m);
+      squeeze_fill_w(s, costs, &filled[i]);
+    });
     std::vector<TradeoffPoint> refined;
-    for (const TradeoffPoint& pt : front) {
-      Schedule s = block_to_schedule(v_block(p, pt.offsets, "v-adaptive"), m);
-      BlockSqueeze r;
-      squeeze_fill_w(s, costs, &r);
+    for (std::size_t i = 0; i < front.size(); ++i) {
+      const TradeoffPoint& pt = front[i];
+      const BlockSqueeze& r = filled[i];
       const double peak = r.peak_memory;
       TradeoffPoint better = pt;
       if (r.cost < pt.cost) {
@@ -288,14 +318,22 @@ Schedule generate_v_adaptive(const GeneratorParams& gp) {
   TimePs best_cost = r0.cost, best_makespan = r0.makespan;
   ReorderOptions opt;
   opt.caps.assign(gp.p, gp.memory_limit);
-  for (std::size_t i = 0; i < blocks.size() && i < 2; ++i) {
-    ReorderResult r;
+  // The two reorderings are independent: in parallel, then compared in order.
+  const std::size_t n = std::min<std::size_t>(blocks.size(), 2);
+  std::vector<ReorderResult> reordered(n);
+  std::vector<char> fits(n, 0);
+  tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
     try {
-      r = reorder_block(v_block(gp.p, blocks[i]->offsets, "v-adaptive", gp.num_layers), gp.m, costs,
-                        opt);
+      reordered[i] = reorder_block(v_block(gp.p, blocks[i]->offsets, "v-adaptive", gp.num_layers),
+                                   gp.m, costs, opt);
+      fits[i] = 1;
     } catch (const ConfigError&) {
-      continue;  // no reordering of this block fits the limit
+      // no reordering of this block fits the limit
     }
+  });
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!fits[i]) continue;
+    ReorderResult& r = reordered[i];
     if (std::tie(r.cost, r.makespan) >= std::tie(best_cost, best_makespan)) continue;
     best_cost = r.cost;
     best_makespan = r.makespan;

@@ -1,6 +1,7 @@
 #include "planner/schedules/block_reorder.h"
 
 #include <fmt/format.h>
+#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <functional>
@@ -607,11 +608,14 @@ ReorderResult reorder_block(const BuildingBlock& block, int m, const CostTable& 
     std::vector<Method> finalists = {Method{Method::kBlock}};
     for (std::size_t i = 0; i < ranked.size() && i < 2; ++i)
       if (ranked[i].method.kind != Method::kBlock) finalists.push_back(ranked[i].method);
-    for (const Method& mt : finalists) {
-      Candidate c = run_method(block, plain, costs, res.caps, mt, fill_waves, kNever);
+    // Independent runs: in parallel, compared in the finalists' order.
+    std::vector<Candidate> runs(finalists.size());
+    tbb::parallel_for(std::size_t{0}, finalists.size(), [&](std::size_t i) {
+      runs[i] = run_method(block, plain, costs, res.caps, finalists[i], fill_waves, kNever);
+    });
+    for (Candidate& c : runs)
       if (!c.schedule.actions.empty() && (best.schedule.actions.empty() || better(c, best)))
         best = std::move(c);
-    }
   }
   if (best.schedule.actions.empty())
     throw ConfigError("", "--memory-limit",

@@ -1,6 +1,7 @@
 #include "planner/schedules/zb_auto.h"
 
 #include <fmt/format.h>
+#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <limits>
@@ -8,7 +9,6 @@
 #include "core/error.h"
 #include "planner/schedules/adaptive.h"
 #include "planner/schedules/memory_family.h"
-#include "sim/evaluator.h"
 
 namespace pw {
 namespace {
@@ -71,6 +71,12 @@ class Greedy {
     w_queue_.resize(D);
     w_head_.assign(D, 0);
     order_.resize(D);
+    x_f_end_.assign(static_cast<std::size_t>(S) * m, 0);
+    x_b_end_.assign(static_cast<std::size_t>(S) * m, 0);
+    x_clock_.assign(D, 0);
+    x_first_.assign(D, kNever);
+    x_mem_.assign(D, 0.0);
+    x_peak_.assign(D, 0.0);
     remaining_ = static_cast<long long>(v.fused_backward ? 2 : 3) * (S / P) * m;
   }
 
@@ -87,6 +93,22 @@ class Greedy {
   }
 
   std::vector<std::vector<Action>>& order() { return order_; }
+
+  // The order's timing as the fixed-cost evaluator computes it (sim/evaluator.h: every pass as
+  // early as its device and its inputs allow), so callers need not evaluate the schedule again.
+  GreedyTiming timing() const {
+    GreedyTiming out;
+    TimePs first = kNever, last = 0;
+    for (std::size_t d = 0; d < x_clock_.size(); ++d) {
+      const TimePs f = x_first_[d] == kNever ? 0 : x_first_[d];
+      first = std::min(first, f);
+      last = std::max(last, x_clock_[d]);
+      out.cost = std::max(out.cost, x_clock_[d] - f);
+      out.peak_memory = std::max(out.peak_memory, x_peak_[d]);
+    }
+    out.makespan = last > first ? last - first : 0;
+    return out;
+  }
 
  private:
   TimePs hop(int from, int to) const {
@@ -175,6 +197,7 @@ class Greedy {
       }
     }
     order_[d].push_back(Action{k, static_cast<std::int16_t>(s), j});
+    track(d, k, s, j);
     --remaining_;
     --left_[d];
     if (k != ActionKind::kW) --fb_left_[d];
@@ -182,6 +205,34 @@ class Greedy {
   }
 
   bool has_fb(int d) const { return fb_left_[d] > 0; }
+
+  // The evaluator's timing of pass (k, s, j) appended to device d's order: it starts when the
+  // device is free and its inputs have arrived (the greedy's own clock may have run it earlier:
+  // a strict forward passed over can start before the device's last pass ends). Memory as the
+  // evaluator counts it: a growth raises the peak, a release follows the pass.
+  void track(int d, ActionKind k, int s, int j) {
+    TimePs t = x_clock_[d];
+    if (k == ActionKind::kF) {
+      if (prev_[s] >= 0) t = std::max(t, x_f_end_[at(prev_[s], j)] + hop(prev_[s], s));
+    } else if (k == ActionKind::kW) {
+      t = std::max(t, x_b_end_[at(s, j)]);
+    } else {
+      t = std::max(t, x_f_end_[at(s, j)]);
+      if (next_[s] >= 0) t = std::max(t, x_b_end_[at(next_[s], j)] + hop(next_[s], s));
+    }
+    const TimePs e = t + c_.time(s, k);
+    if (k == ActionKind::kF) x_f_end_[at(s, j)] = e;
+    if (k == ActionKind::kB || k == ActionKind::kBW) x_b_end_[at(s, j)] = e;
+    x_first_[d] = std::min(x_first_[d], t);
+    x_clock_[d] = e;
+    const double delta = c_.mem(s, k);
+    if (delta > 0) {
+      x_mem_[d] += delta;
+      x_peak_[d] = std::max(x_peak_[d], x_mem_[d]);
+    } else if (delta < 0) {
+      x_mem_[d] += delta;
+    }
+  }
 
   void run_w(int d) {
     const Action w = w_queue_[d][w_head_[d]++];
@@ -269,22 +320,11 @@ class Greedy {
   std::vector<std::vector<Action>> w_queue_;
   std::vector<std::size_t> w_head_;
   std::vector<std::vector<Action>> order_;
+  // The evaluator's view of the order (track()): pass ends, device clocks, first starts, memory.
+  std::vector<TimePs> x_f_end_, x_b_end_, x_clock_, x_first_;
+  std::vector<double> x_mem_, x_peak_;
   long long remaining_ = 0;
 };
-
-// FNV-1a over every device's actions (kind, stage, microbatch): equal orders, equal hashes.
-std::uint64_t order_hash(const Schedule& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](std::uint64_t x) { h = (h ^ x) * 1099511628211ull; };
-  for (const auto& dev : s.actions) {
-    mix(dev.size());
-    for (const Action& a : dev)
-      mix((static_cast<std::uint64_t>(a.kind) << 48) ^
-          (static_cast<std::uint64_t>(static_cast<std::uint16_t>(a.stage)) << 32) ^
-          static_cast<std::uint32_t>(a.microbatch));
-  }
-  return h;
-}
 
 std::vector<GreedyVariant> variants() {
   std::vector<GreedyVariant> out;
@@ -308,14 +348,14 @@ std::vector<GreedyVariant> variants() {
 }  // namespace
 
 Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs, double limit,
-                   const GreedyVariant& variant, const std::string& name) {
+                   const GreedyVariant& variant, const std::string& name, GreedyTiming* timing) {
   return zb_greedy(placement, m, costs, std::vector<double>(placement.num_devices, limit), variant,
-                   name);
+                   name, timing);
 }
 
 Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs,
                    const std::vector<double>& limits, const GreedyVariant& variant,
-                   const std::string& name) {
+                   const std::string& name, GreedyTiming* timing) {
   PW_ASSERT(static_cast<int>(limits.size()) == placement.num_devices, "one limit per device");
   Schedule s;
   s.name = name;
@@ -327,6 +367,7 @@ Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs,
     return s;
   }
   s.actions = std::move(g.order());
+  if (timing) *timing = g.timing();
   return s;
 }
 
@@ -337,21 +378,19 @@ Schedule zb_auto(const Placement& placement, int m, const CostTable& costs, doub
 
 Schedule zb_auto(const Placement& placement, int m, const CostTable& costs,
                  const std::vector<double>& limits, const std::string& name) {
+  // The variants run in parallel (a long generation otherwise leaves the search's other threads
+  // idle); the first variant of the smallest cost wins whatever the thread count.
+  const std::vector<GreedyVariant> vs = variants();
+  std::vector<Schedule> runs(vs.size());
+  std::vector<GreedyTiming> timing(vs.size());
+  tbb::parallel_for(std::size_t{0}, vs.size(), [&](std::size_t i) {
+    runs[i] = zb_greedy(placement, m, costs, limits, vs[i], name, &timing[i]);
+  });
   Schedule best;
   TimePs best_cost = kNever;
-  // Many variants give the same order (a policy that never binds): time each order once.
-  std::vector<std::pair<std::uint64_t, std::vector<std::vector<Action>>>> seen;
-  for (const GreedyVariant& v : variants()) {
-    Schedule s = zb_greedy(placement, m, costs, limits, v, name);
-    if (s.actions.empty()) continue;
-    const std::uint64_t h = order_hash(s);
-    if (std::any_of(seen.begin(), seen.end(),
-                    [&](const auto& x) { return x.first == h && x.second == s.actions; }))
-      continue;
-    seen.emplace_back(h, s.actions);
-    const TimePs cost = evaluate(s, costs).cost;
-    if (cost < best_cost) best_cost = cost, best = std::move(s);
-  }
+  for (std::size_t i = 0; i < vs.size(); ++i)
+    if (!runs[i].actions.empty() && timing[i].cost < best_cost)
+      best_cost = timing[i].cost, best = std::move(runs[i]);
   if (best_cost != kNever) return best;
   // Smallest device-0 limit (the others scaled alike) at which the loose variant finishes:
   // double, then bisect to 1e-3.

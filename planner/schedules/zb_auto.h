@@ -43,15 +43,25 @@ struct GreedyVariant {
   bool fused_backward = false;
 };
 
+/// The fixed-cost evaluator's figures for a greedy run's order (sim/evaluator.h EvalResult: cost,
+/// makespan, the largest device peak), computed alongside the run.
+struct GreedyTiming {
+  TimePs cost = 0;
+  TimePs makespan = 0;
+  double peak_memory = 0;
+};
+
 /// One greedy run. With several pipelines (Placement::num_pipelines), microbatch j runs in
 /// pipeline j * P / m. `limit` is per device in the cost table's memory units (<= 0: none). Returns
 /// an empty schedule (no actions) when the run cannot finish (memory too small to progress).
+/// With `timing`, a finished run also reports what evaluate(schedule, costs) would.
 Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs, double limit,
-                   const GreedyVariant& variant, const std::string& name);
+                   const GreedyVariant& variant, const std::string& name,
+                   GreedyTiming* timing = nullptr);
 /// The same with one limit per device (`limits[d]`, <= 0: none).
 Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs,
                    const std::vector<double>& limits, const GreedyVariant& variant,
-                   const std::string& name);
+                   const std::string& name, GreedyTiming* timing = nullptr);
 
 /// Tries the variants and returns the schedule with the smallest zero-bubble cost (ties: the
 /// first variant). Throws ConfigError("", "--memory-limit", ...) naming the smallest feasible

@@ -3,6 +3,7 @@
 // test. Units: with UniformCosts{1,1,1} one chunk pass is one slot; the evaluator counts a V
 // chunk's activation as 0.5 of a 1F1B stage, so "chunk activations" = 2 * peak_memory.
 #include <gtest/gtest.h>
+#include <tbb/global_control.h>
 
 #include <algorithm>
 #include <random>
@@ -12,6 +13,7 @@
 #include "core/pytorch_csv.h"
 #include "core/validator.h"
 #include "planner/schedules/adaptive.h"
+#include "planner/schedules/bitpipe.h"
 #include "planner/schedules/building_block.h"
 #include "planner/schedules/generator.h"
 #include "planner/schedules/v_schedules.h"
@@ -285,6 +287,80 @@ TEST(ZbAuto, LimitBelowOneForwardNamesTheSmallestFeasibleLimit) {
     EXPECT_EQ(e.key(), "--memory-limit");
     EXPECT_NE(std::string(e.what()).find("smallest feasible limit is about 1.0"), std::string::npos)
         << e.what();
+  }
+}
+
+// zb_greedy reports its order's timing so that zb_auto and the V trade-off curve need not evaluate
+// every variant again: it must be the evaluator's, exactly, on every placement the generators use,
+// with uneven stage costs, hops, memory limits and every variant (strict forwards, whose greedy
+// clock can run a pass before its device is free, included).
+TEST(ZbGreedy, ReportedTimingIsTheEvaluatorsExactly) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> dur(1, 9);
+  std::uniform_real_distribution<double> share(0.0, 1.0);
+  int compared = 0;
+  for (int p : {2, 3, 4, 6}) {
+    const Placement placements[] = {linear_placement(p), v_placement(p), loop_placement(p, 3),
+                                    bitpipe_placement(p, 0)};
+    for (const Placement& pl : placements) {
+      CostTable costs = make_uniform_cost_table(pl, unit(0.5));
+      for (int st = 0; st < costs.num_stages; ++st) {
+        const TimePs f = dur(rng), b = dur(rng), w = dur(rng);
+        costs.time(st, ActionKind::kF) = f;
+        costs.time(st, ActionKind::kB) = b;
+        costs.time(st, ActionKind::kW) = w;
+        costs.time(st, ActionKind::kBW) = b + w;
+        const double a = 0.5 + share(rng), kept = share(rng) * a;
+        costs.mem(st, ActionKind::kF) = a;
+        costs.mem(st, ActionKind::kB) = kept - a;
+        costs.mem(st, ActionKind::kW) = -kept;
+        costs.mem(st, ActionKind::kBW) = -a;
+        costs.comm[st] = dur(rng) / 3;
+      }
+      const int m = 2 * p + 1;
+      for (double limit : {0.0, 1.5 * p, 3.0 * p}) {
+        for (WPolicy w :
+             {WPolicy::kFillAny, WPolicy::kFillKnownGaps, WPolicy::kLookahead, WPolicy::kLazy})
+          for (bool strict : {false, true})
+            for (int extra : {-1, 1})
+              for (bool fused : {false, true}) {
+                GreedyVariant v;
+                v.w_policy = w;
+                v.strict_f = strict;
+                v.staggered_extra = extra;
+                v.fused_backward = fused;
+                GreedyTiming t;
+                const Schedule s = zb_greedy(pl, m, costs, limit, v, "zb", &t);
+                if (s.actions.empty()) continue;
+                const EvalResult r = evaluate(s, costs);
+                ASSERT_EQ(t.cost, r.cost) << "p=" << p << " limit=" << limit;
+                ASSERT_EQ(t.makespan, r.makespan);
+                ASSERT_EQ(t.peak_memory, max_peak(r));
+                ++compared;
+              }
+      }
+    }
+  }
+  EXPECT_GT(compared, 500);
+}
+
+// The generators that try candidates in parallel (zero-bubble greedy variants, BitPipe's orders,
+// the V offset search and its reorderings) keep them in a fixed order: one thread or many, the
+// same schedule.
+TEST(MemoryFamily, ParallelCandidatesGiveTheSameScheduleOnOneThread) {
+  for (const char* name : {"v-adaptive", "bitpipe", "zeropp", "zb-2p", "v-zb", "v-half"}) {
+    GeneratorParams gp = params(8, 16, 0.5);
+    gp.costs = UniformCosts{4, 5, 3, 0, 1};
+    gp.costs.mw_over_mb = 0.5;
+    gp.v = std::string(name) == "zeropp" ? 2 : 0;
+    gp.memory_limit = std::string(name) == "bitpipe" ? 0 : 6;
+    const Schedule many = generate_schedule(default_registry(), name, gp);
+    Schedule one;
+    {
+      tbb::global_control serial(tbb::global_control::max_allowed_parallelism, 1);
+      one = generate_schedule(default_registry(), name, gp);
+    }
+    EXPECT_EQ(one.actions, many.actions) << name;
   }
 }
 
