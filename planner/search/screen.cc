@@ -78,7 +78,7 @@ bool CostModel::layer_split(const SearchConfig& c, std::vector<int>* layers) con
   return split_layers(problem_.model.num_layers, c.p * so.v, c.end_trim, layers);
 }
 
-bool CostModel::stage_costs(const SearchConfig& c, StageCosts* out) const {
+bool CostModel::stage_costs(const SearchConfig& c, StageCosts* out, bool filled) const {
   const ScheduleOption& so = space_.schedules[c.schedule];
   if (c.sequence_parallel && c.t == 1) return false;
   // Megatron runs MoE layers with TP only under sequence parallelism (as the scenario reader).
@@ -112,7 +112,7 @@ bool CostModel::stage_costs(const SearchConfig& c, StageCosts* out) const {
       out->device[s] = s % c.p;
     }
   }
-  fill(c, out);
+  if (!filled) fill(c, out);
   return true;
 }
 
@@ -437,10 +437,10 @@ double device0_units(const ScheduleOption& so, int p, int m) {
 
 }  // namespace
 
-ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc) const {
+ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc, bool filled) const {
   ScreenResult r;
-  if (!stage_costs(c, sc)) return r;
-  r.valid = true;
+  if (!stage_costs(c, sc, filled)) return r;
+  r.valid = r.costed = true;
   const ScheduleOption& so = space_.schedules[c.schedule];
   const int S = sc->num_stages, P = c.p, m = c.microbatches;
   // The generators' memory unit (bytes of a 1F1B stage's microbatch), asked once.

@@ -101,8 +101,9 @@ struct StageCosts {
 /// e.g. a stage would get no layers).
 struct ScreenResult {
   bool valid = false;
-  double time_lb = 0;  ///< iteration seconds
-  double mem_lb = 0;   ///< peak bytes per GPU
+  bool costed = false;  ///< stage_costs succeeded: the scratch holds this configuration's costs
+  double time_lb = 0;   ///< iteration seconds
+  double mem_lb = 0;    ///< peak bytes per GPU
 };
 
 /// The activation limit a memory-reading generator is given, in 1F1B-stage units, from the
@@ -121,14 +122,22 @@ class CostModel {
   /// Fills `out` for configuration `c`, laying layers out with `c.end_trim`; returns false when
   /// the configuration is invalid. `out` keeps its capacity across calls (no allocation in the
   /// screen's loop once warmed up).
-  bool stage_costs(const SearchConfig& c, StageCosts* out) const;
+  /// With `filled`, `out` already holds the costs of a configuration that differs from `c` only
+  /// in a schedule of the same cost class (cost_class): the checks and the layout are redone,
+  /// the per-stage costs are kept.
+  bool stage_costs(const SearchConfig& c, StageCosts* out, bool filled = false) const;
+  /// Schedules whose options give every configuration the same stage costs (the same stages per
+  /// device, pipelines, V shape, split backward, explicit recomputation and overlap) share a
+  /// class: the index of the first such schedule in the space.
+  int cost_class(int schedule) const { return cost_class_[schedule]; }
 
   /// As stage_costs, with the layer split given per stage (a generated placement's layers).
   void costs_for_layers(const SearchConfig& c, const std::vector<int>& layers,
                         StageCosts* out) const;
 
   /// First tier: lower bounds on the DES's iteration time and peak memory of `c`.
-  ScreenResult screen(const SearchConfig& c, StageCosts* scratch) const;
+  /// `filled`: as for stage_costs (the scratch holds an equivalent configuration's costs).
+  ScreenResult screen(const SearchConfig& c, StageCosts* scratch, bool filled = false) const;
 
   /// Activation bytes of one layer for one microbatch (hw::layer_activation_bytes).
   double layer_activation(const SearchConfig& c) const;
@@ -181,6 +190,7 @@ class CostModel {
   int num_b_ = 0, num_cp_ = 0, num_ep_ = 0, num_fp8_ = 0;
   std::vector<LayerEntry> layers_;  // [t][cp][ep][fp8][b][sp][rc]
   std::unordered_map<std::uint64_t, CellNet> nets_;
+  std::vector<int> cost_class_;  // per schedule option
 };
 
 /// Evenly spread `layers` over `stages`, with `trim` fewer on the first and last stage (the

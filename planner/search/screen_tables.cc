@@ -3,6 +3,7 @@
 // pipeline-hop networks of every (t, p, d) layout on the DES's own topology. CostModel::fill
 // (screen.cc) combines them per configuration.
 #include <algorithm>
+#include <tuple>
 
 #include "hwmodels/rank_layout.h"
 #include "hwmodels/topology.h"
@@ -29,6 +30,16 @@ hw::TopologySpec job_topology(const hw::HardwareProfile& profile, long long gpus
 
 CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
     : problem_(problem), space_(space), gpu_(problem.profile.gpu) {
+  // What fill() and the stage layout read of a schedule option (see cost_class).
+  auto key = [](const ScheduleOption& so) {
+    return std::make_tuple(so.v, so.pipelines, so.v_shape, so.split_backward, so.explicit_recompute,
+                           so.overlap);
+  };
+  for (std::size_t i = 0; i < space_.schedules.size(); ++i) {
+    std::size_t first = 0;
+    while (key(space_.schedules[first]) != key(space_.schedules[i])) ++first;
+    cost_class_.push_back(static_cast<int>(first));
+  }
   const ModelShape& m = problem_.model;
   // Tabulate every (t, b, sp, recompute) the space can ask for.
   int max_n = problem_.num_gpus;

@@ -98,23 +98,20 @@ SearchConfig make_config(const SearchSpace& s, const Inner& in, const Cell& c, s
   return x;
 }
 
-void screen_cell(const CostModel& model, const Inner& in, const Cell& cell, std::uint32_t cell_id,
-                 std::size_t k, bool prune, StageCosts* scratch, CellOut* out) {
+void screen_cell(const CostModel& model, const Inner& in, const std::vector<int>& order,
+                 const Cell& cell, std::uint32_t cell_id, std::size_t k, bool prune,
+                 StageCosts* scratch, CellOut* out) {
   const PlanProblem& pr = model.problem();
   const double limit = pr.limit();
   const double cutoff = prune ? limit : kInf;
   for (Cand& b : out->bucket) b = Cand{kInf, kInf, cell_id, 0};
   std::vector<Cand>& heap = out->keep;
   heap.clear();
-  const std::uint32_t n = static_cast<std::uint32_t>(in.size());
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const SearchConfig c = make_config(model.space(), in, cell, i);
-    const ScreenResult r = model.screen(c, scratch);
-    if (!r.valid) continue;
+  auto keep = [&](const SearchConfig& c, std::uint32_t i, const ScreenResult& r) {
     ++out->valid;
     out->min_mem = std::min(out->min_mem, r.mem_lb);
     if (r.mem_lb > limit) out->min_mem_over = std::min(out->min_mem_over, r.mem_lb);
-    if (r.mem_lb > cutoff) continue;
+    if (r.mem_lb > cutoff) return;
     ++out->fit;
     const Cand cand{objective_value(pr, c, r.time_lb), r.mem_lb, cell_id, i};
     const int bk = std::min(kBuckets - 1, static_cast<int>(r.mem_lb / limit * kBuckets));
@@ -129,6 +126,21 @@ void screen_cell(const CostModel& model, const Inner& in, const Cell& cell, std:
       std::push_heap(heap.begin(), heap.end());
     } else {
       out->cut = std::min(out->cut, cand.lb);
+    }
+  };
+  // Configurations are visited option by option, and for each the schedules by cost class, so
+  // that schedules of one class reuse the stage costs just computed (CostModel::cost_class).
+  // What a cell keeps does not depend on the visiting order (Cand's order is total).
+  const std::uint32_t sub = static_cast<std::uint32_t>(in.size() / in.sched);
+  for (std::uint32_t o = 0; o < sub; ++o) {
+    int held = -1;  // the cost class whose costs the scratch holds for option o
+    for (const int sched : order) {
+      const std::uint32_t i = static_cast<std::uint32_t>(sched) * sub + o;
+      const SearchConfig c = make_config(model.space(), in, cell, i);
+      const int cls = model.cost_class(sched);
+      const ScreenResult r = model.screen(c, scratch, held == cls);
+      held = r.costed ? cls : -1;
+      if (r.valid) keep(c, i, r);
     }
   }
   std::sort(heap.begin(), heap.end());
@@ -146,6 +158,10 @@ class Searcher {
     const Inner in{sp.schedules.size(), sp.recompute.size(), sp.sequence_parallel.size(),
                    zero_mode_count(sp), sp.offload.size(),   sp.end_trim.size()};
     inner_ = in;
+    // Schedules grouped by cost class (stable: the space's order within a class).
+    for (std::size_t s = 0; s < sp.schedules.size(); ++s) by_class_.push_back(static_cast<int>(s));
+    std::stable_sort(by_class_.begin(), by_class_.end(),
+                     [&](int a, int b) { return model_.cost_class(a) < model_.cost_class(b); });
     for (int n : sp.gpu_counts)
       for (const Tpd& f : space_factorisations(sp, n, pr.model))
         for (int ep : cell_expert_parallel(sp, pr.model, f.t, f.cp, f.d))
@@ -204,8 +220,8 @@ class Searcher {
       for (std::size_t i = r.begin(); i != r.end(); ++i) {
         if (!redo[i]) continue;
         outs_[i] = CellOut{};
-        screen_cell(model_, inner_, cells_[i], static_cast<std::uint32_t>(i), k, opt_.prune,
-                    &scratch, &outs_[i]);
+        screen_cell(model_, inner_, by_class_, cells_[i], static_cast<std::uint32_t>(i), k,
+                    opt_.prune, &scratch, &outs_[i]);
         const std::size_t n = ++done;
         if (!opt_.progress) continue;
         std::lock_guard<std::mutex> lock(mu);
@@ -564,7 +580,8 @@ class Searcher {
   std::vector<Cand> cands_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, int> seen_;
   std::map<GenKey, std::unique_ptr<GenEntry>> cache_;
-  GeneratorMemo memo_;  // memory-independent generator work shared across limits
+  std::vector<int> by_class_;  // schedule indices grouped by CostModel::cost_class
+  GeneratorMemo memo_;         // memory-independent generator work shared across limits
   std::vector<double> best_;
   std::vector<double> des_best_;  // best DES objectives of rows that fit, ascending (top of them)
   std::vector<char> des_done_;    // per evaluated_ row: simulated by the DES

@@ -48,6 +48,66 @@ const Case kCases[] = {
     {"megatron-7.5b", 8, 32, 30},
 };
 
+// The screen reuses one schedule's stage costs for the next schedule of the same cost class
+// (CostModel::cost_class): the reused costs must be exactly what computing them afresh gives, for
+// every option that changes them (recomputation, sequence parallelism, ZeRO stage and gather,
+// offload, uneven split) and on a model with the embedding and head stages.
+TEST(Screen, SchedulesOfOneCostClassShareExactlyTheSameStageCosts) {
+  const GeneratorRegistry reg = default_registry();
+  const PlanProblem pr = problem("gpt3-175b", 1024);
+  const SearchSpace space = default_space(pr, reg, {1536});
+  const CostModel model(pr, space);
+  int classes_shared = 0, compared = 0;
+  for (std::size_t a = 0; a < space.schedules.size(); ++a)
+    for (std::size_t b = a + 1; b < space.schedules.size(); ++b) {
+      if (model.cost_class(static_cast<int>(a)) != model.cost_class(static_cast<int>(b))) continue;
+      ++classes_shared;
+      for (int t : {1, 8})
+        for (int p : {8, 16})
+          for (int rc = 0; rc < 3; ++rc)
+            for (int sp = 0; sp < 2; ++sp)
+              for (int z : {0, 1, 3})
+                for (int z3s = 0; z3s < 2; ++z3s)
+                  for (int off = 0; off < 2; ++off)
+                    for (int trim = 0; trim < 2; ++trim) {
+                      SearchConfig c;
+                      c.t = static_cast<std::uint16_t>(t);
+                      c.p = static_cast<std::uint16_t>(p);
+                      c.d = static_cast<std::uint16_t>(1024 / (t * p));
+                      c.micro_batch = 1;
+                      c.microbatches = static_cast<std::uint16_t>(1536 / c.d);
+                      c.recompute = static_cast<std::uint8_t>(rc);
+                      c.sequence_parallel = static_cast<std::uint8_t>(sp);
+                      c.zero = static_cast<std::uint8_t>(z);
+                      c.zero3_stage = static_cast<std::uint8_t>(z3s);
+                      c.offload = static_cast<std::uint8_t>(off);
+                      c.end_trim = static_cast<std::uint8_t>(trim);
+                      SearchConfig first = c, second = c;
+                      first.schedule = static_cast<std::uint8_t>(a);
+                      second.schedule = static_cast<std::uint8_t>(b);
+                      StageCosts fresh, reused;
+                      const ScreenResult want = model.screen(second, &fresh);
+                      if (!model.screen(first, &reused).costed) continue;
+                      const ScreenResult got = model.screen(second, &reused, true);
+                      ASSERT_EQ(got.valid, want.valid);
+                      if (!want.costed) continue;
+                      ++compared;
+                      ASSERT_EQ(got.time_lb, want.time_lb) << describe_config(space, second);
+                      ASSERT_EQ(got.mem_lb, want.mem_lb);
+                      ASSERT_EQ(reused.f, fresh.f);
+                      ASSERT_EQ(reused.b, fresh.b);
+                      ASSERT_EQ(reused.w, fresh.w);
+                      ASSERT_EQ(reused.act, fresh.act);
+                      ASSERT_EQ(reused.static_mem, fresh.static_mem);
+                      ASSERT_EQ(reused.tail, fresh.tail);
+                      ASSERT_EQ(reused.net_volume, fresh.net_volume);
+                      ASSERT_EQ(reused.hop, fresh.hop);
+                    }
+    }
+  EXPECT_GE(classes_shared, 5);  // e.g. the zero-bubble family, the V family, interleaved vK
+  EXPECT_GT(compared, 1000);
+}
+
 // When nothing fits, "needs at least X GB" must be a true lower bound that is over the limit:
 // never the screen's bound of a configuration the evaluator then found not to fit. Set the limit
 // between the smallest screen bound and the smallest evaluated peak of a 1F1B-only space (1F1B
