@@ -49,10 +49,19 @@ class Greedy {
     for (int j = 0; j < m; ++j) mbs_[static_cast<std::size_t>(j) * P / m].push_back(j);
     count_.resize(S);
     pipe_.resize(S);
+    mb0_.assign(S, 0);
+    hop_prev_.assign(S, 0);
+    hop_next_.assign(S, 0);
     for (int s = 0; s < S; ++s) {
       pipe_[s] = pl.stages[s].pipeline;
       count_[s] = static_cast<int>(mbs_[pipe_[s]].size());
+      // A pipeline's microbatches are consecutive: its pos-th is the first + pos.
+      if (count_[s] > 0) mb0_[s] = mbs_[pipe_[s]][0];
+      const int dev = pl.stages[s].device;
+      if (prev_[s] >= 0 && pl.stages[prev_[s]].device != dev) hop_prev_[s] = c.comm[prev_[s]];
+      if (next_[s] >= 0 && pl.stages[next_[s]].device != dev) hop_next_[s] = c.comm[next_[s]];
     }
+    S_ = S;
     f_end_.assign(static_cast<std::size_t>(S) * m, kNever);
     b_end_.assign(static_cast<std::size_t>(S) * m, kNever);
     clock_.assign(D, 0);
@@ -111,11 +120,9 @@ class Greedy {
   }
 
  private:
-  TimePs hop(int from, int to) const {
-    return pl_.stages[from].device != pl_.stages[to].device ? c_.comm[from] : 0;
-  }
-  int mb(int s, int pos) const { return mbs_[pipe_[s]][pos]; }
-  std::size_t at(int s, int j) const { return static_cast<std::size_t>(s) * m_ + j; }
+  int mb(int s, int pos) const { return mb0_[s] + pos; }
+  // Pass ends are kept microbatch-major: a stage and its neighbours for one microbatch are close.
+  std::size_t at(int s, int j) const { return static_cast<std::size_t>(j) * S_ + s; }
 
   // Ready time of the next B of stage s, kNever when a prerequisite has not run yet.
   TimePs b_ready(int s) const {
@@ -125,7 +132,7 @@ class Greedy {
     if (next_[s] >= 0) {
       const TimePs e = b_end_[at(next_[s], j)];
       if (e == kNever) return kNever;
-      t = std::max(t, e + hop(next_[s], s));
+      t = std::max(t, e + hop_next_[s]);
     }
     return t;
   }
@@ -144,7 +151,7 @@ class Greedy {
     if (prev_[s] < 0) return 0;
     const int j = mb(s, nf_[s]);
     const TimePs e = f_end_[at(prev_[s], j)];
-    return e == kNever ? kNever : e + hop(prev_[s], s);
+    return e == kNever ? kNever : e + hop_prev_[s];
   }
 
   bool has_work(int d) const { return left_[d] > 0; }
@@ -213,12 +220,12 @@ class Greedy {
   void track(int d, ActionKind k, int s, int j) {
     TimePs t = x_clock_[d];
     if (k == ActionKind::kF) {
-      if (prev_[s] >= 0) t = std::max(t, x_f_end_[at(prev_[s], j)] + hop(prev_[s], s));
+      if (prev_[s] >= 0) t = std::max(t, x_f_end_[at(prev_[s], j)] + hop_prev_[s]);
     } else if (k == ActionKind::kW) {
       t = std::max(t, x_b_end_[at(s, j)]);
     } else {
       t = std::max(t, x_f_end_[at(s, j)]);
-      if (next_[s] >= 0) t = std::max(t, x_b_end_[at(next_[s], j)] + hop(next_[s], s));
+      if (next_[s] >= 0) t = std::max(t, x_b_end_[at(next_[s], j)] + hop_next_[s]);
     }
     const TimePs e = t + c_.time(s, k);
     if (k == ActionKind::kF) x_f_end_[at(s, j)] = e;
@@ -311,6 +318,10 @@ class Greedy {
   std::vector<std::vector<int>> stages_of_;
   std::vector<double> reserve_;
   std::vector<int> prev_, next_, nf_, nb_, in_flight_, count_, pipe_;
+  std::vector<int> mb0_;  // per stage: its pipeline's first microbatch
+  std::vector<TimePs> hop_prev_,
+      hop_next_;  // per stage: the hop in from its neighbour (0: same device)
+  int S_ = 0;
   std::vector<std::vector<int>> mbs_;
   std::vector<TimePs> f_end_, b_end_, clock_;
   std::vector<double> mem_;
