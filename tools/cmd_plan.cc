@@ -1,5 +1,6 @@
 // `pipewright plan [SCENARIO.yaml]`: the fastest (or cheapest) way to train a model on a cluster.
 #include <fmt/format.h>
+#include <tbb/global_control.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -355,6 +356,12 @@ int run_plan(const PlanOptions& o) {
   // A scenario that trains in FP8 keeps FP8 unless --fp8 says otherwise.
   if (cons.fp8.empty() && sc.has_parallel && sc.parallel.fp8 != "off") cons.fp8 = {1};
   const GeneratorRegistry registry = default_registry();
+  // --threads bounds every parallel step of the command, the search's and the generators'
+  // candidates outside it (the published configuration's schedule) alike.
+  std::optional<tbb::global_control> limit;
+  if (o.threads > 0)
+    limit.emplace(tbb::global_control::max_allowed_parallelism,
+                  static_cast<std::size_t>(o.threads));
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (o.shortest_time) {
     ShortestTimeOptions so;
