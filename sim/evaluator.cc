@@ -7,8 +7,10 @@
 
 namespace pw {
 
-Evaluator::Evaluator(const Schedule& schedule)
-    : schedule_(schedule), graph_(build_dependency_graph(schedule_)) {
+Evaluator::Evaluator(const Schedule& schedule) : Evaluator(schedule, "") {}
+
+Evaluator::Evaluator(const Schedule& schedule, const std::string& source)
+    : schedule_(schedule), graph_(build_dependency_graph(schedule_, source)) {
   const std::size_t n = graph_.size();
   cost_index_.resize(n);
   pair_index_.assign(n, -1);

@@ -47,6 +47,8 @@ struct EvalResult {
 class Evaluator {
  public:
   explicit Evaluator(const Schedule& schedule);
+  /// As above; `source` (e.g. a file name) prefixes the message when the schedule is illegal.
+  Evaluator(const Schedule& schedule, const std::string& source);
 
   /// Evaluates under `costs` (which must have one entry per stage). With `memory_timeline` the
   /// per-device memory step functions are recorded too. The result is reused across calls.

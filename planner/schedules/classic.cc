@@ -179,7 +179,8 @@ Schedule breadth_first(const GeneratorParams& gp) {
 void register_classic_generators(GeneratorRegistry& r) {
   r.add({"gpipe", "GPipe: all forwards, then all backwards (peak m microbatches)", gpipe,
          GeneratorCaps{.holds_all_microbatches = true}});
-  r.add({"1f1b", "1F1B / PipeDream-Flush (device s holds p-s microbatches)", one_f_one_b});
+  r.add({"1f1b", "1F1B / PipeDream-Flush (device s holds p-s microbatches)", one_f_one_b,
+         GeneratorCaps{}});
   r.add({"interleaved",
          "Megatron interleaved 1F1B, v chunks per device (--chunks, default 2; m mod g == 0 or "
          ">= p)",

@@ -36,13 +36,20 @@ GeneratorRegistry default_registry() {
   return r;
 }
 
-Schedule generate_schedule(const GeneratorRegistry& registry, const std::string& name,
-                           const GeneratorParams& params) {
+Schedule generate_unvalidated(const GeneratorRegistry& registry, const std::string& name,
+                              const GeneratorParams& params) {
   const GeneratorInfo& g = registry.get(name);
   if (params.p <= 0) throw ConfigError("", "--pp", "expected a positive pipeline size");
   if (params.m <= 0) throw ConfigError("", "--microbatches", "expected a positive count");
-  Schedule s = g.generate(params);
-  validate_schedule(s, "generated " + name + " schedule");
+  return g.generate(params);
+}
+
+std::string generation_source(const std::string& name) { return "generated " + name + " schedule"; }
+
+Schedule generate_schedule(const GeneratorRegistry& registry, const std::string& name,
+                           const GeneratorParams& params) {
+  Schedule s = generate_unvalidated(registry, name, params);
+  validate_schedule(s, generation_source(name));
   return s;
 }
 

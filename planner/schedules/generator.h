@@ -117,4 +117,11 @@ GeneratorRegistry default_registry();
 Schedule generate_schedule(const GeneratorRegistry& registry, const std::string& name,
                            const GeneratorParams& params);
 
+/// Runs a generator without validating its output, for callers that build an Evaluator of it
+/// at once (its construction validates the schedule by the same rules: generation_source(name)
+/// names it in the message as generate_schedule does).
+Schedule generate_unvalidated(const GeneratorRegistry& registry, const std::string& name,
+                              const GeneratorParams& params);
+std::string generation_source(const std::string& name);
+
 }  // namespace pw

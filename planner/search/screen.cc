@@ -130,8 +130,10 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const PlanProblem& pr = problem_;
   const ScheduleOption& so = space_.schedules[c.schedule];
   const IterationOptions& opt = pr.sim;
-  LayerEntry le_scratch;
-  CellNet net_scratch;
+  // Room for figures outside the tables (configurations the search did not tabulate); per
+  // thread, so the screen's loop does not clear two large structs on every call.
+  thread_local LayerEntry le_scratch;
+  thread_local CellNet net_scratch;
   const LayerEntry& le = layer_entry(c, &le_scratch);
   const CellNet& net = cell_net(c, &net_scratch);
   const int S = out->num_stages;

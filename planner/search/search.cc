@@ -331,9 +331,10 @@ class Searcher {
           GenEntry& e = *entry[i];
           try {
             gp[i].memo = &memo_;
-            const Schedule s =
-                generate_schedule(registry_, model_.space().schedules[cfg[i].schedule].name, gp[i]);
-            e.ev = std::make_unique<Evaluator>(s);
+            // The Evaluator validates the schedule (one dependency graph, not two).
+            const std::string& name = model_.space().schedules[cfg[i].schedule].name;
+            e.ev = std::make_unique<Evaluator>(generate_unvalidated(registry_, name, gp[i]),
+                                               generation_source(name));
           } catch (const ConfigError& ex) {  // refused (internal errors propagate)
             e.error = ex.what();
           }
