@@ -21,7 +21,8 @@ IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOpti
       opt_(opt),
       timings_(timings),
       arrows_(opt.trace),
-      topo_(in.topology),
+      topo_owned_(std::make_unique<hw::Topology>(in.topology)),
+      topo_(*topo_owned_),
       gpu_(in.profile.gpu),
       dep_(build_dependency_graph(in.schedule)) {
   const ParallelConfig& par = in.parallel;
@@ -246,7 +247,7 @@ BuiltIteration IterationBuilder::build() {
       out_.action_last[k] = pass_[k].last;
     }
   }
-  out_.topology.emplace(std::move(topo_));
+  out_.topology = std::move(topo_owned_);
   return std::move(out_);
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
@@ -38,8 +39,10 @@ inline Action label(ActionKind k, int stage, int mb) {
 
 struct BuiltIteration {
   des::TaskGraph graph;
-  std::vector<double> link_capacity;     ///< bytes/s, topology links then PCIe links
-  std::optional<hw::Topology> topology;  ///< the cluster the routes run over (for link names)
+  std::vector<double> link_capacity;  ///< bytes/s, topology links then PCIe links
+  /// The cluster the routes run over (for link names). Held by pointer: Boost's adjacency list
+  /// has no move constructor, so a by-value member was copied on every move of this struct.
+  std::unique_ptr<const hw::Topology> topology;
   std::vector<SimRank> ranks;
   des::ChunkedVector<std::uint8_t> comm_kind;  ///< per task: CommKind or kComputeTag
   des::ChunkedVector<std::int32_t>
@@ -120,7 +123,8 @@ class IterationBuilder {
   const IterationOptions& opt_;
   bool timings_ = false;  ///< keep the action -> task map and labels
   bool arrows_ = false;   ///< keep the trace's send -> consumer arrows (flow_to)
-  hw::Topology topo_;
+  std::unique_ptr<hw::Topology> topo_owned_;  ///< built once, handed to out_ by build()
+  const hw::Topology& topo_;
   hw::GpuModel gpu_;
   hw::RankLayout layout_;
   hw::WorkloadOptions wo_;
