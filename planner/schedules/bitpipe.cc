@@ -43,8 +43,11 @@ class Timeline {
  public:
   TimePs reserve(TimePs earliest, TimePs len) {
     TimePs t = earliest;
-    std::size_t i = 0;
-    while (i < busy_.size() && busy_[i].second <= t) ++i;
+    // Intervals are disjoint and sorted by start, so by end too: skip those over by `earliest`.
+    std::size_t i = static_cast<std::size_t>(
+        std::partition_point(busy_.begin(), busy_.end(),
+                             [t](const std::pair<TimePs, TimePs>& b) { return b.second <= t; }) -
+        busy_.begin());
     for (; i < busy_.size(); ++i) {
       if (t + len <= busy_[i].first) break;
       t = std::max(t, busy_[i].second);
