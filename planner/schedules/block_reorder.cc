@@ -312,6 +312,8 @@ class ListScheduler {
     clock_.assign(D, 0);
     end_.assign(f_.size(), kNever);
     ord_.resize(D);
+    dirty_.assign(D, 1);
+    wake_.assign(D, 0);
     for (int d = 0; d < D; ++d)
       for (Seq& q : seqs_[d]) push_head(q);
   }
@@ -324,8 +326,17 @@ class ListScheduler {
       bool zero_length = false;
       for (int d = 0; d < f_.devices(); ++d) {
         if (clock_[d] > now) continue;
+        // A device that found nothing to run finds nothing until one of its heads' ready times
+        // becomes known (dirty_) or a known one comes due (wake_): its memory only changes when
+        // it runs a pass. Skipping those picks changes no decision.
+        if (!dirty_[d] && now < wake_[d]) continue;
         Seq* q = pick(d, now);
-        if (!q) continue;
+        if (!q) {
+          dirty_[d] = 0;
+          wake_[d] = next_ready(d, now);
+          continue;
+        }
+        dirty_[d] = 1;
         const std::int32_t id = q->ids[q->head++];
         end_[id] = now + f_.dur[id];
         clock_[d] = end_[id];
@@ -336,7 +347,10 @@ class ListScheduler {
         for (int k = f_.succ_begin[id]; k < f_.succ_begin[id + 1]; ++k) {
           const std::int32_t s = f_.succ[k];
           Seq& sq = seqs_[f_.g.device_of[s]][seq_of_[s]];
-          if (sq.head < sq.ids.size() && sq.ids[sq.head] == s) push_head(sq);
+          if (sq.head < sq.ids.size() && sq.ids[sq.head] == s) {
+            push_head(sq);
+            dirty_[f_.g.device_of[s]] = 1;
+          }
         }
         zero_length |= f_.dur[id] == 0;
         mem_[d] += f_.mem[id];
@@ -438,6 +452,15 @@ class ListScheduler {
     return best;
   }
 
+  // The earliest known ready time after `now` among device d's heads (kNever: none known).
+  TimePs next_ready(int d, TimePs now) const {
+    TimePs t = kNever;
+    for (const Seq& q : seqs_[d])
+      if (q.head < q.ids.size() && q.ready_head == q.head && q.ready > now)
+        t = std::min(t, q.ready);
+    return t;
+  }
+
   // Queues q's head ready time once it is known (it cannot change after that).
   void push_head(Seq& q) {
     if (q.head >= q.ids.size()) return;
@@ -463,6 +486,9 @@ class ListScheduler {
   std::vector<TimePs> end_, clock_;
   Orders ord_;
   std::vector<std::int32_t> seq_of_;  // per pass: its sequence among its device's
+  std::vector<char> dirty_;           // per device: a head's ready time became known since its
+                                      // last pick found nothing
+  std::vector<TimePs> wake_;          // per device: the next known ready time after that pick
   std::priority_queue<TimePs, std::vector<TimePs>, std::greater<>> events_;
 };
 
