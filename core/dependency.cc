@@ -68,8 +68,8 @@ class Builder {
         fail(key + ".device", fmt::format("expected 0..{}", pl_.num_devices - 1));
       if (info.pipeline < 0 || info.index < 0 || info.index >= S / np)
         fail(key + ".index", fmt::format("expected 0..{} within its pipeline", S / np - 1));
-      int& slot = seen[static_cast<std::size_t>(info.pipeline * (S / np) + info.index)];
-      if (slot++) fail(key, "two stages share the same pipeline and index");
+      int& taken = seen[static_cast<std::size_t>(info.pipeline * (S / np) + info.index)];
+      if (taken++) fail(key, "two stages share the same pipeline and index");
       if (info.layer_end < info.layer_begin) fail(key + ".layers", "expected begin <= end");
     }
   }
@@ -98,7 +98,6 @@ class Builder {
   int& slot(Slot sl, int stage, int mb) {
     return index_[(static_cast<std::size_t>(mb) * pl_.num_stages() + stage) * kNumSlots + sl];
   }
-  int slot_or(Slot sl, int stage, int mb) { return slot(sl, stage, mb); }
 
   void claim(Slot sl, int stage, int mb, int id) {
     int& cur = slot(sl, stage, mb);
@@ -180,12 +179,11 @@ class Builder {
     for (int mb = 0; mb < s_.num_microbatches; ++mb) {
       int pipe = -1;
       for (int st = 0; st < S && pipe < 0; ++st)
-        if (slot_or(kSlotF, st, mb) >= 0) pipe = pl_.stages[st].pipeline;
+        if (slot(kSlotF, st, mb) >= 0) pipe = pl_.stages[st].pipeline;
       if (pipe < 0) fail("actions", fmt::format("microbatch {} has no forward pass at all", mb));
       for (int st = 0; st < S; ++st) {
         const bool mine = pl_.stages[st].pipeline == pipe;
-        const int f = slot_or(kSlotF, st, mb), b = slot_or(kSlotBgrad, st, mb),
-                  w = slot_or(kSlotW, st, mb);
+        const int f = slot(kSlotF, st, mb), b = slot(kSlotBgrad, st, mb), w = slot(kSlotW, st, mb);
         if (!mine) {
           int stray = f >= 0 ? f : b >= 0 ? b : w;
           if (stray >= 0)
@@ -204,10 +202,10 @@ class Builder {
   void check_lowered(int st, int mb) {
     const int prev = pl_.prev_stage(st);
     if (prev >= 0 && pl_.stages[prev].device != pl_.stages[st].device) {
-      if (slot_or(kSlotRecvF, st, mb) < 0) fail("actions", missing("RECV_F", st, mb));
-      if (slot_or(kSlotSendF, prev, mb) < 0) fail("actions", missing("SEND_F", prev, mb));
-      if (slot_or(kSlotSendB, st, mb) < 0) fail("actions", missing("SEND_B", st, mb));
-      if (slot_or(kSlotRecvB, prev, mb) < 0) fail("actions", missing("RECV_B", prev, mb));
+      if (slot(kSlotRecvF, st, mb) < 0) fail("actions", missing("RECV_F", st, mb));
+      if (slot(kSlotSendF, prev, mb) < 0) fail("actions", missing("SEND_F", prev, mb));
+      if (slot(kSlotSendB, st, mb) < 0) fail("actions", missing("SEND_B", st, mb));
+      if (slot(kSlotRecvB, prev, mb) < 0) fail("actions", missing("RECV_B", prev, mb));
     }
   }
 
@@ -221,24 +219,24 @@ class Builder {
   void add_forward_deps(int st, int mb) {
     const int prev = pl_.prev_stage(st);
     if (prev < 0) return;
-    if (!crosses(prev, st)) return add(slot_or(kSlotF, prev, mb), -1);
-    if (lowered_) return add(slot_or(kSlotRecvF, st, mb), -1);
-    add(slot_or(kSlotF, prev, mb), prev);
+    if (!crosses(prev, st)) return add(slot(kSlotF, prev, mb), -1);
+    if (lowered_) return add(slot(kSlotRecvF, st, mb), -1);
+    add(slot(kSlotF, prev, mb), prev);
   }
 
   void add_backward_deps(int st, int mb) {
-    add(slot_or(kSlotF, st, mb), -1);
-    if (int r = slot_or(kSlotR, st, mb); r >= 0) add(r, -1);
+    add(slot(kSlotF, st, mb), -1);
+    if (int r = slot(kSlotR, st, mb); r >= 0) add(r, -1);
     const int next = pl_.next_stage(st);
     if (next < 0) return;
-    if (!crosses(next, st)) return add(slot_or(kSlotBgrad, next, mb), -1);
-    if (lowered_) return add(slot_or(kSlotRecvB, st, mb), -1);
-    add(slot_or(kSlotBgrad, next, mb), next);
+    if (!crosses(next, st)) return add(slot(kSlotBgrad, next, mb), -1);
+    if (lowered_) return add(slot(kSlotRecvB, st, mb), -1);
+    add(slot(kSlotBgrad, next, mb), next);
   }
 
   void add_stage_grad_deps(int st) {
     for (int mb = 0; mb < s_.num_microbatches; ++mb)
-      if (int w = slot_or(kSlotW, st, mb); w >= 0) add(w, -1);
+      if (int w = slot(kSlotW, st, mb); w >= 0) add(w, -1);
   }
 
   void add_dependencies() {
@@ -258,27 +256,27 @@ class Builder {
           add_backward_deps(st, mb);
           break;
         case ActionKind::kW:
-          if (slot_or(kSlotBgrad, st, mb) != id) add(slot_or(kSlotBgrad, st, mb), -1);
+          if (slot(kSlotBgrad, st, mb) != id) add(slot(kSlotBgrad, st, mb), -1);
           break;
         case ActionKind::kR:
-          add(slot_or(kSlotF, st, mb), -1);
+          add(slot(kSlotF, st, mb), -1);
           break;
         case ActionKind::kSendF:
-          add(slot_or(kSlotF, st, mb), -1);
+          add(slot(kSlotF, st, mb), -1);
           break;
         case ActionKind::kSendB:
-          add(slot_or(kSlotBgrad, st, mb), -1);
+          add(slot(kSlotBgrad, st, mb), -1);
           break;
         case ActionKind::kRecvF: {
           int prev = pl_.prev_stage(st);
           if (prev < 0) fail("actions", where(id) + ": the first stage receives no forward input");
-          add(slot_or(kSlotSendF, prev, mb), prev);
+          add(slot(kSlotSendF, prev, mb), prev);
           break;
         }
         case ActionKind::kRecvB: {
           int next = pl_.next_stage(st);
           if (next < 0) fail("actions", where(id) + ": the last stage receives no gradient");
-          add(slot_or(kSlotSendB, next, mb), next);
+          add(slot(kSlotSendB, next, mb), next);
           break;
         }
         case ActionKind::kOverlapFB:
