@@ -296,7 +296,8 @@ std::vector<AttentionFit> fit_attention(const std::vector<AttentionSample>& samp
   std::map<std::pair<std::string, std::string>, std::vector<const AttentionSample*>> groups;
   for (const auto& a : samples) groups[{a.pass, a.dtype}].push_back(&a);
   std::vector<AttentionFit> out;
-  for (const auto& [key, v] : groups) {
+  for (const auto& [key, calls] : groups) {
+    const std::vector<const AttentionSample*>& v = calls;  // a lambda below reads it (clang 14)
     AttentionFit f;
     f.pass = key.first;
     f.dtype = key.second;

@@ -115,6 +115,17 @@ class Builder {
   }
 
   void index_passes() {
+    // Every microbatch needs a forward on each stage of its pipeline (check_coverage); too few
+    // forwards for the microbatch count is refused before the index of every (microbatch, stage)
+    // is allocated (a file naming microbatch 99999996 must not allocate gigabytes first).
+    std::size_t forwards = 0;
+    for (const Action& a : g_.action)
+      forwards += a.kind == ActionKind::kF || a.kind == ActionKind::kOverlapFB;
+    const std::size_t stages = static_cast<std::size_t>(pl_.num_stages() / pl_.num_pipelines());
+    if (forwards < stages * static_cast<std::size_t>(s_.num_microbatches))
+      fail("actions", fmt::format("{} forward passes for {} stages x {} microbatches; expected a "
+                                  "forward of every stage for each microbatch 0..{}",
+                                  forwards, stages, s_.num_microbatches, s_.num_microbatches - 1));
     index_.assign(static_cast<std::size_t>(kNumSlots) * pl_.num_stages() * s_.num_microbatches, -1);
     for (int id = 0; id < static_cast<int>(g_.size()); ++id) {
       const Action& a = g_.action[id];

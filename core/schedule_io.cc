@@ -236,12 +236,8 @@ DocFormat doc_format_for_path(const std::string& path) {
 
 Doc parse_document(const std::string& text, DocFormat format, const std::string& source) {
   if (format == DocFormat::kJson) return parse_ordered_json_limited(text, source);
-  check_input_size(text.size(), source);
-  check_utf8(text, source);
   try {
-    const YAML::Node root = YAML::Load(text);
-    check_yaml_limits(root, source);
-    return yaml_to_doc(root);
+    return yaml_to_doc(load_yaml_limited(text, source));
   } catch (const YAML::Exception& e) {
     throw ConfigError(source, "",
                       fmt::format("YAML syntax error at line {}: {}", e.mark.line + 1, e.msg));

@@ -142,12 +142,8 @@ ConfigMap ConfigMap::child(const std::string& key, bool optional) const {
 }
 
 YAML::Node parse_yaml(const std::string& text, const std::string& file) {
-  check_input_size(text.size(), file);
-  check_utf8(text, file);
   try {
-    YAML::Node root = YAML::Load(text);
-    check_yaml_limits(root, file);
-    return root;
+    return load_yaml_limited(text, file);
   } catch (const YAML::ParserException& e) {
     throw ConfigError(file, "",
                       fmt::format("YAML syntax error at line {}: {}", e.mark.line + 1, e.msg));

@@ -73,6 +73,17 @@ TEST(ScheduleIo, ErrorsNameFileKeyPathAndExpectation) {
   EXPECT_NE(error_of("a: [", DocFormat::kYaml).find("YAML syntax error"), std::string::npos);
 }
 
+TEST(ScheduleIo, TooFewForwardsForTheMicrobatchCountAreRefusedBeforeIndexing) {
+  // hand_1f1b(2, 2): 2 stages x 2 microbatches, 4 forwards. Claiming 2^24 microbatches needs
+  // 2 x 2^24 forwards; the index of every (microbatch, stage, slot) would have been allocated
+  // (about a gigabyte) before the coverage check named the first missing pass.
+  std::string y = schedule_to_text(testing::hand_1f1b(2, 2), DocFormat::kYaml);
+  y.replace(y.find("num_microbatches: 2"), 19, "num_microbatches: 16777216");
+  const std::string e = error_of(y, DocFormat::kYaml);
+  EXPECT_NE(e.find("4 forward passes for 2 stages x 16777216 microbatches"), std::string::npos)
+      << e;
+}
+
 TEST(ScheduleIo, LoadingValidates) {
   std::string y = schedule_to_text(testing::hand_1f1b(2, 2), DocFormat::kYaml);
   // Device 1 runs BW mb 0 before its F mb 0.

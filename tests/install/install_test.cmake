@@ -10,7 +10,7 @@ function(run)
 endfunction()
 run(${CMAKE_COMMAND} --install ${BINARY} --prefix ${prefix})
 run(${CMAKE_COMMAND} -S ${SOURCE}/tests/install/consumer -B ${SCRATCH}/consumer
-    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX})
 run(${CMAKE_COMMAND} --build ${SCRATCH}/consumer)
 # The source tree's profiles must not be what the consumer reads: point away from them.
 run(${CMAKE_COMMAND} -E env PIPEWRIGHT_PROFILE_DIR=${prefix}/share/pipewright/profiles
