@@ -18,6 +18,11 @@ namespace {
 
 using hw::CollectiveKind;
 
+// The largest message a row may hold: 2^44 B (16 TiB), far past any GPU's memory (nccl-tests
+// sweeps to a few GiB), and small enough that the collective model's picosecond clock cannot
+// overflow timing it (a JSON size of 1e95 did: libFuzzer's find).
+constexpr double kMaxRowBytes = 17592186044416.0;
+
 struct KnownCollective {
   const char* name;  ///< nccl-tests' name (binary without _perf)
   CollectiveKind kind;
@@ -138,9 +143,10 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& file,
     NcclTestsRow row;
     row.line = static_cast<int>(i) + 1;
     row.bytes = r["size"].get<double>();
-    if (!(row.bytes > 0) || row.bytes != std::floor(row.bytes))
-      throw ConfigError(file, at + ".size",
-                        fmt::format("{}; expected a positive byte count", row.bytes));
+    if (!(row.bytes > 0) || row.bytes != std::floor(row.bytes) || row.bytes > kMaxRowBytes)
+      throw ConfigError(
+          file, at + ".size",
+          fmt::format("{}; expected a positive byte count of at most {}", row.bytes, kMaxRowBytes));
     // The faster of the out-of-place and in-place runs, as in the text form.
     double best = 0;
     for (const char* place : {"out_of_place", "in_place"}) {
@@ -213,9 +219,11 @@ NcclTestsLog parse_nccl_tests(const std::string& text, const std::string& file,
     NcclTestsRow r;
     r.line = no;
     double time_us = 0, busbw = 0;
-    if (!number(t[0], &r.bytes) || r.bytes <= 0 || r.bytes != std::floor(r.bytes))
-      throw ConfigError(file, fmt::format("line {}", no),
-                        fmt::format("size '{}' is not a positive byte count", t[0]));
+    if (!number(t[0], &r.bytes) || r.bytes <= 0 || r.bytes != std::floor(r.bytes) ||
+        r.bytes > kMaxRowBytes)
+      throw ConfigError(
+          file, fmt::format("line {}", no),
+          fmt::format("size '{}' is not a positive byte count of at most {}", t[0], kMaxRowBytes));
     if (!number(t[tc], &time_us) || time_us <= 0 || !number(t[tc + 2], &busbw) || busbw < 0)
       throw ConfigError(file, fmt::format("line {}", no),
                         fmt::format("time '{}' and busbw '{}' are not a positive time (us) and a "

@@ -15,11 +15,11 @@ shift
 [ -x "$fuzz/pw_libfuzzer" ] || { echo "fuzz.sh: no $fuzz/pw_libfuzzer; run scripts/bootstrap.sh sanitize" >&2; exit 2; }
 out=$fuzz/libfuzzer
 # The build's list of targets (pw_fuzz_seeds checks it against the table).
-read -r -a all <<<"$(sed -n '/set(PW_FUZZ_TARGET_NAMES/,/)/p' "$root/tests/fuzz/CMakeLists.txt" |
-  tr -d ')' | sed 's/set(PW_FUZZ_TARGET_NAMES//' | tr -s ' \n' ' ')"
+read -r -a all <<<"$(sed -n '/set(PW_FUZZ_TARGETS/,/)/p' "$root/tests/fuzz/CMakeLists.txt" |
+  tr -d ')' | sed 's/set(PW_FUZZ_TARGETS//; s/:[0-9]*//g' | tr -s ' \n' ' ')"
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
-"$fuzz/pw_fuzz_seeds" "$out/seeds" "${all[@]}" >/dev/null
+"$fuzz/pw_fuzz_seeds" "$out/seeds" - "${all[@]}" >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 run() {
   local t=$1 kept=() log=$out/$1.log

@@ -1,6 +1,8 @@
-// Writes every fuzz target's seeds into DIR/<target>/seed-<k> (the libFuzzer seed corpus) and
-// checks that the targets named on the command line (the build's list, tests/fuzz/CMakeLists.txt)
-// are exactly the table's: a target added to one and not the other fails here, not silently.
+// Writes every fuzz target's seeds into SEEDS/<target>/seed-<k> (the libFuzzer seed corpus),
+// empties CORPUS/<target> (the folder ctest's libFuzzer runs add to, so every run starts from the
+// same inputs: "-" leaves it alone), and checks that the targets named on
+// the command line (the build's list, tests/fuzz/CMakeLists.txt) are exactly the table's: a
+// target added to one and not the other fails here, not silently.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -11,11 +13,12 @@
 #include "tests/fuzz/fuzz_targets.h"
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    fmt::print(stderr, "usage: pw_fuzz_seeds DIR TARGET...\n");
+  if (argc < 3) {
+    fmt::print(stderr, "usage: pw_fuzz_seeds SEEDS CORPUS|- TARGET...\n");
     return 2;
   }
-  const std::vector<std::string> listed(argv + 2, argv + argc);
+  const std::string corpus = argv[2];
+  const std::vector<std::string> listed(argv + 3, argv + argc);
   if (listed != pw::fuzz::fuzz_target_names()) {
     fmt::print(stderr, "pw_fuzz_seeds: the build lists [{}], the table has [{}]\n",
                fmt::join(listed, " "), fmt::join(pw::fuzz::fuzz_target_names(), " "));
@@ -26,6 +29,11 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     for (std::size_t k = 0; k < t.seeds.size(); ++k)
       pw::write_file_atomic((dir / fmt::format("seed-{}", k)).string(), t.seeds[k]);
+    if (corpus != "-") {
+      const std::filesystem::path work = std::filesystem::path(corpus) / t.name;
+      std::filesystem::remove_all(work);
+      std::filesystem::create_directories(work);
+    }
   }
   fmt::print("{} targets' seeds written to {}\n", pw::fuzz::fuzz_targets().size(), argv[1]);
   return 0;
