@@ -19,8 +19,9 @@ namespace {
 using hw::CollectiveKind;
 
 // The largest message a row may hold: 2^44 B (16 TiB), far past any GPU's memory (nccl-tests
-// sweeps to a few GiB), and small enough that the collective model's picosecond clock cannot
-// overflow timing it (a JSON size of 1e95 did: libFuzzer's find).
+// sweeps to a few GiB), and small enough that the collective model's 64-bit picosecond clock
+// holds its time at any effective bandwidth above about 4 MB/s (2 x 2^44 B in 9.2e6 s; a JSON
+// size of 1e95 overflowed it: libFuzzer's find).
 constexpr double kMaxRowBytes = 17592186044416.0;
 
 struct KnownCollective {

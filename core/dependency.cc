@@ -88,6 +88,7 @@ class Builder {
         if (a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF ||
             a.kind == ActionKind::kSendB || a.kind == ActionKind::kRecvB)
           lowered_ = true;
+        forwards_ += a.kind == ActionKind::kF || a.kind == ActionKind::kOverlapFB;
       }
       g_.device_begin.push_back(static_cast<std::int32_t>(g_.action.size()));
     }
@@ -118,14 +119,11 @@ class Builder {
     // Every microbatch needs a forward on each stage of its pipeline (check_coverage); too few
     // forwards for the microbatch count is refused before the index of every (microbatch, stage)
     // is allocated (a file naming microbatch 99999996 must not allocate gigabytes first).
-    std::size_t forwards = 0;
-    for (const Action& a : g_.action)
-      forwards += a.kind == ActionKind::kF || a.kind == ActionKind::kOverlapFB;
     const std::size_t stages = static_cast<std::size_t>(pl_.num_stages() / pl_.num_pipelines());
-    if (forwards < stages * static_cast<std::size_t>(s_.num_microbatches))
+    if (forwards_ < stages * static_cast<std::size_t>(s_.num_microbatches))
       fail("actions", fmt::format("{} forward passes for {} stages x {} microbatches; expected a "
                                   "forward of every stage for each microbatch 0..{}",
-                                  forwards, stages, s_.num_microbatches, s_.num_microbatches - 1));
+                                  forwards_, stages, s_.num_microbatches, s_.num_microbatches - 1));
     index_.assign(static_cast<std::size_t>(kNumSlots) * pl_.num_stages() * s_.num_microbatches, -1);
     for (int id = 0; id < static_cast<int>(g_.size()); ++id) {
       const Action& a = g_.action[id];
@@ -356,6 +354,7 @@ class Builder {
   DependencyGraph g_;
   std::vector<int> index_;
   bool lowered_ = false;
+  std::size_t forwards_ = 0;  ///< F and OVERLAP_F_B actions (flatten)
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A deeper libFuzzer campaign than the test command's 20 s per reader, by hand:
+# A deeper libFuzzer campaign than the test command's (about 20 s per reader), by hand:
 #   scripts/fuzz.sh SECONDS [TARGET...]     (default: every target of tests/fuzz/fuzz_targets.h)
 # Needs the instrumented build (scripts/bootstrap.sh sanitize, or build-sanitize/ configured with
 # -DPIPEWRIGHT_LIBFUZZER=ON). Runs the targets two at a time (one per core), each from its seeds,

@@ -43,8 +43,8 @@ TEST(FuzzRegressions, EveryReproducerIsAcceptedOrRefusedInOneLine) {
       ++replayed;
     }
   }
-  // The reproducers are kept; an empty replay would prove nothing.
-  EXPECT_GE(replayed, 12);
+  // An empty replay (a folder moved, a path wrong) would prove nothing.
+  EXPECT_GT(replayed, 0);
 }
 
 }  // namespace
