@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -19,6 +20,11 @@ namespace pw {
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path, "", std::string("cannot read file: ") + std::strerror(errno));
+  // A directory opens for reading on Linux, and its "size" is whatever the file system says
+  // (ext4: 2^63-1, others: a block); name it instead.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(path, "", "is a directory; expected a file");
   // Refuse an oversized regular file before reading it (pipes are checked after).
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();

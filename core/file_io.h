@@ -5,7 +5,8 @@
 
 namespace pw {
 
-/// Reads a whole file; throws ConfigError(path, "", "cannot read ...") if it cannot.
+/// Reads a whole file; throws ConfigError(path, "", "cannot read ...") if it cannot (a missing or
+/// unreadable file, a name too long, a directory, a file over the input size limit).
 std::string read_file(const std::string& path);
 /// Writes `content` to `path` atomically; throws ConfigError if the directory is not writable.
 void write_file_atomic(const std::string& path, const std::string& content);

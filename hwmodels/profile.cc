@@ -305,7 +305,10 @@ HardwareProfile resolve_profile(const std::string& name_or_path, const std::stri
   if (is_path) {
     fs::path p(name_or_path);
     if (p.is_relative() && !base_dir.empty()) p = fs::path(base_dir) / p;
-    if (!fs::exists(p)) {
+    // exists() without an error_code throws on a name too long or a folder it may not search;
+    // those reach read_file, which names the reason.
+    std::error_code ec;
+    if (!fs::exists(p, ec) && !ec) {
       throw ConfigError(err_file, err_key, fmt::format("profile file '{}' not found", p.string()));
     }
     return load_profile(p.string());

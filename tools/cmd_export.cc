@@ -43,7 +43,8 @@ int run_export(const ExportOptions& o) {
   try {
     write_file_atomic(o.out, e.text);
   } catch (...) {
-    if (!e.csv_path.empty()) std::filesystem::remove(e.csv_path);
+    std::error_code ec;  // the write's error is the one to report
+    if (!e.csv_path.empty()) std::filesystem::remove(e.csv_path, ec);
     throw;
   }
   std::fprintf(stderr, "wrote %s%s%s\n", o.out.c_str(), e.csv_path.empty() ? "" : " and ",

@@ -207,10 +207,13 @@ hw::Scenario resolve_scenario(const PlanOptions& o) {
   // The bundled default: the working directory's scenarios/, else the bundled scenarios
   // (hw::shipped_scenario_dir, as `validate` finds them).
   const std::filesystem::path name = std::filesystem::path(kDefaultScenario).filename();
-  for (const std::filesystem::path& p : {std::filesystem::path(kDefaultScenario),
-                                         std::filesystem::path(hw::shipped_scenario_dir()) / name})
-    if (std::filesystem::exists(p))
+  for (const std::filesystem::path& p :
+       {std::filesystem::path(kDefaultScenario),
+        std::filesystem::path(hw::shipped_scenario_dir()) / name}) {
+    std::error_code ec;
+    if (std::filesystem::exists(p, ec))
       return hw::load_scenario(p.string(), {}, hw::ParallelSection::kOptional);
+  }
   throw ConfigError(kDefaultScenario, "",
                     fmt::format("the bundled default scenario was found neither in the working "
                                 "directory nor in {} (set PIPEWRIGHT_SCENARIO_DIR); name a "

@@ -51,8 +51,17 @@ std::vector<std::string> scenario_files(const std::string& dir) {
       throw ConfigError("", "DIR", fmt::format("'{}' is not a scenario file or a directory", dir));
   std::vector<std::string> files;
   if (fs::is_regular_file(dir, ec)) return {dir};
-  for (const auto& e : fs::recursive_directory_iterator(dir, ec))
-    if (e.is_regular_file() && e.path().extension() == ".yaml") files.push_back(e.path().string());
+  // Unreadable subfolders are skipped; an error while walking stops the walk (the range-for's
+  // increment would throw), and so does one naming the folder itself.
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  if (ec) throw ConfigError(dir, "", "cannot list the folder: " + ec.message());
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) throw ConfigError(dir, "", "cannot list the folder: " + ec.message());
+    std::error_code entry_ec;  // an entry that vanished or cannot be stat'ed is not a scenario
+    if (it->is_regular_file(entry_ec) && it->path().extension() == ".yaml")
+      files.push_back(it->path().string());
+  }
+  if (ec) throw ConfigError(dir, "", "cannot list the folder: " + ec.message());
   std::sort(files.begin(), files.end());
   return files;
 }
@@ -105,7 +114,8 @@ int run_validate(const ValidateOptions& o) {
   std::vector<std::string> unconfigured;  // planner inputs: no configuration to predict
   for (const std::string& f : scenario_files(dir)) {
     const std::string shown =
-        bundled ? "scenarios/" + std::filesystem::relative(f, dir).generic_string() : f;
+        bundled ? "scenarios/" + std::filesystem::path(f).lexically_relative(dir).generic_string()
+                : f;
     hw::Scenario s = hw::load_scenario(f, {}, hw::ParallelSection::kOptional);
     if (!s.has_parallel) {
       unconfigured.push_back(shown);

@@ -32,7 +32,8 @@ const CudaPlugin* load_cuda_plugin(std::string* why) {
   }
   std::string tried_list;
   for (const std::string& path : candidates) {
-    if (!std::filesystem::exists(path)) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
       tried_list += (tried_list.empty() ? "" : ", ") + path;
       continue;
     }
