@@ -342,6 +342,63 @@ AlgoLine algo_line(const hw::HardwareProfile& p, const NcclTestsLog& log, double
   return l;
 }
 
+constexpr double kLargeBytes = 1024.0 * 1024;  // the rows a fit is judged on first
+
+// The lower envelope of `lines` at `bytes` (the model takes the fastest protocol).
+double envelope(const std::vector<Line>& lines, double bytes) {
+  double t = std::numeric_limits<double>::infinity();
+  for (const Line& l : lines) t = std::min(t, l.c + l.d * bytes);
+  return t;
+}
+
+// Up to three lines over contiguous size ranges of `rows` (each range at least 2 rows): the first
+// ones fitted by relative least squares, the last one (the largest messages) at slope
+// `beta_last`, the fitted bandwidth, with only its intercept free. The split kept is
+// the one whose envelope has the smallest worst busbw error over the rows of 1 MiB and more (the
+// messages training moves; all rows when there are none), the relative squared error over
+// every row breaking ties. An empty result: no split has enough rows.
+std::vector<Line> envelope_lines(const std::vector<NcclTestsRow>& rows, double beta_last) {
+  const std::size_t n = rows.size();
+  const bool any_large = !rows.empty() && rows.back().bytes >= kLargeBytes;
+  double best_worst = std::numeric_limits<double>::infinity(), best_sse = best_worst;
+  std::vector<Line> best;
+  std::vector<Line> ls;
+  for (std::size_t i1 = 0; i1 <= n; ++i1)
+    for (std::size_t i2 = i1; i2 <= n; ++i2) {
+      // Segments [0, i1), [i1, i2), [i2, n); the last one is always present.
+      if (i2 == n || n - i2 < 2) continue;
+      if ((i1 > 0 && i1 < 2) || (i2 > i1 && i2 - i1 < 2)) continue;
+      ls.clear();
+      if (i1 > 0) ls.push_back(fit_line(rows, 0, i1));
+      if (i2 > i1) ls.push_back(fit_line(rows, i1, i2));
+      Line last;
+      double sw = 0, swr = 0;
+      for (std::size_t i = i2; i < n; ++i) {
+        const double w = 1.0 / (rows[i].time_s * rows[i].time_s);
+        sw += w;
+        swr += w * (rows[i].time_s - beta_last * rows[i].bytes);
+      }
+      last.c = swr / sw;
+      last.d = beta_last;
+      ls.push_back(last);
+      // Score the envelope over every row, not each line over its own range.
+      double worst = 0, sse = 0;
+      for (const NcclTestsRow& r : rows) {
+        const double t = envelope(ls, r.bytes);
+        const double e = (t - r.time_s) / r.time_s;
+        sse += e * e;
+        if (r.bytes >= kLargeBytes || !any_large)
+          worst = std::max(worst, std::abs(r.time_s / t - 1.0));  // busbw error
+      }
+      if (worst < best_worst - 1e-12 || (worst <= best_worst + 1e-12 && sse < best_sse - 1e-15)) {
+        best_worst = worst;
+        best_sse = sse;
+        best = ls;
+      }
+    }
+  return best;
+}
+
 NcclTestsReport predict(const hw::HardwareProfile& p, const NcclTestsLog& log) {
   NcclTestsReport r;
   r.file = log.file;
@@ -361,7 +418,7 @@ NcclTestsReport predict(const hw::HardwareProfile& p, const NcclTestsLog& log) {
     e.measured_busbw = row.bytes / row.time_s * factor;
     e.predicted_busbw = t > 0 ? row.bytes / t * factor : 0;
     e.error_pct = 100.0 * (e.predicted_busbw - e.measured_busbw) / e.measured_busbw;
-    double& worst = row.bytes >= 1024.0 * 1024 ? r.worst_large_pct : r.worst_small_pct;
+    double& worst = row.bytes >= kLargeBytes ? r.worst_large_pct : r.worst_small_pct;
     worst = std::max(worst, std::abs(e.error_pct));
     ss_res += std::pow(std::log(t) - std::log(row.time_s), 2);
     ss_tot += std::pow(std::log(row.time_s) - mean, 2);
@@ -389,43 +446,7 @@ void fit_single_node(const NcclTestsLog& log, hw::HardwareProfile* p,
   // Protocols: the lower envelope of up to three lines over contiguous size ranges.
   const AlgoLine al = algo_line(*p, log, big.bytes);
   const std::vector<NcclTestsRow>& rows = log.rows;
-  const std::size_t n = rows.size();
-  double best = std::numeric_limits<double>::infinity();
-  std::vector<Line> lines;
-  for (std::size_t i1 = 0; i1 <= n; ++i1)
-    for (std::size_t i2 = i1; i2 <= n; ++i2) {
-      // Segments [0, i1), [i1, i2), [i2, n); the last one (the largest messages) is always
-      // present and runs at the fitted bandwidth, so only its intercept is free.
-      if (i2 == n || n - i2 < 2) continue;
-      if ((i1 > 0 && i1 < 2) || (i2 > i1 && i2 - i1 < 2)) continue;
-      std::vector<Line> ls;
-      double sse = 0;
-      if (i1 > 0) ls.push_back(fit_line(rows, 0, i1));
-      if (i2 > i1) ls.push_back(fit_line(rows, i1, i2));
-      // The largest messages run at the bandwidth fitted above: only the intercept is free.
-      Line simple;
-      double sw = 0, swr = 0;
-      for (std::size_t i = i2; i < n; ++i) {
-        const double w = 1.0 / (rows[i].time_s * rows[i].time_s);
-        sw += w;
-        swr += w * (rows[i].time_s - al.beta * rows[i].bytes);
-      }
-      simple.c = swr / sw;
-      simple.d = al.beta;
-      ls.push_back(simple);
-      // The model takes the fastest protocol at every size: score the lower envelope of the
-      // lines over every row, not each line over its own range.
-      for (const NcclTestsRow& r : rows) {
-        double t = std::numeric_limits<double>::infinity();
-        for (const Line& l : ls) t = std::min(t, l.c + l.d * r.bytes);
-        const double e = (t - r.time_s) / r.time_s;
-        sse += e * e;
-      }
-      if (sse < best - 1e-12) {
-        best = sse;
-        lines = ls;
-      }
-    }
+  const std::vector<Line> lines = envelope_lines(rows, al.beta);
   // The largest-size line needs 2 rows: a log with fewer cannot give protocols.
   if (lines.empty())
     throw ConfigError(log.file, "",

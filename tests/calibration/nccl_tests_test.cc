@@ -56,9 +56,11 @@ TEST(NcclTests, ShippedDgxH100LogParsesAndTheFitReproducesIt) {
   const NcclTestsReport& r = fit.reports[0];
   // Over 9 orders of magnitude of size the fitted protocols follow the log (R^2 of log time);
   // the largest message is exact (the bandwidth is fitted there); at >= 1 MiB the median row is
-  // within 5%. The target, every row >= 1 MiB within 5%, is not met: the log is not
-  // concave in size (2 MiB sits 16% above the chord of 1 and 4 MiB; 128-512 MiB ramp slower
-  // than the asymptote), and the model's time, the fastest of its protocol lines, is concave.
+  // within 5%. The fit keeps the split of the sizes whose worst row at >= 1 MiB errs least;
+  // the squared-error pick it replaced left 2 MiB at +20% (2 MiB sits 16% above the chord of 1
+  // and 4 MiB, a kink three lines of which one also serves the sub-MiB rows cannot follow).
+  // The target, every row >= 1 MiB within 5%, is not met: the bound below is the
+  // regression guard between the two picks (5.5% and 20.1% on this log), not an expected value.
   EXPECT_GT(r.r2_log_time, 0.999) << nccl_tests_report(fit);
   EXPECT_NEAR(r.rows.back().error_pct, 0.0, 1.0);
   std::vector<double> large;
@@ -66,7 +68,7 @@ TEST(NcclTests, ShippedDgxH100LogParsesAndTheFitReproducesIt) {
     if (e.bytes >= 1024.0 * 1024) large.push_back(std::abs(e.error_pct));
   std::sort(large.begin(), large.end());
   EXPECT_LT(large[large.size() / 2], 5.0) << nccl_tests_report(fit);
-  EXPECT_LT(r.worst_large_pct, 25.0) << nccl_tests_report(fit);
+  EXPECT_LT(r.worst_large_pct, 10.0) << nccl_tests_report(fit);
   EXPECT_EQ(fit.profile.collective_protocols.size(), 3u) << nccl_tests_report(fit);
   // The profile it writes loads, and prices the log's largest row as the fit did.
   const std::string yaml =
@@ -79,7 +81,7 @@ TEST(NcclTests, ShippedDgxH100LogParsesAndTheFitReproducesIt) {
 }
 
 TEST(NcclTests, FitGeneralisesToSizesItDidNotSee) {
-  // Fitted on every other size, predicted on the rest: the >= 1 MiB rows stay within 5%.
+  // Fitted on every other size, predicted on the rest (the >= 1 MiB rows).
   const std::string text = ref_or_skip("dgx-h100-8gpu-all_reduce_perf.txt");
   if (text.empty()) GTEST_SKIP() << "shared/reference not present";
   NcclTestsLog log = parse_nccl_tests(text, "all_reduce_perf.txt", {"", 8, 1});
@@ -97,8 +99,10 @@ TEST(NcclTests, FitGeneralisesToSizesItDidNotSee) {
     const double t = ps_to_seconds(nccl_tests_model_time(fit.profile, log.kind, 8, 1, row.bytes));
     worst = std::max(worst, std::abs(row.time_s / t - 1.0) * 100);
   }
-  // Held-out rows err no more than the rows the fit saw (same bound as above).
+  // Held-out rows: the squared-error split's bound (it left 20.1% on the fitted rows and about
+  // 14% here; the worst-row split fits its own rows closer, and these no closer).
   EXPECT_LT(worst, 25.0) << nccl_tests_report(fit);
+  std::printf("HELDOUT %.2f fitted %.2f\n", worst, fit.reports[0].worst_large_pct);
 }
 
 TEST(NcclTests, FitRecoversTheConstantsASyntheticLogWasWrittenWith) {
