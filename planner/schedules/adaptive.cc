@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <tuple>
 #include <unordered_set>
 
 #include "core/error.h"
 #include "planner/schedules/block_reorder.h"
 #include "planner/schedules/building_block.h"
+#include "planner/schedules/v_schedules.h"
 #include "planner/schedules/zb_auto.h"
 #include "sim/evaluator.h"
 
@@ -301,46 +303,73 @@ Schedule generate_v_adaptive(const GeneratorParams& gp) {
     held = std::make_shared<const TradeoffCurve>(compute());
   }
   const TradeoffCurve& curve = *held;
-  const TradeoffPoint& pick = pick_point(curve, gp.memory_limit);
-  Schedule best = tradeoff_schedule(gp.p, gp.m, pick, costs, gp.num_layers);
-  if (gp.memory_limit <= 0) return best;
-  // Under a limit, the two cheapest block points that fit are also reordered with the limit as
-  // every device's cap (planner/schedules/block_reorder.h): a block whose own peak is below the
-  // limit may then run warm-up forwards early up to it (2, not more: each reordering costs about as
-  // much as the whole offset search at p=16, m=64).
+  if (gp.memory_limit <= 0)
+    return tradeoff_schedule(gp.p, gp.m, pick_point(curve, 0), costs, gp.num_layers);
+  // Under a limit the candidates are the curve's pick; the two cheapest block points that fit,
+  // reordered with the limit as every device's cap (planner/schedules/block_reorder.h: a block
+  // whose own peak is below the limit may then run warm-up forwards early up to it; 2, not
+  // more: each reordering costs about as much as the whole offset search at p=16, m=64); and
+  // v-zb's schedule under the same limit (the V-ZB block reordered under it, else the greedy
+  // ZB-V), which the offset space does not hold (its turn at device 0 waits 4p-3 slots). That
+  // one can be the best V schedule there is (p=4, m=8, activations held until W, 6 and 7 chunk
+  // activations: cost 53 and 51 against 56 and 53 from the curve's blocks) and can fit a limit
+  // no curve point fits; `v-adaptive` never loses to `v-zb`. The cheapest that fits wins, ties
+  // to the earlier candidate.
+  std::optional<Schedule> best;
+  std::optional<ConfigError> none_fits;
+  try {
+    best = tradeoff_schedule(gp.p, gp.m, pick_point(curve, gp.memory_limit), costs, gp.num_layers);
+  } catch (const ConfigError& e) {
+    none_fits = e;
+  }
   std::vector<const TradeoffPoint*> blocks;
   for (const TradeoffPoint& pt : curve.points)
     if (!pt.greedy && pt.peak_memory <= gp.memory_limit + 1e-9) blocks.push_back(&pt);
   std::stable_sort(
       blocks.begin(), blocks.end(),
       [](const TradeoffPoint* a, const TradeoffPoint* b) { return a->cost < b->cost; });
-  const EvalResult r0 = evaluate(best, costs);
-  TimePs best_cost = r0.cost, best_makespan = r0.makespan;
+  if (blocks.size() > 2) blocks.resize(2);
   ReorderOptions opt;
   opt.caps.assign(gp.p, gp.memory_limit);
-  // The two reorderings are independent: in parallel, then compared in order.
-  const std::size_t n = std::min<std::size_t>(blocks.size(), 2);
-  std::vector<ReorderResult> reordered(n);
-  std::vector<char> fits(n, 0);
-  tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
+  // The candidates are independent: in parallel (the last one is v-zb), then compared in order.
+  const std::size_t n = blocks.size();
+  std::vector<std::optional<Schedule>> found(n + 1);
+  std::optional<ConfigError> vzb_refused;
+  tbb::parallel_for(std::size_t{0}, n + 1, [&](std::size_t i) {
     try {
-      reordered[i] = reorder_block(v_block(gp.p, blocks[i]->offsets, "v-adaptive", gp.num_layers),
-                                   gp.m, costs, opt);
-      fits[i] = 1;
-    } catch (const ConfigError&) {
-      // no reordering of this block fits the limit
+      found[i] = i < n
+                     ? reorder_block(v_block(gp.p, blocks[i]->offsets, "v-adaptive", gp.num_layers),
+                                     gp.m, costs, opt)
+                           .schedule
+                     : generate_v_zb(gp);
+    } catch (const ConfigError& e) {
+      // No reordering of this block fits the limit, or no V-ZB schedule does (that refusal
+      // names the smallest limit the greedy scheduler fits, below any block's).
+      if (i == n) vzb_refused = e;
     }
   });
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!fits[i]) continue;
-    ReorderResult& r = reordered[i];
-    if (std::tie(r.cost, r.makespan) >= std::tie(best_cost, best_makespan)) continue;
+  TimePs best_cost = 0, best_makespan = 0;
+  if (best) {
+    const EvalResult r0 = evaluate(*best, costs);
+    best_cost = r0.cost;
+    best_makespan = r0.makespan;
+  }
+  for (std::optional<Schedule>& s : found) {
+    if (!s) continue;
+    const EvalResult r = evaluate(*s, costs);
+    if (best && std::tie(r.cost, r.makespan) >= std::tie(best_cost, best_makespan)) continue;
     best_cost = r.cost;
     best_makespan = r.makespan;
-    best = std::move(r.schedule);
+    best = std::move(s);
   }
-  best.name = "v-adaptive";
-  return best;
+  if (!best) {
+    if (!vzb_refused) throw *none_fits;
+    std::string msg = vzb_refused->message();
+    if (msg.rfind("v-zb", 0) == 0) msg.replace(0, 4, "v-adaptive");
+    throw ConfigError(vzb_refused->file(), vzb_refused->key(), msg);
+  }
+  best->name = "v-adaptive";
+  return std::move(*best);
 }
 
 }  // namespace pw

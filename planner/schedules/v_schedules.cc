@@ -105,9 +105,9 @@ Schedule generate_v_half(const GeneratorParams& gp) {
   return v_schedule_from(gp, v_half_offsets(gp.p), "v-half");
 }
 
-Schedule generate_v_zb(const GeneratorParams& gp) {
-  check_p(gp, "v-zb");
-  const CostTable costs = v_cost_table(gp);
+namespace {
+
+Schedule v_zb(const GeneratorParams& gp, const CostTable& costs) {
   // 1F1B memory: p microbatches of each device's two chunks (its own, with uneven stages).
   ReorderOptions opt;
   if (gp.memory_limit > 0)
@@ -138,6 +138,34 @@ Schedule generate_v_zb(const GeneratorParams& gp) {
   const EvalResult g = evaluate(greedy, costs);
   if (std::tie(g.cost, g.makespan) < std::tie(block->cost, block->makespan)) return greedy;
   return std::move(block->schedule);
+}
+
+}  // namespace
+
+Schedule generate_v_zb(const GeneratorParams& gp) {
+  check_p(gp, "v-zb");
+  const CostTable costs = v_cost_table(gp);
+  if (!gp.memo) return v_zb(gp, costs);
+  // v-adaptive asks the same question under the same limit: share the answer, refusal included.
+  struct Outcome {
+    std::optional<Schedule> schedule;
+    std::string file, key, message;
+  };
+  std::string key = fmt::format("v-zb/{}/{}/{}/{}", gp.p, gp.m, gp.num_layers, gp.memory_limit);
+  append_cost_key(costs, &key);
+  const auto held = gp.memo->get<Outcome>(key, [&] {
+    Outcome o;
+    try {
+      o.schedule = v_zb(gp, costs);
+    } catch (const ConfigError& e) {
+      o.file = e.file();
+      o.key = e.key();
+      o.message = e.message();
+    }
+    return o;
+  });
+  if (!held->schedule) throw ConfigError(held->file, held->key, held->message);
+  return *held->schedule;
 }
 
 }  // namespace pw

@@ -158,27 +158,50 @@ TEST(Adaptive, P4M8CurveMeetsOrBeatsThePublishedMakespans) {
   }
 }
 
-TEST(Adaptive, GeneratorReordersBlocksUnderTheLimitAndBeatsThePublishedCurve) {
-  // generate_v_adaptive also reorders the cheapest block points that fit the limit, with the
-  // limit as every device's cap. Published p=4, m=8: limits 4..8 chunk activations -> 59, 56,
-  // 53, 51, 48. Measured (W holding nothing): 55, 53, 50, 49, 48, i.e. SHORTER than published at
-  // limits 4 to 7; asserted here: never above the published figure nor above the curve's own
-  // point, and always within the limit.
-  const CostTable costs = make_uniform_cost_table(v_placement(4), unit(0.0));
+TEST(Adaptive, GeneratorUnderThePapersMemoryRuleMeetsThePublishedCurveAtFourOfFiveLimits) {
+  // The published adaptive V curve (p=4, m=8, limits 4..8 chunk activations -> 59, 56, 53, 51,
+  // 48) counts a chunk's activation until its W: mw_over_mb = 1 here. generate_v_adaptive
+  // reorders the cheapest block points that fit the limit and the V-ZB block with the limit as
+  // every device's cap. Asserted like with like: never above the published figure at limits 4,
+  // 6, 7, 8, never above the curve's own point, always within the limit. At limit 5 it is not
+  // met (58 against 56, measured 2026-11-27): only bounded by the curve here.
+  const CostTable costs = make_uniform_cost_table(v_placement(4), unit(1.0));
   const TradeoffCurve curve = adaptive_tradeoff(4, 8, costs);
   const int published[] = {59, 56, 53, 51, 48};
+  for (int limit = 4; limit <= 8; ++limit) {
+    GeneratorParams gp = params(4, 8, 1.0);
+    gp.memory_limit = limit / 2.0;
+    const EvalResult r = run("v-adaptive", gp);
+    if (limit != 5) EXPECT_LE(r.cost, published[limit - 4]) << "limit " << limit;
+    EXPECT_LE(r.cost, pick_point(curve, limit / 2.0).cost) << "limit " << limit;
+    EXPECT_LE(2 * max_peak(r), limit + 1e-9) << "limit " << limit;
+  }
+  // With W holding nothing (the activation freed at B, a looser rule than the paper's) every
+  // limit is at or below the published figure, and limit 4 (V-Min's peak) strictly below 59.
   for (int limit = 4; limit <= 8; ++limit) {
     GeneratorParams gp = params(4, 8, 0.0);
     gp.memory_limit = limit / 2.0;
     const EvalResult r = run("v-adaptive", gp);
     EXPECT_LE(r.cost, published[limit - 4]) << "limit " << limit;
-    EXPECT_LE(r.cost, pick_point(curve, limit / 2.0).cost) << "limit " << limit;
     EXPECT_LE(2 * max_peak(r), limit + 1e-9) << "limit " << limit;
+    if (limit == 4) EXPECT_LT(r.cost, 59);
   }
-  // Limit 4 (V-Min's peak): strictly below the published 59.
-  GeneratorParams gp = params(4, 8, 0.0);
-  gp.memory_limit = 2.0;
-  EXPECT_LT(run("v-adaptive", gp).cost, 59);
+}
+
+TEST(Adaptive, NeverCostlierThanVzbUnderTheSameLimit) {
+  // v-adaptive searches V blocks and reorders the V-ZB block too, so no V generator that fits
+  // the same limit may beat it: both memory rules, limits from p to 2p chunk activations.
+  for (const int p : {2, 3, 4, 6, 8})
+    for (const double mw : {0.0, 1.0})
+      for (const int limit : {p, (3 * p + 1) / 2, 2 * p}) {
+        GeneratorParams gp = params(p, 2 * p, mw);
+        gp.memory_limit = limit / 2.0;
+        const EvalResult vzb = run("v-zb", gp);
+        if (2 * max_peak(vzb) > limit + 1e-9) continue;  // v-zb does not fit: nothing to beat
+        const EvalResult ada = run("v-adaptive", gp);
+        EXPECT_LE(ada.cost, vzb.cost) << "p=" << p << " mw=" << mw << " limit " << limit;
+        EXPECT_LE(2 * max_peak(ada), limit + 1e-9) << "p=" << p << " limit " << limit;
+      }
 }
 
 TEST(GeneratorMemo, SharedWorkGivesTheSameSchedulesAsFreshGeneration) {
@@ -198,19 +221,27 @@ TEST(GeneratorMemo, SharedWorkGivesTheSameSchedulesAsFreshGeneration) {
       EXPECT_EQ(shared.name, fresh.name);
     }
   }
-  // One curve for the three distinct limits, one zb-v answer per limit: 1 + 3.
-  EXPECT_EQ(memo.size(), 4u);
+  // One curve for the three distinct limits; one zb-v and one v-zb answer per limit (v-adaptive
+  // asks v-zb's, whose greedy candidate is zb-v's): 1 + 3 + 3.
+  EXPECT_EQ(memo.size(), 7u);
 }
 
 TEST(Adaptive, LimitBelowEveryScheduleNamesTheSmallestFeasibleLimit) {
+  // On the V placement device 0 runs microbatch j's forward of stage 2p-1 before the backward
+  // of its stage 0, so it holds two chunk activations at once whatever the order: 1.0 units
+  // (one 1F1B stage's microbatch) is the least any V schedule fits. V-Min's block needs 2.0;
+  // below that the greedy ZB-V (v-zb's fallback) still fits 1.0, and v-adaptive takes it.
   GeneratorParams gp = params(4, 8, 1.0);
-  gp.memory_limit = 1.0;  // 2 chunk activations; V-Min needs 4 (= 2.0 units)
+  gp.memory_limit = 1.0;
+  EXPECT_LE(max_peak(run("v-adaptive", gp)), 1.0 + 1e-9);
+  gp.memory_limit = 0.5;  // one chunk activation: nothing fits
   try {
     generate_schedule(default_registry(), "v-adaptive", gp);
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "--memory-limit");
-    EXPECT_NE(std::string(e.what()).find("smallest feasible limit is 2"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("smallest feasible limit is about 1.000"),
+              std::string::npos)
         << e.what();
   }
 }
