@@ -72,7 +72,10 @@ Schedule tradeoff_schedule(int p, int m, const TradeoffPoint& point, const CostT
 /// Generator "v-adaptive": the shortest schedule under GeneratorParams::memory_limit (in 1F1B
 /// stage activations; a V chunk counts 0.5), using stage_costs when given, else costs. Under a
 /// limit, the curve's pick competes with the two cheapest fitting block points reordered with
-/// the limit as every device's cap (reorder_block); the lower cost wins (ties: the curve's).
+/// the limit as every device's cap (reorder_block) and with v-zb's schedule under the same
+/// limit (generate_v_zb; through GeneratorParams::memo when given); the lowest cost that fits
+/// wins (ties: the earlier, the curve's first). When none fits, v-zb's refusal (renamed), which
+/// names the smallest feasible limit.
 Schedule generate_v_adaptive(const GeneratorParams& gp);
 
 /// Cost table the V generators use for `gp`: *gp.stage_costs if set (must have 2p stages), else
