@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# The checks that need a GPU, in one run (docs/executor.md, "CUDA backends: run on an H100"):
-#   1. `execute --backend cuda-single --check-gradients` of every schedule plan in PLANS/s_*.yaml
-#      (tiny GPT model, fp64 reference within the bf16 tolerance);
-#   2. `execute --backend cuda` of PLANS/p1.yaml as one rank (NCCL's one-rank communicators);
-#   3. real-size plans PLANS/big*.yaml (from `plan --emit`) with measured runs and traces, for
-#      `pipewright compare --plan ... --measured ...`;
-#   4. a PyTorch profiler trace of a Llama-style step (scripts/torch_step_trace.py) for
-#      `calibrate --from-trace`;
-#   5. `calibrate --backend cuda --quick` with its raw measurements;
-#   6. compute-sanitizer memcheck of the 1F1B cuda-single run.
+# The checks that need a GPU, in one run (docs/executor.md, "CUDA backends on an H100"). Groups,
+# chosen by GPU_CHECK_STEPS (default: all, in this order):
+#   executor    `execute --backend cuda-single --check-gradients` of every plan PLANS/s_*.yaml
+#               (tiny GPT model, fp64 reference within the bf16 tolerance); `--backend cuda` of
+#               PLANS/p1.yaml as one rank (NCCL's one-rank communicators); the real-size plans
+#               PLANS/big*.yaml (from `plan --emit`) with measured runs, for `pipewright compare`;
+#   pipelining  pipewright's PyTorch CSVs (PLANS/csv/*.csv, compute_only; PLANS/csv/comms_*.csv,
+#               compute_comms) through PyTorch's schedule runtime (scripts/torch_pipelining_check.py)
+#   sanitizer   compute-sanitizer memcheck of the 1F1B cuda-single run (API errors that NCCL's
+#               own kernel probing raises are not reported) and racecheck of the one-rank run;
+#   torch, torch_compiled  PyTorch profiler traces of a Llama-style step, eager and
+#               torch.compile (scripts/torch_step_trace.py), for `calibrate --from-trace`;
+#   calibrate, calibrate_full  `calibrate --backend cuda --quick`, and the full sweep, with raw
+#               measurements.
 # Each step runs under its own time limit and the whole under DEADLINE seconds; a failing step is
 # reported and the next one runs. Usage: scripts/gpu_check.sh PIPEWRIGHT PLANS OUT [DEADLINE]
 set -u
@@ -16,6 +20,7 @@ PW=$1
 PLANS=$2
 OUT=$3
 DEADLINE=${4:-420}
+STEPS=${GPU_CHECK_STEPS:-executor pipelining sanitizer torch torch_compiled calibrate calibrate_full}
 START=$(date +%s)
 SCRIPTS=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
@@ -32,37 +37,68 @@ step() {
     return
   fi
   [ "$limit" -gt "$left" ] && limit=$left
-  local t0 rc
+  local t0 rc dt
   t0=$(date +%s.%N)
   timeout -k 5 "$limit" "$@" >"$OUT/$name.log" 2>&1
   rc=$?
-  local dt
   dt=$(awk "BEGIN{print $(date +%s.%N) - $t0}")
   printf '%-28s rc=%-3s %6.1f s  %s\n' "$name" "$rc" "$dt" "$(tail -n 1 "$OUT/$name.log" | cut -c1-150)" |
     tee -a "$SUMMARY"
 }
 
-for plan in "$PLANS"/s_*.yaml; do
-  s=$(basename "$plan" .yaml)
-  step "single_${s#s_}" 60 "$PW" execute "$plan" --backend cuda-single --iterations 3 \
-    --check-gradients --measured "$OUT/single_${s#s_}_run.json"
+for group in $STEPS; do
+  case $group in
+    executor)
+      for plan in "$PLANS"/s_*.yaml; do
+        s=$(basename "$plan" .yaml)
+        step "single_${s#s_}" 60 "$PW" execute "$plan" --backend cuda-single --iterations 3 \
+          --check-gradients --measured "$OUT/single_${s#s_}_run.json"
+      done
+      step cuda_p1 60 "$PW" execute "$PLANS/p1.yaml" --backend cuda --iterations 3 --check-gradients
+      for plan in "$PLANS"/big*.yaml; do
+        b=$(basename "$plan" .yaml)
+        step "${b}_cuda-single" 90 "$PW" execute "$plan" --backend cuda-single --iterations 4 \
+          --measured "$OUT/${b}_single_run.json" --trace "$OUT/${b}_single_trace.json.gz"
+      done
+      [ -f "$PLANS/big1.yaml" ] && step big1_cuda 90 "$PW" execute "$PLANS/big1.yaml" \
+        --backend cuda --iterations 4 --measured "$OUT/big1_cuda_run.json"
+      ;;
+    pipelining)
+      step pipelining_compute_only 120 env -u LD_LIBRARY_PATH python3 \
+        "$SCRIPTS/torch_pipelining_check.py" $(ls "$PLANS"/csv/*.csv | grep -v /comms_)
+      step pipelining_compute_comms 90 env -u LD_LIBRARY_PATH python3 \
+        "$SCRIPTS/torch_pipelining_check.py" --form compute_comms "$PLANS"/csv/comms_*.csv
+      ;;
+    sanitizer)
+      if command -v compute-sanitizer >/dev/null; then
+        step memcheck_1f1b 90 compute-sanitizer --tool memcheck --report-api-errors no \
+          --error-exitcode 9 "$PW" execute "$PLANS/s_1f1b.yaml" --backend cuda-single \
+          --iterations 1 --check-gradients
+        step racecheck_p1 90 compute-sanitizer --tool racecheck --report-api-errors no \
+          --error-exitcode 9 "$PW" execute "$PLANS/p1.yaml" --backend cuda --iterations 1
+      fi
+      ;;
+    torch)
+      step torch_trace 150 env -u LD_LIBRARY_PATH python3 "$SCRIPTS/torch_step_trace.py" \
+        --out "$OUT/torch_step.json" --summary "$OUT/torch_step_summary.json"
+      [ -f "$OUT/torch_step.json" ] && gzip -f "$OUT/torch_step.json"
+      ;;
+    torch_compiled)
+      step torch_trace_compiled 180 env -u LD_LIBRARY_PATH python3 "$SCRIPTS/torch_step_trace.py" \
+        --compile --out "$OUT/torch_step_compiled.json" \
+        --summary "$OUT/torch_step_compiled_summary.json"
+      [ -f "$OUT/torch_step_compiled.json" ] && gzip -f "$OUT/torch_step_compiled.json"
+      ;;
+    calibrate)
+      step calibrate_quick 240 "$PW" calibrate --backend cuda --quick --base dgx-h100 \
+        --out "$OUT/h100-calibrated.yaml" --raw "$OUT/h100-raw.json"
+      ;;
+    calibrate_full)
+      step calibrate_full 240 "$PW" calibrate --backend cuda --base dgx-h100 \
+        --out "$OUT/h100-calibrated-full.yaml" --raw "$OUT/h100-raw-full.json"
+      ;;
+    *) echo "unknown step group $group" | tee -a "$SUMMARY" ;;
+  esac
 done
-step cuda_p1 60 "$PW" execute "$PLANS/p1.yaml" --backend cuda --iterations 3 --check-gradients
-for plan in "$PLANS"/big*.yaml; do
-  b=$(basename "$plan" .yaml)
-  step "${b}_cuda-single" 90 "$PW" execute "$plan" --backend cuda-single --iterations 4 \
-    --measured "$OUT/${b}_single_run.json" --trace "$OUT/${b}_single_trace.json.gz"
-done
-[ -f "$PLANS/big1.yaml" ] && step big1_cuda 90 "$PW" execute "$PLANS/big1.yaml" --backend cuda \
-  --iterations 4 --measured "$OUT/big1_cuda_run.json"
-step torch_trace 150 env -u LD_LIBRARY_PATH python3 "$SCRIPTS/torch_step_trace.py" --out "$OUT/torch_step.json" \
-  --summary "$OUT/torch_step_summary.json"
-[ -f "$OUT/torch_step.json" ] && gzip -f "$OUT/torch_step.json"
-step calibrate_quick 240 "$PW" calibrate --backend cuda --quick --base dgx-h100 \
-  --out "$OUT/h100-calibrated.yaml" --raw "$OUT/h100-raw.json"
-if command -v compute-sanitizer >/dev/null; then
-  step sanitizer_1f1b 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$PW" execute \
-    "$PLANS/s_1f1b.yaml" --backend cuda-single --iterations 1 --check-gradients
-fi
 echo "=== summary ($(($(date +%s) - START)) s) ==="
 cat "$SUMMARY"

@@ -109,6 +109,8 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--profile-steps", type=int, default=2)
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (fused element-wise kernels, as a tuned stack)")
     a = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("torch_step_trace.py: no CUDA device")
@@ -116,6 +118,7 @@ def main():
     torch.manual_seed(0)
     model = Model(a).to(device=dev, dtype=torch.bfloat16)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    run = torch.compile(model) if a.compile else model
     cos, sin = rope_tables(a.seq, a.hidden // a.heads, dev)
     tokens = torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)
     targets = torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)
@@ -123,7 +126,7 @@ def main():
     def step(times=None):
         e = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
         e[0].record()
-        logits = model(tokens, cos, sin)
+        logits = run(tokens, cos, sin)
         loss = F.cross_entropy(logits.view(-1, a.vocab).float(), targets.view(-1))
         e[1].record()
         loss.backward()
@@ -160,13 +163,14 @@ def main():
     summary = {
         "device": props.name, "sms": props.multi_processor_count,
         "torch": torch.__version__, "cuda": torch.version.cuda,
-        "config": vars(a), "params": n_params, "block_params": block_params,
+        "config": vars(a), "compiled": a.compile, "params": n_params, "block_params": block_params,
         "forward_ms": fwd, "backward_ms": bwd, "optimizer_ms": optim,
         "samples_ms": times, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     print(f"device {props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}")
     print(f"model: {a.layers} layers h={a.hidden} heads={a.heads} kv={a.kv_heads} ffn={a.ffn} "
-          f"vocab={a.vocab} seq={a.seq} batch={a.batch}: {n_params / 1e9:.3f} B parameters")
+          f"vocab={a.vocab} seq={a.seq} batch={a.batch}: {n_params / 1e9:.3f} B parameters"
+          f"{' (torch.compile)' if a.compile else ''}")
     print(f"forward {fwd:.3f} ms  backward {bwd:.3f} ms  optimizer {optim:.3f} ms "
           f"(median of {a.steps} steps)")
     if a.summary:
