@@ -123,6 +123,10 @@ constexpr AttentionOp kAttentionOps[] = {
     {"aten::_flash_attention_backward", true, true, 1, 2, 11, false},
     {"aten::_efficient_attention_forward", false, true, 0, 1, 9, true},
     {"aten::_efficient_attention_backward", true, true, 1, 2, 14, true},
+    // cuDNN's kernel-level ops, which launch the kernels under the scaled_dot_product_cudnn ops
+    // (PyTorch 2.11 on an H100 picks cuDNN for SDPA): [batch, heads, seq, dim].
+    {"aten::_cudnn_attention_forward", false, false, 0, 1, 10, false},
+    {"aten::_cudnn_attention_backward", true, false, 1, 2, 14, false},
 };
 
 const AttentionOp* attention_op(const std::string& name) {

@@ -19,7 +19,8 @@
 ///   name", "In msg nelems", "Out msg nelems", "dtype" and "Group size": one sample per
 ///   (collective, group size, bytes), nccl-tests' size convention.
 /// - fused attention: the kernels of aten::_scaled_dot_product_{flash,efficient,cudnn}_attention,
-///   aten::_flash_attention_{forward,backward} and aten::_efficient_attention_{forward,backward}
+///   aten::_flash_attention_{forward,backward}, aten::_efficient_attention_{forward,backward} and
+///   aten::_cudnn_attention_{forward,backward} (what PyTorch 2.11 runs SDPA with on an H100)
 ///   (and their backwards): one call = its kernels' summed time; query and key shapes from
 ///   "Input Dims", the causal flag from "Concrete Inputs"; one sample per (pass, dtype, shape,
 ///   causal), median over calls. Variable-length calls and calls without "Concrete Inputs"

@@ -232,6 +232,38 @@ bool is_p2p(ActionKind k) {
          k == ActionKind::kRecvB;
 }
 
+// PyTorch's runtime scales a stage's gradients by 1/M (scale_grads) and reduces them over data
+// parallelism at that stage's REDUCE_GRAD; its compute_only lowering (_add_reduce_grad) puts one
+// right after the action that completes the stage's M-th weight gradient (W, or a full backward
+// B, alone or inside OVERLAP_F_B). A compute_comms CSV runs as written, so a stage without one
+// gets it here by the same rule: without it PyTorch leaves the gradients M times too large.
+void add_reduce_grad(Schedule& s) {
+  std::vector<char> has(static_cast<std::size_t>(s.placement.num_stages()), 0);
+  for (const auto& dev : s.actions)
+    for (const Action& a : dev)
+      if (a.kind == ActionKind::kReduceGrad && a.stage >= 0) has[std::size_t(a.stage)] = 1;
+  std::vector<int> done(has.size(), 0);
+  for (auto& dev : s.actions) {
+    std::vector<Action> out;
+    out.reserve(dev.size() + 2);
+    for (std::size_t k = 0; k < dev.size(); ++k) {
+      const Action& a = dev[k];
+      out.push_back(a);
+      int stage = -1;
+      if (a.kind == ActionKind::kW || a.kind == ActionKind::kBW) stage = a.stage;
+      if (a.kind == ActionKind::kOverlapFB) stage = a.stage2;
+      if (stage < 0 || has[std::size_t(stage)]) continue;
+      if (++done[std::size_t(stage)] != s.num_microbatches) continue;
+      // after the backward's own gradient send, as PyTorch's lowering orders them, so that the
+      // reduction does not hold up the previous stage
+      if (k + 1 < dev.size() && dev[k + 1].kind == ActionKind::kSendB && dev[k + 1].stage == stage)
+        out.push_back(dev[++k]);
+      out.push_back(Action{ActionKind::kReduceGrad, stage, -1});
+    }
+    dev = std::move(out);
+  }
+}
+
 }  // namespace
 
 bool parse_csv_form(const std::string& name, CsvForm* out) {
@@ -273,14 +305,20 @@ std::string schedule_to_pytorch_csv(const Schedule& schedule, CsvForm form) {
                           std::to_string(schedule.placement.num_pipelines()));
   Schedule s = form == CsvForm::kComputeComms ? lower_communication(schedule) : schedule;
   // OPT is the training loop's step after the schedule, and R is the module's activation
-  // checkpointing in PyTorch: neither is a CSV action. compute_only drops SEND/RECV as well.
+  // checkpointing in PyTorch: neither is a CSV action. compute_only holds compute alone: PyTorch
+  // refuses any other token there and inserts SEND/RECV, UNSHARD/RESHARD and REDUCE_GRAD itself.
+  const auto compute_only_drops = [](ActionKind k) {
+    return is_p2p(k) || k == ActionKind::kReduceGrad || k == ActionKind::kUnshard ||
+           k == ActionKind::kReshard;
+  };
   for (auto& dev : s.actions)
     dev.erase(std::remove_if(dev.begin(), dev.end(),
-                             [form](const Action& a) {
+                             [&](const Action& a) {
                                return a.kind == ActionKind::kOptStep || a.kind == ActionKind::kR ||
-                                      (form == CsvForm::kComputeOnly && is_p2p(a.kind));
+                                      (form == CsvForm::kComputeOnly && compute_only_drops(a.kind));
                              }),
               dev.end());
+  if (form == CsvForm::kComputeComms) add_reduce_grad(s);
   std::vector<std::vector<int>> cols;
   if (form == CsvForm::kComputeOnly) cols = slot_columns(s);
   std::string out;

@@ -33,14 +33,17 @@ Schedule schedule_from_pytorch_csv(const std::string& text, const std::string& s
                                    const CsvImportOptions& options = {});
 Schedule load_pytorch_csv(const std::string& path, const CsvImportOptions& options = {});
 
-/// Writes the schedule as CSV. kComputeOnly drops SEND/RECV and lines actions up in time slots
-/// (every compute action one slot, dependencies respected, empty cells where a rank waits), as
-/// PyTorch's own tables do. kComputeComms lowers the communication (lower_communication) and
-/// writes each rank's actions back to back. OPT (the training loop's optimizer step, not part of
-/// PyTorch's schedule) and R (recomputation, which PyTorch does by activation checkpointing in
-/// the module) are left out; REDUCE_GRAD, UNSHARD and RESHARD keep PyTorch's tokens. Throws
-/// ConfigError(key "--export-csv") for what the format cannot express: PAIR_REDUCE or more than
-/// one pipeline.
+/// Writes the schedule as CSV. kComputeOnly (what PyTorch's `_load_csv` and torchtitan's
+/// `pipeline_parallel_schedule_csv` read by default) holds compute alone (F, I, W, B,
+/// OVERLAP_F_B), lined up in time slots (every compute action one slot, dependencies respected,
+/// empty cells where a rank waits), as PyTorch's own tables do; PyTorch refuses other tokens there
+/// and inserts SEND/RECV, UNSHARD/RESHARD and REDUCE_GRAD itself. kComputeComms lowers the
+/// communication (lower_communication), writes each rank's actions back to back, and gives each
+/// stage that lacks one a REDUCE_GRAD after its last W or B (PyTorch's rule; the runtime scales
+/// gradients by 1/M there). OPT (the training loop's optimizer step, not part of PyTorch's
+/// schedule) and R (recomputation, which PyTorch does by activation checkpointing in the module)
+/// are left out of both. Throws ConfigError(key "--export-csv") for what the format cannot
+/// express: PAIR_REDUCE or more than one pipeline.
 std::string schedule_to_pytorch_csv(const Schedule& schedule, CsvForm form);
 void save_pytorch_csv(const std::string& path, const Schedule& schedule, CsvForm form);
 

@@ -64,10 +64,19 @@ for group in $STEPS; do
         --backend cuda --iterations 4 --measured "$OUT/big1_cuda_run.json"
       ;;
     pipelining)
-      step pipelining_compute_only 120 env -u LD_LIBRARY_PATH python3 \
-        "$SCRIPTS/torch_pipelining_check.py" $(ls "$PLANS"/csv/*.csv | grep -v /comms_)
-      step pipelining_compute_comms 90 env -u LD_LIBRARY_PATH python3 \
-        "$SCRIPTS/torch_pipelining_check.py" --form compute_comms "$PLANS"/csv/comms_*.csv
+      # one process group per CSV, so that a schedule PyTorch cannot run does not stop the rest
+      env -u LD_LIBRARY_PATH python3 -c "import inspect, torch.distributed.pipelining.stage as s; print(inspect.getsource(s))" >"$OUT/torch_stage_src.py" 2>&1
+      for csv in "$PLANS"/csv/*.csv; do
+        c=$(basename "$csv" .csv)
+        form=compute_only
+        case $c in comms_*) form=compute_comms ;; esac
+        step "pp_$c" 45 env -u LD_LIBRARY_PATH python3 "$SCRIPTS/torch_pipelining_check.py" \
+          --form $form "$csv"
+        case $c in v-half)
+          step "pp_${c}_inferred" 45 env -u LD_LIBRARY_PATH python3 \
+            "$SCRIPTS/torch_pipelining_check.py" --form $form --infer-shapes "$csv" ;;
+        esac
+      done
       ;;
     sanitizer)
       if command -v compute-sanitizer >/dev/null; then

@@ -59,13 +59,13 @@ def make_blocks(num_stages, dim):
     return [nn.Sequential(nn.Linear(dim, dim), nn.Tanh()) for _ in range(num_stages)]
 
 
-def worker(rank, world, paths, form, dim, mb_size, outdir):
+def worker(rank, world, paths, form, dim, mb_size, outdir, infer_shapes):
     from torch.distributed.pipelining import PipelineStage
     from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     dist.init_process_group("gloo", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=30))
+                            timeout=datetime.timedelta(seconds=20))
     out = open(os.path.join(outdir, f"rank{rank}.jsonl"), "w")
 
     def put(*r):
@@ -87,10 +87,12 @@ def worker(rank, world, paths, form, dim, mb_size, outdir):
                 # neighbouring stages on one rank)
                 shape = torch.empty(mb_size, dim)
                 try:
+                    if infer_shapes:
+                        raise TypeError
                     stages = [PipelineStage(blocks[s], s, num_stages, torch.device("cpu"),
                                             input_args=(shape,), output_args=shape)
                               for s in mine]
-                except TypeError:  # a PyTorch without these arguments infers the shapes
+                except TypeError:  # PyTorch infers the shapes over the wire
                     stages = [PipelineStage(blocks[s], s, num_stages, torch.device("cpu"))
                               for s in mine]
                 loss_fn = nn.functional.mse_loss
@@ -130,6 +132,8 @@ def main():
     ap.add_argument("--dim", type=int, default=16)
     ap.add_argument("--mb-size", type=int, default=2)
     ap.add_argument("--tolerance", type=float, default=1e-5)
+    ap.add_argument("--infer-shapes", action="store_true",
+                    help="let PyTorch infer the stages' shapes instead of passing them")
     a = ap.parse_args()
     worlds = {read_layout(p)[0] for p in a.csv}
     if len(worlds) != 1:
@@ -138,7 +142,7 @@ def main():
     os.environ["MASTER_PORT"] = str(29500 + os.getpid() % 1000)
     outdir = tempfile.mkdtemp(prefix="pw-pipelining-")
     try:
-        mp.spawn(worker, args=(world, a.csv, a.form, a.dim, a.mb_size, outdir), nprocs=world)
+        mp.spawn(worker, args=(world, a.csv, a.form, a.dim, a.mb_size, outdir, a.infer_shapes), nprocs=world)
     except Exception as e:  # a rank that died: its results are missing below
         print(f"a rank failed: {str(e).strip().splitlines()[-1] if str(e).strip() else e}")
     by_path = {}
@@ -150,15 +154,17 @@ def main():
             path, rank, worst, err, rows, stages, m = json.loads(line)
             by_path.setdefault(path, []).append((rank, worst, err, rows, stages, m))
     ok = True
-    print(f"torch {torch.__version__}, _PipelineScheduleRuntime, format={a.form}, gloo on CPU")
+    print(f"torch {torch.__version__}, _PipelineScheduleRuntime, format={a.form}, gloo on CPU"
+          f"{', shapes inferred' if a.infer_shapes else ''}")
     for path in a.csv:
         rs = by_path.get(path, [])
         errs = [e for _, _, e, *_ in rs if e]
         if errs or len(rs) != world:
             ok = False
             print(f"FAIL {path}: {len(rs)} of {world} ranks reported")
-            for e in errs[:1]:
-                print("\n".join(e.rstrip().splitlines()[-12:]))
+            for rank, _, e, *_ in sorted(rs):  # every rank's own failure
+                if e:
+                    print(f"rank {rank}: " + "\n  ".join(e.rstrip().splitlines()[-6:]))
             continue
         worst = max(w for _, w, *_ in rs)
         _, _, _, rows, stages, m = rs[0]

@@ -43,6 +43,7 @@ struct PlanOptions {
   std::string emit;
   std::string report;  ///< --report FILE: HTML with the best plan's timeline and the Pareto front
   std::string export_csv;
+  std::string csv_form = "compute_only";
   std::string format = "table";
   int threads = 0;
   int des_top = 32;
@@ -353,6 +354,10 @@ void write_plan_report(const std::string& path, const CostModel& model,
 int run_plan(const PlanOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw ConfigError("", "--format", "expected table or json");
+  CsvForm csv_form = CsvForm::kComputeOnly;
+  if (!parse_csv_form(o.csv_form, &csv_form))
+    throw ConfigError("", "--csv-form",
+                      "expected compute_only or compute_comms, got '" + o.csv_form + "'");
   const hw::Scenario sc = resolve_scenario(o);
   const PlanProblem pr = make_problem(o, sc);
   SearchConstraints cons = parse_constraints(o);
@@ -468,8 +473,7 @@ int run_plan(const PlanOptions& o) {
     const Plan plan = build_plan(model, registry, best, sc.cluster_profile, prov,
                                  EmitOptions{result.top[0].tier == Tier::kDes});
     if (!o.emit.empty()) save_plan(o.emit, plan);
-    if (!o.export_csv.empty())
-      save_pytorch_csv(o.export_csv, plan.schedule, CsvForm::kComputeComms);
+    if (!o.export_csv.empty()) save_pytorch_csv(o.export_csv, plan.schedule, csv_form);
   }
   return 0;
 }
@@ -491,6 +495,10 @@ void register_plan(CLI::App& app, int* status) {
   sub->add_option("--report", o->report,
                   "write an HTML report (best plan's timeline, Pareto front)");
   sub->add_option("--export-csv", o->export_csv, "write the best schedule as PyTorch CSV");
+  sub->add_option("--csv-form", o->csv_form,
+                  "--export-csv form: compute_only (what torchtitan and PyTorch's _load_csv read) "
+                  "or compute_comms")
+      ->capture_default_str();
   sub->add_option("--format", o->format, "table | json")->capture_default_str();
   sub->add_option("--threads", o->threads, "worker threads (0 = all cores)");
   sub->add_option("--des-top", o->des_top,

@@ -643,7 +643,9 @@ FrameworkExport export_plan(const Plan& plan, Framework fw, const std::string& s
                                     "TOML: give --out FILE.toml",
                                     plan.config.schedule));
     out.csv_path = csv_path;
-    out.csv_text = schedule_to_pytorch_csv(plan.schedule, CsvForm::kComputeComms);
+    // torchtitan loads it with _PipelineScheduleRuntime._load_csv's default form,
+    // compute_only (torchtitan/distributed/pipeline_parallel.py): SEND/RECV there are refused.
+    out.csv_text = schedule_to_pytorch_csv(plan.schedule, CsvForm::kComputeOnly);
   }
   out.text = torchtitan_toml(plan, layers, out.csv_path);
   return out;

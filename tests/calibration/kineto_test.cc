@@ -288,6 +288,37 @@ TEST(Kineto, FusedAttentionCallsFitTheProfilesAttentionEfficiencies) {
   EXPECT_NEAR(ps_to_seconds(fm.fused_attention_time({bwd}, hw::DType::kBf16, true)), tb, 0.01 * tb);
 }
 
+TEST(Kineto, RealH100TraceOfCudnnAttentionReadsAsFusedAttention) {
+  // An excerpt of a real trace (scripts/torch_step_trace.py on one H100 80GB HBM3, PyTorch
+  // 2.11.0+cu130, 2026-11-27): scaled_dot_product_attention dispatches to cuDNN, whose
+  // kernel-level ops (aten::_cudnn_attention_forward/_backward) launch the kernels; the
+  // scaled_dot_product_cudnn ops above them launch none. Query and key [1, 32, 4096, 128],
+  // causal ("True" at is_causal: position 10 forward, 14 backward).
+  const std::string text = read_file(std::string(PW_SOURCE_DIR) +
+                                     "/tests/calibration/data/h100-torch2.11-cudnn-attention.json");
+  const hw::HardwareProfile base = hw::resolve_profile("dgx-h100", "", "", "");
+  KinetoSummary sum;
+  const RawResults raw = raw_from_kineto(text, "step.json", base, &sum);
+  EXPECT_EQ(sum.attention, 1 + 3);  // one forward kernel, a backward of three
+  ASSERT_EQ(raw.attention.size(), 2u);
+  // Causal FLOPs by hand: 2 GEMMs x 2 x 4096 queries x 2048 keys (half of 4096) x 128 x 32
+  // heads = 1.374e11 forward, 5/2 of it backward.
+  const double fwd = 2 * (2.0 * 4096 * 2048 * 128 * 32);
+  for (const AttentionSample& a : raw.attention) {
+    EXPECT_TRUE(a.causal);
+    EXPECT_EQ(a.heads, 32);
+    EXPECT_EQ(a.seq_q, 4096);
+    EXPECT_EQ(a.head_dim, 128);
+    if (a.pass == "forward") {
+      EXPECT_EQ(a.flops(), fwd);
+      EXPECT_NEAR(a.time.median_s, 272.453e-6, 1e-12);  // the fprop kernel's "dur"
+    } else {
+      EXPECT_EQ(a.flops(), 2.5 * fwd);
+      EXPECT_NEAR(a.time.median_s, (45.249 + 733.296 + 40.288) * 1e-6, 1e-12);  // 3 kernels
+    }
+  }
+}
+
 TEST(Kineto, AProfileWithoutAttentionFiguresNeedsBothPassesTraced) {
   // Forward calls only, on a base profile without gpu.attention (the DGX A100 one): the backward
   // figure would have to be invented, so the calibration stops and says what to trace.

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/lowering.h"
 #include "tests/core/test_schedules.h"
@@ -39,10 +41,57 @@ TEST(PytorchCsv, RoundTripIsLosslessInBothForms) {
     opt.name = s.name;
     EXPECT_EQ(
         schedule_from_pytorch_csv(schedule_to_pytorch_csv(s, CsvForm::kComputeOnly), "t", opt), s);
-    EXPECT_EQ(
-        schedule_from_pytorch_csv(schedule_to_pytorch_csv(s, CsvForm::kComputeComms), "t", opt),
-        lower_communication(s));
+    // compute_comms adds each stage's REDUCE_GRAD after its 7th (last) weight gradient; without
+    // them the comms form reads back as the lowered schedule.
+    Schedule back =
+        schedule_from_pytorch_csv(schedule_to_pytorch_csv(s, CsvForm::kComputeComms), "t", opt);
+    for (auto& dev : back.actions) {
+      const auto n = std::count_if(dev.begin(), dev.end(), [](const Action& a) {
+        return a.kind == ActionKind::kReduceGrad;
+      });
+      EXPECT_EQ(n, 1);
+      dev.erase(std::remove_if(dev.begin(), dev.end(),
+                               [](const Action& a) { return a.kind == ActionKind::kReduceGrad; }),
+                dev.end());
+    }
+    EXPECT_EQ(back, lower_communication(s));
   }
+}
+
+TEST(PytorchCsv, ComputeCommsGivesEachStageReduceGradAfterItsLastWeightGradient) {
+  // PyTorch's runtime scales gradients by 1/M at REDUCE_GRAD, which its compute_only lowering
+  // puts right after a stage's M-th W or full backward (_add_reduce_grad); a compute_comms CSV
+  // runs as written. Measured with PyTorch 2.11's _PipelineScheduleRuntime (1F1B p=4, m=8):
+  // without it every gradient came out 8 times the unpipelined one (relative error 7.00).
+  // hand_1f1b(1, 2, true) on one device: F0 I0 W0 F1 I1 W1.
+  const std::string split =
+      schedule_to_pytorch_csv(testing::hand_1f1b(1, 2, true), CsvForm::kComputeComms);
+  EXPECT_EQ(split.substr(split.rfind("0W1")), "0W1,0REDUCE_GRAD\n") << split;
+  const std::string full =
+      schedule_to_pytorch_csv(testing::hand_1f1b(2, 2), CsvForm::kComputeComms);
+  // Device 0's last backward is 0B1, device 1's is 1B1, whose gradient send goes first.
+  EXPECT_NE(full.find("0B1,0REDUCE_GRAD"), std::string::npos) << full;
+  EXPECT_NE(full.find("1B1,1SEND_B1,1REDUCE_GRAD"), std::string::npos) << full;
+  // A schedule that already reduces a stage keeps its own REDUCE_GRAD and gets no second one.
+  Schedule s = testing::hand_1f1b(1, 2);
+  s.actions[0].push_back(Action{ActionKind::kReduceGrad, 0, -1});
+  const std::string own = schedule_to_pytorch_csv(s, CsvForm::kComputeComms);
+  EXPECT_EQ(own.find("REDUCE_GRAD"), own.rfind("REDUCE_GRAD")) << own;
+}
+
+TEST(PytorchCsv, ComputeOnlyHoldsComputeAlone) {
+  // PyTorch refuses any token but F, I, W, B and OVERLAP_F_B in compute_only ("Expected
+  // compute-only schedule but found communication action") and inserts REDUCE_GRAD,
+  // UNSHARD/RESHARD and SEND/RECV itself: a schedule carrying them writes the same compute_only
+  // CSV as one without.
+  const Schedule plain = testing::hand_1f1b(1, 2);
+  Schedule s = plain;
+  s.actions[0].insert(s.actions[0].begin(), Action{ActionKind::kUnshard, 0, -1});
+  s.actions[0].push_back(Action{ActionKind::kReduceGrad, 0, -1});
+  s.actions[0].push_back(Action{ActionKind::kReshard, 0, -1});
+  EXPECT_EQ(schedule_to_pytorch_csv(s, CsvForm::kComputeOnly),
+            schedule_to_pytorch_csv(plain, CsvForm::kComputeOnly));
+  EXPECT_EQ(schedule_to_pytorch_csv(s, CsvForm::kComputeOnly), "0F0,0B0,0F1,0B1\n");
 }
 
 TEST(PytorchCsv, InfersLoopStageMap) {
@@ -64,8 +113,10 @@ TEST(PytorchCsv, OverlapTokenRoundTrips) {
   Schedule s = schedule_from_pytorch_csv("0F0,1F0,(0F1;1B0)OVERLAP_F_B,0B0,1F1,1B1,0B1\n", "t");
   ASSERT_EQ(s.actions[0].size(), 7u);
   EXPECT_EQ(s.actions[0][2], (Action{ActionKind::kOverlapFB, 0, 1, 1, 0}));
+  // compute_comms gives each stage its REDUCE_GRAD after its last backward (stage 1's second
+  // full backward is 1B1, stage 0's is 0B1).
   EXPECT_EQ(schedule_to_pytorch_csv(s, CsvForm::kComputeComms),
-            "0F0,1F0,(0F1;1B0)OVERLAP_F_B,0B0,1F1,1B1,0B1\n");
+            "0F0,1F0,(0F1;1B0)OVERLAP_F_B,0B0,1F1,1B1,1REDUCE_GRAD,0B1,0REDUCE_GRAD\n");
 }
 
 TEST(PytorchCsv, UnknownTokenNamesFileLineAndCell) {

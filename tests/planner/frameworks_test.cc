@@ -387,18 +387,25 @@ TEST(Frameworks, TorchtitanTomlReadsBackIntoThePlansConfiguration) {
             0u);
 }
 
-// The schedule with OPT (the training loop's step, not a CSV action) removed.
-Schedule without_opt(Schedule s) {
+// The schedule's compute actions alone (F, B, W, full backward, overlapped pair): what a
+// compute_only CSV holds.
+Schedule compute_only(Schedule s) {
   for (auto& dev : s.actions)
     dev.erase(std::remove_if(dev.begin(), dev.end(),
-                             [](const Action& a) { return a.kind == ActionKind::kOptStep; }),
+                             [](const Action& a) {
+                               return a.kind != ActionKind::kF && a.kind != ActionKind::kB &&
+                                      a.kind != ActionKind::kW && a.kind != ActionKind::kBW &&
+                                      a.kind != ActionKind::kOverlapFB;
+                             }),
               dev.end());
   return s;
 }
 
 TEST(Frameworks, TorchtitanCustomOrdersTravelAsCsvTheImporterReadsBack) {
-  // ZB-H1 (loop placement) and V-Half (V placement): the CSV beside the TOML, in PyTorch's
-  // compute_comms form, reads back into the plan's own order, REDUCE_GRAD included.
+  // ZB-H1 (loop placement) and V-Half (V placement): the CSV beside the TOML is in the form
+  // torchtitan loads it (_PipelineScheduleRuntime._load_csv's default, compute_only: no
+  // SEND/RECV, UNSHARD/RESHARD or REDUCE_GRAD, which PyTorch inserts) and reads back into the
+  // plan's own order of compute actions.
   for (const auto& [name, stages, map, style] : {std::tuple{"zb-h1", 4, "loop", "Interleaved1F1B"},
                                                  std::tuple{"v-half", 8, "v", "ZBVZeroBubble"}}) {
     SCOPED_TRACE(name);
@@ -412,7 +419,9 @@ TEST(Frameworks, TorchtitanCustomOrdersTravelAsCsvTheImporterReadsBack) {
     CsvImportOptions io;
     io.stage_map = map;
     const Schedule back = schedule_from_pytorch_csv(e.csv_text, "sched.csv", io);
-    EXPECT_EQ(back.actions, without_opt(plan.schedule).actions);
+    EXPECT_EQ(e.csv_text.find("SEND"), std::string::npos);
+    EXPECT_EQ(e.csv_text.find("REDUCE_GRAD"), std::string::npos);
+    EXPECT_EQ(back.actions, compute_only(plan.schedule).actions);
     EXPECT_EQ(back.num_microbatches, plan.schedule.num_microbatches);
     for (int s = 0; s < stages; ++s)
       EXPECT_EQ(back.placement.stages[s].device, plan.schedule.placement.stages[s].device);
