@@ -52,7 +52,7 @@ TEST(ExportCli, FrameworkPlansExportAndTheirCsvImportsBack) {
         << out;
     EXPECT_NE(out.find("--framework " + fw), std::string::npos) << out;
     out.clear();
-    // The plan's own CSV (PyTorch pipelining, compute_comms) imports back.
+    // The plan's own CSV (PyTorch pipelining, compute_only by default) imports back.
     EXPECT_EQ(sh(kTool + " simulate --import-csv " + csv, &out), 0) << out;
     out.clear();
     const std::string target = dir / (fw == "megatron" ? "args.txt" : "job.toml");
