@@ -258,7 +258,7 @@ void add_reduce_grad(Schedule& s) {
       // reduction does not hold up the previous stage
       if (k + 1 < dev.size() && dev[k + 1].kind == ActionKind::kSendB && dev[k + 1].stage == stage)
         out.push_back(dev[++k]);
-      out.push_back(Action{ActionKind::kReduceGrad, stage, -1});
+      out.push_back(Action{ActionKind::kReduceGrad, static_cast<std::int16_t>(stage), -1});
     }
     dev = std::move(out);
   }
