@@ -399,8 +399,16 @@ std::vector<Line> envelope_lines(const std::vector<NcclTestsRow>& rows, double b
   return best;
 }
 
+bool same_scope(const hw::CollectiveSizeCorrection& c, const NcclTestsLog& log) {
+  return c.kind == log.kind && c.multi_node == (log.nodes > 1);
+}
+
 NcclTestsReport predict(const hw::HardwareProfile& p, const NcclTestsLog& log) {
+  hw::HardwareProfile alone = p;
+  std::erase_if(alone.collective_size_corrections,
+                [&](const hw::CollectiveSizeCorrection& c) { return same_scope(c, log); });
   NcclTestsReport r;
+  r.corrected = alone.collective_size_corrections.size() != p.collective_size_corrections.size();
   r.file = log.file;
   r.collective = log.collective;
   r.ranks = log.ranks;
@@ -420,6 +428,11 @@ NcclTestsReport predict(const hw::HardwareProfile& p, const NcclTestsLog& log) {
     e.error_pct = 100.0 * (e.predicted_busbw - e.measured_busbw) / e.measured_busbw;
     double& worst = row.bytes >= kLargeBytes ? r.worst_large_pct : r.worst_small_pct;
     worst = std::max(worst, std::abs(e.error_pct));
+    const double tm = r.corrected ? model_seconds(alone, log, row.bytes) : t;
+    e.model_busbw = tm > 0 ? row.bytes / tm * factor : 0;
+    e.model_error_pct = 100.0 * (e.model_busbw - e.measured_busbw) / e.measured_busbw;
+    double& worst_m = row.bytes >= kLargeBytes ? r.worst_large_model_pct : r.worst_small_model_pct;
+    worst_m = std::max(worst_m, std::abs(e.model_error_pct));
     ss_res += std::pow(std::log(t) - std::log(row.time_s), 2);
     ss_tot += std::pow(std::log(row.time_s) - mean, 2);
     r.rows.push_back(e);
@@ -519,8 +532,8 @@ void fit_multi_node(const NcclTestsLog& log, hw::HardwareProfile* p,
 
 }  // namespace
 
-NcclTestsFit fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
-                            const hw::HardwareProfile& base) {
+NcclTestsFit fit_nccl_tests(const std::vector<NcclTestsLog>& logs, const hw::HardwareProfile& base,
+                            const NcclTestsOptions& options) {
   NcclTestsFit fit;
   fit.profile = base;
   for (const NcclTestsLog& log : logs) {
@@ -531,10 +544,65 @@ NcclTestsFit fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
   }
   // Single-node logs first (they set the protocols the multi-node fit runs under); the last
   // single-node log wins if there are several.
+  // The base's size corrections were measured against the model as it was: the protocols
+  // (refitted by any single-node log) underlie every one, the NIC (a multi-node log) the
+  // multi-node ones.
+  bool any_single = false, any_multi = false;
+  for (const NcclTestsLog& log : logs) (log.nodes == 1 ? any_single : any_multi) = true;
+  auto& corr = fit.profile.collective_size_corrections;
+  const std::size_t had = corr.size();
+  std::erase_if(corr, [&](const hw::CollectiveSizeCorrection& c) {
+    return any_single || (any_multi && c.multi_node);
+  });
+  if (corr.size() != had)
+    fit.notes.push_back(fmt::format(
+        "the base profile's {} size correction(s) {} dropped: they were measured against the "
+        "model this fit changes",
+        had - corr.size(), had - corr.size() == 1 ? "is" : "are"));
   for (const NcclTestsLog& log : logs)
     if (log.nodes == 1) fit_single_node(log, &fit.profile, &fit.notes);
   for (const NcclTestsLog& log : logs)
     if (log.nodes > 1) fit_multi_node(log, &fit.profile, &fit.notes);
+  if (options.size_corrections) {
+    // Every log's ratios against the fitted model, before any of them is applied; a later log
+    // of the same collective and scope replaces an earlier one (one table each), and says so.
+    std::vector<hw::CollectiveSizeCorrection> fitted;
+    for (const NcclTestsLog& log : logs) {
+      hw::CollectiveSizeCorrection c;
+      c.kind = log.kind;
+      c.multi_node = log.nodes > 1;
+      c.source = log.file;
+      double lo = std::numeric_limits<double>::infinity(), hi = 0;
+      for (const NcclTestsRow& row : log.rows) {
+        const double f = row.time_s / model_seconds(fit.profile, log, row.bytes);
+        c.table.bytes.push_back(row.bytes);
+        c.table.factor.push_back(std::clamp(f, 1e-3, 1e3));
+        lo = std::min(lo, f);
+        hi = std::max(hi, f);
+      }
+      for (auto it = fitted.begin(); it != fitted.end(); ++it)
+        if (it->kind == c.kind && it->multi_node == c.multi_node) {
+          fit.notes.push_back(
+              fmt::format("{}: its size correction replaces the one of {} (one "
+                          "per collective and scope)",
+                          log.file, it->source));
+          fitted.erase(it);
+          break;
+        }
+      fit.notes.push_back(fmt::format(
+          "{}: collectives.size_corrections {} {}: measured / modelled time {:.3f} to {:.3f} "
+          "over {} sizes",
+          log.file, log.collective, c.multi_node ? "multi_node" : "single_node", lo, hi,
+          log.rows.size()));
+      fitted.push_back(std::move(c));
+    }
+    for (auto& c : fitted) {
+      std::erase_if(corr, [&](const hw::CollectiveSizeCorrection& o) {
+        return o.kind == c.kind && o.multi_node == c.multi_node;
+      });
+      corr.push_back(std::move(c));
+    }
+  }
   for (const NcclTestsLog& log : logs) fit.reports.push_back(predict(fit.profile, log));
   return fit;
 }
@@ -587,6 +655,31 @@ std::string nccl_tests_profile_yaml(const NcclTestsFit& fit, const std::string& 
     coll["protocols"] = list;
     coll["source"] = src;
   }
+  // The corrections the fit kept (the base's that still hold, and the logs'); none: no key.
+  if (!p.collective_size_corrections.empty()) {
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (const hw::CollectiveSizeCorrection& c : p.collective_size_corrections) {
+      YAML::Node e;
+      for (const KnownCollective& k : kCollectives)
+        if (k.kind == c.kind) e["collective"] = k.name;
+      e["scope"] = c.multi_node ? "multi_node" : "single_node";
+      if (!c.source.empty()) e["source"] = c.source;
+      YAML::Node pts(YAML::NodeType::Sequence);
+      for (std::size_t i = 0; i < c.table.bytes.size(); ++i) {
+        YAML::Node pt(YAML::NodeType::Sequence);
+        // Six significant digits, written as text: the emitter's own double form keeps 17.
+        pt.push_back(fmt::format("{:.0f}", c.table.bytes[i]));
+        pt.push_back(fmt::format("{:.6g}", c.table.factor[i]));
+        pt.SetStyle(YAML::EmitterStyle::Flow);
+        pts.push_back(pt);
+      }
+      e["points"] = pts;
+      list.push_back(e);
+    }
+    doc["collectives"]["size_corrections"] = list;
+  } else if (doc["collectives"] && doc["collectives"]["size_corrections"]) {
+    doc["collectives"].remove("size_corrections");
+  }
   if (multi) {
     node["nic"]["efficiency"] = rounded(p.node.nic.efficiency, 6);
     node["nic"]["latency_us"] = rounded(ps_to_seconds(p.node.nic.latency) * 1e6, 6);
@@ -606,14 +699,31 @@ std::string nccl_tests_report(const NcclTestsFit& fit) {
   for (const NcclTestsReport& r : fit.reports) {
     out +=
         fmt::format("{}: {} over {} ranks on {} node(s)\n", r.file, r.collective, r.ranks, r.nodes);
-    out += "        size (B)   busbw meas (GB/s)   busbw pred (GB/s)    error\n";
-    for (const NcclTestsPrediction& e : r.rows)
-      out += fmt::format("{:>16.0f}   {:>17.2f}   {:>17.2f}   {:>+6.1f}%\n", e.bytes,
-                         e.measured_busbw * 1e-9, e.predicted_busbw * 1e-9, e.error_pct);
+    if (r.corrected) {
+      // The model alone first: what the (algorithm, protocol) constants explain, and so what
+      // carries to other group sizes; then the profile with the log's size correction.
+      out +=
+          "        size (B)   busbw meas (GB/s)   model alone (GB/s)    error   "
+          "with size correction    error\n";
+      for (const NcclTestsPrediction& e : r.rows)
+        out +=
+            fmt::format("{:>16.0f}   {:>17.2f}   {:>18.2f}   {:>+6.1f}%   {:>20.2f}   {:>+6.1f}%\n",
+                        e.bytes, e.measured_busbw * 1e-9, e.model_busbw * 1e-9, e.model_error_pct,
+                        e.predicted_busbw * 1e-9, e.error_pct);
+      out +=
+          fmt::format("{}: model alone: worst |busbw error| {:.1f}% at >= 1 MiB, {:.1f}% below\n",
+                      r.file, r.worst_large_model_pct, r.worst_small_model_pct);
+    } else {
+      out += "        size (B)   busbw meas (GB/s)   busbw pred (GB/s)    error\n";
+      for (const NcclTestsPrediction& e : r.rows)
+        out += fmt::format("{:>16.0f}   {:>17.2f}   {:>17.2f}   {:>+6.1f}%\n", e.bytes,
+                           e.measured_busbw * 1e-9, e.predicted_busbw * 1e-9, e.error_pct);
+    }
     out += fmt::format(
-        "{}: worst |busbw error| {:.1f}% at >= 1 MiB, {:.1f}% below; R2(log "
+        "{}: {}worst |busbw error| {:.1f}% at >= 1 MiB, {:.1f}% below; R2(log "
         "time)={:.4f}\n",
-        r.file, r.worst_large_pct, r.worst_small_pct, r.r2_log_time);
+        r.file, r.corrected ? "with size correction: " : "", r.worst_large_pct, r.worst_small_pct,
+        r.r2_log_time);
   }
   return out;
 }

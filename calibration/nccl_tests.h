@@ -14,8 +14,11 @@
 ///   reaches) and the smallest latency the collective step latency;
 /// - multi-node logs: the NIC efficiency from the largest messages and the NIC latency from the
 ///   smallest, with the protocols in place.
+/// Then each log's measured / modelled time at each of its sizes becomes the profile's size
+/// correction for its collective and scope (one node or several; hwmodels applies it to every
+/// time of that collective, interpolated in log size), unless turned off.
 /// Every log is then predicted row by row with the fitted profile (busbw error per size, worst
-/// error at >= 1 MiB and below, R^2 of log time).
+/// error at >= 1 MiB and below, R^2 of log time), with and without the correction.
 #include <string>
 #include <vector>
 
@@ -60,9 +63,11 @@ NcclTestsLog parse_nccl_tests(const std::string& text, const std::string& file,
 /// One row as the fitted profile predicts it.
 struct NcclTestsPrediction {
   double bytes = 0;
-  double measured_busbw = 0;  ///< bytes/s
-  double predicted_busbw = 0;
-  double error_pct = 0;  ///< (predicted - measured) / measured busbw, percent
+  double measured_busbw = 0;   ///< bytes/s
+  double predicted_busbw = 0;  ///< the fitted profile's (size corrections included)
+  double error_pct = 0;        ///< (predicted - measured) / measured busbw, percent
+  double model_busbw = 0;      ///< the (algorithm, protocol) model alone, no size correction
+  double model_error_pct = 0;
 };
 
 struct NcclTestsReport {
@@ -73,6 +78,17 @@ struct NcclTestsReport {
   double worst_large_pct = 0;  ///< worst |error| at >= 1 MiB
   double worst_small_pct = 0;  ///< worst |error| below 1 MiB
   double r2_log_time = 0;
+  /// The same for the model alone (without the log's size correction); equal to the above
+  /// when no correction was fitted.
+  double worst_large_model_pct = 0, worst_small_model_pct = 0;
+  bool corrected = false;  ///< the profile carries a size correction for this log's collective
+};
+
+struct NcclTestsOptions {
+  /// Keep each log's measured / modelled time by size as the profile's size correction for its
+  /// collective and scope (collectives.size_corrections); off: the (algorithm, protocol) model
+  /// alone.
+  bool size_corrections = true;
 };
 
 struct NcclTestsFit {
@@ -82,8 +98,11 @@ struct NcclTestsFit {
 };
 
 /// Fits `logs` into `base`. Throws ConfigError when a log's group does not fit the base profile
-/// (more ranks per node than its GPUs per node).
-NcclTestsFit fit_nccl_tests(const std::vector<NcclTestsLog>& logs, const hw::HardwareProfile& base);
+/// (more ranks per node than its GPUs per node). Size corrections are relative to the model
+/// they were fitted on: refitting the protocols (any single-node log) drops the base's
+/// corrections, refitting the NIC (a multi-node log) drops its multi-node ones (a note says so).
+NcclTestsFit fit_nccl_tests(const std::vector<NcclTestsLog>& logs, const hw::HardwareProfile& base,
+                            const NcclTestsOptions& options = {});
 
 /// The model's time for one log's collective at `bytes` on `profile` (nccl-tests' size
 /// semantics), on `nodes` nodes with ranks / nodes ranks each.

@@ -66,6 +66,24 @@ double algbw(Bytes s, TimePs t) { return t > 0 ? s.value / ps_to_seconds(t) : 0.
 
 double busbw(CollectiveKind k, int n, Bytes s, TimePs t) { return algbw(s, t) * bus_factor(k, n); }
 
+double SizeCorrection::at(double s) const {
+  if (bytes.empty()) return 1.0;
+  if (s <= bytes.front()) return factor.front();
+  if (s >= bytes.back()) return factor.back();
+  const std::size_t hi =
+      static_cast<std::size_t>(std::upper_bound(bytes.begin(), bytes.end(), s) - bytes.begin());
+  const std::size_t lo = hi - 1;
+  const double x = std::log(s / bytes[lo]) / std::log(bytes[hi] / bytes[lo]);
+  return factor[lo] * std::pow(factor[hi] / factor[lo], x);
+}
+
+double size_correction(const HardwareProfile& profile, CollectiveKind kind, bool multi_node,
+                       double bytes) {
+  for (const CollectiveSizeCorrection& c : profile.collective_size_corrections)
+    if (c.kind == kind && c.multi_node == multi_node) return c.table.at(bytes);
+  return 1.0;
+}
+
 GroupNetwork describe_group(const Topology& topo, const HardwareProfile& profile,
                             const std::vector<int>& gpus) {
   GroupNetwork net;
@@ -85,6 +103,8 @@ GroupNetwork describe_group(const Topology& topo, const HardwareProfile& profile
   std::map<int, std::vector<int>> by_node;
   for (int g : gpus) by_node[topo.node_of_gpu(g)].push_back(g);
   net.nodes = static_cast<int>(by_node.size());
+  for (const CollectiveSizeCorrection& c : profile.collective_size_corrections)
+    if (c.multi_node == (net.nodes > 1)) net.correction[static_cast<int>(c.kind)] = c.table;
   for (const auto& [node, list] : by_node) {
     net.ranks_per_node = std::max(net.ranks_per_node, static_cast<int>(list.size()));
   }
@@ -334,7 +354,19 @@ std::vector<CollectiveStep> collective_steps(CollectiveKind kind, CollectiveAlgo
     algo = choose_algorithm(kind, s, net, &proto);
   else
     proto = best_protocol(kind, algo, s.value, net, nullptr);
-  return steps_for(kind, algo, s.value, net, proto);
+  std::vector<CollectiveStep> steps = steps_for(kind, algo, s.value, net, proto);
+  // The size correction scales every step's time alike (its latency and its transfer), so the
+  // simulator's flows of a step take the corrected time too. It does not change the choice
+  // above: every (algorithm, protocol) pair of the kind gets the same factor at this size.
+  const SizeCorrection& corr = net.correction[static_cast<int>(kind)];
+  if (!corr.empty()) {
+    const double c = corr.at(s.value);
+    for (CollectiveStep& st : steps) {
+      st.hop_latency = static_cast<TimePs>(std::llround(static_cast<double>(st.hop_latency) * c));
+      st.bandwidth.value /= c;
+    }
+  }
+  return steps;
 }
 
 TimePs collective_time(CollectiveKind kind, CollectiveAlgo algo, Bytes s, const GroupNetwork& net) {
@@ -344,6 +376,7 @@ TimePs collective_time(CollectiveKind kind, CollectiveAlgo algo, Bytes s, const 
 CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net) {
   CollectiveLine line;
   if (net.n <= 1) return line;
+  line.correction = net.correction[static_cast<int>(kind)];
   for (CollectiveAlgo a : {CollectiveAlgo::kRing, CollectiveAlgo::kTree,
                            CollectiveAlgo::kHierarchical, CollectiveAlgo::kNvls}) {
     if (a != CollectiveAlgo::kRing && !applicable(kind, a, net)) continue;
@@ -389,7 +422,8 @@ TimePs all_to_all_bandwidth_bound(CollectiveKind kind, Bytes s, const GroupNetwo
     secs = r * s.value * (n - r) / n / net.inter_bw.value;
   if (r > 1 && net.intra_bw.value > 0)
     secs = std::max(secs, s.value * (r - 1) / n / net.intra_bw.value);
-  return seconds_to_ps(secs);
+  // The simulator's exchange carries the size correction (collective_steps): so does its bound.
+  return seconds_to_ps(secs * net.correction[static_cast<int>(kind)].at(s.value));
 }
 
 }  // namespace pw::hw

@@ -28,6 +28,19 @@ enum class CollectiveKind {
   kSendRecv
 };
 enum class CollectiveAlgo { kAuto, kRing, kTree, kHierarchical, kNvls };
+inline constexpr int kNumCollectiveKinds = 7;
+
+/// Measured / modelled time of one collective by message size: what `calibrate
+/// --from-nccl-tests` finds the (algorithm, protocol) model misses at each size of the user's
+/// own log (NCCL's channel counts and algorithm switches, a transport's slow ramp). The model's
+/// time at size S is multiplied by factor(S): the log of the factor is interpolated linearly in
+/// log S between the logged sizes and held at the end factors outside them. Empty: 1.
+struct SizeCorrection {
+  std::vector<double> bytes;   ///< ascending, > 0
+  std::vector<double> factor;  ///< > 0, one per size
+  bool empty() const { return bytes.empty(); }
+  double at(double s) const;
+};
 
 const char* collective_kind_name(CollectiveKind k);  ///< "all-reduce", ...
 const char* collective_algo_name(CollectiveAlgo a);  ///< "auto", "ring", "tree", ...
@@ -60,6 +73,10 @@ struct GroupNetwork {
   int num_protocols = 1;
   std::array<TimePs, 3> protocol_latency{};
   std::array<double, 3> protocol_efficiency{1.0, 1.0, 1.0};
+  /// The profile's size corrections for this group's scope (one node, or several), per kind
+  /// (HardwareProfile::collective_size_corrections); every time the model gives is multiplied
+  /// by them.
+  std::array<SizeCorrection, kNumCollectiveKinds> correction{};
 };
 
 /// Describes the group `gpus` (global GPU indices, in rank order) on `topo`; the NVLS and
@@ -112,6 +129,7 @@ TimePs collective_time(CollectiveKind kind, CollectiveAlgo algo, Bytes s, const 
 /// millions of sizes without building steps; seconds() equals collective_time to within the
 /// picosecond rounding of its steps (it is never above it by more than one picosecond per step).
 struct CollectiveLine {
+  SizeCorrection correction;  ///< the kind's size correction on this network (times it applies)
   int count = 0;  ///< (algorithm, protocol) pairs (0: the group has one rank, every size takes 0)
   std::array<double, 12> alpha{}, beta{};  ///< seconds, seconds per byte
   /// Seconds per byte the group's first rank sends on each of its two routes under this pair:
@@ -123,7 +141,7 @@ struct CollectiveLine {
     if (count == 0 || bytes <= 0) return 0;
     double best = alpha[0] + beta[0] * bytes;
     for (int i = 1; i < count; ++i) best = std::min(best, alpha[i] + beta[i] * bytes);
-    return best;
+    return correction.empty() ? best : best * correction.at(bytes);
   }
   /// How long each of the first rank's two routes is busy with one collective of `bytes` under
   /// the pair kAuto picks at that size (per route the least among pairs within rounding of the
@@ -132,11 +150,14 @@ struct CollectiveLine {
   std::array<double, 2> route_seconds(double bytes) const {
     std::array<double, 2> out{0, 0};
     if (count == 0 || bytes <= 0) return out;
-    const double best = seconds(bytes), tie = best * 1e-6 + 1e-9;
+    double best = alpha[0] + beta[0] * bytes;
+    for (int i = 1; i < count; ++i) best = std::min(best, alpha[i] + beta[i] * bytes);
+    const double tie = best * 1e-6 + 1e-9;
+    const double c = correction.empty() ? 1.0 : correction.at(bytes);
     out = {1e300, 1e300};
     for (int i = 0; i < count; ++i)
       if (alpha[i] + beta[i] * bytes <= best + tie)
-        for (int k = 0; k < 2; ++k) out[k] = std::min(out[k], route[i][k] * bytes);
+        for (int k = 0; k < 2; ++k) out[k] = std::min(out[k], route[i][k] * bytes * c);
     return out;
   }
 };
@@ -148,6 +169,13 @@ CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net);
 /// whichever is longer; no latency. Screens use it as a lower bound where the simulator times the
 /// exchange with flows. 0 for other kinds.
 TimePs all_to_all_bandwidth_bound(CollectiveKind kind, Bytes s, const GroupNetwork& net);
+
+/// The profile's size correction of `kind` at `bytes` for a group on one node (`multi_node`
+/// false) or across nodes: 1 when the profile has none (HardwareProfile::
+/// collective_size_corrections). The one lookup every tier uses (describe_group fills
+/// GroupNetwork::correction from it; the simulator's point-to-point transfers ask it directly).
+double size_correction(const HardwareProfile& profile, CollectiveKind kind, bool multi_node,
+                       double bytes);
 
 /// The algorithm kAuto resolves to for this kind, size and network (and, in `*protocol` when
 /// given, the index of the protocol it runs under).

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -213,6 +214,72 @@ FabricSpec parse_fabric(const ConfigMap& m) {
   return f;
 }
 
+// `collectives.size_corrections`: a list of {collective, scope, points: [[bytes, factor], ...],
+// source}, at most one per (collective, scope), sizes ascending, factors positive.
+std::vector<CollectiveSizeCorrection> parse_size_corrections(const ConfigMap& coll) {
+  static const std::pair<const char*, CollectiveKind> kKinds[] = {
+      {"all_reduce", CollectiveKind::kAllReduce},
+      {"all_gather", CollectiveKind::kAllGather},
+      {"reduce_scatter", CollectiveKind::kReduceScatter},
+      {"alltoall", CollectiveKind::kAllToAll},
+      {"sendrecv", CollectiveKind::kSendRecv}};
+  const YAML::Node list = coll.raw("size_corrections");
+  if (!list.IsSequence())
+    coll.fail("size_corrections", "expected a list of {collective, scope, points, source}");
+  std::vector<CollectiveSizeCorrection> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    ConfigMap e(list[i], coll.file(), coll.key_path(fmt::format("size_corrections[{}]", i)));
+    e.check_keys({"collective", "scope", "points", "source"});
+    CollectiveSizeCorrection c;
+    const std::string name = e.text("collective");
+    bool known = false;
+    for (const auto& [n, k] : kKinds)
+      if (name == n) c.kind = k, known = true;
+    if (!known)
+      e.fail("collective", fmt::format("'{}' is not one of all_reduce, all_gather, "
+                                       "reduce_scatter, alltoall, sendrecv",
+                                       name));
+    const std::string scope = e.text("scope");
+    if (scope != "single_node" && scope != "multi_node")
+      e.fail("scope", fmt::format("'{}' is not single_node or multi_node", scope));
+    c.multi_node = scope == "multi_node";
+    c.source = e.text_or("source", "");
+    const YAML::Node pts = e.raw("points");
+    if (!pts.IsSequence() || pts.size() == 0)
+      e.fail("points", "expected a non-empty list of [bytes, measured/modelled time] pairs");
+    for (std::size_t k = 0; k < pts.size(); ++k) {
+      const std::string key = fmt::format("points[{}]", k);
+      double b = 0, f = 0;
+      bool ok =
+          pts[k].IsSequence() && pts[k].size() == 2 && pts[k][0].IsScalar() && pts[k][1].IsScalar();
+      if (ok) {
+        try {
+          b = pts[k][0].as<double>();
+          f = pts[k][1].as<double>();
+        } catch (const YAML::Exception&) {
+          ok = false;
+        }
+      }
+      // Sizes past 2^44 B (16 TiB) and factors outside [1e-3, 1e3] are no measurement.
+      if (!ok || !std::isfinite(b) || !std::isfinite(f) || b <= 0 || b > 17592186044416.0 ||
+          f < 1e-3 || f > 1e3)
+        e.fail(key,
+               "expected [bytes, factor]: a size in (0, 2^44] B and a factor in [0.001, 1000]");
+      if (!c.table.bytes.empty() && b <= c.table.bytes.back())
+        e.fail(key, fmt::format("size {} is not above the previous {}", b, c.table.bytes.back()));
+      c.table.bytes.push_back(b);
+      c.table.factor.push_back(f);
+    }
+    for (const CollectiveSizeCorrection& o : out)
+      if (o.kind == c.kind && o.multi_node == c.multi_node)
+        coll.fail(fmt::format("size_corrections[{}]", i),
+                  fmt::format("a second entry for {} {}; expected one per collective and scope",
+                              name, scope));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 HardwareProfile parse_profile(const std::string& text, const std::string& file) {
@@ -229,7 +296,7 @@ HardwareProfile parse_profile(const std::string& text, const std::string& file) 
   // key throws yaml-cpp's InvalidNode (it assigns to the zombie node operator[] returned).
   if (root.has("collectives")) {
     ConfigMap coll = root.child("collectives");
-    coll.check_keys({"step_latency_us", "protocols", "source"});
+    coll.check_keys({"step_latency_us", "protocols", "size_corrections", "source"});
     p.collective_step_latency =
         seconds_to_ps(coll.positive_or("step_latency_us", 2.0, true) * 1e-6);
     if (coll.has("protocols")) {
@@ -252,6 +319,7 @@ HardwareProfile parse_profile(const std::string& text, const std::string& file) 
         p.collective_protocols.push_back(pr);
       }
     }
+    if (coll.has("size_corrections")) p.collective_size_corrections = parse_size_corrections(coll);
   }
   return p;
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "hwmodels/collectives.h"
 #include "hwmodels/gpu_model.h"
 #include "hwmodels/link.h"
 
@@ -20,6 +21,15 @@ struct CollectiveProtocol {
 };
 inline constexpr int kMaxCollectiveProtocols = 3;
 
+/// One `collectives.size_corrections` entry: a collective's measured / modelled time by size,
+/// for groups on one node or across nodes (written by `calibrate --from-nccl-tests`).
+struct CollectiveSizeCorrection {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  bool multi_node = false;
+  SizeCorrection table;
+  std::string source;  ///< the log it was fitted to
+};
+
 /// A loaded, validated hardware profile.
 struct HardwareProfile {
   std::string name;
@@ -33,6 +43,8 @@ struct HardwareProfile {
   /// `collectives.protocols` (at most kMaxCollectiveProtocols; written by `calibrate
   /// --from-nccl-tests`). Empty: one protocol with no added latency at full bandwidth.
   std::vector<CollectiveProtocol> collective_protocols;
+  /// `collectives.size_corrections`: at most one per (kind, scope); empty = the model alone.
+  std::vector<CollectiveSizeCorrection> collective_size_corrections;
   /// `gpu.compute_dtype`: the one element type this device computes in, whatever the workload
   /// asks for (the executor's CPU backend runs everything in fp64). The file gives only that
   /// dtype's peak and measured GEMMs; on load they answer for every dtype (gpu.peak_flops and

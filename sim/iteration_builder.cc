@@ -110,7 +110,16 @@ void IterationBuilder::add_point_phase(int src, int dst, double bytes) {
     if (cached < 0) cached = topo_.path_info(src, dst).latency;
     latency = cached;
   }
-  out_.graph.add_phase(latency + in_.profile.collective_step_latency);
+  latency += in_.profile.collective_step_latency;
+  // A calibrated send/recv size correction scales the transfer's latency and its bytes alike
+  // (hwmodels' send/recv time, which the evaluator uses, carries the same factor).
+  if (!in_.profile.collective_size_corrections.empty()) {
+    const double c = hw::size_correction(in_.profile, hw::CollectiveKind::kSendRecv,
+                                         topo_.node_of_gpu(src) != topo_.node_of_gpu(dst), bytes);
+    latency = static_cast<TimePs>(std::llround(static_cast<double>(latency) * c));
+    bytes *= c;
+  }
+  out_.graph.add_phase(latency);
   add_flow(src, dst, bytes);
 }
 

@@ -30,6 +30,7 @@ struct CalibrateArgs {
   // --from-nccl-tests LOG...: fit the base profile's collective model to the user's logs.
   std::vector<std::string> nccl_logs;
   calibration::NcclTestsHints nccl_hints;
+  std::string size_corrections;  ///< "" (not given: on), on, off
 };
 
 // `calibrate --from-nccl-tests LOG... --base PROFILE --out FILE`: every log read (one line, exit
@@ -49,7 +50,9 @@ void run_nccl_tests(const CalibrateArgs& a, int* status) {
   std::vector<calibration::NcclTestsLog> logs;
   for (const std::string& f : a.nccl_logs)
     logs.push_back(calibration::parse_nccl_tests(read_file(f), f, a.nccl_hints));
-  const calibration::NcclTestsFit fit = calibration::fit_nccl_tests(logs, base);
+  calibration::NcclTestsOptions opt;
+  opt.size_corrections = a.size_corrections != "off";
+  const calibration::NcclTestsFit fit = calibration::fit_nccl_tests(logs, base, opt);
   const std::string base_path = base.file.empty() ? a.base : base.file;
   const std::string yaml = calibration::nccl_tests_profile_yaml(
       fit, read_file(base_path), base_path, a.name.empty() ? base.name + "-nccl" : a.name,
@@ -93,6 +96,10 @@ void run(const CalibrateArgs& a, int* status) {
     throw ConfigError("", "--log-ranks",
                       "--log-collective, --log-ranks and --log-nodes describe --from-nccl-tests "
                       "logs; none was given");
+  if (!a.size_corrections.empty())
+    throw ConfigError("", "--size-corrections",
+                      "applies to --from-nccl-tests (the size corrections it fits); none was "
+                      "given");
   if (!a.mpi_worker.empty()) {
     *status = calibration::run_mpi_worker(a.mpi_worker, a.quick);
     return;
@@ -188,6 +195,10 @@ void register_calibrate(CLI::App& app, int* status) {
   sub->add_option("--log-nodes", args->nccl_hints.nodes,
                   "--from-nccl-tests: nodes of the logs' runs when they lack '# Using devices' "
                   "lines");
+  sub->add_option("--size-corrections", args->size_corrections,
+                  "--from-nccl-tests: keep each log's measured / modelled time by size as the "
+                  "profile's size correction (on, the default) or fit the model alone (off)")
+      ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--mpi-worker", args->mpi_worker)->group("");  // internal
   sub->callback([args, status, sub] {
     args->argv = {"pipewright", "calibrate"};

@@ -54,55 +54,158 @@ TEST(NcclTests, ShippedDgxH100LogParsesAndTheFitReproducesIt) {
   const NcclTestsFit fit = fit_nccl_tests({log}, base);
   ASSERT_EQ(fit.reports.size(), 1u);
   const NcclTestsReport& r = fit.reports[0];
-  // Over 9 orders of magnitude of size the fitted protocols follow the log (R^2 of log time);
-  // the largest message is exact (the bandwidth is fitted there); at >= 1 MiB the median row is
-  // within 5%. The fit keeps the split of the sizes whose worst row at >= 1 MiB errs least;
-  // the squared-error pick it replaced left 2 MiB at +20% (2 MiB sits 16% above the chord of 1
-  // and 4 MiB, a kink three lines of which one also serves the sub-MiB rows cannot follow).
-  // The target, every row >= 1 MiB within 5%, is not met: the bound below is the
-  // regression guard between the two picks (5.5% and 20.1% on this log), not an expected value.
-  EXPECT_GT(r.r2_log_time, 0.999) << nccl_tests_report(fit);
-  EXPECT_NEAR(r.rows.back().error_pct, 0.0, 1.0);
+  ASSERT_TRUE(r.corrected);
+  // The model alone (its constants are what carries to other group sizes): over 9 orders of
+  // magnitude of size the fitted protocols follow the log (R^2 of log time, recomputed here
+  // from the model-alone rows); the largest message is exact (the bandwidth is fitted there);
+  // at >= 1 MiB the median row is within 5%. The fit keeps the split of the sizes whose worst
+  // row at >= 1 MiB errs least; the squared-error pick it replaced left 2 MiB at +20% (2 MiB
+  // sits 16% above the chord of 1 and 4 MiB, a kink three lines of which one also serves the
+  // sub-MiB rows cannot follow). The bound below is the regression guard between the two picks
+  // (5.5% and 20.1% on this log), not an expected value.
+  double mean = 0, ss_res = 0, ss_tot = 0;
+  for (const NcclTestsPrediction& e : r.rows) mean += std::log(e.measured_busbw);
+  mean /= static_cast<double>(r.rows.size());
+  for (const NcclTestsPrediction& e : r.rows) {
+    ss_res += std::pow(std::log(e.model_busbw) - std::log(e.measured_busbw), 2);
+    ss_tot += std::pow(std::log(e.measured_busbw) - mean, 2);
+  }
+  EXPECT_GT(1.0 - ss_res / ss_tot, 0.99) << nccl_tests_report(fit);
+  EXPECT_NEAR(r.rows.back().model_error_pct, 0.0, 1.0);
   std::vector<double> large;
   for (const NcclTestsPrediction& e : r.rows)
-    if (e.bytes >= 1024.0 * 1024) large.push_back(std::abs(e.error_pct));
+    if (e.bytes >= 1024.0 * 1024) large.push_back(std::abs(e.model_error_pct));
   std::sort(large.begin(), large.end());
   EXPECT_LT(large[large.size() / 2], 5.0) << nccl_tests_report(fit);
-  EXPECT_LT(r.worst_large_pct, 10.0) << nccl_tests_report(fit);
+  EXPECT_LT(r.worst_large_model_pct, 10.0) << nccl_tests_report(fit);
   EXPECT_EQ(fit.profile.collective_protocols.size(), 3u) << nccl_tests_report(fit);
-  // The profile it writes loads, and prices the log's largest row as the fit did.
+  // With the log's size correction the profile gives the log's own times back at every size
+  // (the target: within 5% at >= 1 MiB; here to the picosecond rounding of the steps).
+  EXPECT_LT(r.worst_large_pct, 0.01) << nccl_tests_report(fit);
+  EXPECT_LT(r.worst_small_pct, 0.01) << nccl_tests_report(fit);
+  // The profile it writes loads, and prices every row as the fit did (the correction's six
+  // significant digits: within 1e-5).
   const std::string yaml =
       nccl_tests_profile_yaml(fit, read_file(base.file), base.file, "dgx-h100-nccl", {log.file});
   const hw::HardwareProfile back = hw::parse_profile(yaml, "fitted.yaml");
   EXPECT_EQ(back.collective_protocols.size(), 3u);
-  const double t =
-      ps_to_seconds(nccl_tests_model_time(back, log.kind, 8, 1, log.rows.back().bytes));
-  EXPECT_NEAR(t, log.rows.back().time_s, 0.01 * log.rows.back().time_s);
+  ASSERT_EQ(back.collective_size_corrections.size(), 1u);
+  EXPECT_FALSE(back.collective_size_corrections[0].multi_node);
+  for (const NcclTestsRow& row : log.rows) {
+    const double t = ps_to_seconds(nccl_tests_model_time(back, log.kind, 8, 1, row.bytes));
+    EXPECT_NEAR(t, row.time_s, 1e-5 * row.time_s) << row.bytes;
+  }
+  // Off: the model alone, as the report's model-alone column.
+  NcclTestsOptions off;
+  off.size_corrections = false;
+  const NcclTestsFit plain = fit_nccl_tests({log}, base, off);
+  EXPECT_FALSE(plain.reports[0].corrected);
+  EXPECT_TRUE(plain.profile.collective_size_corrections.empty());
+  EXPECT_DOUBLE_EQ(plain.reports[0].worst_large_pct, r.worst_large_model_pct);
+}
+
+// Worst |busbw error| at >= 1 MiB of `log`'s odd rows (the last kept in training) when the
+// profile is fitted on the even ones, with or without size corrections.
+double held_out_worst(const NcclTestsLog& log, const hw::HardwareProfile& base, bool corrections,
+                      std::string* report) {
+  NcclTestsLog train = log, held = log;
+  train.rows.clear();
+  held.rows.clear();
+  for (std::size_t i = 0; i < log.rows.size(); ++i)
+    (i % 2 == 0 || i + 1 == log.rows.size() ? train : held).rows.push_back(log.rows[i]);
+  NcclTestsOptions o;
+  o.size_corrections = corrections;
+  const NcclTestsFit fit = fit_nccl_tests({train}, base, o);
+  *report = nccl_tests_report(fit);
+  double worst = 0;
+  for (const NcclTestsRow& row : held.rows) {
+    if (row.bytes < 1024.0 * 1024) continue;
+    const double t = ps_to_seconds(
+        nccl_tests_model_time(fit.profile, log.kind, log.ranks, log.nodes, row.bytes));
+    worst = std::max(worst, std::abs(row.time_s / t - 1.0) * 100);
+  }
+  return worst;
 }
 
 TEST(NcclTests, FitGeneralisesToSizesItDidNotSee) {
   // Fitted on every other size, predicted on the rest (the >= 1 MiB rows).
   const std::string text = ref_or_skip("dgx-h100-8gpu-all_reduce_perf.txt");
   if (text.empty()) GTEST_SKIP() << "shared/reference not present";
-  NcclTestsLog log = parse_nccl_tests(text, "all_reduce_perf.txt", {"", 8, 1});
-  NcclTestsLog train = log, held = log;
-  train.rows.clear();
-  held.rows.clear();
-  for (std::size_t i = 0; i < log.rows.size(); ++i)
-    (i % 2 == 0 || i + 1 == log.rows.size() ? train : held).rows.push_back(log.rows[i]);
-  const NcclTestsFit fit = fit_nccl_tests({train}, hw::resolve_profile("dgx-h100", "", "", ""));
-  const NcclTestsFit check = fit_nccl_tests({}, fit.profile);
-  (void)check;
-  double worst = 0;
-  for (const NcclTestsRow& row : held.rows) {
-    if (row.bytes < 1024.0 * 1024) continue;
-    const double t = ps_to_seconds(nccl_tests_model_time(fit.profile, log.kind, 8, 1, row.bytes));
-    worst = std::max(worst, std::abs(row.time_s / t - 1.0) * 100);
-  }
-  // Held-out rows: the squared-error split's bound (it left 20.1% on the fitted rows and about
-  // 14% here; the worst-row split fits its own rows closer, and these no closer).
-  EXPECT_LT(worst, 25.0) << nccl_tests_report(fit);
-  std::printf("HELDOUT %.2f fitted %.2f\n", worst, fit.reports[0].worst_large_pct);
+  const NcclTestsLog log = parse_nccl_tests(text, "all_reduce_perf.txt", {"", 8, 1});
+  const hw::HardwareProfile base = hw::resolve_profile("dgx-h100", "", "", "");
+  std::string rep_model, rep_corr;
+  const double model = held_out_worst(log, base, false, &rep_model);
+  const double corr = held_out_worst(log, base, true, &rep_corr);
+  // The model alone: the squared-error split's bound (it left 20.1% on the fitted rows and
+  // about 14% here; the worst-row split fits its own rows closer, and these no closer). The
+  // corrections interpolated between the training sizes do not help on this log (14.0% alone,
+  // 15.3% corrected on 2026-11-27): its misses are single-size kinks (2 MiB sits 16% above the
+  // chord of its neighbours), which a correction measured at the neighbours cannot know. The
+  // same guard holds for both.
+  EXPECT_LT(model, 25.0) << rep_model;
+  EXPECT_LT(corr, 25.0) << rep_corr;
+  std::printf("HELDOUT dgx model %.2f corrected %.2f\n", model, corr);
+}
+
+TEST(NcclTests, MultiNodeTcpxoLogIsReproducedWithItsSizeCorrection) {
+  // GCP A3 Mega (GPUDirect-TCPXO), 2 nodes x 8 H100: the model alone gets the ends (NIC
+  // bandwidth from the largest message, latency from the smallest) but not the slow mid-size
+  // ramp of the network transport (2.8x at 16 MiB: NCCL's ring over TCPXO is not the model's
+  // hierarchical all-reduce). The multi-node size correction carries it: every row within the
+  // issue's 5% (to rounding), and fitted on every other size, the held-out rows >= 1 MiB
+  // closer than the model alone.
+  const std::string text = ref_or_skip("h100-2node-16gpu-tcpxo-all_reduce_perf.txt");
+  if (text.empty()) GTEST_SKIP() << "shared/reference not present";
+  const NcclTestsLog log =
+      parse_nccl_tests(text, "h100-2node-16gpu-tcpxo-all_reduce_perf.txt", {"", 16, 2});
+  const hw::HardwareProfile base = hw::resolve_profile("dgx-h100", "", "", "");
+  const NcclTestsFit fit = fit_nccl_tests({log}, base);
+  const NcclTestsReport& r = fit.reports[0];
+  ASSERT_TRUE(r.corrected);
+  EXPECT_GT(r.worst_large_model_pct, 100.0) << nccl_tests_report(fit);
+  EXPECT_LT(r.worst_large_pct, 0.01) << nccl_tests_report(fit);
+  EXPECT_LT(r.worst_small_pct, 0.01) << nccl_tests_report(fit);
+  ASSERT_EQ(fit.profile.collective_size_corrections.size(), 1u);
+  EXPECT_TRUE(fit.profile.collective_size_corrections[0].multi_node);
+  // One node's all-reduce keeps the model alone: the correction is the multi-node one.
+  EXPECT_EQ(nccl_tests_model_time(fit.profile, log.kind, 8, 1, 16777216.0),
+            nccl_tests_model_time(base, log.kind, 8, 1, 16777216.0));
+  std::string rep_model, rep_corr;
+  const double model = held_out_worst(log, base, false, &rep_model);
+  const double corr = held_out_worst(log, base, true, &rep_corr);
+  // 276% alone and 31% corrected on 2026-11-27 (the worst held-out row is 16 MiB, where the
+  // log jumps from one regime to the other between its neighbours): at least 5x closer.
+  EXPECT_LT(corr, model / 5) << rep_corr;
+  std::printf("HELDOUT tcpxo model %.2f corrected %.2f\n", model, corr);
+}
+
+TEST(NcclTests, RefittingDropsTheCorrectionsTheFitInvalidates) {
+  // A profile with single- and multi-node corrections: a multi-node log refits the NIC, so the
+  // multi-node correction is replaced and the single-node one kept; a single-node log refits
+  // the protocols, which every correction was measured against, so both go (and are said to).
+  const std::string one = ref_or_skip("dgx-h100-8gpu-all_reduce_perf.txt");
+  const std::string two = ref_or_skip("h100-2node-16gpu-tcpxo-all_reduce_perf.txt");
+  if (one.empty() || two.empty()) GTEST_SKIP() << "shared/reference not present";
+  const NcclTestsLog l1 = parse_nccl_tests(one, "all_reduce_perf.txt", {"", 8, 1});
+  const NcclTestsLog l2 = parse_nccl_tests(two, "all_reduce_perf.txt", {"", 16, 2});
+  const hw::HardwareProfile base = hw::resolve_profile("dgx-h100", "", "", "");
+  hw::HardwareProfile both = fit_nccl_tests({l1, l2}, base).profile;
+  ASSERT_EQ(both.collective_size_corrections.size(), 2u);
+  hw::CollectiveSizeCorrection extra;
+  extra.kind = hw::CollectiveKind::kAllToAll;
+  extra.multi_node = true;
+  extra.table = {{8}, {3.0}};
+  both.collective_size_corrections.push_back(extra);
+  const NcclTestsFit multi = fit_nccl_tests({l2}, both);
+  ASSERT_EQ(multi.profile.collective_size_corrections.size(), 2u);
+  EXPECT_FALSE(multi.profile.collective_size_corrections[0].multi_node);
+  EXPECT_EQ(multi.profile.collective_size_corrections[1].kind, hw::CollectiveKind::kAllReduce);
+  const std::string notes = nccl_tests_report(multi);
+  EXPECT_NE(notes.find("2 size correction(s) are dropped"), std::string::npos) << notes;
+  const NcclTestsFit single = fit_nccl_tests({l1}, both);
+  ASSERT_EQ(single.profile.collective_size_corrections.size(), 1u);
+  EXPECT_FALSE(single.profile.collective_size_corrections[0].multi_node);
+  EXPECT_NE(nccl_tests_report(single).find("3 size correction(s) are dropped"), std::string::npos);
 }
 
 TEST(NcclTests, FitRecoversTheConstantsASyntheticLogWasWrittenWith) {

@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 
+#include "core/error.h"
+#include "core/file_io.h"
 #include "hwmodels/profile.h"
 #include "hwmodels/topology.h"
 
@@ -185,6 +188,102 @@ TEST(Routes, TimeOnEachRouteOfTheFirstRankFollowsItsSteps) {
   EXPECT_LE(l4.route_seconds(s)[0] + l4.route_seconds(s)[1], l4.seconds(s));
   EXPECT_EQ(l4.route_seconds(0)[1], 0);
   EXPECT_EQ(CollectiveLine{}.route_seconds(s)[0], 0);
+}
+
+TEST(SizeCorrection, InterpolatesTheLogOfTheFactorInLogSize) {
+  // Between 1 kB (factor 1) and 100 kB (factor 4), the log of the factor is linear in log size:
+  // at 10 kB, half-way in log size, the factor is sqrt(1 x 4) = 2; at 1 kB x 100^0.25 it is
+  // 4^0.25. Outside the table the end factors hold; an empty table is 1.
+  SizeCorrection c;
+  c.bytes = {1e3, 1e5};
+  c.factor = {1.0, 4.0};
+  EXPECT_NEAR(c.at(1e4), 2.0, 1e-12);
+  EXPECT_NEAR(c.at(1e3 * std::pow(100.0, 0.25)), std::pow(4.0, 0.25), 1e-12);
+  EXPECT_EQ(c.at(1.0), 1.0);
+  EXPECT_EQ(c.at(1e9), 4.0);
+  EXPECT_EQ(c.at(1e5), 4.0);
+  EXPECT_EQ(SizeCorrection{}.at(123.0), 1.0);
+}
+
+TEST(SizeCorrection, ScalesEveryTierOfTheCollectiveModelInItsScopeOnly) {
+  // A profile whose single-node all-reduce was measured at 1.5x the model at every size: the
+  // steps' time, the screens' line and its route times are 1.5x the uncorrected ones (to the
+  // picosecond rounding of each step); the all-gather, and an all-reduce across two nodes, are
+  // unchanged (other kind, other scope).
+  const HardwareProfile plain = profile("dgx-h100");
+  HardwareProfile p = plain;
+  CollectiveSizeCorrection c;
+  c.kind = CollectiveKind::kAllReduce;
+  c.multi_node = false;
+  c.table.bytes = {8};
+  c.table.factor = {1.5};
+  p.collective_size_corrections = {c};
+  const Topology t1(topology_spec(p, 1)), t2(topology_spec(p, 2));
+  const GroupNetwork a = describe_group(t1, plain, first_gpus(8));
+  const GroupNetwork b = describe_group(t1, p, first_gpus(8));
+  for (double s : {1e3, 1e6, 1e9}) {
+    const double ta = ps_to_seconds(
+        collective_time(CollectiveKind::kAllReduce, CollectiveAlgo::kAuto, Bytes{s}, a));
+    const double tb = ps_to_seconds(
+        collective_time(CollectiveKind::kAllReduce, CollectiveAlgo::kAuto, Bytes{s}, b));
+    EXPECT_NEAR(tb, 1.5 * ta, 4e-12) << s;
+    const CollectiveLine la = collective_line(CollectiveKind::kAllReduce, a);
+    const CollectiveLine lb = collective_line(CollectiveKind::kAllReduce, b);
+    EXPECT_NEAR(lb.seconds(s), 1.5 * la.seconds(s), 1e-12 * (1 + s * 1e-9)) << s;
+    EXPECT_NEAR(lb.route_seconds(s)[0], 1.5 * la.route_seconds(s)[0], 1e-15 + 1e-12 * s * 1e-9);
+    EXPECT_EQ(collective_time(CollectiveKind::kAllGather, CollectiveAlgo::kAuto, Bytes{s}, b),
+              collective_time(CollectiveKind::kAllGather, CollectiveAlgo::kAuto, Bytes{s}, a));
+    const std::vector<int> two{0, 1, 2, 3, 8, 9, 10, 11};
+    EXPECT_EQ(collective_time(CollectiveKind::kAllReduce, CollectiveAlgo::kAuto, Bytes{s},
+                              describe_group(t2, p, two)),
+              collective_time(CollectiveKind::kAllReduce, CollectiveAlgo::kAuto, Bytes{s},
+                              describe_group(t2, plain, two)));
+  }
+  EXPECT_EQ(size_correction(p, CollectiveKind::kAllReduce, false, 1e6), 1.5);
+  EXPECT_EQ(size_correction(p, CollectiveKind::kAllReduce, true, 1e6), 1.0);
+  EXPECT_EQ(size_correction(p, CollectiveKind::kSendRecv, false, 1e6), 1.0);
+}
+
+TEST(SizeCorrection, ProfileYamlIsReadAndBadEntriesNameTheirKey) {
+  const std::string head =
+      read_file(std::string(PW_SOURCE_DIR) + "/hwmodels/profiles/dgx-h100.yaml");
+  // The shipped profile ends with its collectives section: the entries go under it.
+  ASSERT_NE(head.find("\ncollectives:"), std::string::npos);
+  auto with = [&](const std::string& corr) {
+    return head + (head.back() == '\n' ? "" : "\n") + "  size_corrections:\n" + corr;
+  };
+  const HardwareProfile p = parse_profile(with("    - {collective: alltoall, scope: multi_node, "
+                                               "points: [[1024, 2], [1048576, 1.25]]}\n"),
+                                          "p.yaml");
+  ASSERT_EQ(p.collective_size_corrections.size(), 1u);
+  EXPECT_EQ(p.collective_size_corrections[0].kind, CollectiveKind::kAllToAll);
+  EXPECT_TRUE(p.collective_size_corrections[0].multi_node);
+  EXPECT_EQ(p.collective_size_corrections[0].table.at(1024), 2.0);
+  const std::pair<std::string, std::string> bad[] = {
+      {"    - {collective: broadcast, scope: multi_node, points: [[1, 1]]}\n", "collective"},
+      {"    - {collective: all_reduce, scope: rack, points: [[1, 1]]}\n", "scope"},
+      {"    - {collective: all_reduce, scope: single_node, points: [[8, 1], [8, 2]]}\n",
+       "points[1]"},
+      {"    - {collective: all_reduce, scope: single_node, points: [[8, 0]]}\n", "points[0]"},
+      {"    - {collective: all_reduce, scope: single_node, points: [[8, 1, 3]]}\n", "points[0]"},
+      {"    - {collective: all_reduce, scope: single_node, points: []}\n", "points"},
+      {"    - {collective: all_reduce, scope: single_node, points: [[8, 1]]}\n"
+       "    - {collective: all_reduce, scope: single_node, points: [[8, 2]]}\n",
+       "size_corrections[1]"},
+      {"    - {collective: all_reduce, scope: single_node, points: [[8, 1]], factor: 2}\n",
+       "factor"},
+  };
+  for (const auto& [yaml, key] : bad) {
+    try {
+      parse_profile(with(yaml), "p.yaml");
+      ADD_FAILURE() << "accepted: " << yaml;
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("p.yaml"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(key), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
 }
 
 }  // namespace

@@ -519,6 +519,32 @@ TEST(Iteration, Zero3GathersByLayerHoldTwoLayersAndGatherEveryPass) {
   EXPECT_GE(a.iteration, 7 * g);
 }
 
+// A calibrated size correction reaches the simulator through hwmodels' steps: t = 8 on one DGX
+// A100 node, one stage, one replica, so the only communication is the tensor-parallel
+// all-reduce, every one on the critical path. With the single-node all-reduce measured at 2x
+// the model at every size, each all-reduce phase's latency and flow time double, and so does
+// the exposed TP time (to the picosecond rounding of its phases); compute is untouched.
+TEST(Iteration, SizeCorrectionOfTheAllReduceDoublesTheTensorParallelTime) {
+  const IterationInput plain = testing::input_for(small_scenario(8, 1, 1, 8));
+  IterationInput doubled = plain;
+  hw::CollectiveSizeCorrection c;
+  c.kind = hw::CollectiveKind::kAllReduce;
+  c.table.bytes = {8};
+  c.table.factor = {2.0};
+  doubled.profile.collective_size_corrections = {c};
+  const IterationResult a = simulate_iteration(plain), b = simulate_iteration(doubled);
+  const double ta = static_cast<double>(a.exposed[static_cast<int>(CommKind::kTp)]);
+  const double tb = static_cast<double>(b.exposed[static_cast<int>(CommKind::kTp)]);
+  ASSERT_GT(ta, 0);
+  EXPECT_NEAR(tb, 2 * ta, 1e-6 * ta);
+  EXPECT_NEAR(static_cast<double>(b.iteration - a.iteration), ta, 1e-6 * ta);
+  // A multi-node correction does not touch a one-node group.
+  IterationInput other = plain;
+  c.multi_node = true;
+  other.profile.collective_size_corrections = {c};
+  EXPECT_EQ(simulate_iteration(other).iteration, a.iteration);
+}
+
 // ZeRO-2/3 reduce-scatter every microbatch's gradients (Megatron-FSDP: "accumulated during every
 // backward pass"; DeepSpeed: every micro-step), ZeRO-1 only the last microbatch's. t = p = 1 on
 // two nodes: d = 16, B = 64, so m = 4 microbatches per replica and one stage. The DP stream of

@@ -61,6 +61,31 @@ TEST(NcclTestsCli, PublishedLogBecomesAProfileThatPlansAndEstimates) {
   EXPECT_FALSE(std::filesystem::exists(target));
   out.clear();
   EXPECT_EQ(sh(kTool + " calibrate --log-ranks 8 --out " + target, &out), 2) << out;
+  // The size corrections: on by default (the profile has them, the report shows the model
+  // alone beside them), off on request; the flag alone, or with a bad value, is refused.
+  EXPECT_NE(pw::read_file(profile).find("size_corrections:"), std::string::npos);
+  const std::string plain = (dir / "plain.yaml").string();
+  out.clear();
+  ASSERT_EQ(
+      sh(kTool + " calibrate --from-nccl-tests " + kLog +
+             " --log-ranks 8 --log-nodes 1 --base dgx-h100 --size-corrections off --out " + plain,
+         &out),
+      0)
+      << out;
+  EXPECT_EQ(pw::read_file(plain).find("size_corrections"), std::string::npos);
+  EXPECT_EQ(out.find("model alone"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(sh(kTool + " calibrate --size-corrections off --out " + target, &out), 2) << out;
+  EXPECT_NE(out.find("--size-corrections"), std::string::npos) << out;
+  EXPECT_EQ(occurrences(out, "\n"), 1) << out;
+  out.clear();
+  EXPECT_NE(sh(kTool + " calibrate --from-nccl-tests " + kLog +
+                   " --log-ranks 8 --log-nodes 1 --base dgx-h100 --size-corrections maybe --out " +
+                   target,
+               &out),
+            0)
+      << out;
+  EXPECT_FALSE(std::filesystem::exists(target));
   std::filesystem::remove_all(dir);
 }
 
