@@ -545,7 +545,13 @@ void register_plan(CLI::App& app, int* status) {
                   "only configurations this framework runs, so the best plan can be exported "
                   "(`pipewright export`): any (default) | megatron | torchtitan | "
                   "nemo | deepspeed");
-  sub->callback([o, status] { *status = run_plan(*o); });
+  sub->callback([o, status, sub] {
+    // --csv-form shapes the --export-csv file: alone it would do nothing.
+    if (sub->get_option("--csv-form")->count() > 0 && o->export_csv.empty())
+      throw ConfigError("", "--csv-form",
+                        "sets the form of the --export-csv file; give --export-csv FILE too");
+    *status = run_plan(*o);
+  });
 }
 
 }  // namespace pw::tools

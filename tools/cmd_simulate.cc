@@ -506,6 +506,9 @@ void register_simulate(CLI::App& app, int* status) {
     } else {
       for (const char* flag : kWholeOnly)
         refuse(flag, "applies to a scenario or --plan (the discrete-event simulator)");
+      // --csv-form shapes the --export-csv file: alone it would do nothing.
+      if (state->first.export_csv.empty())
+        refuse("--csv-form", "sets the form of the --export-csv file; give --export-csv FILE too");
     }
     if (whole) {
       scen.format = state->first.format;

@@ -171,6 +171,10 @@ TEST(Hardening, EveryFlagActsInItsModeOrIsRefused) {
   for (const std::string flag : {"--trace t.json", "--all-ranks", "--overlap-grad-reduce"})
     refused("simulate --schedule 1f1b --pp 4 --microbatches 8 " + flag,
             {flag.substr(0, flag.find(' ')), "scenario"});
+  // --csv-form shapes the --export-csv file; alone it used to be ignored with exit 0.
+  refused("simulate --schedule 1f1b --pp 4 --microbatches 8 --csv-form compute_comms",
+          {"--csv-form", "--export-csv"});
+  refused("plan " + kScenario + " --csv-form compute_comms", {"--csv-form", "--export-csv"});
 }
 
 TEST(Hardening, TheBinaryLinksNoCudaLibrary) {
