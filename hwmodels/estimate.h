@@ -55,13 +55,19 @@ struct Estimate {
   GpuMemoryFigures last;   ///< GPU of the last pipeline stage
   StageCosts first_costs;  ///< per microbatch, first stage (one model chunk)
   StageCosts last_costs;   ///< per microbatch, last stage (one model chunk)
+  /// Per microbatch, a chunk with neither the embedding nor the head: the other v - 1 chunks
+  /// of the first and last devices under interleaving, and every chunk of the devices between.
+  StageCosts middle_costs;
   /// Exposed TP (and EP) collectives of F on a middle stage, per microbatch per chunk (with
   /// tp_comm_overlap what exceeds the GEMMs they run under), and of B, W and R together.
   TimePs tp_comm_f = 0;
   TimePs tp_comm_b = 0;
   std::vector<CollectiveEstimate> collectives;
-  /// Analytic 1F1B iteration time: (m + p - 1) chunk passes of the slowest stage (interleaving
-  /// shrinks the bubble by v), plus exposed DP communication. A quick figure, not the simulator.
+  /// Analytic 1F1B iteration time: the busiest device's m microbatches (its v chunks each: the
+  /// first device's embedding chunk and v - 1 middle ones, the last device's head chunk and
+  /// v - 1 middle ones) plus a bubble of p - 1 passes of the slowest chunk, plus exposed DP
+  /// communication; with v = 1 that is (m + p - 1) passes of the slowest stage. A quick figure,
+  /// not the simulator.
   TimePs iteration_time = 0;
   double tflops_per_gpu = 0;  ///< hardware FLOPs / (GPUs x iteration time)
 };
