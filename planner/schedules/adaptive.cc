@@ -5,6 +5,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "planner/schedules/block_reorder.h"
 #include "planner/schedules/building_block.h"
+#include "planner/schedules/v_grid.h"
 #include "planner/schedules/v_schedules.h"
 #include "planner/schedules/zb_auto.h"
 #include "sim/evaluator.h"
@@ -73,6 +75,44 @@ bool build_offsets(int p, const Params& q, VOffsets& o, std::vector<unsigned>& u
   return chain_up(o.b, 1, o.B[p - 1]);
 }
 
+// The authors' own parametrisation of the block (Qi et al. 2024, Appendix A; their
+// v_auto_schedule): device 0's slots of F, f, B, b in the period (F at 0; f, B, b distinct in
+// 1..5), then device by device F and B move by +k and f and b by -1 slot of the period, with
+// k = k0 on the first `len0` hops and k1 after. Each chain then takes, device after device, the
+// first slot of its pass after the previous pass of the chain (F down from device 0, f up from
+// the last device, B down, b up), as their repetition does. False when two passes of a device
+// share a slot. Our (down, up, turn) space fixes the turns at the last device to the smallest
+// collision-free gap; this one does not, so the two together hold every block either holds.
+bool build_pattern_offsets(int p, const int (&pattern0)[4], int k0, int k1, int len0, VOffsets& o,
+                           std::vector<unsigned>& used) {
+  std::vector<std::array<int, 4>> pos(p);
+  used.assign(p, 0u);
+  for (int v = 0; v < 4; ++v) pos[0][v] = pattern0[v];
+  for (int i = 0; i + 1 < p; ++i) {
+    const int k = i < len0 ? k0 : k1;
+    const int step[4] = {k, -1, k, -1};
+    for (int v = 0; v < 4; ++v)
+      pos[i + 1][v] = ((pos[i][v] + step[v]) % kPeriod + kPeriod) % kPeriod;
+  }
+  for (int i = 0; i < p; ++i)
+    for (int v = 0; v < 4; ++v)
+      if (!take(used[i], pos[i][v])) return false;
+  o.F.resize(p);
+  o.f.resize(p);
+  o.B.resize(p);
+  o.b.resize(p);
+  // The first slot at or after `t` holding pass v on device i.
+  auto next = [&](int i, int v, int t) {
+    return t + ((pos[i][v] - t) % kPeriod + kPeriod) % kPeriod;
+  };
+  int t = 0;
+  for (int i = 0; i < p; ++i) t = (o.F[i] = next(i, 0, t)) + 1;
+  for (int i = p - 1; i >= 0; --i) t = (o.f[i] = next(i, 1, t)) + 1;
+  for (int i = 0; i < p; ++i) t = (o.B[i] = next(i, 2, t)) + 1;
+  for (int i = p - 1; i >= 0; --i) t = (o.b[i] = next(i, 3, t)) + 1;
+  return true;
+}
+
 // First free slot at or after `from` on a device whose taken slots are `used` (period 6).
 int first_free(unsigned& used, int from) {
   for (int t = from;; ++t)
@@ -92,6 +132,40 @@ void fill_block(int p, const VOffsets& o, std::vector<unsigned> used, BuildingBl
     x[4] = {ActionKind::kW, c1, first_free(used[i], o.B[i] + 1), 1};
     x[5] = {ActionKind::kW, c0, first_free(used[i], o.b[i] + 1), 1};
   }
+}
+
+// The block's period-6 slots per device in v_grid's order (F, f, B, b, W, w), W and w where
+// fill_block puts them.
+VGridPattern pattern_of(int p, const VOffsets& o) {
+  VGridPattern pat(p);
+  for (int i = 0; i < p; ++i) {
+    unsigned used = 0;
+    for (int x : {o.F[i], o.f[i], o.B[i], o.b[i]}) take(used, x);
+    const int w = first_free(used, o.B[i] + 1), ww = first_free(used, o.b[i] + 1);
+    pat[i] = {o.F[i] % kPeriod, o.f[i] % kPeriod, o.B[i] % kPeriod,
+              o.b[i] % kPeriod, w % kPeriod,      ww % kPeriod};
+  }
+  return pat;
+}
+
+// The authors' reordering of one block (v_grid_schedule) as a curve point; nullopt when their
+// method refuses the block or its order does not validate.
+std::optional<TradeoffPoint> grid_point(int p, int m, const VOffsets& o, const CostTable& costs) {
+  std::optional<Schedule> s = v_grid_schedule(p, m, pattern_of(p, o), 2 * p);
+  if (!s) return std::nullopt;
+  EvalResult r;
+  try {
+    r = evaluate(*s, costs);  // builds the dependency graph: refuses an order that deadlocks
+  } catch (const ConfigError&) {
+    return std::nullopt;
+  }
+  TradeoffPoint pt;
+  for (const DeviceStats& d : r.device) pt.peak_memory = std::max(pt.peak_memory, d.peak_memory);
+  pt.makespan = r.makespan;
+  pt.cost = r.cost;
+  pt.grid = true;
+  pt.offsets = o;
+  return pt;
 }
 
 std::uint64_t offsets_hash(const VOffsets& o) {
@@ -197,6 +271,23 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
             }
           }
   }
+  if (opt.pattern_space) {
+    // The authors' space (build_pattern_offsets), after ours: only the blocks ours lacks.
+    for (int ff = 1; ff < kPeriod; ++ff)
+      for (int bf = 1; bf < kPeriod; ++bf)
+        for (int bb = 1; bb < kPeriod; ++bb) {
+          if (ff == bf || ff == bb || bf == bb) continue;
+          const int pattern0[4] = {0, ff, bf, bb};
+          for (int k0 = 1; k0 < kPeriod; ++k0)
+            for (int k1 = 1; k1 <= k0; ++k1)
+              for (int len0 = 1; len0 < p; ++len0) {
+                ++curve.candidates;
+                if (!build_pattern_offsets(p, pattern0, k0, k1, len0, o, used)) continue;
+                if (!seen.insert(offsets_hash(o)).second) continue;
+                cands.push_back(Cand{Params{len0, k0, 1, k1, 1, 0}, o, used, {}});
+              }
+        }
+  }
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, cands.size(), 16), [&](const auto& rg) {
     BlockWorkspace ws;
     BuildingBlock blk;
@@ -209,6 +300,34 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
       cands[i].r = squeeze_block(blk, m, costs, ws);
     }
   });
+  // Every block through the authors' own reordering too (their warm-up and cool-down patterns
+  // and greedy bubble filling, planner/schedules/v_grid.h): on some blocks it finds orders the
+  // squeeze and the reorderings below do not (p=4, m=8, 5 chunk activations held until W: 56
+  // against 58).
+  // Only the blocks whose plain squeeze is among the `grid_per_level` cheapest at its peak go
+  // through it (the method keeps a block's peak, and reorders a block's order, so a block far
+  // behind at its peak level does not come first after it); 0: every block.
+  std::vector<std::size_t> to_grid;
+  if (opt.grid_method) {
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < cands.size(); ++i)
+      if (cands[i].r.makespan >= 0) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return std::tie(cands[a].r.peak_memory, cands[a].r.cost) <
+             std::tie(cands[b].r.peak_memory, cands[b].r.cost);
+    });
+    int taken = 0;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      if (k > 0 && cands[order[k]].r.peak_memory != cands[order[k - 1]].r.peak_memory) taken = 0;
+      if (opt.grid_per_level > 0 && taken >= opt.grid_per_level) continue;
+      ++taken;
+      to_grid.push_back(order[k]);
+    }
+    std::sort(to_grid.begin(), to_grid.end());
+  }
+  std::vector<std::optional<TradeoffPoint>> grid(to_grid.size());
+  tbb::parallel_for(std::size_t{0}, grid.size(),
+                    [&](std::size_t i) { grid[i] = grid_point(p, m, cands[to_grid[i]].o, costs); });
   // The front takes them in the loops' order: the same curve whatever the thread count.
   std::vector<TradeoffPoint> front;
   for (Cand& c : cands) {
@@ -251,6 +370,8 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
     }
     front = std::move(refined);
   }
+  for (std::optional<TradeoffPoint>& g : grid)
+    if (g && !dominated(front, g->peak_memory, g->cost)) insert_point(front, std::move(*g));
   if (opt.greedy_points) add_greedy_points(p, m, costs, front);
   std::sort(front.begin(), front.end(), [](const TradeoffPoint& a, const TradeoffPoint& b) {
     return a.peak_memory < b.peak_memory;
@@ -275,6 +396,11 @@ const TradeoffPoint& pick_point(const TradeoffCurve& curve, double memory_limit)
 
 Schedule tradeoff_schedule(int p, int m, const TradeoffPoint& pt, const CostTable& costs,
                            int num_layers) {
+  if (pt.grid) {
+    std::optional<Schedule> s = v_grid_schedule(p, m, pattern_of(p, pt.offsets), 2 * p, num_layers);
+    PW_ASSERT(s.has_value(), "grid trade-off point no longer reproduces");
+    return std::move(*s);
+  }
   if (pt.greedy) {
     Schedule s = zb_greedy(v_placement(p, num_layers), m, costs, pt.greedy_limit, pt.greedy_variant,
                            "v-adaptive");

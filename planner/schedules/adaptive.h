@@ -31,6 +31,13 @@ struct AdaptiveOptions {
   int turn_range = 6;         ///< largest f -> B turn gap tried at device 0 (slots)
   bool fill_w = true;         ///< re-squeeze the front's points with W gap filling
   bool greedy_points = true;  ///< add the greedy V scheduler's points (see above)
+  /// Also search the authors' parametrisation of the block (device 0's pattern and uniform
+  /// +k / -1 moves in two groups, their v_auto_schedule), whose last-device turns ours fixes.
+  bool pattern_space = true;
+  /// Also run every block through the authors' own reordering (planner/schedules/v_grid.h).
+  bool grid_method = true;
+  /// ... but only for the this many cheapest blocks (plain squeeze) of each peak level; 0: all.
+  int grid_per_level = 16;
 };
 
 /// One point of the trade-off curve.
@@ -39,6 +46,7 @@ struct TradeoffPoint {
   TimePs makespan = 0;     ///< last end - first start over all devices (ps, or slots)
   TimePs cost = 0;         ///< largest device span (zero-bubble convention): the curve's time
   bool filled = false;     ///< the makespan needs squeeze_fill_w's order
+  bool grid = false;       ///< the order is the authors' reordering of the block (v_grid)
   int split = 0;           ///< group boundary device k
   int down_a = 1, up_a = 1, down_b = 1, up_b = 1;  ///< offsets of group A (< k) and B (>= k)
   int turn = 1;                                    ///< f -> B gap at device 0

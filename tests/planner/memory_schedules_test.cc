@@ -16,6 +16,7 @@
 #include "planner/schedules/bitpipe.h"
 #include "planner/schedules/building_block.h"
 #include "planner/schedules/generator.h"
+#include "planner/schedules/v_grid.h"
 #include "planner/schedules/v_schedules.h"
 #include "planner/schedules/zb_auto.h"
 #include "sim/evaluator.h"
@@ -158,13 +159,14 @@ TEST(Adaptive, P4M8CurveMeetsOrBeatsThePublishedMakespans) {
   }
 }
 
-TEST(Adaptive, GeneratorUnderThePapersMemoryRuleMeetsThePublishedCurveAtFourOfFiveLimits) {
+TEST(Adaptive, GeneratorUnderThePapersMemoryRuleMeetsThePublishedCurve) {
   // The published adaptive V curve (p=4, m=8, limits 4..8 chunk activations -> 59, 56, 53, 51,
   // 48) counts a chunk's activation until its W: mw_over_mb = 1 here. generate_v_adaptive
-  // reorders the cheapest block points that fit the limit and the V-ZB block with the limit as
-  // every device's cap. Asserted like with like: never above the published figure at limits 4,
-  // 6, 7, 8, never above the curve's own point, always within the limit. At limit 5 it is not
-  // met (58 against 56, measured 2026-11-27): only bounded by the curve here.
+  // takes the curve's pick (blocks through our squeeze and through the authors' own reordering,
+  // planner/schedules/v_grid.h), the cheapest block points that fit the limit reordered with
+  // the limit as every device's cap, and the V-ZB block. Asserted like with like: never above
+  // the published figure, never above the curve's own point, always within the limit. (Limit 5
+  // was 58 until the authors' reordering joined the search on 2026-11-27.)
   const CostTable costs = make_uniform_cost_table(v_placement(4), unit(1.0));
   const TradeoffCurve curve = adaptive_tradeoff(4, 8, costs);
   const int published[] = {59, 56, 53, 51, 48};
@@ -172,7 +174,7 @@ TEST(Adaptive, GeneratorUnderThePapersMemoryRuleMeetsThePublishedCurveAtFourOfFi
     GeneratorParams gp = params(4, 8, 1.0);
     gp.memory_limit = limit / 2.0;
     const EvalResult r = run("v-adaptive", gp);
-    if (limit != 5) EXPECT_LE(r.cost, published[limit - 4]) << "limit " << limit;
+    EXPECT_LE(r.cost, published[limit - 4]) << "limit " << limit;
     EXPECT_LE(r.cost, pick_point(curve, limit / 2.0).cost) << "limit " << limit;
     EXPECT_LE(2 * max_peak(r), limit + 1e-9) << "limit " << limit;
   }
@@ -186,6 +188,72 @@ TEST(Adaptive, GeneratorUnderThePapersMemoryRuleMeetsThePublishedCurveAtFourOfFi
     EXPECT_LE(2 * max_peak(r), limit + 1e-9) << "limit " << limit;
     if (limit == 4) EXPECT_LT(r.cost, 59);
   }
+}
+
+// The authors' reordering (planner/schedules/v_grid.h) of the block their scheduler picks at
+// p=4, m=8 and 5 chunk activations (device rows, period 6: FWwfBb, WFfwbB, BfFbWw, fBbFWw; F/f
+// chunk 0/1 forward, B/b chunk 1/0 backward, W/w their weight passes) gives the published 56
+// under their memory rule (activation held until W), within the limit.
+TEST(VGrid, TheAuthorsBlockAtFiveActivationsGivesThePublished56) {
+  const VGridPattern pattern = {
+      {0, 3, 4, 5, 1, 2}, {1, 2, 5, 4, 0, 3}, {2, 1, 0, 3, 4, 5}, {3, 0, 1, 2, 4, 5}};
+  const std::optional<Schedule> s = v_grid_schedule(4, 8, pattern, 5);
+  ASSERT_TRUE(s.has_value());
+  validate_schedule(*s);
+  const EvalResult r = evaluate(*s, make_uniform_cost_table(s->placement, unit(1.0)));
+  EXPECT_EQ(r.cost, 56);
+  EXPECT_LE(2 * max_peak(r), 5 + 1e-9);
+  // Their limit refuses it when the block's repetition needs more (m >= 2p: checked up front).
+  EXPECT_FALSE(v_grid_schedule(4, 8, pattern, 4).has_value());
+}
+
+TEST(VGrid, EveryOrderItGivesIsLegalWithinTwoPAndDeterministic) {
+  // Every device-0 pattern of the authors' space with uniform offsets (+k for F and B, -1 for f
+  // and b per device, W and w in the first free slot after B and b), p = 2..6, m in {p, 2p,
+  // 3p+1}: what it returns is a legal V schedule of m microbatches whose peak under the
+  // hold-until-W rule is at most 2p chunk activations, and the same on a second call.
+  int returned = 0;
+  for (int p = 2; p <= 6; ++p)
+    for (int m : {p, 2 * p, 3 * p + 1})
+      for (int ff = 1; ff < 6; ++ff)
+        for (int bf = 1; bf < 6; ++bf)
+          for (int bb = 1; bb < 6; ++bb)
+            for (int k = 1; k < 6; ++k) {
+              if (ff == bf || ff == bb || bf == bb) continue;
+              VGridPattern pat(p);
+              bool ok = true;
+              for (int i = 0; i < p && ok; ++i) {
+                std::array<int, 6>& x = pat[i];
+                x = {(0 + k * i) % 6,
+                     ((ff - i) % 6 + 6) % 6,
+                     (bf + k * i) % 6,
+                     ((bb - i) % 6 + 6) % 6,
+                     -1,
+                     -1};
+                unsigned used = 0;
+                for (int v = 0; v < 4; ++v) {
+                  ok = ok && !(used & (1u << x[v]));
+                  used |= 1u << x[v];
+                }
+                for (int v : {4, 5}) {
+                  const int after = v == 4 ? x[2] : x[3];
+                  for (int d = 1; d <= 6 && x[v] < 0; ++d)
+                    if (!(used & (1u << ((after + d) % 6)))) {
+                      x[v] = (after + d) % 6;
+                      used |= 1u << x[v];
+                    }
+                }
+              }
+              if (!ok) continue;
+              const std::optional<Schedule> s = v_grid_schedule(p, m, pat, 2 * p);
+              if (!s) continue;
+              ++returned;
+              ASSERT_EQ(check_schedule(*s), "") << "p=" << p << " m=" << m;
+              const EvalResult r = evaluate(*s, make_uniform_cost_table(s->placement, unit(1.0)));
+              EXPECT_LE(2 * max_peak(r), 2 * p + 1e-9) << "p=" << p << " m=" << m;
+              EXPECT_EQ(v_grid_schedule(p, m, pat, 2 * p), s);
+            }
+  EXPECT_GT(returned, 100);
 }
 
 TEST(Adaptive, NeverCostlierThanVzbUnderTheSameLimit) {

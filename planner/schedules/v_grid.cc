@@ -1,0 +1,542 @@
+#include "planner/schedules/v_grid.h"
+
+#include <algorithm>
+#include <deque>
+#include <string>
+
+#include "planner/schedules/v_schedules.h"
+
+namespace pw {
+namespace {
+
+constexpr int kPeriod = 6;
+constexpr char kIds[] = "FfBbWw";  // the pattern's order
+
+using Grid = std::vector<std::string>;  // one row per device, one char per slot (' ': idle)
+
+// A step of the method refuses the block (their assertions and checks).
+struct Reject {};
+
+void require(bool ok) {
+  if (!ok) throw Reject{};
+}
+
+int id_of(char c) {
+  switch (c) {
+    case 'F':
+      return 0;
+    case 'f':
+      return 1;
+    case 'B':
+      return 2;
+    case 'b':
+      return 3;
+    case 'W':
+      return 4;
+    case 'w':
+      return 5;
+    default:
+      return -1;
+  }
+}
+
+bool is_fwd(char c) { return c == 'F' || c == 'f'; }
+bool is_w(char c) { return c == 'W' || c == 'w'; }
+// The passes that travel down the V (device i-1 to i) and up it (i+1 to i).
+bool is_down(char c) { return c == 'F' || c == 'B'; }
+bool is_up(char c) { return c == 'f' || c == 'b'; }
+
+// Per (microbatch, device): the slot of each pass, -1 until placed.
+using Index = std::vector<std::array<int, 6>>;
+
+int peak_of(const std::string& row) {
+  int peak = 0, mem = 0;
+  for (char c : row) {
+    if (is_fwd(c)) ++mem;
+    if (is_w(c)) --mem;
+    peak = std::max(peak, mem);
+  }
+  return peak;
+}
+
+int peak_mem(const Grid& g) {
+  int peak = 0;
+  for (const std::string& r : g) peak = std::max(peak, peak_of(r));
+  return peak;
+}
+
+std::size_t grid_len(const Grid& g) {
+  for (const std::string& r : g) require(r.size() == g[0].size());
+  return g.empty() ? 0 : g[0].size();
+}
+
+// Python's s[i] for a possibly negative i.
+char& at(std::string& row, long long i) {
+  if (i < 0) i += static_cast<long long>(row.size());
+  require(i >= 0 && i < static_cast<long long>(row.size()));
+  return row[static_cast<std::size_t>(i)];
+}
+
+Grid repeat(int p, int m, const VGridPattern& pattern) {
+  Grid g(p);
+  const int len = 4 * p + m + 1;
+  for (int i = 0; i < p; ++i) {
+    std::string unit(kPeriod, ' ');
+    for (int v = 0; v < 6; ++v) unit[pattern[i][v]] = kIds[v];
+    g[i].reserve(static_cast<std::size_t>(len) * kPeriod);
+    for (int k = 0; k < len; ++k) g[i] += unit;
+  }
+  return g;
+}
+
+void clear_from(std::string& row, long long pos, int dir) {
+  while (pos >= 0 && pos < static_cast<long long>(row.size())) {
+    row[static_cast<std::size_t>(pos)] = ' ';
+    pos += dir * kPeriod;
+  }
+}
+
+// Keeps, of every pass's repetitions, the m that follow the chain from device 0's first F (each
+// pass the first of its kind after the previous one of the chain), and clears the rest.
+void clear_invalid(Grid& g, int m) {
+  const int p = static_cast<int>(g.size());
+  long long index = kPeriod;
+  for (char id : std::string("FfBb")) {
+    for (int k = 0; k < p; ++k) {
+      const int i = is_down(id) ? k : p - 1 - k;
+      for (int j = 0; j < kPeriod; ++j) {
+        if (at(g[i], index) == id) {
+          clear_from(g[i], index - kPeriod, -1);
+          clear_from(g[i], index + static_cast<long long>(kPeriod) * m, +1);
+          ++index;
+          if (id == 'B' || id == 'b') {
+            const char w = id == 'B' ? 'W' : 'w';
+            for (int q = 0; q < kPeriod; ++q) {
+              if (at(g[i], index + q) == w) {
+                clear_from(g[i], index + q - kPeriod, -1);
+                clear_from(g[i], index + q + static_cast<long long>(kPeriod) * m, +1);
+                break;
+              }
+            }
+          }
+          break;
+        }
+        ++index;
+      }
+    }
+  }
+}
+
+// Every pass as early as its device's previous pass and its dependency allow, in the same
+// order per device (slot by slot: down-going passes top to bottom, then up-going bottom to top).
+Grid squeeze(const Grid& g, int m) {
+  const int p = static_cast<int>(g.size());
+  const std::size_t len = grid_len(g);
+  Grid out(p, std::string(len, ' '));
+  std::vector<std::array<int, 6>> cnt(p, std::array<int, 6>{});
+  Index idx(static_cast<std::size_t>(p) * m);
+  for (auto& a : idx) a.fill(-1);
+  std::vector<int> next(p, 0);
+  int new_len = 0;
+  for (std::size_t j = 0; j < len; ++j) {
+    for (int dir = 0; dir < 2; ++dir) {
+      for (int k = 0; k < p; ++k) {
+        const int i = dir == 0 ? k : p - 1 - k;
+        const char c = g[i][j];
+        if (c == ' ') continue;
+        const bool upper = c == 'F' || c == 'B' || c == 'W';
+        if ((dir == 0) != upper) continue;
+        const int v = id_of(c);
+        const int n = cnt[i][v];
+        require(n < m);
+        int slot;
+        if (is_w(c) || (i == 0 && is_down(c)) || (i == p - 1 && is_up(c))) {
+          if (i == 0 && c == 'B') require(idx[n * p + i][1] >= 0);
+          if (i == p - 1 && c == 'f') require(idx[n * p + i][0] >= 0);
+          if (i == p - 1 && c == 'b') require(idx[n * p + i][2] >= 0);
+          slot = next[i];
+        } else if (is_down(c)) {
+          const int prev = idx[n * p + i - 1][v];
+          require(prev >= 0);
+          slot = std::max(prev + 1, next[i]);
+        } else {
+          const int prev = idx[n * p + i + 1][v];
+          require(prev >= 0);
+          slot = std::max(prev + 1, next[i]);
+        }
+        require(slot < static_cast<int>(len));
+        out[i][slot] = c;
+        cnt[i][v] = n + 1;
+        idx[n * p + i][v] = slot;
+        next[i] = slot + 1;
+        new_len = std::max(new_len, next[i]);
+      }
+    }
+  }
+  for (std::string& r : out) r.resize(static_cast<std::size_t>(new_len));
+  return out;
+}
+
+// Re-lays each device's passes before its first b: up to 2(p-1-i) slots of F, then i+1 pairs
+// (F, f), then (B, W, f-or-F) triples, with #f = min(i+1, peak/2) and #F = peak - #f.
+void warmup(Grid& g, int m) {
+  const int p = static_cast<int>(g.size());
+  const int peak = std::min(peak_mem(g), 2 * p);
+  std::vector<int> cnt_f(p), cnt_ff(p);
+  for (int i = 0; i < p; ++i) {
+    cnt_ff[i] = std::min({i + 1, peak / 2, m});
+    cnt_f[i] = std::min(peak - cnt_ff[i], m);
+  }
+  for (int i = 0; i < p; ++i) {
+    std::string& row = g[i];
+    int c_f = 0, c_ff = 0, c_b = 0, c_w = 0;
+    for (std::size_t j = 0; j < row.size(); ++j) {
+      const char c = row[j];
+      if (c == 'b') break;
+      if (c == 'F')
+        ++c_f;
+      else if (c == 'f')
+        ++c_ff;
+      else if (c == 'B')
+        ++c_b;
+      else if (c == 'W')
+        ++c_w;
+      else
+        require(c == ' ');
+      row[j] = ' ';
+    }
+    long long j = i;
+    int u_f = 0, u_ff = 0, u_b = 0, u_w = 0;
+    for (int k = 0; k < 2 * (p - 1 - i); ++k) {
+      if (u_f < cnt_f[i] && u_f < c_f) at(row, j) = 'F', ++u_f;
+      ++j;
+    }
+    for (int k = 0; k < i + 1; ++k) {
+      if (u_f < cnt_f[i] && u_f < c_f) at(row, j) = 'F', ++u_f;
+      ++j;
+      if (u_ff < cnt_ff[i] && u_ff < c_ff) at(row, j) = 'f', ++u_ff;
+      ++j;
+    }
+    while (u_f < c_f || u_ff < c_ff || u_b < c_b || u_w < c_w) {
+      if (u_b < c_b) at(row, j) = 'B', ++u_b;
+      ++j;
+      if (u_w < c_w) at(row, j) = 'W', ++u_w;
+      ++j;
+      if (u_ff < c_ff) {
+        require(u_ff < u_f);
+        at(row, j) = 'f', ++u_ff;
+      } else if (u_f < c_f) {
+        at(row, j) = 'F', ++u_f;
+      }
+      ++j;
+    }
+  }
+}
+
+void remove_redundancy(Grid& g, int m) {
+  for (std::string& row : g) {
+    std::array<int, 6> cnt{};
+    for (char& c : row) {
+      const int v = id_of(c);
+      if (v < 0) continue;
+      if (cnt[v] >= m)
+        c = ' ';
+      else
+        ++cnt[v];
+    }
+  }
+}
+
+// With few microbatches: moves each device's first weight passes to its end while it stays
+// under the peak, so the warm-up can run more forwards.
+void release_w(Grid& g, int peak) {
+  const int p = static_cast<int>(g.size());
+  const std::size_t len = grid_len(g);
+  std::vector<int> all(p);
+  for (int i = 0; i < p; ++i) all[i] = peak_of(g[i]);
+  const int min_peak = *std::min_element(all.begin(), all.end());
+  for (int i = 0; i < p; ++i) {
+    int cnt = 0;
+    std::string pad(static_cast<std::size_t>(std::max(0, peak - min_peak)), ' ');
+    for (std::size_t j = 0; j < len; ++j) {
+      if (all[i] + cnt >= peak) break;
+      if (is_w(g[i][j])) {
+        require(cnt < static_cast<int>(pad.size()));
+        pad[static_cast<std::size_t>(cnt)] = g[i][j];
+        g[i][j] = ' ';
+        ++cnt;
+      }
+    }
+    g[i] += pad;
+  }
+}
+
+// Re-lays the cool-down: after the last f, (peak+1)/2 b's and min(i+1, peak - #b) B's at fixed
+// slots, the trailing weight passes re-added in the free slots after the last weight pass.
+Grid cooldown(Grid g, int m) {
+  const int p = static_cast<int>(g.size());
+  const int peak = peak_mem(g);
+  require(peak <= 2 * p);
+  const int max_bb = std::min((peak + 1) / 2, m);
+  const int max_b = std::min(peak - max_bb, m);
+  long long start = -1;
+  for (int i = 0; i < p; ++i) {
+    std::string& row = g[i];
+    int c_b = 0, c_bb = 0, c_w = 0, c_ww = 0;
+    long long last_ff = -1;
+    for (long long j = static_cast<long long>(row.size()) - 1; j >= 0; --j) {
+      char& c = row[static_cast<std::size_t>(j)];
+      if (c == 'f' && last_ff == -1) last_ff = j;
+      if (c == 'B' && c_b < i + 1 && c_b < max_b) {
+        c = ' ';
+        ++c_b;
+      }
+      if (c == 'b' && c_bb < max_bb) {
+        c = ' ';
+        ++c_bb;
+      }
+    }
+    for (long long j = static_cast<long long>(row.size()) - 1; j >= 0; --j) {
+      if (c_w >= c_b && c_ww >= c_bb && c_w + c_ww >= peak) break;
+      char& c = row[static_cast<std::size_t>(j)];
+      if (c == 'W') {
+        c = ' ';
+        ++c_w;
+      }
+      if (c == 'w') {
+        c = ' ';
+        ++c_ww;
+      }
+    }
+    if (i == 0) start = last_ff;
+    for (int k = 0; k < c_bb; ++k) {
+      char& c = at(row, start - i + 2 * p - 2 * k);
+      require(c == ' ');
+      c = 'b';
+    }
+    for (int k = 0; k < c_b; ++k) at(row, start + 1 + i - 2 * k) = 'B';
+  }
+  std::size_t max_len = 0;
+  for (int i = 0; i < p; ++i) {
+    std::string& row = g[i];
+    int c_w = 0, c_ww = 0;
+    long long last_w = -1;
+    for (long long j = static_cast<long long>(row.size()) - 1; j >= 0; --j)
+      if (is_w(row[static_cast<std::size_t>(j)])) {
+        last_w = j;
+        break;
+      }
+    for (std::size_t j = 0; j < row.size(); ++j) {
+      const char c = row[j];
+      if (c == 'B')
+        ++c_w;
+      else if (c == 'b')
+        ++c_ww;
+      else if (c == 'W')
+        --c_w;
+      else if (c == 'w')
+        --c_ww;
+      if (c == ' ' && static_cast<long long>(j) > last_w) {
+        if (c_w > 0) {
+          row[j] = 'W';
+          --c_w;
+        } else if (c_ww > 0) {
+          row[j] = 'w';
+          --c_ww;
+        }
+      }
+    }
+    row.append(static_cast<std::size_t>(std::max(0, c_w)), 'W');
+    row.append(static_cast<std::size_t>(std::max(0, c_ww)), 'w');
+    max_len = std::max(max_len, row.size());
+  }
+  for (std::string& row : g) row.resize(max_len, ' ');
+  return squeeze(g, m);
+}
+
+// Slot by slot, a bubble takes the first later pass of its device that can move there without
+// breaking a dependency or raising the device's peak.
+void reorder_greedily(Grid& g, int m) {
+  const int p = static_cast<int>(g.size());
+  const int peak = peak_mem(g);
+  const std::size_t len = grid_len(g);
+  std::vector<std::array<long long, 6>> last(p);
+  for (int i = 0; i < p; ++i) {
+    last[i].fill(-1);
+    for (std::size_t j = 0; j < len; ++j)
+      if (const int v = id_of(g[i][j]); v >= 0) last[i][v] = static_cast<long long>(j);
+  }
+  std::vector<int> mem(p, 0);
+  std::vector<std::array<int, 6>> cnt(p, std::array<int, 6>{});
+  Index idx(static_cast<std::size_t>(p) * m);
+  for (auto& a : idx) a.fill(-1);
+  auto update = [&](int i, char c) {
+    if (is_fwd(c)) ++mem[i];
+    if (is_w(c)) --mem[i];
+  };
+  for (std::size_t j = 0; j < len; ++j) {
+    for (int i = 0; i < p; ++i) {
+      const char here = g[i][j];
+      if (const int v = id_of(here); v >= 0) {
+        const int n = cnt[i][v];
+        require(n < m);
+        cnt[i][v] = n + 1;
+        idx[n * p + i][v] = static_cast<int>(j);
+        update(i, here);
+        continue;
+      }
+      require(here == ' ');
+      std::array<bool, 6> avail{};
+      int n_avail = 0;
+      for (int v = 0; v < 6; ++v)
+        if (last[i][v] > static_cast<long long>(j)) avail[v] = true, ++n_avail;
+      int mem_delta = 0, peak_delta = 0;
+      for (std::size_t k = j + 1; k < len; ++k) {
+        if (n_avail == 0) break;
+        const char c = g[i][k];
+        if (is_fwd(c)) ++mem_delta;
+        if (is_w(c)) --mem_delta;
+        const int prev_peak = peak_delta;
+        peak_delta = std::max(peak_delta, mem_delta);
+        const int v = id_of(c);
+        if (v < 0 || !avail[v]) continue;
+        avail[v] = false;
+        --n_avail;
+        if (is_fwd(c) && mem[i] + prev_peak >= peak) continue;
+        const int n = cnt[i][v];
+        bool can = true;
+        if (is_down(c)) {
+          if (i > 0) {
+            const int at_prev = n < m ? idx[n * p + i - 1][v] : -1;
+            can = at_prev > -1 && at_prev < static_cast<int>(j);
+          } else if (c == 'B') {
+            can = cnt[i][1] > n;
+          }
+        } else if (is_up(c)) {
+          if (i + 1 < p) {
+            const int at_prev = n < m ? idx[n * p + i + 1][v] : -1;
+            can = at_prev > -1 && at_prev < static_cast<int>(j);
+          } else {
+            can = cnt[i][c == 'f' ? 0 : 2] > n;
+          }
+        } else {
+          can = cnt[i][c == 'W' ? 2 : 3] > n;
+        }
+        if (!can) continue;
+        require(n < m);
+        g[i][j] = c;
+        g[i][k] = ' ';
+        cnt[i][v] = n + 1;
+        idx[n * p + i][v] = static_cast<int>(j);
+        update(i, c);
+        break;
+      }
+    }
+  }
+}
+
+// Each weight pass takes the kind of the oldest backward still waiting for its W.
+void relabel_w(Grid& g, int m) {
+  for (std::string& row : g) {
+    std::array<int, 6> cnt{};
+    for (char c : row)
+      if (const int v = id_of(c); v >= 0) ++cnt[v];
+    for (int v = 0; v < 6; ++v) require(cnt[v] == m);
+    std::deque<char> queue;
+    for (char& c : row) {
+      if (c == 'B')
+        queue.push_back('W');
+      else if (c == 'b')
+        queue.push_back('w');
+      else if (is_w(c)) {
+        require(!queue.empty());
+        c = queue.front();
+        queue.pop_front();
+      }
+    }
+    require(queue.empty());
+  }
+}
+
+bool correct(const Grid& g, int m) {
+  const int p = static_cast<int>(g.size());
+  Index idx(static_cast<std::size_t>(p) * m);
+  for (auto& a : idx) a.fill(-1);
+  for (int i = 0; i < p; ++i) {
+    std::array<int, 6> cnt{};
+    for (std::size_t j = 0; j < g[i].size(); ++j) {
+      const int v = id_of(g[i][j]);
+      if (v < 0) continue;
+      if (cnt[v] >= m) return false;
+      idx[cnt[v] * p + i][v] = static_cast<int>(j);
+      ++cnt[v];
+    }
+    for (int v = 0; v < 6; ++v)
+      if (cnt[v] != m) return false;
+  }
+  for (int i = 0; i < p; ++i)
+    for (int j = 0; j < m; ++j) {
+      const auto& x = idx[j * p + i];
+      if (x[2] >= x[4] || x[3] >= x[5]) return false;  // B before W, b before w
+      if (i == 0 && x[1] >= x[2]) return false;        // f before B at the turn
+      if (i == p - 1 && (x[0] >= x[1] || x[2] >= x[3])) return false;
+      if (i > 0 && i < p - 1) {
+        const auto& up = idx[j * p + i - 1];
+        const auto& dn = idx[j * p + i + 1];
+        if (up[0] >= x[0] || up[2] >= x[2] || dn[1] >= x[1] || dn[3] >= x[3]) return false;
+      }
+    }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Schedule> v_grid_schedule(int p, int m, const VGridPattern& pattern, int max_mem,
+                                        int num_layers) {
+  if (p < 2 || m < 1 || static_cast<int>(pattern.size()) != p) return std::nullopt;
+  try {
+    const int rm = std::max(m, 2 * p);  // the authors' spare microbatches
+    Grid g = repeat(p, rm, pattern);
+    clear_invalid(g, rm);
+    int init_peak = peak_mem(g);
+    if ((m == rm && init_peak > max_mem) || init_peak > 2 * p) return std::nullopt;
+    g = squeeze(g, rm);
+    warmup(g, rm);
+    g = squeeze(g, rm);
+    int peak = peak_mem(g);
+    if (peak > init_peak) return std::nullopt;
+    if (m < rm) {
+      remove_redundancy(g, m);
+      if (m <= p && 2 * m <= max_mem) release_w(g, std::min(2 * p, peak));
+      g = squeeze(g, m);
+      init_peak = peak = peak_mem(g);
+      if (peak > max_mem) return std::nullopt;
+    }
+    g = cooldown(std::move(g), m);
+    reorder_greedily(g, m);
+    relabel_w(g, m);
+    if (peak_mem(g) > init_peak || !correct(g, m)) return std::nullopt;
+    Schedule s;
+    s.name = "v-adaptive";
+    s.placement = v_placement(p, num_layers);
+    s.num_microbatches = m;
+    s.actions.resize(p);
+    for (int i = 0; i < p; ++i) {
+      std::array<int, 6> cnt{};
+      const int c0 = i, c1 = 2 * p - 1 - i;
+      for (char c : g[i]) {
+        const int v = id_of(c);
+        if (v < 0) continue;
+        static constexpr ActionKind kKind[6] = {ActionKind::kF, ActionKind::kF, ActionKind::kB,
+                                                ActionKind::kB, ActionKind::kW, ActionKind::kW};
+        const int stage = (v == 0 || v == 3 || v == 5) ? c0 : c1;
+        s.actions[i].push_back(Action{kKind[v], static_cast<std::int16_t>(stage), cnt[v]++});
+      }
+    }
+    return s;
+  } catch (const Reject&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace pw

@@ -1,0 +1,34 @@
+#pragma once
+/// The building-block method of Qi et al. (NeurIPS 2024, "Pipeline Parallelism with Controllable
+/// Memory") as its authors run it (their v_auto_schedule): on the unit slot grid (every pass one
+/// slot, no communication), a V building block is repeated, squeezed without changing any
+/// device's order, its warm-up re-laid to a fixed pattern, its surplus microbatches dropped, its
+/// cool-down re-laid, and its bubbles filled greedily without raising the peak; the weight passes
+/// are then relabelled in backward order. Their memory rule: a chunk's activation is held from
+/// its forward to its weight pass (F/f +1, W/w -1).
+///
+/// What it gives is an order per device; `v-adaptive` evaluates that order under the real cost
+/// table like any other candidate (planner/schedules/adaptive.h), so the grid is only the method's
+/// own working space. Written here from the published method and its reference code's steps.
+#include <array>
+#include <optional>
+#include <vector>
+
+#include "core/schedule.h"
+
+namespace pw {
+
+/// Per device, the period-6 slot of each pass of the block, in the order F (chunk 0 forward), f
+/// (chunk 1 forward), B (chunk 1 backward), b (chunk 0 backward), W (chunk 1 weight), w (chunk 0
+/// weight); the six slots of a device are distinct.
+using VGridPattern = std::vector<std::array<int, 6>>;
+
+/// The authors' schedule of `pattern` for p devices and m microbatches, under their memory rule
+/// and a limit of `max_mem` chunk activations (they pass min(2p, limit); it rejects blocks whose
+/// repetition exceeds it and, for m <= p, lets released weight passes use it). nullopt where
+/// their method rejects the block (its peak, or an order their checks refuse). The schedule is on
+/// v_placement(p, num_layers).
+std::optional<Schedule> v_grid_schedule(int p, int m, const VGridPattern& pattern, int max_mem,
+                                        int num_layers = 0);
+
+}  // namespace pw
