@@ -1,5 +1,7 @@
 // Adaptive V-shape scheduler: the whole offset space for p=16, m=64 with the full memory/time
 // trade-off curve (target: under 50 ms on one core). Unit pass costs, W holding nothing.
+// `OursOnly` leaves out the authors' block parametrisation and reordering (planner/schedules/
+// v_grid.h), to compare with the search before they joined it.
 #include <benchmark/benchmark.h>
 
 #include "planner/schedules/adaptive.h"
@@ -7,12 +9,13 @@
 
 namespace {
 
-void run(benchmark::State& state, bool greedy_points) {
+void run(benchmark::State& state, bool greedy_points, bool authors = true) {
   const int p = static_cast<int>(state.range(0)), m = static_cast<int>(state.range(1));
   pw::UniformCosts c{1, 1, 1, 0, 0};
   const pw::CostTable costs = pw::make_uniform_cost_table(pw::v_placement(p), c);
   pw::AdaptiveOptions opt;
   opt.greedy_points = greedy_points;
+  opt.pattern_space = opt.grid_method = authors;
   std::size_t points = 0;
   for (auto _ : state) {
     const pw::TradeoffCurve curve = pw::adaptive_tradeoff(p, m, costs, opt);
@@ -24,6 +27,7 @@ void run(benchmark::State& state, bool greedy_points) {
 
 void BM_AdaptiveOffsetSpace(benchmark::State& state) { run(state, false); }
 void BM_AdaptiveWithGreedyPoints(benchmark::State& state) { run(state, true); }
+void BM_AdaptiveOursOnly(benchmark::State& state) { run(state, true, false); }
 
 // Generates `name` with `gp` once per iteration; reports the schedule's action count.
 void generate_repeatedly(benchmark::State& state, const char* name, const pw::GeneratorParams& gp) {
@@ -75,6 +79,7 @@ BENCHMARK_CAPTURE(BM_PlannerQuestion, zeropp, "zeropp")
 
 BENCHMARK(BM_AdaptiveOffsetSpace)->Args({4, 8})->Args({16, 64})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AdaptiveWithGreedyPoints)->Args({4, 8})->Args({16, 64})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AdaptiveOursOnly)->Args({4, 8})->Args({16, 64})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

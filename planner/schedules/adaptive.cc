@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -312,13 +313,16 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < cands.size(); ++i)
       if (cands[i].r.makespan >= 0) order.push_back(i);
+    // Levels of half a 1F1B stage (one chunk activation): the unit the method's own memory
+    // rule counts in, whatever share of an activation a W holds in the cost table.
+    auto level = [&](std::size_t i) { return std::ceil(cands[i].r.peak_memory * 2 - 1e-9); };
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return std::tie(cands[a].r.peak_memory, cands[a].r.cost) <
-             std::tie(cands[b].r.peak_memory, cands[b].r.cost);
+      const double la = level(a), lb = level(b);
+      return la != lb ? la < lb : cands[a].r.cost < cands[b].r.cost;
     });
     int taken = 0;
     for (std::size_t k = 0; k < order.size(); ++k) {
-      if (k > 0 && cands[order[k]].r.peak_memory != cands[order[k - 1]].r.peak_memory) taken = 0;
+      if (k > 0 && level(order[k]) != level(order[k - 1])) taken = 0;
       if (opt.grid_per_level > 0 && taken >= opt.grid_per_level) continue;
       ++taken;
       to_grid.push_back(order[k]);

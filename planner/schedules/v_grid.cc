@@ -137,12 +137,17 @@ Grid squeeze(const Grid& g, int m) {
   Index idx(static_cast<std::size_t>(p) * m);
   for (auto& a : idx) a.fill(-1);
   std::vector<int> next(p, 0);
+  std::string column(static_cast<std::size_t>(p), ' ');
   int new_len = 0;
   for (std::size_t j = 0; j < len; ++j) {
+    // One read of the column; then its down-going passes top to bottom, up-going bottom to top.
+    bool any = false;
+    for (int i = 0; i < p; ++i) any |= (column[i] = g[i][j]) != ' ';
+    if (!any) continue;
     for (int dir = 0; dir < 2; ++dir) {
       for (int k = 0; k < p; ++k) {
         const int i = dir == 0 ? k : p - 1 - k;
-        const char c = g[i][j];
+        const char c = column[i];
         if (c == ' ') continue;
         const bool upper = c == 'F' || c == 'B' || c == 'W';
         if ((dir == 0) != upper) continue;
