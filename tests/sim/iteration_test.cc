@@ -545,6 +545,30 @@ TEST(Iteration, SizeCorrectionOfTheAllReduceDoublesTheTensorParallelTime) {
   EXPECT_EQ(simulate_iteration(other).iteration, a.iteration);
 }
 
+// The send/recv correction reaches the simulator's pipeline transfers (add_point_phase): t = 8,
+// p = 2 on two nodes, so every activation and gradient transfer crosses nodes. With cross-node
+// send/recv measured at 3x the model, the exposed pipeline time grows and the tensor-parallel
+// time (single-node all-reduces, no correction) stays as it was; a single-node send/recv
+// correction changes nothing here.
+TEST(Iteration, SizeCorrectionOfSendRecvSlowsTheCrossNodePipelineTransfersOnly) {
+  const IterationInput plain = testing::input_for(small_scenario(8, 2, 2, 16));
+  IterationInput slow = plain, local = plain;
+  hw::CollectiveSizeCorrection c;
+  c.kind = hw::CollectiveKind::kSendRecv;
+  c.multi_node = true;
+  c.table.bytes = {8};
+  c.table.factor = {3.0};
+  slow.profile.collective_size_corrections = {c};
+  c.multi_node = false;
+  local.profile.collective_size_corrections = {c};
+  const IterationResult a = simulate_iteration(plain), b = simulate_iteration(slow);
+  const int pp = static_cast<int>(CommKind::kPp), tp = static_cast<int>(CommKind::kTp);
+  EXPECT_GT(b.exposed[pp], a.exposed[pp]);
+  EXPECT_GT(b.iteration, a.iteration);
+  EXPECT_EQ(b.exposed[tp], a.exposed[tp]);
+  EXPECT_EQ(simulate_iteration(local).iteration, a.iteration);
+}
+
 // ZeRO-2/3 reduce-scatter every microbatch's gradients (Megatron-FSDP: "accumulated during every
 // backward pass"; DeepSpeed: every micro-step), ZeRO-1 only the last microbatch's. t = p = 1 on
 // two nodes: d = 16, B = 64, so m = 4 microbatches per replica and one stage. The DP stream of
