@@ -572,6 +572,8 @@ NcclTestsFit fit_nccl_tests(const std::vector<NcclTestsLog>& logs, const hw::Har
       c.kind = log.kind;
       c.multi_node = log.nodes > 1;
       c.source = log.file;
+      c.ranks = log.ranks;
+      c.nodes = log.nodes;
       double lo = std::numeric_limits<double>::infinity(), hi = 0;
       for (const NcclTestsRow& row : log.rows) {
         const double f = row.time_s / model_seconds(fit.profile, log, row.bytes);
@@ -629,7 +631,13 @@ std::string nccl_tests_profile_yaml(const NcclTestsFit& fit, const std::string& 
     throw ConfigError(base_file, "node", "expected a hardware profile with a node section");
   std::string files;
   for (const std::string& f : log_files) files += (files.empty() ? "" : ", ") + f;
-  const std::string src = "fitted by `pipewright calibrate --from-nccl-tests` from " + files;
+  // Provenance: each log with its collective and group (nccl-tests output carries no date).
+  std::string logs;
+  for (const NcclTestsReport& r : fit.reports)
+    logs += fmt::format("{}{} ({}, {} ranks on {} node{})", logs.empty() ? "" : ", ", r.file,
+                        r.collective, r.ranks, r.nodes, r.nodes == 1 ? "" : "s");
+  const std::string src =
+      "fitted by `pipewright calibrate --from-nccl-tests` from " + (logs.empty() ? files : logs);
   const hw::HardwareProfile& p = fit.profile;
   doc["name"] = name;
   doc["description"] =
@@ -664,6 +672,8 @@ std::string nccl_tests_profile_yaml(const NcclTestsFit& fit, const std::string& 
         if (k.kind == c.kind) e["collective"] = k.name;
       e["scope"] = c.multi_node ? "multi_node" : "single_node";
       if (!c.source.empty()) e["source"] = c.source;
+      if (c.ranks > 0) e["ranks"] = c.ranks;
+      if (c.nodes > 0) e["nodes"] = c.nodes;
       YAML::Node pts(YAML::NodeType::Sequence);
       for (std::size_t i = 0; i < c.table.bytes.size(); ++i) {
         YAML::Node pt(YAML::NodeType::Sequence);

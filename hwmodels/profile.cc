@@ -215,7 +215,8 @@ FabricSpec parse_fabric(const ConfigMap& m) {
 }
 
 // `collectives.size_corrections`: a list of {collective, scope, points: [[bytes, factor], ...],
-// source}, at most one per (collective, scope), sizes ascending, factors positive.
+// source, ranks, nodes}, at most one per (collective, scope), sizes ascending, factors
+// positive; source, ranks and nodes (the log's group) are provenance.
 std::vector<CollectiveSizeCorrection> parse_size_corrections(const ConfigMap& coll) {
   static const std::pair<const char*, CollectiveKind> kKinds[] = {
       {"all_reduce", CollectiveKind::kAllReduce},
@@ -229,7 +230,7 @@ std::vector<CollectiveSizeCorrection> parse_size_corrections(const ConfigMap& co
   std::vector<CollectiveSizeCorrection> out;
   for (std::size_t i = 0; i < list.size(); ++i) {
     ConfigMap e(list[i], coll.file(), coll.key_path(fmt::format("size_corrections[{}]", i)));
-    e.check_keys({"collective", "scope", "points", "source"});
+    e.check_keys({"collective", "scope", "points", "source", "ranks", "nodes"});
     CollectiveSizeCorrection c;
     const std::string name = e.text("collective");
     bool known = false;
@@ -244,6 +245,8 @@ std::vector<CollectiveSizeCorrection> parse_size_corrections(const ConfigMap& co
       e.fail("scope", fmt::format("'{}' is not single_node or multi_node", scope));
     c.multi_node = scope == "multi_node";
     c.source = e.text_or("source", "");
+    c.ranks = static_cast<int>(e.integer_or("ranks", 0, 0));
+    c.nodes = static_cast<int>(e.integer_or("nodes", 0, 0));
     const YAML::Node pts = e.raw("points");
     if (!pts.IsSequence() || pts.size() == 0)
       e.fail("points", "expected a non-empty list of [bytes, measured/modelled time] pairs");

@@ -27,7 +27,8 @@ struct CollectiveSizeCorrection {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   bool multi_node = false;
   SizeCorrection table;
-  std::string source;  ///< the log it was fitted to
+  std::string source;        ///< the log it was fitted to
+  int ranks = 0, nodes = 0;  ///< that log's group (0: not recorded)
 };
 
 /// A loaded, validated hardware profile.

@@ -91,6 +91,12 @@ TEST(NcclTests, ShippedDgxH100LogParsesAndTheFitReproducesIt) {
   EXPECT_EQ(back.collective_protocols.size(), 3u);
   ASSERT_EQ(back.collective_size_corrections.size(), 1u);
   EXPECT_FALSE(back.collective_size_corrections[0].multi_node);
+  // Provenance: the log, its collective and its group (nccl-tests output carries no date).
+  EXPECT_EQ(back.collective_size_corrections[0].ranks, 8);
+  EXPECT_EQ(back.collective_size_corrections[0].nodes, 1);
+  EXPECT_NE(yaml.find("dgx-h100-8gpu-all_reduce_perf.txt (all_reduce, 8 ranks on 1 node)"),
+            std::string::npos)
+      << yaml;
   for (const NcclTestsRow& row : log.rows) {
     const double t = ps_to_seconds(nccl_tests_model_time(back, log.kind, 8, 1, row.bytes));
     EXPECT_NEAR(t, row.time_s, 1e-5 * row.time_s) << row.bytes;
