@@ -97,6 +97,15 @@ def worker(rank, world, paths, form, dim, mb_size, outdir, infer_shapes):
                               for s in mine]
                 loss_fn = nn.functional.mse_loss
                 sched = _PipelineScheduleRuntime(stages, m, loss_fn=loss_fn)
+                # The runtime maps stage s to rank s mod p (PipelineScheduleMulti's default;
+                # only ZBVZeroBubble and DualPipeV use a V): give it and its stages the CSV's own
+                # placement before the CSV's sends and receives are lowered, so a V order talks
+                # to the ranks that hold its stages.
+                mapping = dict(stage_rank)
+                if mapping != {s: s % world for s in mapping}:
+                    sched.stage_index_to_group_rank = mapping
+                    for st in stages:
+                        st.stage_index_to_group_rank = mapping
                 sched._load_csv(path, format=form)
                 args = (x,) if 0 in mine else ()
                 target = y if num_stages - 1 in mine else None

@@ -16,8 +16,11 @@ namespace {
 // Schedules each framework runs, by generator name. Megatron-LM's pipeline runtime has 1F1B
 // (PipeDream-Flush) and the interleaved 1F1B of Narayanan et al.; 1F1B with full recomputation
 // is its 1F1B with --recompute-granularity full. torchtitan runs PyTorch's pipelining classes by
-// name (torch.distributed.pipelining: GPipe, 1F1B, Interleaved1F1B, LoopedBFS) and any single-
-// pipeline order from a CSV (_PipelineScheduleRuntime).
+// name (torch.distributed.pipelining: GPipe, 1F1B, Interleaved1F1B, LoopedBFS, and on a V
+// placement ZBVZeroBubble and DualPipeV) and any single-pipeline order on a loop placement from
+// a CSV (_PipelineScheduleRuntime, which maps stage s to rank s mod p: torchtitan passes it no
+// other mapping, and only the two V classes lay stages out in a V, so a V-placement CSV would
+// send to the wrong ranks).
 struct NativeName {
   const char* generator;
   const char* framework;
@@ -29,6 +32,8 @@ constexpr NativeName kTorchtitanSchedules[] = {
     {"1f1b", "1F1B"},
     {"interleaved", "Interleaved1F1B"},
     {"breadth-first", "LoopedBFS"},
+    {"zb-v", "ZBVZeroBubble"},
+    {"dualpipev", "DualPipeV"},
 };
 
 // NeMo runs Megatron-core's schedules; DeepSpeed's pipeline engine runs one 1F1B-style order
@@ -146,10 +151,18 @@ bool megatron_split(const std::vector<int>& layers, int p, int v, int* first, in
 std::string schedule_problem(Framework fw, const FrameworkQuery& q) {
   const ParallelConfig& pc = *q.config;
   if (pc.pipeline_parallel == 1) return {};
-  if (framework_schedule_support(fw, pc.schedule, q.pipelines) != ScheduleSupport::kNone) return {};
+  if (framework_schedule_support(fw, pc.schedule, q.pipelines, q.v_shape) != ScheduleSupport::kNone)
+    return {};
+  const std::string nearest =
+      framework_nearest_schedule(fw, pc.schedule, q.v_shape, pc.virtual_stages);
+  if (fw == Framework::kTorchtitan && q.v_shape && q.pipelines == 1)
+    return fmt::format(
+        "schedule: torchtitan cannot run '{}': it runs a V placement only as its own "
+        "ZBVZeroBubble or DualPipeV (a schedule CSV runs with stage s on rank s mod p); "
+        "nearest it can: '{}'",
+        pc.schedule, nearest);
   return fmt::format("schedule: {} cannot run '{}'; nearest it can: '{}'", framework_title(fw),
-                     pc.schedule,
-                     framework_nearest_schedule(fw, pc.schedule, q.v_shape, pc.virtual_stages));
+                     pc.schedule, nearest);
 }
 
 }  // namespace
@@ -193,12 +206,13 @@ std::string_view framework_title(Framework fw) {
   }
 }
 
-ScheduleSupport framework_schedule_support(Framework fw, const std::string& schedule,
-                                           int pipelines) {
+ScheduleSupport framework_schedule_support(Framework fw, const std::string& schedule, int pipelines,
+                                           bool v_shape) {
   if (fw == Framework::kAny) return ScheduleSupport::kNative;
   if (native_name(fw, schedule)) return ScheduleSupport::kNative;
-  // PyTorch's CSV holds one pipeline; every other generator's order can be written in it.
-  if (fw == Framework::kTorchtitan && pipelines == 1) return ScheduleSupport::kCsv;
+  // PyTorch's CSV holds one pipeline, and its runtime places stages in a loop: every other
+  // loop-placement generator's order can be written in it.
+  if (fw == Framework::kTorchtitan && pipelines == 1 && !v_shape) return ScheduleSupport::kCsv;
   return ScheduleSupport::kNone;
 }
 
@@ -208,6 +222,8 @@ std::string framework_nearest_schedule(Framework fw, const std::string& schedule
   // Several chunks per device (V shapes, BitPipe, breadth-first) are nearest to interleaving;
   // one chunk per device (GPipe, the ZB-H family, ZB-1p/2p) to 1F1B.
   if (fw == Framework::kDeepspeed) return "1f1b";
+  // torchtitan runs one V order of its own: PyTorch's ZBVZeroBubble.
+  if (fw == Framework::kTorchtitan && v_shape) return "zb-v";
   const bool chunked = v_shape || chunks > 1 || schedule == "bitpipe";
   return chunked ? "interleaved" : "1f1b";
 }
@@ -460,17 +476,16 @@ std::string torchtitan_toml(const Plan& plan, const std::vector<int>& layers,
   }
   out += fmt::format("pipeline_parallel_degree = {}\n", pc.pipeline_parallel);
   if (pc.pipeline_parallel > 1) {
+    const bool v = plan.schedule.placement.kind == PlacementKind::kV;
     const ScheduleSupport support =
-        framework_schedule_support(Framework::kTorchtitan, pc.schedule, 1);
+        framework_schedule_support(Framework::kTorchtitan, pc.schedule, 1, v);
     if (support == ScheduleSupport::kNative) {
       out += fmt::format("pipeline_parallel_schedule = \"{}\"\n",
                          native_name(Framework::kTorchtitan, pc.schedule));
     } else {
       // With a CSV torchtitan runs _PipelineScheduleRuntime; the class named here only picks
-      // how stages sit on ranks: "v" for ZBVZeroBubble, "loop" otherwise.
-      const bool v = plan.schedule.placement.kind == PlacementKind::kV;
-      out += fmt::format("pipeline_parallel_schedule = \"{}\"\n",
-                         v ? "ZBVZeroBubble" : "Interleaved1F1B");
+      // how the model is split over the ranks, a loop (V placements are refused before this).
+      out += "pipeline_parallel_schedule = \"Interleaved1F1B\"\n";
       out += fmt::format("pipeline_parallel_schedule_csv = \"{}\"\n", csv_path);
     }
     out += fmt::format("pipeline_parallel_microbatch_size = {}\n", pc.micro_batch_size);
@@ -633,9 +648,9 @@ FrameworkExport export_plan(const Plan& plan, Framework fw, const std::string& s
     out.text = deepspeed_json(plan, &out.notes);
     return out;
   }
-  const bool csv =
-      plan.config.pipeline_parallel > 1 &&
-      framework_schedule_support(fw, plan.config.schedule, q.pipelines) == ScheduleSupport::kCsv;
+  const bool csv = plan.config.pipeline_parallel > 1 &&
+                   framework_schedule_support(fw, plan.config.schedule, q.pipelines, q.v_shape) ==
+                       ScheduleSupport::kCsv;
   if (csv) {
     if (csv_path.empty())
       throw ConfigError("", "--out",

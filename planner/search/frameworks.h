@@ -27,9 +27,12 @@ enum class ScheduleSupport : std::uint8_t {
   kCsv,     ///< runs it as a custom order (torchtitan: pipeline_parallel_schedule_csv)
 };
 
-/// Whether `fw` runs generator `schedule` (pipelines > 1: BitPipe-style two-replica pipelines).
-ScheduleSupport framework_schedule_support(Framework fw, const std::string& schedule,
-                                           int pipelines);
+/// Whether `fw` runs generator `schedule` (pipelines > 1: BitPipe-style two-replica pipelines;
+/// v_shape: stage i and 2p-1-i on device i). torchtitan's CSV path runs loop placements only:
+/// PyTorch's _PipelineScheduleRuntime maps stage s to rank s mod p, and only its ZBVZeroBubble
+/// and DualPipeV classes place stages in a V.
+ScheduleSupport framework_schedule_support(Framework fw, const std::string& schedule, int pipelines,
+                                           bool v_shape = false);
 /// The schedule of `fw` nearest to `schedule` (for "... cannot run X; nearest: Y").
 std::string framework_nearest_schedule(Framework fw, const std::string& schedule, bool v_shape,
                                        int chunks);

@@ -466,7 +466,8 @@ void keep_framework(const SearchConstraints& c, const ModelShape& m, SearchSpace
   s->zero3_gather = {0};
   std::vector<ScheduleOption> kept;
   for (const ScheduleOption& o : s->schedules)
-    if (framework_schedule_support(c.framework, o.name, o.pipelines) != ScheduleSupport::kNone)
+    if (framework_schedule_support(c.framework, o.name, o.pipelines, o.v_shape) !=
+        ScheduleSupport::kNone)
       kept.push_back(o);
   if (kept.empty()) {
     std::string names;

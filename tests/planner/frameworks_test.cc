@@ -402,30 +402,56 @@ Schedule compute_only(Schedule s) {
 }
 
 TEST(Frameworks, TorchtitanCustomOrdersTravelAsCsvTheImporterReadsBack) {
-  // ZB-H1 (loop placement) and V-Half (V placement): the CSV beside the TOML is in the form
-  // torchtitan loads it (_PipelineScheduleRuntime._load_csv's default, compute_only: no
-  // SEND/RECV, UNSHARD/RESHARD or REDUCE_GRAD, which PyTorch inserts) and reads back into the
-  // plan's own order of compute actions.
-  for (const auto& [name, stages, map, style] : {std::tuple{"zb-h1", 4, "loop", "Interleaved1F1B"},
-                                                 std::tuple{"v-half", 8, "v", "ZBVZeroBubble"}}) {
+  // ZB-H1 (loop placement): the CSV beside the TOML is in the form torchtitan loads it
+  // (_PipelineScheduleRuntime._load_csv's default, compute_only: no SEND/RECV, UNSHARD/RESHARD or
+  // REDUCE_GRAD, which PyTorch inserts) and reads back into the plan's own order of compute
+  // actions; the model is split in a loop (Interleaved1F1B names the split).
+  const Plan plan = make_plan("llama3-8b", "zb-h1", 1, 1, 4, 2, 1, std::vector<int>(4, 8));
+  const FrameworkExport e = export_plan(plan, Framework::kTorchtitan, "p", "sched.csv");
+  EXPECT_EQ(e.csv_path, "sched.csv");
+  const auto t = parse_toml(e.text);
+  EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule_csv"), "\"sched.csv\"");
+  EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule"), "\"Interleaved1F1B\"");
+  CsvImportOptions io;
+  io.stage_map = "loop";
+  const Schedule back = schedule_from_pytorch_csv(e.csv_text, "sched.csv", io);
+  EXPECT_EQ(e.csv_text.find("SEND"), std::string::npos);
+  EXPECT_EQ(e.csv_text.find("REDUCE_GRAD"), std::string::npos);
+  EXPECT_EQ(back.actions, compute_only(plan.schedule).actions);
+  EXPECT_EQ(back.num_microbatches, plan.schedule.num_microbatches);
+  for (int s = 0; s < 4; ++s)
+    EXPECT_EQ(back.placement.stages[s].device, plan.schedule.placement.stages[s].device);
+}
+
+TEST(Frameworks, TorchtitanRunsVPlacementsOnlyAsItsOwnVSchedules) {
+  // PyTorch's _PipelineScheduleRuntime (torchtitan's CSV path) maps stage s to rank s mod p and
+  // torchtitan passes it no other mapping (torchtitan/distributed/pipeline_parallel.py), so a V
+  // order from a CSV would send stage 6's output of a p = 4 V (rank 1) to rank 3 while stage 7
+  // waits on rank 0: the hang seen on the H100 (docs/gpu-runs.md). ZB-V and DualPipeV are
+  // torchtitan's own ZBVZeroBubble and DualPipeV, no CSV; V-Half is refused, naming zb-v.
+  for (const auto& [name, native] :
+       {std::pair{"zb-v", "ZBVZeroBubble"}, std::pair{"dualpipev", "DualPipeV"}}) {
     SCOPED_TRACE(name);
-    const Plan plan =
-        make_plan("llama3-8b", name, 1, 1, 4, 2, 1, std::vector<int>(stages, 32 / stages));
+    const Plan plan = make_plan("llama3-8b", name, 1, 1, 4, 2, 1, std::vector<int>(8, 4));
     const FrameworkExport e = export_plan(plan, Framework::kTorchtitan, "p", "sched.csv");
-    EXPECT_EQ(e.csv_path, "sched.csv");
+    EXPECT_TRUE(e.csv_path.empty());
     const auto t = parse_toml(e.text);
-    EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule_csv"), "\"sched.csv\"");
-    EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule"), std::string("\"") + style + "\"");
-    CsvImportOptions io;
-    io.stage_map = map;
-    const Schedule back = schedule_from_pytorch_csv(e.csv_text, "sched.csv", io);
-    EXPECT_EQ(e.csv_text.find("SEND"), std::string::npos);
-    EXPECT_EQ(e.csv_text.find("REDUCE_GRAD"), std::string::npos);
-    EXPECT_EQ(back.actions, compute_only(plan.schedule).actions);
-    EXPECT_EQ(back.num_microbatches, plan.schedule.num_microbatches);
-    for (int s = 0; s < stages; ++s)
-      EXPECT_EQ(back.placement.stages[s].device, plan.schedule.placement.stages[s].device);
+    EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule"), std::string("\"") + native + "\"");
+    EXPECT_EQ(t.count("parallelism.pipeline_parallel_schedule_csv"), 0u);
   }
+  const Plan vhalf = make_plan("llama3-8b", "v-half", 1, 1, 4, 2, 1, std::vector<int>(8, 4));
+  try {
+    export_plan(vhalf, Framework::kTorchtitan, "p", "sched.csv");
+    ADD_FAILURE() << "a V-Half CSV was exported for torchtitan";
+  } catch (const ConfigError& err) {
+    const std::string msg = err.what();
+    EXPECT_NE(msg.find("cannot run 'v-half'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("nearest it can: 'zb-v'"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(framework_schedule_support(Framework::kTorchtitan, "v-half", 1, true),
+            ScheduleSupport::kNone);
+  EXPECT_EQ(framework_schedule_support(Framework::kTorchtitan, "zb-h1", 1, false),
+            ScheduleSupport::kCsv);
 }
 
 TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
