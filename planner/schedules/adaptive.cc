@@ -301,13 +301,12 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
       cands[i].r = squeeze_block(blk, m, costs, ws);
     }
   });
-  // Every block through the authors' own reordering too (their warm-up and cool-down patterns
-  // and greedy bubble filling, planner/schedules/v_grid.h): on some blocks it finds orders the
-  // squeeze and the reorderings below do not (p=4, m=8, 5 chunk activations held until W: 56
-  // against 58).
-  // Only the blocks whose plain squeeze is among the `grid_per_level` cheapest at its peak go
-  // through it (the method keeps a block's peak, and reorders a block's order, so a block far
-  // behind at its peak level does not come first after it); 0: every block.
+  // The cheapest blocks also go through the authors' own reordering (their warm-up and
+  // cool-down patterns and greedy bubble filling, planner/schedules/v_grid.h): on some blocks it
+  // finds orders the squeeze and the reorderings below do not (p=4, m=8, 5 chunk activations
+  // held until W: 56 against 58). Which blocks: the `grid_per_level` cheapest by plain squeeze
+  // at each peak level (0: every block). A heuristic, measured rather than proved: on the five
+  // sweeps of docs/schedules.md 12 per level already give the curve of all blocks.
   std::vector<std::size_t> to_grid;
   if (opt.grid_method) {
     std::vector<std::size_t> order;
