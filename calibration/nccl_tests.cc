@@ -24,30 +24,11 @@ using hw::CollectiveKind;
 // size of 1e95 overflowed it: libFuzzer's find).
 constexpr double kMaxRowBytes = 17592186044416.0;
 
-struct KnownCollective {
-  const char* name;  ///< nccl-tests' name (binary without _perf)
-  CollectiveKind kind;
-};
-constexpr KnownCollective kCollectives[] = {
-    {"all_reduce", CollectiveKind::kAllReduce},
-    {"all_gather", CollectiveKind::kAllGather},
-    {"reduce_scatter", CollectiveKind::kReduceScatter},
-    {"alltoall", CollectiveKind::kAllToAll},
-    {"sendrecv", CollectiveKind::kSendRecv},
-};
-
-std::string known_names() {
-  std::string out;
-  for (const KnownCollective& c : kCollectives)
-    out += (out.empty() ? "" : ", ") + std::string(c.name);
-  return out;
-}
-
-const KnownCollective* find_collective(const std::string& name) {
-  for (const KnownCollective& c : kCollectives)
-    if (name == c.name || name == std::string(c.name) + "_perf") return &c;
-  return nullptr;
-}
+// The file names and program names that say which collective a log measured: nccl-tests'
+// binaries (hwmodels' one table of their names).
+constexpr CollectiveKind kTested[] = {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
+                                      CollectiveKind::kReduceScatter, CollectiveKind::kAllToAll,
+                                      CollectiveKind::kSendRecv};
 
 std::vector<std::string> tokens(const std::string& line) {
   std::istringstream in(line);
@@ -75,8 +56,9 @@ void finish_log(NcclTestsLog* log, std::string collective, int rank_lines,
                       "no measurement rows; expected nccl-tests output (size count type ...)");
   if (collective.empty()) {
     const std::string base = file.substr(file.find_last_of('/') + 1);
-    for (const KnownCollective& c : kCollectives)
-      if (base.find(std::string(c.name) + "_perf") != std::string::npos) collective = c.name;
+    for (CollectiveKind k : kTested)
+      if (base.find(std::string(hw::nccl_tests_name(k)) + "_perf") != std::string::npos)
+        collective = hw::nccl_tests_name(k);
   }
   if (!hints.collective.empty()) collective = hints.collective;
   if (collective.empty())
@@ -84,14 +66,14 @@ void finish_log(NcclTestsLog* log, std::string collective, int rank_lines,
                       "cannot tell which collective this log measured (no 'Collective test "
                       "starting' line, no *_perf in the file name); give --log-collective "
                       "(" +
-                          known_names() + ")");
-  const KnownCollective* kc = find_collective(collective);
-  if (kc == nullptr)
+                          hw::nccl_tests_names() + ")");
+  CollectiveKind kind;
+  if (!hw::parse_nccl_tests_name(collective, &kind))
     throw ConfigError(file, "collective",
                       fmt::format("'{}' is not a collective pipewright models; expected one of {}",
-                                  collective, known_names()));
-  log->collective = kc->name;
-  log->kind = kc->kind;
+                                  collective, hw::nccl_tests_names()));
+  log->collective = hw::nccl_tests_name(kind);
+  log->kind = kind;
   log->ranks = hints.ranks > 0 ? hints.ranks : rank_lines;
   log->nodes = hints.nodes > 0 ? hints.nodes : static_cast<int>(hosts.size());
   if (log->ranks < 2)
@@ -125,7 +107,7 @@ NcclTestsLog parse_json_log(const std::string& text, const std::string& file,
       doc["args"][0].is_string()) {
     const std::string prog = doc["args"][0].get<std::string>();
     const std::string base = prog.substr(prog.find_last_of('/') + 1);
-    if (find_collective(base) != nullptr) collective = base;
+    if (CollectiveKind k; hw::parse_nccl_tests_name(base, &k)) collective = base;
   }
   std::set<std::string> hosts;
   int ranks = 0;
@@ -668,8 +650,7 @@ std::string nccl_tests_profile_yaml(const NcclTestsFit& fit, const std::string& 
     YAML::Node list(YAML::NodeType::Sequence);
     for (const hw::CollectiveSizeCorrection& c : p.collective_size_corrections) {
       YAML::Node e;
-      for (const KnownCollective& k : kCollectives)
-        if (k.kind == c.kind) e["collective"] = k.name;
+      e["collective"] = hw::nccl_tests_name(c.kind);
       e["scope"] = c.multi_node ? "multi_node" : "single_node";
       if (!c.source.empty()) e["source"] = c.source;
       if (c.ranks > 0) e["ranks"] = c.ranks;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "core/error.h"
 #include "hwmodels/profile.h"
@@ -29,6 +30,37 @@ const char* collective_kind_name(CollectiveKind k) {
       return "send-recv";
   }
   return "?";
+}
+
+namespace {
+constexpr std::pair<const char*, CollectiveKind> kNcclTests[] = {
+    {"all_reduce", CollectiveKind::kAllReduce},
+    {"all_gather", CollectiveKind::kAllGather},
+    {"reduce_scatter", CollectiveKind::kReduceScatter},
+    {"alltoall", CollectiveKind::kAllToAll},
+    {"sendrecv", CollectiveKind::kSendRecv},
+};
+}  // namespace
+
+const char* nccl_tests_name(CollectiveKind k) {
+  for (const auto& [name, kind] : kNcclTests)
+    if (kind == k) return name;
+  return nullptr;
+}
+
+bool parse_nccl_tests_name(const std::string& name, CollectiveKind* out) {
+  for (const auto& [n, kind] : kNcclTests)
+    if (name == n || name == std::string(n) + "_perf") {
+      *out = kind;
+      return true;
+    }
+  return false;
+}
+
+std::string nccl_tests_names() {
+  std::string out;
+  for (const auto& [name, kind] : kNcclTests) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
 }
 
 const char* collective_algo_name(CollectiveAlgo a) {

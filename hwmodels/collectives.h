@@ -43,6 +43,14 @@ struct SizeCorrection {
 };
 
 const char* collective_kind_name(CollectiveKind k);  ///< "all-reduce", ...
+/// nccl-tests' name of the kinds it has a test of here (its binary without `_perf`: all_reduce,
+/// all_gather, reduce_scatter, alltoall, sendrecv); nullptr for the others. The one table that
+/// nccl-tests logs and profiles' `collectives.size_corrections` are read and written with.
+const char* nccl_tests_name(CollectiveKind k);
+/// The kind nccl-tests calls `name` (with or without `_perf`); false when it is none of them.
+bool parse_nccl_tests_name(const std::string& name, CollectiveKind* out);
+/// "all_reduce, all_gather, reduce_scatter, alltoall, sendrecv", for messages.
+std::string nccl_tests_names();
 const char* collective_algo_name(CollectiveAlgo a);  ///< "auto", "ring", "tree", ...
 
 /// nccl-tests bus-bandwidth factor: 2(n-1)/n all-reduce; (n-1)/n all-gather, reduce-scatter,

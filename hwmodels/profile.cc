@@ -218,12 +218,6 @@ FabricSpec parse_fabric(const ConfigMap& m) {
 // source, ranks, nodes}, at most one per (collective, scope), sizes ascending, factors
 // positive; source, ranks and nodes (the log's group) are provenance.
 std::vector<CollectiveSizeCorrection> parse_size_corrections(const ConfigMap& coll) {
-  static const std::pair<const char*, CollectiveKind> kKinds[] = {
-      {"all_reduce", CollectiveKind::kAllReduce},
-      {"all_gather", CollectiveKind::kAllGather},
-      {"reduce_scatter", CollectiveKind::kReduceScatter},
-      {"alltoall", CollectiveKind::kAllToAll},
-      {"sendrecv", CollectiveKind::kSendRecv}};
   const YAML::Node list = coll.raw("size_corrections");
   if (!list.IsSequence())
     coll.fail("size_corrections", "expected a list of {collective, scope, points, source}");
@@ -233,13 +227,8 @@ std::vector<CollectiveSizeCorrection> parse_size_corrections(const ConfigMap& co
     e.check_keys({"collective", "scope", "points", "source", "ranks", "nodes"});
     CollectiveSizeCorrection c;
     const std::string name = e.text("collective");
-    bool known = false;
-    for (const auto& [n, k] : kKinds)
-      if (name == n) c.kind = k, known = true;
-    if (!known)
-      e.fail("collective", fmt::format("'{}' is not one of all_reduce, all_gather, "
-                                       "reduce_scatter, alltoall, sendrecv",
-                                       name));
+    if (name.find("_perf") != std::string::npos || !parse_nccl_tests_name(name, &c.kind))
+      e.fail("collective", fmt::format("'{}' is not one of {}", name, nccl_tests_names()));
     const std::string scope = e.text("scope");
     if (scope != "single_node" && scope != "multi_node")
       e.fail("scope", fmt::format("'{}' is not single_node or multi_node", scope));
