@@ -52,32 +52,41 @@ TimePs exposed_comm(const std::vector<TpComm>& comms, const CommNetworks& nets, 
   return t + tp_comm_time(ep, nets);
 }
 
-// The data-parallel collectives of the GPU holding `params`; with ZeRO-3 by layer, the gathers
-// every F and B pass makes of its chunk's weights (`chunk_passes` F and B passes per iteration),
-// which run under the passes' compute rather than after them.
-void add_dp(const Scenario& s, double params, long long chunk_passes, const GroupNetwork& net,
-            std::vector<CollectiveEstimate>* out) {
-  const Bytes grads{grad_bytes_per_param(s.parallel) * params};
+// The data-parallel collectives of the GPU holding `params` (the first stage's when `first`):
+// the gradient reduction in the frameworks' buckets (grad_bucket_count: one call per bucket);
+// with ZeRO-3 by layer, the gathers every F and B pass makes of its chunk's weights
+// (`chunk_passes` F and B passes per iteration), which run under the passes' compute rather
+// than after them.
+void add_dp(const Scenario& s, double params, bool first, long long chunk_passes, int chunk_layers,
+            const GroupNetwork& net, std::vector<CollectiveEstimate>* out) {
+  const ParallelConfig& par = s.parallel;
+  const int nb =
+      grad_bucket_count(params, par.zero_stage, par.overlap_grad_reduce, par.data_parallel, first);
+  const Bytes bucket{grad_bytes_per_param(par) * params / nb};
   const Bytes weights{2.0 * params};  // bf16
   using K = CollectiveKind;
-  switch (s.parallel.zero_stage) {
+  switch (par.zero_stage) {
     case 0:
-      out->push_back(timed("DP gradient all-reduce", K::kAllReduce, grads, 1, net));
+      out->push_back(timed("DP gradient all-reduce (per bucket)", K::kAllReduce, bucket, nb, net));
       break;
     case 1:
     case 2:
-      out->push_back(timed("ZeRO gradient reduce-scatter", K::kReduceScatter, grads, 1, net));
+      out->push_back(
+          timed("ZeRO gradient reduce-scatter (per bucket)", K::kReduceScatter, bucket, nb, net));
       out->push_back(timed("ZeRO parameter all-gather", K::kAllGather, weights, 1, net));
       break;
     default:
-      if (s.parallel.zero3_gather == "layer") {
-        const double v = std::max(1, s.parallel.virtual_stages);
-        out->push_back(timed("ZeRO-3 all-gather per pass (by layer)", K::kAllGather,
-                             Bytes{weights.value / v}, 2 * chunk_passes, net));
+      if (par.zero3_gather == "layer") {
+        // One collective per layer of the chunk in every pass (zero3_layer_bytes).
+        const int v = std::max(1, par.virtual_stages), layers = std::max(1, chunk_layers);
+        out->push_back(timed("ZeRO-3 all-gather per layer", K::kAllGather,
+                             Bytes{zero3_layer_bytes(params, layers * v)},
+                             2 * chunk_passes * layers, net));
       } else {
         out->push_back(timed("ZeRO-3 parameter all-gather (F, B)", K::kAllGather, weights, 2, net));
       }
-      out->push_back(timed("ZeRO-3 gradient reduce-scatter", K::kReduceScatter, grads, 1, net));
+      out->push_back(
+          timed("ZeRO-3 gradient reduce-scatter (per bucket)", K::kReduceScatter, bucket, nb, net));
   }
 }
 
@@ -153,12 +162,16 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   if (par.data_parallel > 1) {
     GroupNetwork net = describe_group(topo, s.profile, layout.dp_group(0, 0));
     std::size_t before = e.collectives.size();
-    add_dp(s, std::max(e.first.params, e.last.params), mv, net, &e.collectives);
+    // The GPU with more parameters (the first stage's unless the head outweighs it).
+    const bool first = p == 1 || e.first.params >= e.last.params;
+    add_dp(s, first ? e.first.params : e.last.params, first, mv, chunk, net, &e.collectives);
     const bool by_layer = par.zero_stage == 3 && par.zero3_gather == "layer";
     for (std::size_t i = before; i < e.collectives.size(); ++i) {
       const CollectiveEstimate& c = e.collectives[i];
       if (by_layer && c.kind == CollectiveKind::kAllGather) {
-        pass_gather = c.time;
+        pass_gather = c.time * std::max(1, chunk);  // a pass gathers its chunk's layers
+      } else if (par.overlap_grad_reduce && c.kind != CollectiveKind::kAllGather) {
+        dp_time += c.time;  // buckets reduce under the backward; the last one is exposed
       } else {
         dp_time += c.time * c.calls_per_iteration;
       }

@@ -1,6 +1,7 @@
 #include "hwmodels/memory.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -37,6 +38,19 @@ ModelStateBytes model_state_bytes(double params, double expert_params, int zero_
   }
   if (fp8) s.weights += Bytes{kFp8WeightBytesPerParam * layer_params};
   return s;
+}
+
+double grad_bucket_params(int zero_stage, bool overlap_grad_reduce, int dp, bool first_stage) {
+  if (zero_stage == 3) return kDeepSpeedReduceBucketParams;
+  if (!overlap_grad_reduce || !first_stage) return 0;
+  return std::max(kMegatronMinBucketParams, kMegatronBucketParamsPerDpRank * dp);
+}
+
+int grad_bucket_count(double stage_params, int zero_stage, bool overlap_grad_reduce, int dp,
+                      bool first_stage) {
+  const double bucket = grad_bucket_params(zero_stage, overlap_grad_reduce, dp, first_stage);
+  if (bucket <= 0) return 1;
+  return static_cast<int>(std::clamp(std::ceil(stage_params / bucket), 1.0, 65536.0));
 }
 
 }  // namespace pw::hw

@@ -18,6 +18,30 @@ inline double grad_bytes_per_param(const ParallelConfig& c) {
   return grad_bytes_per_param(c.grad_reduce_in_fp32);
 }
 
+/// Parameters per gradient bucket of the data-parallel reduction, as the frameworks cut their
+/// gradient buffers (the same rule for every tier; a stage's bucket count is
+/// grad_bucket_count):
+/// - ZeRO 0-2 (Megatron-core's DistributedDataParallel and distributed optimizer): with
+///   `overlap_grad_reduce`, max(40M, 1M x dp) parameters ("larger DP sizes need larger buckets
+///   to ensure collectives do not become latency-bound", DistributedDataParallelConfig.
+///   bucket_size), but only on the first pipeline stage's first model chunk: Megatron turns
+///   bucketing off for pipeline ranks > 0 and model chunks after the first, whose reductions are
+///   off the critical path. Without overlap the whole buffer is one bucket, reduced after the
+///   backward (Megatron-core sets bucket_size to None; the 2021 code all-reduced its contiguous
+///   buffer at once).
+/// - ZeRO-3 (DeepSpeed stage 3): `reduce_bucket_size`, 5e8 elements by default, on every stage.
+/// Returns 0 for "one bucket".
+double grad_bucket_params(int zero_stage, bool overlap_grad_reduce, int dp, bool first_stage);
+inline constexpr double kMegatronMinBucketParams = 40e6;
+inline constexpr double kMegatronBucketParamsPerDpRank = 1e6;
+inline constexpr double kDeepSpeedReduceBucketParams = 5e8;
+
+/// Gradient buckets of a stage of `stage_params` parameters (grad_bucket_params), at most 65,536
+/// (a larger stage's buckets grow instead, so the simulator's task count stays bounded for any
+/// model the loader accepts). The DES, the planner's screen and `estimate` all ask this.
+int grad_bucket_count(double stage_params, int zero_stage, bool overlap_grad_reduce, int dp,
+                      bool first_stage);
+
 /// ZeRO-3 by layer: the bf16 bytes of one layer's share of a stage's weights (the stage's
 /// parameters over its layers, the embedding spread with them), what a pass gathers before its
 /// compute; a running pass holds two such shares (the layer it computes and the next one,

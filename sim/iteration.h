@@ -30,10 +30,9 @@ struct IterationOptions {
   /// every GPU. Both give the same times when the tensor- and data-parallel translations are
   /// symmetries of the cluster (tests/sim/iteration_test.cc runs both).
   bool representative = true;
-  /// Gradient bucket size in bytes (Megatron: 40M parameters of bf16 grads). Whether buckets
-  /// overlap the backward and the bytes per gradient are the configuration's
-  /// (ParallelConfig::overlap_grad_reduce, grad_reduce_in_fp32).
-  double bucket_bytes = 80e6;
+  // Gradient buckets, whether they overlap the backward and the bytes per gradient are the
+  // configuration's (hw::grad_bucket_count; ParallelConfig::overlap_grad_reduce,
+  // grad_reduce_in_fp32).
   /// Megatron's p2p communication blocks: a stage's next pass waits for its send to complete.
   bool blocking_p2p = true;
   /// Megatron's scatter/gather of PP messages across the TP ranks.
@@ -50,14 +49,6 @@ struct IterationOptions {
   double offload_gpu_share = -1;
   bool trace = false;  ///< fill IterationResult::trace
 };
-
-/// Gradient buckets of a stage with `grad_bytes` of gradients: one per `bucket_bytes`, at most
-/// 65,536 (5.2 TB of gradients in 80 MB buckets: a 1.3 T-parameter stage in fp32; a larger
-/// stage's buckets grow instead), so the simulator's task count stays bounded for any model the
-/// loader accepts. The DES and the planner's bounds both ask this.
-inline int grad_bucket_count(double grad_bytes, double bucket_bytes) {
-  return static_cast<int>(std::clamp(std::ceil(grad_bytes / bucket_bytes), 1.0, 65536.0));
-}
 
 /// Exposed (not overlapped with compute) communication, per kind.
 enum class CommKind : std::uint8_t { kTp, kPp, kDp, kOffload, kCp, kEp };

@@ -1,5 +1,6 @@
 // The passes, PP transfers, DP reduction and optimizer step of one iteration (IterationBuilder).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -174,27 +175,36 @@ void IterationBuilder::build_passes() {
       std::int32_t layer_gather = -1, layer_rest = -1;
       double gathered = 0;  // working memory of the gathered layers
       if (zero3_layer && is_pass && a.kind != ActionKind::kW) {
-        double first = 0, rest = 0;
+        // Per stage of the pass: one layer's share and the number of layers after the first,
+        // each gathered by its own collective (its own latency).
+        std::array<std::pair<double, int>, 2> shares{};
+        int n_shares = 0, rest_layers = 0;
         for (int st : {int{a.stage}, a.kind == ActionKind::kOverlapFB ? int{a.stage2} : -1}) {
           if (st < 0) continue;
           const double share = layer_share(st);
-          first += share;
-          rest += stage_params_[st] * 2.0 - share;
+          const StageInfo& si = pl.stages[st];
+          const int more = std::max(0, si.layer_end - si.layer_begin - 1);
+          shares[n_shares++] = {share, more};
+          rest_layers += more;
           gathered += 2 * share;
         }
-        auto all_gather = [&](int key, double bytes) {
+        auto all_gather = [&](int key, bool first) {
           bool fresh = false;
           const std::int32_t c = keyed_collective({key, r.tr, r.pr, id}, &fresh);
           if (fresh)
-            add_collective_phases(hw::CollectiveKind::kAllGather, bytes, 1,
-                                  layout_.dp_group(r.tr, r.pr));
+            for (int k = 0; k < n_shares; ++k) {
+              const int count = first ? 1 : shares[k].second;
+              if (count > 0)
+                add_collective_phases(hw::CollectiveKind::kAllGather, shares[k].first, count,
+                                      layout_.dp_group(r.tr, r.pr));
+            }
           return add_comm(sim, StreamKind::kDpGather, c, CommKind::kDp,
                           label(ActionKind::kUnshard, a.stage, a.microbatch));
         };
-        layer_gather = all_gather(7, first);
+        layer_gather = all_gather(7, true);
         if (prev_start >= 0) out_.graph.add_dep(prev_start, layer_gather);
-        if (rest > 0) {
-          layer_rest = all_gather(8, rest);
+        if (rest_layers > 0) {
+          layer_rest = all_gather(8, false);
           out_.graph.add_dep(layer_gather, layer_rest);
           if (prev_last >= 0) out_.graph.add_dep(prev_last, layer_rest);
         }
@@ -204,8 +214,9 @@ void IterationBuilder::build_passes() {
       const bool split = layout_.dp > 1 && is_pass && id == last_bwd[std::max(bwd_stage, 0)];
       bool tp_done = false;  // the overlapped path ran the TP collectives beside the compute
       if (split) {
-        const double grad = stage_params_[bwd_stage] * hw::grad_bytes_per_param(in_.parallel);
-        const int nb = grad_bucket_count(grad, opt_.bucket_bytes);
+        const int nb =
+            hw::grad_bucket_count(stage_params_[bwd_stage], in_.parallel.zero_stage,
+                                  in_.parallel.overlap_grad_reduce, layout_.dp, bwd_stage == 0);
         auto& buckets = bucket_tasks_[static_cast<std::size_t>(sim) * S + bwd_stage];
         for (int k = 0; k < nb; ++k) {
           const TimePs part = pc.dur / nb + (k == nb - 1 ? pc.dur % nb : 0);

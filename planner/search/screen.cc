@@ -251,8 +251,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       const double first = hw::zero3_layer_bytes(params, layers);
       m.gathered = 2 * first;
       if (!so.overlap) {
-        const double rest = 2 * params - first;
-        const double g = rest > 0 ? net.dp_all_gather.seconds(rest) : 0;
+        // The layers after the first, each gathered by its own collective (as the DES).
+        const double g = std::max(0, layers - 1) * net.dp_all_gather.seconds(first);
         const double w_in_b = so.split_backward ? 0 : m.w;  // B and W run as one pass
         m.f = std::max(m.f, g);
         if (so.explicit_recompute) {  // separate R and B passes, each gathers
@@ -270,7 +270,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     // m.one_gather and m.stage_rs_link: per route, see below.
     if (dpc > 1) {
       const double grad = params * (hw::grad_bytes_per_param(space_.grad_reduce_in_fp32));
-      const double nb = grad_bucket_count(grad, opt.bucket_bytes);
+      const double nb =
+          hw::grad_bucket_count(params, c.zero, space_.overlap_grad_reduce, c.d, first);
       // Overlapped, the last bucket's reduction starts when the last backward's compute ends,
       // beside that pass's TP collectives.
       const double last_tp = sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 1) +
@@ -286,8 +287,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
         if (z3_layer) {
           const double first = hw::zero3_layer_bytes(params, layers);
           const auto a = net.dp_all_gather.route_seconds(first);
-          const auto b = net.dp_all_gather.route_seconds(2 * params - first);
-          m.one_gather = {a[0] + b[0], a[1] + b[1]};
+          m.one_gather = {a[0] * std::max(1, layers), a[1] * std::max(1, layers)};
         } else if (z3) {
           m.one_gather = net.dp_all_gather.route_seconds(2 * params);
           m.gather_link = m.one_gather;

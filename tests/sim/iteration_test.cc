@@ -575,16 +575,6 @@ TEST(Iteration, SizeCorrectionOfSendRecvSlowsTheCrossNodePipelineTransfersOnly) 
 // ZeRO-2 carries m - 1 = 3 more reduce-scatters than ZeRO-1's, each of the stage's whole
 // gradients (hw::grad_bytes_per_param a weight) and at least as long as hwmodels' reduce-scatter
 // of those bytes; ZeRO-3 by layer carries them too, its gathers on their own stream.
-// A stage's gradients in buckets of bucket_bytes, at most 65,536 of them: 160 MB in 80 MB
-// buckets is 2, a byte is 1, 1 PB is 65,536 (not 12.5 M, which built 112 M tasks).
-TEST(Iteration, GradientBucketsAreBoundedPerStage) {
-  EXPECT_EQ(grad_bucket_count(160e6, 80e6), 2);
-  EXPECT_EQ(grad_bucket_count(160e6 + 1, 80e6), 3);
-  EXPECT_EQ(grad_bucket_count(1, 80e6), 1);
-  EXPECT_EQ(grad_bucket_count(1e15, 80e6), 65536);
-  EXPECT_EQ(grad_bucket_count(5.24288e12, 80e6), 65536);  // exactly the cap
-}
-
 TEST(Iteration, Zero2And3ReduceScatterEveryMicrobatchZero1OnlyTheLast) {
   auto run = [](const std::string& zero) {
     IterationInput in = testing::input_for(small_scenario(1, 1, 2, 64, zero));

@@ -82,8 +82,10 @@ TEST(ScenarioCommands, ValidateGroupsEveryBundledScenarioFromAnyDirectory) {
   // Ten weak-scaling models, three with figures in shared/reference.
   EXPECT_EQ(groups["weak scaling"]["scenarios"], 10);
   EXPECT_EQ(groups["weak scaling"]["published"], 3);
-  EXPECT_LE(groups["weak scaling"]["mean_abs_error_pct"].get<double>(), 6.9);
-  EXPECT_LE(groups["weak scaling"]["worst_abs_error_pct"].get<double>(), 10.6);
+  // Pinned at the build's figures (6.93 / 10.78 since the 2021 code's one all-reduce of the whole
+  // gradient buffer replaced 80 MB buckets; docs/simulator.md): no change may worsen them.
+  EXPECT_LE(groups["weak scaling"]["mean_abs_error_pct"].get<double>(), 6.94);
+  EXPECT_LE(groups["weak scaling"]["worst_abs_error_pct"].get<double>(), 10.79);
   // GPT 175B on 384/768/1536 and 530B on 560/1120/2240 GPUs, each under PTD-P and ZeRO-3:
   // predictions alone.
   EXPECT_EQ(groups["PTD-P vs ZeRO-3"]["scenarios"], 12);
@@ -180,6 +182,25 @@ TEST(ScenarioCommands, EstimateAgreesWithTheSimulatorUnderInterleaving) {
     const double analytic = e["iteration_time_s"].get<double>();
     const double des = s["iteration_ms"].get<double>() / 1000;
     EXPECT_NEAR(analytic, des, 0.02 * des) << rel;
+  }
+}
+
+// ZeRO-3 by layer at t = p = 1 (the bundled PTD-P vs ZeRO-3 points, GPT 175B on 384-1536 and
+// 530B on 560-2240 GPUs): `estimate`'s analytic iteration (each pass at least its layers'
+// gathers, one collective per layer; the reduce-scatter in DeepSpeed's 5e8-parameter buckets)
+// is within 2% of the simulator's, which runs the same collectives on the flow network (they
+// differed by 10-84% when the simulator bucketed by 80 MB and the estimate did not).
+TEST(ScenarioCommands, EstimateAgreesWithTheSimulatorUnderZero3) {
+  for (const std::string n :
+       {"175b-384", "175b-768", "175b-1536", "530b-560", "530b-1120", "530b-2240"}) {
+    const std::string f = std::string(PW_SOURCE_DIR) + "/scenarios/megatron/zero3-" + n + ".yaml";
+    std::string est, sim;
+    ASSERT_EQ(sh(kTool + " estimate " + f + " --format json", &est), 0) << est;
+    ASSERT_EQ(sh(kTool + " simulate " + f + " --format json", &sim), 0) << sim;
+    const nlohmann::json e = nlohmann::json::parse(est), s = nlohmann::json::parse(sim);
+    const double analytic = e["iteration_time_s"].get<double>();
+    const double des = s["iteration_ms"].get<double>() / 1000;
+    EXPECT_NEAR(analytic, des, 0.02 * des) << n;
   }
 }
 
