@@ -1,6 +1,8 @@
 #pragma once
 // Test helper: a scenario file -> simulator input (mirrors tools/simulate_scenario.cc, which the
 // sim tests cannot link).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 
@@ -13,6 +15,25 @@ namespace pw::testing {
 
 inline std::string scenario_path(const std::string& rel) {
   return std::string(PW_SOURCE_DIR) + "/scenarios/" + rel;
+}
+
+/// A small GPT-style scenario (8 layers, h = 1024) on dgx-a100-80gb nodes; `extra` is appended to
+/// the parallel section.
+inline hw::Scenario small_scenario(int t, int p, int nodes, int B, const std::string& extra = "",
+                                   int seq = 1024) {
+  const std::string text = fmt::format(R"(
+model: {{num_layers: 8, hidden_size: 1024, num_attention_heads: 16, seq_length: {},
+        vocab_size: 51200}}
+cluster: {{profile: dgx-a100-80gb, nodes: {}}}
+parallel:
+  tensor_model_parallel_size: {}
+  pipeline_model_parallel_size: {}
+  micro_batch_size: 1
+  global_batch_size: {}
+{}
+)",
+                                       seq, nodes, t, p, B, extra);
+  return hw::parse_scenario(text, "small.yaml", ".");
 }
 
 inline IterationInput input_for(const hw::Scenario& s) {
