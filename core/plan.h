@@ -52,11 +52,13 @@ struct ParallelConfig {
   bool sequence_parallel = false;
   std::string recompute = "none";  ///< none | selective | full
   int zero_stage = 0;
-  /// What ZeRO-3 gathers at once: "layer" (DeepSpeed ZeRO-3, FSDP with reshard after forward,
-  /// Megatron-FSDP: every pass all-gathers its layers one at a time, the next one prefetched
-  /// under the current one's compute, and frees them after use) or "stage" (breadth-first
-  /// pipelines: a stage's weights are gathered once per sweep of consecutive passes of that
-  /// stage and held through it). Read only with zero_stage 3.
+  /// What ZeRO-3 gathers at once (zero3_gather_names): "layer" (FSDP with reshard after
+  /// forward, Megatron-FSDP: every pass all-gathers its layers one collective per layer, the
+  /// next one prefetched under the current one's compute, and frees them after use), "tensor"
+  /// (DeepSpeed ZeRO-3: the same, but one collective per prefetch bucket of weight tensors,
+  /// hw::zero3_tensor_packs) or "stage" (breadth-first pipelines: a stage's weights are
+  /// gathered once per sweep of consecutive passes of that stage and held through it). Read only
+  /// with zero_stage 3.
   std::string zero3_gather = "layer";
   bool optimizer_offload = false;
   std::string schedule = "1f1b";
@@ -84,6 +86,11 @@ struct ParallelConfig {
   }
   friend bool operator==(const ParallelConfig&, const ParallelConfig&) = default;
 };
+
+/// The values of ParallelConfig::zero3_gather: layer, tensor, stage.
+const std::vector<std::string>& zero3_gather_names();
+/// "layer, tensor or stage", for messages.
+std::string zero3_gather_choices();
 
 /// Predicted interval of one action (same numbering as the schedule: device, position).
 struct ActionTiming {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "core/error.h"
@@ -9,6 +10,13 @@
 #include "core/validator.h"
 
 namespace pw {
+
+const std::vector<std::string>& zero3_gather_names() {
+  static const std::vector<std::string> names{"layer", "tensor", "stage"};
+  return names;
+}
+
+std::string zero3_gather_choices() { return "layer, tensor or stage"; }
 namespace {
 
 constexpr const char* kPlanFormat = "pipewright-plan";
@@ -217,8 +225,10 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     c.tp_comm_overlap = r.as_bool(*v, "config.tp_comm_overlap");
   if (r.find(d, "zero3_gather")) {
     c.zero3_gather = get_str(d, r, p, "zero3_gather");
-    if (c.zero3_gather != "layer" && c.zero3_gather != "stage")
-      r.fail("config.zero3_gather", fmt::format("layer or stage, got '{}'", c.zero3_gather));
+    const auto& names = zero3_gather_names();
+    if (std::find(names.begin(), names.end(), c.zero3_gather) == names.end())
+      r.fail("config.zero3_gather",
+             fmt::format("{}, got '{}'", zero3_gather_choices(), c.zero3_gather));
     if (c.zero_stage != 3)
       r.fail("config.zero3_gather",
              fmt::format("absent unless zero_stage is 3, got zero_stage {}", c.zero_stage));

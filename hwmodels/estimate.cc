@@ -54,11 +54,12 @@ TimePs exposed_comm(const std::vector<TpComm>& comms, const CommNetworks& nets, 
 
 // The data-parallel collectives of the GPU holding `params` (the first stage's when `first`):
 // the gradient reduction in the frameworks' buckets (grad_bucket_count: one call per bucket);
-// with ZeRO-3 by layer, the gathers every F and B pass makes of its chunk's weights
+// with ZeRO-3 by layer or tensor, the `gathers` every F and B pass makes of its chunk's weights
 // (`chunk_passes` F and B passes per iteration), which run under the passes' compute rather
 // than after them.
-void add_dp(const Scenario& s, double params, bool first, long long chunk_passes, int chunk_layers,
-            const GroupNetwork& net, std::vector<CollectiveEstimate>* out) {
+void add_dp(const Scenario& s, double params, bool first, long long chunk_passes,
+            const Zero3PassGathers& gathers, const GroupNetwork& net,
+            std::vector<CollectiveEstimate>* out) {
   const ParallelConfig& par = s.parallel;
   const int nb =
       grad_bucket_count(params, par.zero_stage, par.overlap_grad_reduce, par.data_parallel, first);
@@ -76,12 +77,23 @@ void add_dp(const Scenario& s, double params, bool first, long long chunk_passes
       out->push_back(timed("ZeRO parameter all-gather", K::kAllGather, weights, 1, net));
       break;
     default:
-      if (par.zero3_gather == "layer") {
-        // One collective per layer of the chunk in every pass (zero3_layer_bytes).
-        const int v = std::max(1, par.virtual_stages), layers = std::max(1, chunk_layers);
-        out->push_back(timed("ZeRO-3 all-gather per layer", K::kAllGather,
-                             Bytes{zero3_layer_bytes(params, layers * v)},
-                             2 * chunk_passes * layers, net));
+      if (gathers.first_bytes > 0) {
+        // Each F and B pass of a chunk makes its gathers (zero3_pass_gathers): per layer (FSDP)
+        // or per prefetch bucket of weight tensors (DeepSpeed), one row per size.
+        const char* what = par.zero3_gather == "layer" ? "ZeRO-3 all-gather per layer"
+                                                       : "ZeRO-3 all-gather per tensor bucket";
+        std::vector<GatherRun> rows{{gathers.first_bytes, 1}};
+        for (const GatherRun& g : gathers.rest) {
+          auto it = std::find_if(rows.begin(), rows.end(),
+                                 [&](const GatherRun& r) { return r.bytes == g.bytes; });
+          if (it != rows.end())
+            it->count += g.count;
+          else
+            rows.push_back(g);
+        }
+        for (const GatherRun& g : rows)
+          out->push_back(
+              timed(what, K::kAllGather, Bytes{g.bytes}, 2 * chunk_passes * g.count, net));
       } else {
         out->push_back(timed("ZeRO-3 parameter all-gather (F, B)", K::kAllGather, weights, 2, net));
       }
@@ -164,12 +176,23 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
     std::size_t before = e.collectives.size();
     // The GPU with more parameters (the first stage's unless the head outweighs it).
     const bool first = p == 1 || e.first.params >= e.last.params;
-    add_dp(s, first ? e.first.params : e.last.params, first, mv, chunk, net, &e.collectives);
-    const bool by_layer = par.zero_stage == 3 && par.zero3_gather == "layer";
+    // ZeRO-3 by layer or tensor: the gathers of that GPU's first (or last) chunk.
+    const bool by_pass = par.zero_stage == 3 && par.zero3_gather != "stage";
+    Zero3PassGathers gathers;
+    if (by_pass) {
+      const int b = first ? 0 : m.num_layers - chunk, en = b + chunk;
+      const bool f = first, l = first ? single : true;
+      std::vector<double> tensors;
+      if (par.zero3_gather == "tensor") tensors = stage_weight_tensors(m, o, b, en, f, l, p);
+      gathers = zero3_pass_gathers(par.zero3_gather, stage_parameter_count(m, o, b, en, f, l, p),
+                                   chunk, tensors);
+    }
+    add_dp(s, first ? e.first.params : e.last.params, first, mv, gathers, net, &e.collectives);
     for (std::size_t i = before; i < e.collectives.size(); ++i) {
       const CollectiveEstimate& c = e.collectives[i];
-      if (by_layer && c.kind == CollectiveKind::kAllGather) {
-        pass_gather = c.time * std::max(1, chunk);  // a pass gathers its chunk's layers
+      if (by_pass && c.kind == CollectiveKind::kAllGather) {
+        // A pass waits for its chunk's gathers: the run's calls per pass.
+        pass_gather += c.time * (c.calls_per_iteration / (2 * mv));
       } else if (par.overlap_grad_reduce && c.kind != CollectiveKind::kAllGather) {
         dp_time += c.time;  // buckets reduce under the backward; the last one is exposed
       } else {

@@ -53,4 +53,49 @@ int grad_bucket_count(double stage_params, int zero_stage, bool overlap_grad_red
   return static_cast<int>(std::clamp(std::ceil(stage_params / bucket), 1.0, 65536.0));
 }
 
+double Zero3PassGathers::largest_bytes() const {
+  double m = first_bytes;
+  for (const GatherRun& g : rest) m = std::max(m, g.bytes);
+  return m;
+}
+
+int Zero3PassGathers::count() const {
+  int n = first_bytes > 0 ? 1 : 0;
+  for (const GatherRun& g : rest) n += g.count;
+  return n;
+}
+
+Zero3PassGathers zero3_pass_gathers(const std::string& gather, double stage_params, int layers,
+                                    const std::vector<double>& tensors) {
+  Zero3PassGathers out;
+  auto add = [&](double bytes) {
+    if (out.first_bytes == 0) {
+      out.first_bytes = bytes;
+      return;
+    }
+    for (GatherRun& g : out.rest)
+      if (g.bytes == bytes) {
+        ++g.count;
+        return;
+      }
+    out.rest.push_back({bytes, 1});
+  };
+  if (gather == "layer") {
+    out.first_bytes = zero3_layer_bytes(stage_params, layers);
+    if (layers > 1) out.rest.push_back({out.first_bytes, layers - 1});
+  } else if (gather == "tensor") {
+    double pack = 0;
+    for (double n : tensors) {
+      if (n < kDeepSpeedPersistenceThreshold) continue;
+      pack += n;
+      if (pack >= kDeepSpeedPrefetchBucketParams) {
+        add(2.0 * pack);
+        pack = 0;
+      }
+    }
+    if (pack > 0) add(2.0 * pack);
+  }
+  return out;
+}
+
 }  // namespace pw::hw

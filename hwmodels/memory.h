@@ -3,6 +3,9 @@
 /// 16 bytes per parameter, ZeRO stages 0-3, optional optimizer offload to host). Activations are
 /// per pass (hwmodels/transformer.h); what a schedule holds at its peak is the simulator's
 /// timeline (sim/iteration.h), which every command reports.
+#include <string>
+#include <vector>
+
 #include "core/plan.h"
 #include "core/units.h"
 #include "hwmodels/transformer.h"
@@ -49,6 +52,39 @@ int grad_bucket_count(double stage_params, int zero_stage, bool overlap_grad_red
 inline double zero3_layer_bytes(double stage_params, int layers) {
   return 2.0 * stage_params / (layers > 1 ? layers : 1);
 }
+
+/// DeepSpeed ZeRO-3's defaults (deepspeed/runtime/zero/config.py): weight tensors under
+/// `param_persistence_threshold` (1e5 elements) are never partitioned, and a gather prefetches
+/// upcoming tensors until it holds `stage3_prefetch_bucket_size` (5e7) elements.
+inline constexpr double kDeepSpeedPersistenceThreshold = 1e5;
+inline constexpr double kDeepSpeedPrefetchBucketParams = 5e7;
+
+/// `count` equal all-gathers of `bytes` (bf16) each.
+struct GatherRun {
+  double bytes = 0;
+  int count = 0;
+};
+
+/// The all-gathers one ZeRO-3 pass makes of a stage's weights: the first (prefetched under the
+/// previous pass) and the others, grouped by size in order of first appearance (they run one
+/// after another beside the pass, so their order does not change their time). One truth for
+/// the DES and `estimate`:
+/// - `layer` (FSDP, Megatron-FSDP): one per layer, zero3_layer_bytes each;
+/// - `tensor` (DeepSpeed ZeRO-3): the weight tensors in use order (`tensors`,
+///   stage_weight_tensors), those under the persistence threshold left out, packed as
+///   DeepSpeed's prefetch loop packs them: a gather takes the next tensors until it holds at
+///   least the prefetch bucket (a tensor that large goes alone). A 12288-wide GPT-3 layer's four
+///   weight matrices (3h^2, h^2, 4h^2, 4h^2, each over 5e7) are four gathers; a 2304-wide layer's
+///   four (15.9M + 5.3M + 21.2M + 21.2M = 63.7M) are one, its norms and biases persistent.
+/// Both empty (first_bytes 0) for `stage`, which gathers once per sweep.
+struct Zero3PassGathers {
+  double first_bytes = 0;
+  std::vector<GatherRun> rest;
+  double largest_bytes() const;  ///< the largest single gather
+  int count() const;             ///< all of them, the first included
+};
+Zero3PassGathers zero3_pass_gathers(const std::string& gather, double stage_params, int layers,
+                                    const std::vector<double>& tensors);
 
 /// Model-state bytes of `params` parameters on one GPU of a d-way data-parallel group.
 /// bf16 weights 2, gradients `grad_bytes` (2: the ZeRO paper's bf16 convention, 16 bytes per

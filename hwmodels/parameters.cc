@@ -102,4 +102,64 @@ double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int 
   return p;
 }
 
+namespace {
+
+void push(std::vector<double>* out, double n) {
+  if (n > 0) out->push_back(n);
+}
+
+void norm_tensors(const ModelShape& m, std::vector<double>* out) {
+  push(out, m.hidden_size);                  // scale
+  if (!m.rmsnorm) push(out, m.hidden_size);  // shift
+}
+
+// The tensors of mlp_params, in the same splits.
+void mlp_tensors(const ModelShape& m, double f, double split, std::vector<double>* out) {
+  const double h = m.hidden_size, up = m.swiglu ? 2.0 : 1.0;
+  push(out, up * h * f / split);
+  if (m.bias) push(out, up * f / split);
+  push(out, h * f / split);
+  if (m.bias) push(out, h);
+}
+
+// The tensors of layer_params, in forward order.
+void layer_tensors(const ModelShape& m, bool moe, const WorkloadOptions& o,
+                   std::vector<double>* out) {
+  const double h = m.hidden_size, t = o.tp, q = double(query_width(m)), kv = double(kv_width(m));
+  norm_tensors(m, out);
+  push(out, h * (q + 2 * kv) / t);
+  if (m.bias || m.qkv_bias) push(out, (q + 2 * kv) / t);
+  if (m.qk_layernorm)
+    for (int k = 0; k < (m.rmsnorm ? 2 : 4); ++k) push(out, head_dim(m));
+  push(out, q * h / t);
+  if (m.bias) push(out, h);
+  norm_tensors(m, out);
+  if (!moe) {
+    mlp_tensors(m, ffn_size(m), t, out);
+    return;
+  }
+  push(out, h * m.num_experts);  // router
+  for (int e = 0; e < m.num_experts / o.ep; ++e) mlp_tensors(m, expert_ffn_size(m), o.etp, out);
+  if (m.moe_shared_expert_size > 0) mlp_tensors(m, m.moe_shared_expert_size, t, out);
+}
+
+}  // namespace
+
+std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOptions& o,
+                                         int layer_begin, int layer_end, bool is_first,
+                                         bool is_last, int pipeline_parallel) {
+  std::vector<double> out;
+  const double h = m.hidden_size;
+  if (is_first) {
+    push(&out, double(m.vocab_size) * h / o.tp);
+    if (!m.rope) push(&out, double(m.seq_length) * h);
+  }
+  for (int l = layer_begin; l < layer_end; ++l) layer_tensors(m, is_moe_layer(m, l), o, &out);
+  if (is_last) {
+    norm_tensors(m, &out);
+    if (m.untie_embeddings || pipeline_parallel > 1) push(&out, double(m.vocab_size) * h / o.tp);
+  }
+  return out;
+}
+
 }  // namespace pw::hw

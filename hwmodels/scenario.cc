@@ -148,7 +148,7 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
   c.zero_stage = static_cast<int>(p.integer_or("zero_stage", distributed ? 1 : 0, 0));
   if (c.zero_stage > 3)
     p.fail("zero_stage", fmt::format("{}; expected 0, 1, 2 or 3", c.zero_stage));
-  c.zero3_gather = p.choice_or("zero3_gather", "layer", {"layer", "stage"});
+  c.zero3_gather = p.choice_or("zero3_gather", "layer", zero3_gather_names());
   if (p.has("zero3_gather") && c.zero_stage != 3)
     p.fail(
         "zero3_gather",
@@ -193,9 +193,10 @@ void set_override_values(Scenario* s, const ParallelOverrides& o) {
     c.zero_stage = *o.zero_stage;
   }
   if (o.zero3_gather) {
-    if (*o.zero3_gather != "layer" && *o.zero3_gather != "stage")
+    const auto& names = zero3_gather_names();
+    if (std::find(names.begin(), names.end(), *o.zero3_gather) == names.end())
       throw ConfigError(s->file, "--zero3-gather",
-                        fmt::format("'{}'; expected layer or stage", *o.zero3_gather));
+                        fmt::format("'{}'; expected {}", *o.zero3_gather, zero3_gather_choices()));
     if (c.zero_stage != 3)
       throw ConfigError(s->file, "--zero3-gather",
                         fmt::format("given with ZeRO stage {}; expected it only with stage 3 "

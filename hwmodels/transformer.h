@@ -209,6 +209,15 @@ double active_parameter_count(const ModelShape& m);
 double layer_parameter_count(const ModelShape& m, bool moe = false);
 /// Sum of layer_parameter_count over the layers: the N of scaling laws (embeddings excluded).
 double non_embedding_parameter_count(const ModelShape& m);
+/// Element counts of the weight tensors one rank of that stage holds, in the order its forward
+/// uses them (the embedding and learned positions; per layer the input norm's, the fused qkv
+/// weight and bias, q/k norms, the output projection and bias, the second norm, then the MLP's
+/// fused up (gate and up together when gated) and down weights and biases, or the router, each
+/// local expert's and the shared expert's; the final norm and output layer), as PyTorch modules
+/// hold them. They sum to stage_parameter_count.
+std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOptions& o,
+                                         int layer_begin, int layer_end, bool is_first,
+                                         bool is_last, int pipeline_parallel);
 /// Parameters held by one rank of a stage holding layers [layer_begin, layer_end) (TP-split
 /// weights, replicated norms and row-parallel biases; experts split by ep and etp; the
 /// embedding on the first stage, the final norm and the output layer on the last: a separate

@@ -45,6 +45,14 @@ IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOpti
     stage_expert_params_.push_back(expert);
     stage_layer_params_.push_back(hw::stage_parameter_count(
         in.model, wo_, st.layer_begin, st.layer_end, false, false, par.pipeline_parallel));
+    if (par.zero_stage == 3 && par.zero3_gather != "stage") {
+      std::vector<double> tensors;
+      if (par.zero3_gather == "tensor")
+        tensors = hw::stage_weight_tensors(in.model, wo_, st.layer_begin, st.layer_end, first, last,
+                                           par.pipeline_parallel);
+      stage_gathers_.push_back(hw::zero3_pass_gathers(par.zero3_gather, stage_params_.back(),
+                                                      st.layer_end - st.layer_begin, tensors));
+    }
   }
   for (const Action& a : dep_.action) has_recompute_actions_ |= a.kind == ActionKind::kR;
   num_actions_ = dep_.size();

@@ -14,6 +14,7 @@
 
 #include "core/dependency.h"
 #include "hwmodels/gpu_model.h"
+#include "hwmodels/memory.h"
 #include "hwmodels/rank_layout.h"
 #include "hwmodels/topology.h"
 #include "hwmodels/transformer.h"
@@ -133,6 +134,9 @@ class IterationBuilder {
   std::vector<double> stage_params_;         ///< per schedule stage, per rank (experts included)
   std::vector<double> stage_expert_params_;  ///< the expert part of stage_params_
   std::vector<double> stage_layer_params_;   ///< its transformer layers' part (no embedding/head)
+  /// ZeRO-3 by layer or tensor: the all-gathers each pass of the stage makes
+  /// (hw::zero3_pass_gathers).
+  std::vector<hw::Zero3PassGathers> stage_gathers_;
   bool has_recompute_actions_ = false;
   BuiltIteration out_;
   std::vector<int> sim_of_gpu_;

@@ -42,15 +42,10 @@ void IterationBuilder::build_passes() {
   const int S = pl.num_stages();
   const bool zero3_any = in_.parallel.zero_stage == 3 && layout_.dp > 1;
   const bool zero3 = zero3_any && in_.parallel.zero3_gather == "stage";  // per sweep
-  const bool zero3_layer = zero3_any && !zero3;
+  const bool zero3_layer = zero3_any && !zero3;  // by layer or by tensor: every pass gathers
   // ZeRO-2/3 reduce-scatter every backward's weight gradients (Megatron-FSDP: "accumulated during
   // every backward pass"; DeepSpeed: every micro-step), not only the last microbatch's.
   const bool reduce_every = in_.parallel.zero_stage >= 2 && layout_.dp > 1;
-  // ZeRO-3 by layer: what a pass of stage st gathers before its compute.
-  auto layer_share = [&](int st) {
-    const StageInfo& si = pl.stages[st];
-    return hw::zero3_layer_bytes(stage_params_[st], si.layer_end - si.layer_begin);
-  };
   const bool inline_r = !has_recompute_actions_;
   const bool overlap_tp = in_.parallel.tp_comm_overlap && layout_.tp > 1;
   auto cost_of = [&](const Action& a) {
@@ -175,35 +170,37 @@ void IterationBuilder::build_passes() {
       std::int32_t layer_gather = -1, layer_rest = -1;
       double gathered = 0;  // working memory of the gathered layers
       if (zero3_layer && is_pass && a.kind != ActionKind::kW) {
-        // Per stage of the pass: one layer's share and the number of layers after the first,
-        // each gathered by its own collective (its own latency).
-        std::array<std::pair<double, int>, 2> shares{};
-        int n_shares = 0, rest_layers = 0;
+        // Per stage of the pass: its gathers (hw::zero3_pass_gathers), the first under the
+        // previous pass, the rest beside this one; two of the largest held while it runs.
+        std::array<const hw::Zero3PassGathers*, 2> runs{};
+        int n_runs = 0, rest_count = 0;
         for (int st : {int{a.stage}, a.kind == ActionKind::kOverlapFB ? int{a.stage2} : -1}) {
-          if (st < 0) continue;
-          const double share = layer_share(st);
-          const StageInfo& si = pl.stages[st];
-          const int more = std::max(0, si.layer_end - si.layer_begin - 1);
-          shares[n_shares++] = {share, more};
-          rest_layers += more;
-          gathered += 2 * share;
+          if (st < 0 || stage_gathers_[st].first_bytes <= 0) continue;
+          const hw::Zero3PassGathers& g = stage_gathers_[st];
+          runs[n_runs++] = &g;
+          rest_count += g.count() - 1;
+          gathered += 2 * g.largest_bytes();
         }
         auto all_gather = [&](int key, bool first) {
           bool fresh = false;
           const std::int32_t c = keyed_collective({key, r.tr, r.pr, id}, &fresh);
+          const std::vector<int> group = layout_.dp_group(r.tr, r.pr);
           if (fresh)
-            for (int k = 0; k < n_shares; ++k) {
-              const int count = first ? 1 : shares[k].second;
-              if (count > 0)
-                add_collective_phases(hw::CollectiveKind::kAllGather, shares[k].first, count,
-                                      layout_.dp_group(r.tr, r.pr));
+            for (int k = 0; k < n_runs; ++k) {
+              if (first) {
+                add_collective_phases(hw::CollectiveKind::kAllGather, runs[k]->first_bytes, 1,
+                                      group);
+                continue;
+              }
+              for (const hw::GatherRun& g : runs[k]->rest)
+                add_collective_phases(hw::CollectiveKind::kAllGather, g.bytes, g.count, group);
             }
           return add_comm(sim, StreamKind::kDpGather, c, CommKind::kDp,
                           label(ActionKind::kUnshard, a.stage, a.microbatch));
         };
         layer_gather = all_gather(7, true);
         if (prev_start >= 0) out_.graph.add_dep(prev_start, layer_gather);
-        if (rest_layers > 0) {
+        if (rest_count > 0) {
           layer_rest = all_gather(8, false);
           out_.graph.add_dep(layer_gather, layer_rest);
           if (prev_last >= 0) out_.graph.add_dep(prev_last, layer_rest);

@@ -63,8 +63,9 @@ void register_estimate(CLI::App& app, int* status) {
                 "Turn sequence parallelism off");
   sub->add_option("--zero-stage", opt->zero_stage, "ZeRO stage 0-3");
   sub->add_option("--zero3-gather", opt->zero3_gather,
-                  "ZeRO-3 gathers by layer (every pass, as DeepSpeed and FSDP) or by stage (once "
-                  "per sweep): layer | stage");
+                  "ZeRO-3 gathers one collective per layer in every pass (FSDP), per prefetch "
+                  "bucket of weight tensors (DeepSpeed) or once per stage sweep: layer | tensor "
+                  "| stage");
   sub->add_option("--format", opt->format, "table | json")->check(CLI::IsMember({"table", "json"}));
   sub->callback([opt, status] { *status = run_estimate(*opt); });
 }

@@ -245,6 +245,11 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
         "config.zero3_gather: {} gathers ZeRO-3 weights layer by layer in every pass, not once "
         "per stage sweep; nearest: zero3_gather layer",
         framework_title(fw));
+  if (pc.zero_stage == 3 && pc.zero3_gather == "tensor" && fw != Framework::kDeepspeed)
+    return fmt::format(
+        "config.zero3_gather: {} gathers ZeRO-3 weights one layer (FSDP unit) per collective, "
+        "not in DeepSpeed's prefetch buckets of tensors; nearest: zero3_gather layer",
+        framework_title(fw));
   if (fw == Framework::kDeepspeed) {
     // DeepSpeed's own config: data parallelism with ZeRO (only 0/1 under its pipeline engine),
     // AutoTP tensor slicing without sequence parallelism, its 1F1B-style pipeline. Context

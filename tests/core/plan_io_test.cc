@@ -87,12 +87,12 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
 }
 
 // ZeRO-3's gather granularity is written with every ZeRO-3 plan (and only then) and read back;
-// a value other than layer or stage is refused by key.
+// a value other than layer, tensor or stage is refused by key.
 TEST(PlanIo, Zero3GatherRoundTripsWithZeroStage3) {
   Plan p = sample_plan();
   EXPECT_EQ(plan_to_text(p, DocFormat::kYaml).find("zero3_gather"), std::string::npos);
   p.config.zero_stage = 3;
-  for (const char* g : {"layer", "stage"}) {
+  for (const char* g : {"layer", "tensor", "stage"}) {
     p.config.zero3_gather = g;
     for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson}) {
       const std::string text = plan_to_text(p, f);

@@ -232,6 +232,14 @@ TEST(Frameworks, RefusalsNameTheSettingAndTheNearestRunnableOne) {
   }
   z3.config.zero3_gather = "layer";
   EXPECT_EQ(refusal_key(z3, Framework::kDeepspeed), "");
+  // DeepSpeed's prefetch buckets of tensors: DeepSpeed's own; the others gather by layer.
+  z3.config.zero3_gather = "tensor";
+  EXPECT_EQ(refusal_key(z3, Framework::kDeepspeed), "");
+  for (Framework fw : {Framework::kMegatron, Framework::kTorchtitan, Framework::kNemo}) {
+    why = refusal_key(z3, fw);
+    EXPECT_EQ(why.rfind("config.zero3_gather | ", 0), 0u) << why;
+    EXPECT_NE(why.find("nearest: zero3_gather layer"), std::string::npos) << why;
+  }
   const Plan bit = make_plan("llama3-8b", "bitpipe", 1, 1, 4, 2, 1, std::vector<int>(16, 2));
   why = refusal_key(bit, Framework::kTorchtitan);
   EXPECT_NE(why.find("nearest it can: 'interleaved'"), std::string::npos) << why;
