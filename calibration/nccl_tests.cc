@@ -377,9 +377,12 @@ NcclTestsFit fit_nccl_tests(const std::vector<NcclTestsLog>& logs, const hw::Har
 
 namespace {
 
-double rounded(double v, int digits) {
+// A fitted figure as the profile writes it: six decimals, as the shortest text that reads back
+// to that value (a double put into a YAML node is written with 17 significant digits, e.g.
+// 0.80000000000000004, whatever the emitter's precision).
+std::string rounded(double v, int digits) {
   const double s = std::pow(10.0, digits);
-  return std::round(v * s) / s;
+  return fmt::format("{}", std::round(v * s) / s);
 }
 
 }  // namespace
@@ -461,7 +464,6 @@ std::string nccl_tests_profile_yaml(const NcclTestsFit& fit, const std::string& 
     node["nic"]["source"] = src;
   }
   YAML::Emitter out;
-  out.SetDoublePrecision(7);
   out << doc;
   return "# Hardware profile: " + base_file + " with its collective model fitted to nccl-tests " +
          "logs.\n# Regenerate rather than edit: pipewright calibrate --from-nccl-tests LOG... " +

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -101,6 +102,9 @@ TEST(NcclTests, ShippedDgxH100LogParsesAndTheFitReproducesIt) {
     const double t = ps_to_seconds(nccl_tests_model_time(back, log.kind, 8, 1, row.bytes));
     EXPECT_NEAR(t, row.time_s, 1e-5 * row.time_s) << row.bytes;
   }
+  // Fitted figures are written to six decimals at most (not as 0.80000000000000004): no number
+  // in the file carries seven or more digits after its point.
+  EXPECT_FALSE(std::regex_search(yaml, std::regex("[0-9]\\.[0-9]{7,}"))) << yaml;
   // Off: the model alone, as the report's model-alone column.
   NcclTestsOptions off;
   off.size_corrections = false;
