@@ -32,6 +32,29 @@ TEST(Iteration, OverlappedGradientReductionIsNotSlower) {
   EXPECT_LE(a.iteration, b.iteration);
 }
 
+// The DP reduction in the frameworks' buckets (hw::grad_bucket_count), counted on the DP
+// stream: t = 1, p = 2, d = 8 over two nodes, 8 layers of h = 1024 (s = 1024, V = 51200).
+// Stage 0 holds 4 layers (12h^2 + 13h = 12,596,224 each), the embedding (V h = 52,428,800) and
+// positions (s h = 1,048,576): 103,862,272 parameters; stage 1 the other 4 layers, the final
+// LayerNorm (2h) and the tied output copy: 102,815,744. Without overlap each stage's buffer is
+// one all-reduce after the backward; with overlap Megatron cuts stage 0 into buckets of
+// max(40M, 1M x 8) = 40M parameters, ceil(103,862,272 / 4e7) = 3, and leaves stage 1 whole.
+TEST(Iteration, GradientBucketsAreTheFrameworksOwn) {
+  auto reductions = [](bool overlap) {
+    IterationInput in = testing::input_for(small_scenario(1, 2, 2, 64));
+    in.parallel.overlap_grad_reduce = overlap;
+    IterationOptions o;
+    o.trace = true;
+    const IterationResult r = simulate_iteration(in, o);
+    std::vector<int> n(r.trace.process_names.size(), 0);
+    for (const TraceSlice& sl : r.trace.slices)
+      if (r.trace.thread_names[sl.pid][sl.tid] == "dp") ++n[sl.pid];
+    return n;
+  };
+  EXPECT_EQ(reductions(false), (std::vector<int>{1, 1}));
+  EXPECT_EQ(reductions(true), (std::vector<int>{3, 1}));
+}
+
 TEST(Iteration, GradientBytesFollowTheConfigurationInMemoryAndReduction) {
   // One pipeline stage, d = 16 over two nodes, ZeRO-1 (distributed optimizer): the gradient
   // buffer holds every parameter of the rank at 4 bytes (grad_reduce_in_fp32, Megatron's
@@ -50,7 +73,7 @@ TEST(Iteration, GradientBytesFollowTheConfigurationInMemoryAndReduction) {
 }
 
 // ZeRO-3, one stage of 8 layers, d = 16 over two nodes, 4 microbatches of 128 tokens (little
-// compute, so the gathers show), no recomputation. By layer (DeepSpeed / FSDP): each pass
+// compute, so the gathers show), no recomputation. By layer (FSDP): each pass
 // holds two layers' gathered bf16 weights, 2 x 2 x P/8 bytes, and every F and B pass
 // all-gathers the stage: each of the 7 passes after the first lasts at least the all-gather of
 // its layers after the first (7/8 of 2P bytes). By stage (breadth-first): the stage's 2P bytes
