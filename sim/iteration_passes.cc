@@ -184,8 +184,8 @@ void IterationBuilder::build_passes() {
         auto all_gather = [&](int key, bool first) {
           bool fresh = false;
           const std::int32_t c = keyed_collective({key, r.tr, r.pr, id}, &fresh);
-          const std::vector<int> group = layout_.dp_group(r.tr, r.pr);
-          if (fresh)
+          if (fresh) {
+            const std::vector<int> group = layout_.dp_group(r.tr, r.pr);
             for (int k = 0; k < n_runs; ++k) {
               if (first) {
                 add_collective_phases(hw::CollectiveKind::kAllGather, runs[k]->first_bytes, 1,
@@ -195,6 +195,7 @@ void IterationBuilder::build_passes() {
               for (const hw::GatherRun& g : runs[k]->rest)
                 add_collective_phases(hw::CollectiveKind::kAllGather, g.bytes, g.count, group);
             }
+          }
           return add_comm(sim, StreamKind::kDpGather, c, CommKind::kDp,
                           label(ActionKind::kUnshard, a.stage, a.microbatch));
         };
