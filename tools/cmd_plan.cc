@@ -447,6 +447,15 @@ int run_plan(const PlanOptions& o) {
             "searches (it trims both end stages equally); `pipewright simulate {}` simulates it",
             sc.first_stage_layers, sc.last_stage_layers, sc.file);
         in.published = e;
+      } else if (pub.zero_stage == 3 && pub.zero3_gather == "tensor") {
+        Evaluated e;
+        e.config = pc;
+        e.why_not = fmt::format(
+            "its ZeRO-3 gathers in DeepSpeed's prefetch buckets of tensors (zero3_gather: tensor) "
+            "are not a form the planner searches (by layer or by stage); `pipewright simulate {}` "
+            "simulates it",
+            sc.file);
+        in.published = e;
       } else {
         in.published =
             des ? evaluate_config_des(model, registry, pc) : evaluate_config(model, registry, pc);

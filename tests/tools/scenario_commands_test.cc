@@ -218,6 +218,20 @@ TEST(ScenarioCommands, EstimateAgreesWithTheSimulatorUnderZero3) {
   }
 }
 
+// `plan` on a scenario whose ZeRO-3 gathers in DeepSpeed's tensor buckets: the planner searches
+// only by layer and by stage, so the published-configuration line says it cannot score that
+// form and names the command that does, instead of scoring it silently as by layer.
+TEST(ScenarioCommands, PlanSaysItDoesNotScoreZero3ByTensor) {
+  const std::string f = std::string(PW_SOURCE_DIR) + "/scenarios/megatron/zero3-175b-384.yaml";
+  std::string out;
+  ASSERT_EQ(sh(kTool + " plan " + f + " --tp 1 --pp 1 --top 1", &out), 0) << out;
+  EXPECT_NE(out.find("zero3_gather: tensor) are not a form the planner searches"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("`pipewright simulate " + f + "` simulates it"), std::string::npos) << out;
+  EXPECT_EQ(out.find("per iteration (DES)"), std::string::npos) << out;
+}
+
 // `estimate --zero3-gather` overrides ZeRO-3's granularity: by stage the one stage of the 1.7B
 // model (t = p = 1, 24 layers, P parameters) is gathered whole and held, 2P bytes of buffers
 // where by layer two layers' (4P/24) are; the flag needs ZeRO-3 and takes layer, tensor or stage,
