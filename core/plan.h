@@ -56,7 +56,7 @@ struct ParallelConfig {
   /// forward, Megatron-FSDP: every pass all-gathers its layers one collective per layer, the
   /// next one prefetched under the current one's compute, and frees them after use), "tensor"
   /// (DeepSpeed ZeRO-3: the same, but one collective per prefetch bucket of weight tensors,
-  /// hw::zero3_tensor_packs) or "stage" (breadth-first pipelines: a stage's weights are
+  /// hw::zero3_pass_gathers) or "stage" (breadth-first pipelines: a stage's weights are
   /// gathered once per sweep of consecutive passes of that stage and held through it). Read only
   /// with zero_stage 3.
   std::string zero3_gather = "layer";
@@ -91,6 +91,8 @@ struct ParallelConfig {
 const std::vector<std::string>& zero3_gather_names();
 /// "layer, tensor or stage", for messages.
 std::string zero3_gather_choices();
+/// True when `g` is one of zero3_gather_names().
+bool is_zero3_gather(const std::string& g);
 
 /// Predicted interval of one action (same numbering as the schedule: device, position).
 struct ActionTiming {

@@ -17,6 +17,11 @@ const std::vector<std::string>& zero3_gather_names() {
 }
 
 std::string zero3_gather_choices() { return "layer, tensor or stage"; }
+
+bool is_zero3_gather(const std::string& g) {
+  const auto& names = zero3_gather_names();
+  return std::find(names.begin(), names.end(), g) != names.end();
+}
 namespace {
 
 constexpr const char* kPlanFormat = "pipewright-plan";
@@ -225,8 +230,7 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     c.tp_comm_overlap = r.as_bool(*v, "config.tp_comm_overlap");
   if (r.find(d, "zero3_gather")) {
     c.zero3_gather = get_str(d, r, p, "zero3_gather");
-    const auto& names = zero3_gather_names();
-    if (std::find(names.begin(), names.end(), c.zero3_gather) == names.end())
+    if (!is_zero3_gather(c.zero3_gather))
       r.fail("config.zero3_gather",
              fmt::format("{}, got '{}'", zero3_gather_choices(), c.zero3_gather));
     if (c.zero_stage != 3)

@@ -1,34 +1,72 @@
 // Parameter counts of the workload model (declared in hwmodels/transformer.h): every layer kind,
 // the embeddings and the head, and what one rank of a stage holds under TP, EP and expert TP.
 #include <algorithm>
+#include <array>
+#include <vector>
 
 #include "hwmodels/transformer.h"
 
 namespace pw::hw {
 
-double norm_parameter_count(const ModelShape& m) {
-  return m.rmsnorm ? double(m.hidden_size) : 2.0 * m.hidden_size;
-}
-
 namespace {
 
-// Parameters of one MLP of width f: weights, and biases when the model has them. `split` divides
-// the column-parallel part (weights, up bias); the down bias (row-parallel) is not split.
-double mlp_params(const ModelShape& m, double f, double split) {
-  const double h = m.hidden_size, up = m.swiglu ? 2.0 : 1.0;
-  double p = (up + 1.0) * h * f / split;
-  if (m.bias) p += up * f / split + h;
-  return p;
+// The weight tensors of one module as PyTorch holds them (element counts, in forward order):
+// the one place their shapes are written; the parameter counts below are their sums.
+struct Tensors {
+  std::array<double, 8> n{};
+  int size = 0;
+  void push(double x) {
+    if (x > 0) n[static_cast<std::size_t>(size++)] = x;
+  }
+  double sum() const {
+    double s = 0;
+    for (int i = 0; i < size; ++i) s += n[static_cast<std::size_t>(i)];
+    return s;
+  }
+  void append_to(std::vector<double>* out) const {
+    out->insert(out->end(), n.begin(), n.begin() + size);
+  }
+};
+
+// A LayerNorm's scale and shift, or an RMSNorm's scale.
+Tensors norm_tensors(const ModelShape& m) {
+  Tensors t;
+  t.push(m.hidden_size);
+  if (!m.rmsnorm) t.push(m.hidden_size);
+  return t;
 }
 
-// Attention weights and biases (column/row-parallel parts split by t) and q/k norms.
-double attention_params(const ModelShape& m, double t) {
+// One MLP of width f: the fused up weight (gate and up together when gated), its bias, the down
+// weight and bias. `split` divides the column-parallel part (weights, up bias); the down bias
+// (row-parallel) is not split.
+Tensors mlp_tensors(const ModelShape& m, double f, double split) {
+  const double h = m.hidden_size, up = m.swiglu ? 2.0 : 1.0;
+  Tensors t;
+  t.push(up * h * f / split);
+  if (m.bias) t.push(up * f / split);
+  t.push(h * f / split);
+  if (m.bias) t.push(h);
+  return t;
+}
+
+// Attention: the fused qkv weight and bias (column-parallel, split by t), the q/k norms, the
+// output projection (row-parallel) and its bias.
+Tensors attention_tensors(const ModelShape& m, double tp) {
   const double h = m.hidden_size, q = double(query_width(m)), kv = double(kv_width(m));
-  double p = (h * (q + 2 * kv) + q * h) / t;
-  if (m.bias || m.qkv_bias) p += (q + 2 * kv) / t;
-  if (m.bias) p += h;
-  if (m.qk_layernorm) p += 2.0 * (m.rmsnorm ? 1.0 : 2.0) * head_dim(m);
-  return p;
+  Tensors t;
+  t.push(h * (q + 2 * kv) / tp);
+  if (m.bias || m.qkv_bias) t.push((q + 2 * kv) / tp);
+  if (m.qk_layernorm)
+    for (int k = 0; k < (m.rmsnorm ? 2 : 4); ++k) t.push(head_dim(m));
+  t.push(q * h / tp);
+  if (m.bias) t.push(h);
+  return t;
+}
+
+double router_params(const ModelShape& m) { return double(m.hidden_size) * m.num_experts; }
+
+double mlp_params(const ModelShape& m, double f, double split) {
+  return mlp_tensors(m, f, split).sum();
 }
 
 // Expert and router parameters of one MoE MLP held by a rank with ep / etp splits.
@@ -36,14 +74,14 @@ double moe_params(const ModelShape& m, int ep, int etp, double t, double* expert
   const double E = m.num_experts;
   const double experts = (E / ep) * mlp_params(m, expert_ffn_size(m), etp);
   if (expert) *expert += experts;
-  double p = experts + double(m.hidden_size) * E;  // router (replicated)
+  double p = experts + router_params(m);  // the router is replicated
   if (m.moe_shared_expert_size > 0) p += mlp_params(m, m.moe_shared_expert_size, t);
   return p;
 }
 
 double layer_params(const ModelShape& m, bool moe, double t, int ep, int etp, double* expert) {
   const double mlp = moe ? moe_params(m, ep, etp, t, expert) : mlp_params(m, ffn_size(m), t);
-  return attention_params(m, t) + 2.0 * norm_parameter_count(m) + mlp;
+  return attention_tensors(m, t).sum() + 2.0 * norm_parameter_count(m) + mlp;
 }
 
 double embedding_params(const ModelShape& m) {
@@ -52,6 +90,8 @@ double embedding_params(const ModelShape& m) {
 }
 
 }  // namespace
+
+double norm_parameter_count(const ModelShape& m) { return norm_tensors(m).sum(); }
 
 double layer_parameter_count(const ModelShape& m, bool moe) {
   return layer_params(m, moe, 1, 1, 1, nullptr);
@@ -104,43 +144,20 @@ double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int 
 
 namespace {
 
-void push(std::vector<double>* out, double n) {
-  if (n > 0) out->push_back(n);
-}
-
-void norm_tensors(const ModelShape& m, std::vector<double>* out) {
-  push(out, m.hidden_size);                  // scale
-  if (!m.rmsnorm) push(out, m.hidden_size);  // shift
-}
-
-// The tensors of mlp_params, in the same splits.
-void mlp_tensors(const ModelShape& m, double f, double split, std::vector<double>* out) {
-  const double h = m.hidden_size, up = m.swiglu ? 2.0 : 1.0;
-  push(out, up * h * f / split);
-  if (m.bias) push(out, up * f / split);
-  push(out, h * f / split);
-  if (m.bias) push(out, h);
-}
-
 // The tensors of layer_params, in forward order.
 void layer_tensors(const ModelShape& m, bool moe, const WorkloadOptions& o,
                    std::vector<double>* out) {
-  const double h = m.hidden_size, t = o.tp, q = double(query_width(m)), kv = double(kv_width(m));
-  norm_tensors(m, out);
-  push(out, h * (q + 2 * kv) / t);
-  if (m.bias || m.qkv_bias) push(out, (q + 2 * kv) / t);
-  if (m.qk_layernorm)
-    for (int k = 0; k < (m.rmsnorm ? 2 : 4); ++k) push(out, head_dim(m));
-  push(out, q * h / t);
-  if (m.bias) push(out, h);
-  norm_tensors(m, out);
+  norm_tensors(m).append_to(out);
+  attention_tensors(m, o.tp).append_to(out);
+  norm_tensors(m).append_to(out);
   if (!moe) {
-    mlp_tensors(m, ffn_size(m), t, out);
+    mlp_tensors(m, ffn_size(m), o.tp).append_to(out);
     return;
   }
-  push(out, h * m.num_experts);  // router
-  for (int e = 0; e < m.num_experts / o.ep; ++e) mlp_tensors(m, expert_ffn_size(m), o.etp, out);
-  if (m.moe_shared_expert_size > 0) mlp_tensors(m, m.moe_shared_expert_size, t, out);
+  out->push_back(router_params(m));
+  const Tensors expert = mlp_tensors(m, expert_ffn_size(m), o.etp);
+  for (int e = 0; e < m.num_experts / o.ep; ++e) expert.append_to(out);
+  if (m.moe_shared_expert_size > 0) mlp_tensors(m, m.moe_shared_expert_size, o.tp).append_to(out);
 }
 
 }  // namespace
@@ -151,13 +168,13 @@ std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOpti
   std::vector<double> out;
   const double h = m.hidden_size;
   if (is_first) {
-    push(&out, double(m.vocab_size) * h / o.tp);
-    if (!m.rope) push(&out, double(m.seq_length) * h);
+    out.push_back(double(m.vocab_size) * h / o.tp);
+    if (!m.rope) out.push_back(double(m.seq_length) * h);
   }
   for (int l = layer_begin; l < layer_end; ++l) layer_tensors(m, is_moe_layer(m, l), o, &out);
   if (is_last) {
-    norm_tensors(m, &out);
-    if (m.untie_embeddings || pipeline_parallel > 1) push(&out, double(m.vocab_size) * h / o.tp);
+    norm_tensors(m).append_to(&out);
+    if (m.untie_embeddings || pipeline_parallel > 1) out.push_back(double(m.vocab_size) * h / o.tp);
   }
   return out;
 }

@@ -193,8 +193,7 @@ void set_override_values(Scenario* s, const ParallelOverrides& o) {
     c.zero_stage = *o.zero_stage;
   }
   if (o.zero3_gather) {
-    const auto& names = zero3_gather_names();
-    if (std::find(names.begin(), names.end(), *o.zero3_gather) == names.end())
+    if (!is_zero3_gather(*o.zero3_gather))
       throw ConfigError(s->file, "--zero3-gather",
                         fmt::format("'{}'; expected {}", *o.zero3_gather, zero3_gather_choices()));
     if (c.zero_stage != 3)
