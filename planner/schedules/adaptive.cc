@@ -149,24 +149,44 @@ VGridPattern pattern_of(int p, const VOffsets& o) {
   return pat;
 }
 
-// The authors' reordering of one block (v_grid_schedule) as a curve point; nullopt when their
-// method refuses the block or its order does not validate.
-std::optional<TradeoffPoint> grid_point(int p, int m, const VOffsets& o, const CostTable& costs) {
-  std::optional<Schedule> s = v_grid_schedule(p, m, pattern_of(p, o), 2 * p);
-  if (!s) return std::nullopt;
-  EvalResult r;
-  try {
-    r = evaluate(*s, costs);  // builds the dependency graph: refuses an order that deadlocks
-  } catch (const ConfigError&) {
-    return std::nullopt;
+// The authors' reordering (v_grid_schedules) of blocks `which` of `cands` as curve points, in
+// that order; nullopt where their method refuses the block or its order does not validate. A
+// schedule several blocks share is evaluated once; its point names the first of them.
+template <class Cands>
+std::vector<std::optional<TradeoffPoint>> grid_points(int p, int m, const Cands& cands,
+                                                      const std::vector<std::size_t>& which,
+                                                      const CostTable& costs) {
+  std::vector<VGridPattern> patterns;
+  patterns.reserve(which.size());
+  for (std::size_t i : which) patterns.push_back(pattern_of(p, cands[i].o));
+  const VGridSchedules grid = v_grid_schedules(p, m, patterns, 2 * p);
+  std::vector<std::optional<TradeoffPoint>> answer(grid.schedules.size());
+  tbb::parallel_for(std::size_t{0}, answer.size(), [&](std::size_t u) {
+    const std::optional<Schedule>& s = grid.schedules[u];
+    if (!s) return;
+    EvalResult r;
+    try {
+      r = evaluate(*s, costs);  // builds the dependency graph: refuses an order that deadlocks
+    } catch (const ConfigError&) {
+      return;
+    }
+    TradeoffPoint pt;
+    for (const DeviceStats& d : r.device) pt.peak_memory = std::max(pt.peak_memory, d.peak_memory);
+    pt.makespan = r.makespan;
+    pt.cost = r.cost;
+    pt.grid = true;
+    answer[u] = pt;
+  });
+  std::vector<std::optional<TradeoffPoint>> points(which.size());
+  std::vector<char> named(answer.size(), 0);
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    const std::size_t u = grid.of[k];
+    if (!answer[u] || named[u]) continue;  // a later block of a shared schedule adds nothing
+    named[u] = 1;
+    points[k] = answer[u];
+    points[k]->offsets = cands[which[k]].o;
   }
-  TradeoffPoint pt;
-  for (const DeviceStats& d : r.device) pt.peak_memory = std::max(pt.peak_memory, d.peak_memory);
-  pt.makespan = r.makespan;
-  pt.cost = r.cost;
-  pt.grid = true;
-  pt.offsets = o;
-  return pt;
+  return points;
 }
 
 std::uint64_t offsets_hash(const VOffsets& o) {
@@ -328,9 +348,7 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
     }
     std::sort(to_grid.begin(), to_grid.end());
   }
-  std::vector<std::optional<TradeoffPoint>> grid(to_grid.size());
-  tbb::parallel_for(std::size_t{0}, grid.size(),
-                    [&](std::size_t i) { grid[i] = grid_point(p, m, cands[to_grid[i]].o, costs); });
+  std::vector<std::optional<TradeoffPoint>> grid = grid_points(p, m, cands, to_grid, costs);
   // The front takes them in the loops' order: the same curve whatever the thread count.
   std::vector<TradeoffPoint> front;
   for (Cand& c : cands) {

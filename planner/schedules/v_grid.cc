@@ -1,7 +1,10 @@
 #include "planner/schedules/v_grid.h"
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <string>
 
 #include "planner/schedules/v_schedules.h"
@@ -496,52 +499,113 @@ bool correct(const Grid& g, int m) {
 
 }  // namespace
 
+namespace {
+
+// The method's first steps: the block repeated for the authors' spare microbatches, cleared to
+// one chain per pass and squeezed. nullopt where the repetition's peak refuses the block. From
+// here on the method is a function of this grid (and p, m, max_mem): blocks that give the same
+// grid give the same schedule.
+std::optional<Grid> first_squeeze(int p, int m, const VGridPattern& pattern, int max_mem) {
+  const int rm = std::max(m, 2 * p);  // the authors' spare microbatches
+  Grid g = repeat(p, rm, pattern);
+  clear_invalid(g, rm);
+  const int init_peak = peak_mem(g);
+  if ((m == rm && init_peak > max_mem) || init_peak > 2 * p) return std::nullopt;
+  return squeeze(g, rm);  // keeps each device's order, so its peak too
+}
+
+// The rest of the method on first_squeeze's grid.
+std::optional<Schedule> finish(Grid g, int p, int m, int max_mem, int num_layers) {
+  const int rm = std::max(m, 2 * p);
+  int init_peak = peak_mem(g);
+  warmup(g, rm);
+  g = squeeze(g, rm);
+  int peak = peak_mem(g);
+  if (peak > init_peak) return std::nullopt;
+  if (m < rm) {
+    remove_redundancy(g, m);
+    if (m <= p && 2 * m <= max_mem) release_w(g, std::min(2 * p, peak));
+    g = squeeze(g, m);
+    init_peak = peak = peak_mem(g);
+    if (peak > max_mem) return std::nullopt;
+  }
+  g = cooldown(std::move(g), m);
+  reorder_greedily(g, m);
+  relabel_w(g, m);
+  if (peak_mem(g) > init_peak || !correct(g, m)) return std::nullopt;
+  Schedule s;
+  s.name = "v-adaptive";
+  s.placement = v_placement(p, num_layers);
+  s.num_microbatches = m;
+  s.actions.resize(p);
+  for (int i = 0; i < p; ++i) {
+    std::array<int, 6> cnt{};
+    const int c0 = i, c1 = 2 * p - 1 - i;
+    s.actions[i].reserve(static_cast<std::size_t>(6 * m));
+    for (char c : g[i]) {
+      const int v = id_of(c);
+      if (v < 0) continue;
+      static constexpr ActionKind kKind[6] = {ActionKind::kF, ActionKind::kF, ActionKind::kB,
+                                              ActionKind::kB, ActionKind::kW, ActionKind::kW};
+      const int stage = (v == 0 || v == 3 || v == 5) ? c0 : c1;
+      s.actions[i].push_back(Action{kKind[v], static_cast<std::int16_t>(stage), cnt[v]++});
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
 std::optional<Schedule> v_grid_schedule(int p, int m, const VGridPattern& pattern, int max_mem,
                                         int num_layers) {
   if (p < 2 || m < 1 || static_cast<int>(pattern.size()) != p) return std::nullopt;
   try {
-    const int rm = std::max(m, 2 * p);  // the authors' spare microbatches
-    Grid g = repeat(p, rm, pattern);
-    clear_invalid(g, rm);
-    int init_peak = peak_mem(g);
-    if ((m == rm && init_peak > max_mem) || init_peak > 2 * p) return std::nullopt;
-    g = squeeze(g, rm);
-    warmup(g, rm);
-    g = squeeze(g, rm);
-    int peak = peak_mem(g);
-    if (peak > init_peak) return std::nullopt;
-    if (m < rm) {
-      remove_redundancy(g, m);
-      if (m <= p && 2 * m <= max_mem) release_w(g, std::min(2 * p, peak));
-      g = squeeze(g, m);
-      init_peak = peak = peak_mem(g);
-      if (peak > max_mem) return std::nullopt;
-    }
-    g = cooldown(std::move(g), m);
-    reorder_greedily(g, m);
-    relabel_w(g, m);
-    if (peak_mem(g) > init_peak || !correct(g, m)) return std::nullopt;
-    Schedule s;
-    s.name = "v-adaptive";
-    s.placement = v_placement(p, num_layers);
-    s.num_microbatches = m;
-    s.actions.resize(p);
-    for (int i = 0; i < p; ++i) {
-      std::array<int, 6> cnt{};
-      const int c0 = i, c1 = 2 * p - 1 - i;
-      for (char c : g[i]) {
-        const int v = id_of(c);
-        if (v < 0) continue;
-        static constexpr ActionKind kKind[6] = {ActionKind::kF, ActionKind::kF, ActionKind::kB,
-                                                ActionKind::kB, ActionKind::kW, ActionKind::kW};
-        const int stage = (v == 0 || v == 3 || v == 5) ? c0 : c1;
-        s.actions[i].push_back(Action{kKind[v], static_cast<std::int16_t>(stage), cnt[v]++});
-      }
-    }
-    return s;
+    std::optional<Grid> g = first_squeeze(p, m, pattern, max_mem);
+    if (!g) return std::nullopt;
+    return finish(std::move(*g), p, m, max_mem, num_layers);
   } catch (const Reject&) {
     return std::nullopt;
   }
+}
+
+VGridSchedules v_grid_schedules(int p, int m, const std::vector<VGridPattern>& patterns,
+                                int max_mem, int num_layers) {
+  VGridSchedules out;
+  const std::size_t n = patterns.size();
+  out.of.assign(n, 0);
+  if (n == 0) return out;
+  std::vector<std::optional<Grid>> first(n);
+  tbb::parallel_for(std::size_t{0}, n, [&](std::size_t k) {
+    if (p < 2 || m < 1 || static_cast<int>(patterns[k].size()) != p) return;
+    try {
+      first[k] = first_squeeze(p, m, patterns[k], max_mem);
+    } catch (const Reject&) {
+    }
+  });
+  // In the patterns' order: the first block of each distinct grid is the one finished; refused
+  // blocks share one empty answer.
+  std::map<Grid, std::size_t> seen;
+  std::vector<std::size_t> todo;  // per answer: the pattern finished for it (n: refused)
+  std::optional<std::size_t> refused;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (!first[k]) {
+      if (!refused) refused = todo.size(), todo.push_back(n);
+      out.of[k] = *refused;
+      continue;
+    }
+    auto [it, fresh] = seen.try_emplace(*first[k], todo.size());
+    if (fresh) todo.push_back(k);
+    out.of[k] = it->second;
+  }
+  out.schedules.resize(todo.size());
+  tbb::parallel_for(std::size_t{0}, todo.size(), [&](std::size_t u) {
+    if (todo[u] == n) return;
+    try {
+      out.schedules[u] = finish(std::move(*first[todo[u]]), p, m, max_mem, num_layers);
+    } catch (const Reject&) {
+    }
+  });
+  return out;
 }
 
 }  // namespace pw

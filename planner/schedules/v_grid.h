@@ -31,4 +31,15 @@ using VGridPattern = std::vector<std::array<int, 6>>;
 std::optional<Schedule> v_grid_schedule(int p, int m, const VGridPattern& pattern, int max_mem,
                                         int num_layers = 0);
 
+/// v_grid_schedule of many blocks: block k's schedule is `schedules[of[k]]`. The method is a
+/// function of the block's first squeezed repetition; blocks whose repetitions squeeze to the
+/// same grid (185 distinct of 341 blocks at p=16, m=64) share one answer, finished once. Every
+/// refused block shares one empty answer. Deterministic whatever the thread count.
+struct VGridSchedules {
+  std::vector<std::optional<Schedule>> schedules;
+  std::vector<std::size_t> of;
+};
+VGridSchedules v_grid_schedules(int p, int m, const std::vector<VGridPattern>& patterns,
+                                int max_mem, int num_layers = 0);
+
 }  // namespace pw

@@ -211,10 +211,15 @@ TEST(VGrid, EveryOrderItGivesIsLegalWithinTwoPAndDeterministic) {
   // Every device-0 pattern of the authors' space with uniform offsets (+k for F and B, -1 for f
   // and b per device, W and w in the first free slot after B and b), p = 2..6, m in {p, 2p,
   // 3p+1}: what it returns is a legal V schedule of m microbatches whose peak under the
-  // hold-until-W rule is at most 2p chunk activations, and the same on a second call.
+  // hold-until-W rule is at most 2p chunk activations, and the same on a second call. The batch
+  // form (v_grid_schedules) gives every block the same answer as v_grid_schedule, and blocks
+  // whose first squeezed repetitions coincide share one.
   int returned = 0;
+  std::size_t shared = 0;
   for (int p = 2; p <= 6; ++p)
-    for (int m : {p, 2 * p, 3 * p + 1})
+    for (int m : {p, 2 * p, 3 * p + 1}) {
+      std::vector<VGridPattern> all;
+      std::vector<std::optional<Schedule>> one_by_one;
       for (int ff = 1; ff < 6; ++ff)
         for (int bf = 1; bf < 6; ++bf)
           for (int bb = 1; bb < 6; ++bb)
@@ -246,6 +251,8 @@ TEST(VGrid, EveryOrderItGivesIsLegalWithinTwoPAndDeterministic) {
               }
               if (!ok) continue;
               const std::optional<Schedule> s = v_grid_schedule(p, m, pat, 2 * p);
+              all.push_back(pat);
+              one_by_one.push_back(s);
               if (!s) continue;
               ++returned;
               ASSERT_EQ(check_schedule(*s), "") << "p=" << p << " m=" << m;
@@ -253,7 +260,16 @@ TEST(VGrid, EveryOrderItGivesIsLegalWithinTwoPAndDeterministic) {
               EXPECT_LE(2 * max_peak(r), 2 * p + 1e-9) << "p=" << p << " m=" << m;
               EXPECT_EQ(v_grid_schedule(p, m, pat, 2 * p), s);
             }
+      const VGridSchedules batch = v_grid_schedules(p, m, all, 2 * p);
+      ASSERT_EQ(batch.of.size(), all.size());
+      for (std::size_t k = 0; k < all.size(); ++k) {
+        ASSERT_LT(batch.of[k], batch.schedules.size());
+        EXPECT_EQ(batch.schedules[batch.of[k]], one_by_one[k]) << "p=" << p << " m=" << m;
+      }
+      shared += all.size() - batch.schedules.size();
+    }
   EXPECT_GT(returned, 100);
+  EXPECT_GT(shared, 0u);
 }
 
 TEST(Adaptive, NeverCostlierThanVzbUnderTheSameLimit) {
