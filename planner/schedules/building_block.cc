@@ -432,6 +432,12 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
   });
   int max_q = 0;
   for (int k = 0; k < P; ++k) max_q = std::max(max_q, ws.q[k]);
+  // How many rounds back a pass's data can come from (its microbatch's dependency was timed
+  // q[k] - q[dep] rounds earlier): the window a steady state must hold for to repeat.
+  int reach = 1;
+  for (int k = 0; k < P; ++k)
+    for (int i = 0; i < 3; ++i)
+      if (const int dk = ws.dep1[k * 3 + i]; dk >= 0) reach = std::max(reach, ws.q[k] - ws.q[dk]);
   constexpr TimePs kNever = std::numeric_limits<TimePs>::max();
   // Row P of `end` stays zero: missing dependencies point at it, so the hot loop has no branch.
   const std::size_t M = static_cast<std::size_t>(m);
@@ -482,8 +488,10 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
       mem[d] += delta;
       peak[d] = std::max(peak[d], mem[d]);
     }
-    // Steady state: once every pass of this round ends a fixed time after its copy one round
-    // earlier (twice in a row), later rounds repeat it until the cool-down; jump ahead.
+    // Steady state: once every pass ends a fixed time after its copy one round earlier in each
+    // of the last `reach` + 1 rounds, the next round's inputs (its data, at most `reach` rounds
+    // back, and each device's clock, one round back) are the last round's shifted by that time,
+    // so every later round repeats it until the cool-down: jump ahead.
     if (round < max_q + 1 || round + 2 >= m) continue;
     TimePs shift = -1;
     bool same = true;
@@ -496,7 +504,7 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
     }
     steady_rounds = same && shift == prev_shift ? steady_rounds + 1 : 0;
     prev_shift = same ? shift : -1;
-    if (steady_rounds < max_q + 1) continue;
+    if (steady_rounds < reach) continue;
     const int K = (m - 2) - round;  // rounds skipped; round m-2 is then the last one computed
     if (K <= 0) continue;
     const TimePs add = shift * K;

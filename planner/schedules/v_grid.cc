@@ -3,6 +3,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
@@ -135,50 +136,54 @@ void clear_invalid(Grid& g, int m) {
 Grid squeeze(const Grid& g, int m) {
   const int p = static_cast<int>(g.size());
   const std::size_t len = grid_len(g);
+  // The passes column by column (devices ascending within a column), read row by row.
+  std::vector<int> col_begin(len + 1, 0);
+  for (const std::string& r : g)
+    for (std::size_t j = 0; j < len; ++j) col_begin[j + 1] += r[j] != ' ';
+  for (std::size_t j = 0; j < len; ++j) col_begin[j + 1] += col_begin[j];
+  std::vector<int> fill(col_begin.begin(), col_begin.end() - 1);
+  std::vector<std::int16_t> dev(static_cast<std::size_t>(col_begin[len]));
+  for (int i = 0; i < p; ++i)
+    for (std::size_t j = 0; j < len; ++j)
+      if (g[i][j] != ' ') dev[static_cast<std::size_t>(fill[j]++)] = static_cast<std::int16_t>(i);
   Grid out(p, std::string(len, ' '));
   std::vector<std::array<int, 6>> cnt(p, std::array<int, 6>{});
   Index idx(static_cast<std::size_t>(p) * m);
   for (auto& a : idx) a.fill(-1);
   std::vector<int> next(p, 0);
-  std::string column(static_cast<std::size_t>(p), ' ');
   int new_len = 0;
+  auto place = [&](int i, char c) {
+    const int v = id_of(c);
+    const int n = cnt[i][v];
+    require(n < m);
+    int slot;
+    if (is_w(c) || (i == 0 && is_down(c)) || (i == p - 1 && is_up(c))) {
+      if (i == 0 && c == 'B') require(idx[n * p + i][1] >= 0);
+      if (i == p - 1 && c == 'f') require(idx[n * p + i][0] >= 0);
+      if (i == p - 1 && c == 'b') require(idx[n * p + i][2] >= 0);
+      slot = next[i];
+    } else {
+      const int prev = idx[n * p + i + (is_down(c) ? -1 : 1)][v];
+      require(prev >= 0);
+      slot = std::max(prev + 1, next[i]);
+    }
+    require(slot < static_cast<int>(len));
+    out[i][slot] = c;
+    cnt[i][v] = n + 1;
+    idx[n * p + i][v] = slot;
+    next[i] = slot + 1;
+    new_len = std::max(new_len, next[i]);
+  };
   for (std::size_t j = 0; j < len; ++j) {
-    // One read of the column; then its down-going passes top to bottom, up-going bottom to top.
-    bool any = false;
-    for (int i = 0; i < p; ++i) any |= (column[i] = g[i][j]) != ' ';
-    if (!any) continue;
-    for (int dir = 0; dir < 2; ++dir) {
-      for (int k = 0; k < p; ++k) {
-        const int i = dir == 0 ? k : p - 1 - k;
-        const char c = column[i];
-        if (c == ' ') continue;
-        const bool upper = c == 'F' || c == 'B' || c == 'W';
-        if ((dir == 0) != upper) continue;
-        const int v = id_of(c);
-        const int n = cnt[i][v];
-        require(n < m);
-        int slot;
-        if (is_w(c) || (i == 0 && is_down(c)) || (i == p - 1 && is_up(c))) {
-          if (i == 0 && c == 'B') require(idx[n * p + i][1] >= 0);
-          if (i == p - 1 && c == 'f') require(idx[n * p + i][0] >= 0);
-          if (i == p - 1 && c == 'b') require(idx[n * p + i][2] >= 0);
-          slot = next[i];
-        } else if (is_down(c)) {
-          const int prev = idx[n * p + i - 1][v];
-          require(prev >= 0);
-          slot = std::max(prev + 1, next[i]);
-        } else {
-          const int prev = idx[n * p + i + 1][v];
-          require(prev >= 0);
-          slot = std::max(prev + 1, next[i]);
-        }
-        require(slot < static_cast<int>(len));
-        out[i][slot] = c;
-        cnt[i][v] = n + 1;
-        idx[n * p + i][v] = slot;
-        next[i] = slot + 1;
-        new_len = std::max(new_len, next[i]);
-      }
+    const int b = col_begin[j], e = col_begin[j + 1];
+    // Down-going passes (and W) top to bottom, then up-going ones (and w) bottom to top.
+    for (int k = b; k < e; ++k) {
+      const char c = g[dev[k]][j];
+      if (c == 'F' || c == 'B' || c == 'W') place(dev[k], c);
+    }
+    for (int k = e - 1; k >= b; --k) {
+      const char c = g[dev[k]][j];
+      if (!(c == 'F' || c == 'B' || c == 'W')) place(dev[k], c);
     }
   }
   for (std::string& r : out) r.resize(static_cast<std::size_t>(new_len));
