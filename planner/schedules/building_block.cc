@@ -424,12 +424,16 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
     ws.cost_index[k] = p.stage * kNumActionKinds + static_cast<int>(p.kind);
     ws.q.push_back(p.offset / T);
   }
+  // Within a round, passes by slot of the period, then device (a collision-free block has no
+  // two passes of one device in one slot, so the keys are distinct).
   ws.pass_order.resize(P);
-  for (int k = 0; k < P; ++k) ws.pass_order[k] = k;
-  std::sort(ws.pass_order.begin(), ws.pass_order.end(), [&](int a, int b) {
-    const int ra = flat[a]->offset % T, rb = flat[b]->offset % T;
-    return ra != rb ? ra < rb : dev[a] < dev[b];
-  });
+  ws.order_key.resize(P);
+  for (int k = 0; k < P; ++k) {
+    ws.pass_order[k] = k;
+    ws.order_key[k] = (flat[k]->offset % T) * D + dev[k];
+  }
+  std::sort(ws.pass_order.begin(), ws.pass_order.end(),
+            [&](int a, int b) { return ws.order_key[a] < ws.order_key[b]; });
   int max_q = 0;
   for (int k = 0; k < P; ++k) max_q = std::max(max_q, ws.q[k]);
   // How many rounds back a pass's data can come from (its microbatch's dependency was timed
@@ -442,19 +446,25 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
   // Row P of `end` stays zero: missing dependencies point at it, so the hot loop has no branch.
   const std::size_t M = static_cast<std::size_t>(m);
   ws.end.assign((static_cast<std::size_t>(P) + 1) * M, 0);
-  ws.dep_base.resize(static_cast<std::size_t>(P) * 3);
-  ws.hop_cost.resize(static_cast<std::size_t>(P) * 3);
-  for (int k = 0; k < P * 3; ++k) {
-    const int dk = ws.dep1[k];
-    ws.dep_base[k] = (dk < 0 ? static_cast<std::size_t>(P) : static_cast<std::size_t>(dk)) * M;
-    ws.hop_cost[k] = ws.hop1[k] >= 0 ? costs.comm[ws.hop1[k]] : 0;
+  ws.timed.resize(static_cast<std::size_t>(P));
+  for (int x = 0; x < P; ++x) {
+    const int k = ws.pass_order[x];
+    BlockWorkspace::Timed& t = ws.timed[x];
+    t.row = static_cast<std::size_t>(k) * M;
+    for (int i = 0; i < 3; ++i) {
+      const int dk = ws.dep1[k * 3 + i];
+      t.dep[i] = (dk < 0 ? static_cast<std::size_t>(P) : static_cast<std::size_t>(dk)) * M;
+      t.hop[i] = ws.hop1[k * 3 + i] >= 0 ? costs.comm[ws.hop1[k * 3 + i]] : 0;
+    }
+    t.duration = costs.duration[ws.cost_index[k]];
+    t.mem_delta = costs.mem_delta[ws.cost_index[k]];
+    t.round_offset = ws.q[k];
+    t.device = dev[k];
   }
   ws.clock.assign(D, 0);
   ws.first.assign(D, kNever);
   ws.mem.assign(D, 0.0);
   out.peak.assign(D, 0.0);
-  const TimePs* dur = costs.duration.data();
-  const double* md = costs.mem_delta.data();
   TimePs last = 0;
   TimePs* end = ws.end.data();
   TimePs prev_shift = -1;
@@ -463,29 +473,20 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
   TimePs* first_start = ws.first.data();
   double* mem = ws.mem.data();
   double* peak = out.peak.data();
-  const int* q = ws.q.data();
-  const int* devp = dev.data();
-  const int* cidx = ws.cost_index.data();
-  const std::size_t* dep_base = ws.dep_base.data();
-  const TimePs* hop_cost = ws.hop_cost.data();
   for (int round = 0; round < max_q + m; ++round) {
-    for (const int k : ws.pass_order) {
-      const int j = round - q[k];
+    for (const BlockWorkspace::Timed& x : ws.timed) {
+      const int j = round - x.round_offset;
       if (j < 0 || j >= m) continue;
-      const int d = devp[k];
-      const std::size_t* base = dep_base + k * 3;
-      const TimePs* hc = hop_cost + k * 3;
+      const int d = x.device;
       TimePs t = clock[d];
-      t = std::max(t, end[base[0] + j] + hc[0]);
-      t = std::max(t, end[base[1] + j] + hc[1]);
-      t = std::max(t, end[base[2] + j] + hc[2]);
-      const int ci = cidx[k];
-      const TimePs e = t + dur[ci];
-      end[static_cast<std::size_t>(k) * M + j] = e;
+      t = std::max(t, end[x.dep[0] + j] + x.hop[0]);
+      t = std::max(t, end[x.dep[1] + j] + x.hop[1]);
+      t = std::max(t, end[x.dep[2] + j] + x.hop[2]);
+      const TimePs e = t + x.duration;
+      end[x.row + j] = e;
       clock[d] = e;
       first_start[d] = std::min(first_start[d], t);
-      const double delta = md[ci];
-      mem[d] += delta;
+      mem[d] += x.mem_delta;
       peak[d] = std::max(peak[d], mem[d]);
     }
     // Steady state: once every pass ends a fixed time after its copy one round earlier in each

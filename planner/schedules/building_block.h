@@ -92,10 +92,20 @@ struct BlockSqueeze {
 
 /// Reusable buffers of squeeze_block (one per thread; no allocation once warmed up).
 struct BlockWorkspace {
-  std::vector<int> pass_order, dep0, dep1, hop1, device, cost_index, q;
-  std::vector<TimePs> end, clock, first, hop_cost;
-  std::vector<std::size_t> dep_base;
+  std::vector<int> pass_order, order_key, dep0, dep1, hop1, device, cost_index, q;
+  std::vector<TimePs> end, clock, first;
   std::vector<double> mem;
+  /// What the hot loop reads of one pass, in its order: one record per pass, read in sequence.
+  struct Timed {
+    std::size_t row;     ///< the pass's first cell of `end`
+    std::size_t dep[3];  ///< its dependencies' first cells (the zero row where there is none)
+    TimePs hop[3];       ///< their hop times (0 on the same device)
+    TimePs duration;
+    double mem_delta;
+    int round_offset;  ///< its microbatch j runs in round j + round_offset
+    int device;
+  };
+  std::vector<Timed> timed;
 };
 
 /// Fast squeeze of the plain repetition of `block` (no gap filling) for m microbatches under
