@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <string>
 
@@ -25,24 +24,15 @@ void require(bool ok) {
   if (!ok) throw Reject{};
 }
 
-int id_of(char c) {
-  switch (c) {
-    case 'F':
-      return 0;
-    case 'f':
-      return 1;
-    case 'B':
-      return 2;
-    case 'b':
-      return 3;
-    case 'W':
-      return 4;
-    case 'w':
-      return 5;
-    default:
-      return -1;
-  }
-}
+// A slot's pass kind as the pattern's index (-1: idle), by table.
+constexpr std::array<signed char, 256> kId = [] {
+  std::array<signed char, 256> t{};
+  t.fill(-1);
+  for (int v = 0; v < 6; ++v) t[static_cast<unsigned char>(kIds[v])] = static_cast<signed char>(v);
+  return t;
+}();
+
+int id_of(char c) { return kId[static_cast<unsigned char>(c)]; }
 
 bool is_fwd(char c) { return c == 'F' || c == 'f'; }
 bool is_w(char c) { return c == 'W' || c == 'w'; }
@@ -53,11 +43,18 @@ bool is_up(char c) { return c == 'f' || c == 'b'; }
 // Per (microbatch, device): the slot of each pass, -1 until placed.
 using Index = std::vector<std::array<int, 6>>;
 
+// The memory rule as a table: +1 at F/f, -1 at W/w, 0 elsewhere (read once per slot).
+constexpr std::array<signed char, 256> kMemDelta = [] {
+  std::array<signed char, 256> t{};
+  t['F'] = t['f'] = 1;
+  t['W'] = t['w'] = -1;
+  return t;
+}();
+
 int peak_of(const std::string& row) {
   int peak = 0, mem = 0;
   for (char c : row) {
-    if (is_fwd(c)) ++mem;
-    if (is_w(c)) --mem;
+    mem += kMemDelta[static_cast<unsigned char>(c)];
     peak = std::max(peak, mem);
   }
   return peak;
@@ -373,12 +370,13 @@ void reorder_greedily(Grid& g, int m) {
   const int p = static_cast<int>(g.size());
   const int peak = peak_mem(g);
   const std::size_t len = grid_len(g);
-  std::vector<std::array<long long, 6>> last(p);
-  for (int i = 0; i < p; ++i) {
-    last[i].fill(-1);
+  // Per device and kind: how many of its passes lie after the slot being filled (a kind with
+  // none left is no candidate), and over all kinds (a device with none left is done).
+  std::vector<std::array<int, 6>> later(p, std::array<int, 6>{});
+  std::vector<int> left(p, 0);
+  for (int i = 0; i < p; ++i)
     for (std::size_t j = 0; j < len; ++j)
-      if (const int v = id_of(g[i][j]); v >= 0) last[i][v] = static_cast<long long>(j);
-  }
+      if (const int v = id_of(g[i][j]); v >= 0) ++later[i][v], ++left[i];
   std::vector<int> mem(p, 0);
   std::vector<std::array<int, 6>> cnt(p, std::array<int, 6>{});
   Index idx(static_cast<std::size_t>(p) * m);
@@ -389,12 +387,15 @@ void reorder_greedily(Grid& g, int m) {
   };
   for (std::size_t j = 0; j < len; ++j) {
     for (int i = 0; i < p; ++i) {
+      if (left[i] == 0) continue;
       const char here = g[i][j];
       if (const int v = id_of(here); v >= 0) {
         const int n = cnt[i][v];
         require(n < m);
         cnt[i][v] = n + 1;
         idx[n * p + i][v] = static_cast<int>(j);
+        --later[i][v];
+        --left[i];
         update(i, here);
         continue;
       }
@@ -402,7 +403,7 @@ void reorder_greedily(Grid& g, int m) {
       std::array<bool, 6> avail{};
       int n_avail = 0;
       for (int v = 0; v < 6; ++v)
-        if (last[i][v] > static_cast<long long>(j)) avail[v] = true, ++n_avail;
+        if (later[i][v] > 0) avail[v] = true, ++n_avail;
       int mem_delta = 0, peak_delta = 0;
       for (std::size_t k = j + 1; k < len; ++k) {
         if (n_avail == 0) break;
@@ -439,6 +440,8 @@ void reorder_greedily(Grid& g, int m) {
         require(n < m);
         g[i][j] = c;
         g[i][k] = ' ';
+        --later[i][v];
+        --left[i];
         cnt[i][v] = n + 1;
         idx[n * p + i][v] = static_cast<int>(j);
         update(i, c);
@@ -455,19 +458,21 @@ void relabel_w(Grid& g, int m) {
     for (char c : row)
       if (const int v = id_of(c); v >= 0) ++cnt[v];
     for (int v = 0; v < 6; ++v) require(cnt[v] == m);
-    std::deque<char> queue;
+    // The waiting backwards' weight kinds, oldest first: at most 2m are ever queued.
+    std::string queue;
+    queue.reserve(static_cast<std::size_t>(2 * m));
+    std::size_t head = 0;
     for (char& c : row) {
       if (c == 'B')
         queue.push_back('W');
       else if (c == 'b')
         queue.push_back('w');
       else if (is_w(c)) {
-        require(!queue.empty());
-        c = queue.front();
-        queue.pop_front();
+        require(head < queue.size());
+        c = queue[head++];
       }
     }
-    require(queue.empty());
+    require(head == queue.size());
   }
 }
 
