@@ -362,9 +362,13 @@ TimePs squeeze_fill_w(Schedule& schedule, const CostTable& costs, BlockSqueeze* 
   return last;
 }
 
-BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& costs,
-                           BlockWorkspace& ws) {
-  BlockSqueeze out;
+namespace {
+
+// Flattens `block` into `ws` (device, dependencies, hops, cost index and round offset per pass,
+// in `flat`'s order); false when a pass starts (in slots) before a pass it depends on ends, or
+// has a kind the squeeze does not time.
+bool prepare_block(const BuildingBlock& block, BlockWorkspace& ws,
+                   std::vector<const BlockPass*>& flat) {
   const Placement& pl = block.placement;
   const int D = pl.num_devices, T = block.period;
   // Flatten the block's passes; index of (stage, kind) for dependency lookups.
@@ -372,7 +376,7 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
   ws.pass_order.clear();
   dev.clear();
   ws.q.clear();
-  std::vector<const BlockPass*> flat;
+  flat.clear();
   flat.reserve(6 * D);
   for (int d = 0; d < D; ++d)
     for (const BlockPass& p : block.passes[d]) {
@@ -413,17 +417,36 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
         dk[0] = lookup(p.stage, ActionKind::kF);
         break;
       default:
-        return out.makespan = -1, out;
+        return false;
     }
     for (int i = 0; i < 3; ++i) {
       if (dk[i] < 0) continue;
       const BlockPass& q = *flat[dk[i]];
-      if (q.offset + q.length > p.offset) return out.makespan = -1, out;
+      if (q.offset + q.length > p.offset) return false;
       if (dev[dk[i]] != dev[k]) ws.hop1[k * 3 + i] = q.stage;
     }
     ws.cost_index[k] = p.stage * kNumActionKinds + static_cast<int>(p.kind);
     ws.q.push_back(p.offset / T);
   }
+  return true;
+}
+
+}  // namespace
+
+bool squeeze_block_applies(const BuildingBlock& block, BlockWorkspace& ws) {
+  std::vector<const BlockPass*> flat;
+  return prepare_block(block, ws, flat);
+}
+
+BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& costs,
+                           BlockWorkspace& ws) {
+  BlockSqueeze out;
+  const Placement& pl = block.placement;
+  const int D = pl.num_devices, T = block.period;
+  std::vector<const BlockPass*> flat;
+  if (!prepare_block(block, ws, flat)) return out.makespan = -1, out;
+  const std::vector<int>& dev = ws.device;
+  const int P = static_cast<int>(flat.size());
   // Within a round, passes by slot of the period, then device (a collision-free block has no
   // two passes of one device in one slot, so the keys are distinct).
   ws.pass_order.resize(P);

@@ -116,6 +116,12 @@ struct BlockWorkspace {
 BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& costs,
                            BlockWorkspace& ws);
 
+/// Whether squeeze_block times `block`: false exactly where it returns makespan -1. The squeeze
+/// is the as-soon-as-possible timeline of each device's order of passes, and that order depends
+/// only on the offsets of a device's passes relative to each other: two blocks it times whose
+/// devices differ by a shift of all their passes alike give the same BlockSqueeze.
+bool squeeze_block_applies(const BuildingBlock& block, BlockWorkspace& ws);
+
 /// Squeeze with gap filling: list scheduling of `schedule` under `costs` that keeps each
 /// device's order of non-W passes and starts each as early as dependencies allow, except that a
 /// device that would sit idle (its next pass is not ready) runs the oldest weight pass W whose B

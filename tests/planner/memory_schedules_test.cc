@@ -533,6 +533,46 @@ TEST(BuildingBlock, FastSqueezeEqualsTheEvaluatorOnThePlainRepetition) {
   }
 }
 
+// The squeeze is the as-soon-as-possible timeline of each device's order, and shifting all of a
+// device's passes alike keeps its order: every shifted block the squeeze times (its passes still
+// after the ones they depend on) gives the evaluator's figures of the unshifted block, and a
+// shift that puts a pass before its dependency is refused (squeeze_block_applies false, makespan
+// -1). v-adaptive squeezes one block of each such class.
+TEST(BuildingBlock, ShiftingAllOfADevicesPassesAlikeSqueezesAlike) {
+  std::mt19937 rng(11);
+  int timed = 0, refused = 0;
+  for (int p : {3, 5, 8}) {
+    for (int m : {3, 40}) {
+      auto draw = [&](int n) { return static_cast<TimePs>(rng() % static_cast<unsigned>(n)); };
+      UniformCosts c{1 + draw(4), 1 + draw(4), 1 + draw(4), 0, draw(3)};
+      c.mw_over_mb = 0.5;
+      const CostTable costs = make_uniform_cost_table(v_placement(p), c);
+      for (const VOffsets& o : {v_min_offsets(p), v_half_offsets(p)}) {
+        const BuildingBlock blk = v_block(p, o, "v");
+        const EvalResult r = evaluate(block_to_schedule(blk, m, {false}), costs);
+        for (int d = 0; d < p; ++d)
+          for (int shift = 1; shift <= 13; shift += 3) {
+            BuildingBlock moved = blk;
+            for (BlockPass& x : moved.passes[d]) x.offset += shift;
+            BlockWorkspace ws;
+            const BlockSqueeze q = squeeze_block(moved, m, costs, ws);
+            if (!squeeze_block_applies(moved, ws)) {
+              ++refused;
+              EXPECT_EQ(q.makespan, -1);
+              continue;
+            }
+            ++timed;
+            EXPECT_EQ(q.makespan, r.makespan) << "p=" << p << " m=" << m << " device " << d;
+            EXPECT_EQ(q.cost, r.cost);
+            EXPECT_DOUBLE_EQ(q.peak_memory, max_peak(r));
+          }
+      }
+    }
+  }
+  EXPECT_GT(timed, 0);
+  EXPECT_GT(refused, 0);
+}
+
 TEST(BuildingBlock, GapFillingNeverRaisesAPeak) {
   for (int p : {2, 4, 6}) {
     const CostTable costs = make_uniform_cost_table(v_placement(p), unit(1.0));
