@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "planner/schedules/block_reorder.h"
 #include "planner/schedules/building_block.h"
+#include "planner/schedules/order_timing.h"
 #include "planner/schedules/v_grid.h"
 #include "planner/schedules/v_schedules.h"
 #include "planner/schedules/zb_auto.h"
@@ -161,21 +162,50 @@ std::vector<std::optional<TradeoffPoint>> grid_points(int p, int m, const Cands&
   patterns.reserve(which.size());
   for (std::size_t i : which) patterns.push_back(pattern_of(p, cands[i].o));
   const VGridSchedules grid = v_grid_schedules(p, m, patterns, 2 * p);
+  // Every grid schedule holds the same passes (m of each of a device's six; v_grid checks it),
+  // only in other orders, so one dependency graph serves them all: that of the first the
+  // evaluator's checks accept, built once. Each order is timed on it as the evaluator times it
+  // (detail::time_orders, same timeline, same peaks); an order that deadlocks is refused.
+  std::optional<detail::Flat> flat;
+  std::vector<std::int32_t> id_of;  // (stage, kind, microbatch) -> the graph's action id
+  auto cell = [&](const Action& a) {
+    return (static_cast<std::size_t>(a.stage) * kNumActionKinds + static_cast<int>(a.kind)) * m +
+           static_cast<std::size_t>(a.microbatch);
+  };
+  for (const std::optional<Schedule>& s : grid.schedules) {
+    if (!s) continue;
+    try {
+      flat.emplace(*s, costs);
+    } catch (const ConfigError&) {
+      continue;  // refused (an order that deadlocks): the next one's graph
+    }
+    id_of.assign(static_cast<std::size_t>(2 * p) * kNumActionKinds * m, -1);
+    for (std::size_t id = 0; id < flat->size(); ++id)
+      id_of[cell(flat->g.action[id])] = static_cast<std::int32_t>(id);
+    break;
+  }
   std::vector<std::optional<TradeoffPoint>> answer(grid.schedules.size());
   tbb::parallel_for(std::size_t{0}, answer.size(), [&](std::size_t u) {
     const std::optional<Schedule>& s = grid.schedules[u];
-    if (!s) return;
-    EvalResult r;
-    try {
-      r = evaluate(*s, costs);  // builds the dependency graph: refuses an order that deadlocks
-    } catch (const ConfigError&) {
-      return;
+    if (!s || !flat) return;
+    detail::Orders ord(static_cast<std::size_t>(p));
+    std::size_t mapped = 0;
+    for (int d = 0; d < p; ++d) {
+      ord[d].reserve(s->actions[d].size());
+      for (const Action& a : s->actions[d]) {
+        ord[d].push_back(id_of[cell(a)]);
+        mapped += ord[d].back() >= 0;
+      }
     }
+    PW_ASSERT(mapped == flat->size() && mapped == s->total_actions(),
+              "v_grid schedules hold different passes");
+    detail::Timeline tl;
+    if (!detail::time_orders(*flat, ord, tl)) return;
     TradeoffPoint pt;
-    for (const DeviceStats& d : r.device) pt.peak_memory = std::max(pt.peak_memory, d.peak_memory);
-    pt.makespan = r.makespan;
-    pt.cost = r.cost;
     pt.grid = true;
+    pt.makespan = tl.makespan;
+    pt.cost = tl.cost;
+    for (const double x : order_peaks(*s, costs)) pt.peak_memory = std::max(pt.peak_memory, x);
     answer[u] = pt;
   });
   std::vector<std::optional<TradeoffPoint>> points(which.size());

@@ -207,6 +207,33 @@ TEST(VGrid, TheAuthorsBlockAtFiveActivationsGivesThePublished56) {
   EXPECT_FALSE(v_grid_schedule(4, 8, pattern, 4).has_value());
 }
 
+// The curve's points from the authors' reordering are timed on one dependency graph shared by
+// every grid order (adaptive.cc); each must carry the evaluator's own figures for its schedule,
+// under real costs with hops and W holding part of the activation.
+TEST(VGrid, CurvePointsCarryTheEvaluatorsFigures) {
+  int grid_points = 0;
+  for (int p : {4, 6, 8})
+    for (int m : {2 * p, 3 * p})
+      for (double mw : {0.25, 1.0}) {
+        UniformCosts c{4, 5, 3, 0, 1};
+        c.mw_over_mb = mw;
+        const CostTable costs = make_uniform_cost_table(v_placement(p), c);
+        AdaptiveOptions opt;
+        opt.greedy_points = false;
+        opt.grid_per_level = 0;  // every block through the authors' method
+        const TradeoffCurve curve = adaptive_tradeoff(p, m, costs, opt);
+        for (const TradeoffPoint& pt : curve.points) {
+          if (!pt.grid) continue;
+          ++grid_points;
+          const EvalResult r = evaluate(tradeoff_schedule(p, m, pt, costs), costs);
+          EXPECT_EQ(r.cost, pt.cost) << "p=" << p << " m=" << m << " mw=" << mw;
+          EXPECT_EQ(r.makespan, pt.makespan);
+          EXPECT_DOUBLE_EQ(max_peak(r), pt.peak_memory);
+        }
+      }
+  EXPECT_GT(grid_points, 0);
+}
+
 TEST(VGrid, EveryOrderItGivesIsLegalWithinTwoPAndDeterministic) {
   // Every device-0 pattern of the authors' space with uniform offsets (+k for F and B, -1 for f
   // and b per device, W and w in the first free slot after B and b), p = 2..6, m in {p, 2p,
