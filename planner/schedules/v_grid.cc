@@ -507,10 +507,6 @@ bool correct(const Grid& g, int m) {
   return true;
 }
 
-}  // namespace
-
-namespace {
-
 // The method's first steps: the block repeated for the authors' spare microbatches, cleared to
 // one chain per pass and squeezed. nullopt where the repetition's peak refuses the block. From
 // here on the method is a function of this grid (and p, m, max_mem): blocks that give the same
