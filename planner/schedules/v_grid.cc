@@ -400,22 +400,19 @@ void reorder_greedily(Grid& g, int m) {
         continue;
       }
       require(here == ' ');
-      std::array<bool, 6> avail{};
-      int n_avail = 0;
-      for (int v = 0; v < 6; ++v)
-        if (later[i][v] > 0) avail[v] = true, ++n_avail;
+      // The kinds with a later pass (bit v), each a candidate at its first later slot.
+      unsigned avail = 0;
+      for (int v = 0; v < 6; ++v) avail |= static_cast<unsigned>(later[i][v] > 0) << v;
+      const char* row = g[i].data();
       int mem_delta = 0, peak_delta = 0;
-      for (std::size_t k = j + 1; k < len; ++k) {
-        if (n_avail == 0) break;
-        const char c = g[i][k];
-        if (is_fwd(c)) ++mem_delta;
-        if (is_w(c)) --mem_delta;
+      for (std::size_t k = j + 1; k < len && avail != 0; ++k) {
+        const char c = row[k];
         const int prev_peak = peak_delta;
+        mem_delta += kMemDelta[static_cast<unsigned char>(c)];
         peak_delta = std::max(peak_delta, mem_delta);
         const int v = id_of(c);
-        if (v < 0 || !avail[v]) continue;
-        avail[v] = false;
-        --n_avail;
+        if (v < 0 || !(avail >> v & 1u)) continue;
+        avail &= ~(1u << v);
         if (is_fwd(c) && mem[i] + prev_peak >= peak) continue;
         const int n = cnt[i][v];
         bool can = true;
