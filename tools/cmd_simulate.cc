@@ -286,6 +286,16 @@ TimePs diagram_slot(const CostSpec& c) {
 // Division (not ps_to_millis's multiplication by 1e-9) so whole units print exactly.
 double units(TimePs t) { return static_cast<double>(t) / static_cast<double>(kPsPerMilli); }
 
+// The activation-memory rule `--mw-ratio` (M_W / M_B) selects, in words: the zero-bubble
+// papers' accounting frees a forward's activation at its B (0); the controllable-memory paper's
+// holds it until its W (1); between, W keeps that share of it from B on.
+std::string memory_rule(double mw_ratio) {
+  if (mw_ratio <= 0) return "M_W/M_B=0: an activation is freed at its B";
+  if (mw_ratio >= 1) return "M_W/M_B=1: an activation is held until its W";
+  return fmt::format("M_W/M_B={:g}: that share of an activation is held from its B until its W",
+                     mw_ratio);
+}
+
 Doc result_doc(const SimOptions& o, const Schedule& s, const CostSpec& c, const EvalResult& r,
                const std::vector<std::string>& diagram) {
   Doc d = Doc::object();
@@ -297,6 +307,7 @@ Doc result_doc(const SimOptions& o, const Schedule& s, const CostSpec& c, const 
   d["actions"] = s.total_actions();
   d["costs"] = Doc{{"F", c.f}, {"B", c.b}, {"W", c.w}, {"R", c.r}, {"comm", c.comm}};
   d["mw_ratio"] = o.mw_ratio;
+  d["memory_rule"] = memory_rule(o.mw_ratio);
   d["makespan"] = units(r.makespan);
   d["cost"] = units(r.cost);
   d["ideal"] = units(r.ideal);
@@ -322,12 +333,13 @@ Doc result_doc(const SimOptions& o, const Schedule& s, const CostSpec& c, const 
 }
 
 std::string result_table(const Schedule& s, const CostSpec& c, const EvalResult& r,
-                         double memory_limit) {
+                         double memory_limit, double mw_ratio) {
   std::string out = fmt::format(
-      "schedule {}: p={} m={} chunks={} ({} actions); costs F={} B={} W={} R={} comm={}\n", s.name,
-      s.placement.num_devices, s.num_microbatches,
+      "schedule {}: p={} m={} chunks={} ({} actions); costs F={} B={} W={} R={} comm={}\n"
+      "memory rule      {}\n",
+      s.name, s.placement.num_devices, s.num_microbatches,
       s.placement.num_stages() / s.placement.num_devices, s.total_actions(), c.f, c.b, c.w, c.r,
-      c.comm);
+      c.comm, memory_rule(mw_ratio));
   out += fmt::format("makespan         {}\n", units(r.makespan));
   out += fmt::format("bubble_rate      {:.4f}  (zero-bubble: (cost - ideal) / cost, cost {})\n",
                      r.bubble_rate, units(r.cost));
@@ -432,7 +444,7 @@ int run_simulation(const SimOptions& o) {
   if (!o.report.empty()) write_report(o, s, table);
   std::string out;
   if (o.format == "table") {
-    out = result_table(s, costs, r, o.memory_limit);
+    out = result_table(s, costs, r, o.memory_limit, o.mw_ratio);
     for (const std::string& row : diagram) out += row + "\n";
   } else {
     out = dump_document(result_doc(o, s, costs, r, diagram),

@@ -74,6 +74,26 @@ TEST(SimulateCli, OneFOneBFiguresInJson) {
   }
 }
 
+// The activation-memory rule --mw-ratio selects (freed at B, held until W, or a share held from
+// B to W) is named in the table and in the JSON.
+TEST(SimulateCli, TheMemoryRuleIsNamedInTheOutput) {
+  for (const auto& [ratio, words] :
+       {std::pair<std::string, std::string>{"0", "an activation is freed at its B"},
+        {"1", "an activation is held until its W"},
+        {"0.5", "M_W/M_B=0.5: that share of an activation is held from its B until its W"}}) {
+    const std::string args = "--schedule zb-h1 --pp 4 --microbatches 8 --mw-ratio " + ratio;
+    const CliRun table = simulate(args);
+    ASSERT_EQ(table.status, 0) << table.err;
+    EXPECT_NE(table.out.find("memory rule      " +
+                             (ratio == "0.5" ? "" : "M_W/M_B=" + ratio + ": ") + words),
+              std::string::npos)
+        << table.out;
+    const CliRun json = simulate(args + " --format json");
+    ASSERT_EQ(json.status, 0) << json.err;
+    EXPECT_NE(json_of(json)["memory_rule"].get<std::string>().find(words), std::string::npos);
+  }
+}
+
 TEST(SimulateCli, ZeroBubblePaperOneFOneBRow) {
   // 1.5B, p=8, m=24 with the paper's profiled times: published 1F1B bubble rate 0.2431.
   CliRun r = simulate(
