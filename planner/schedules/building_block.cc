@@ -364,11 +364,11 @@ TimePs squeeze_fill_w(Schedule& schedule, const CostTable& costs, BlockSqueeze* 
 
 namespace {
 
-// Flattens `block` into `ws` (device, dependencies, hops, cost index and round offset per pass,
-// in `flat`'s order); false when a pass starts (in slots) before a pass it depends on ends, or
-// has a kind the squeeze does not time.
-bool prepare_block(const BuildingBlock& block, BlockWorkspace& ws,
-                   std::vector<const BlockPass*>& flat) {
+// Flattens `block` into `ws` (its passes in ws.flat; device, dependencies, hops, cost index and
+// round offset per pass, in that order); false when a pass starts (in slots) before a pass it
+// depends on ends, or has a kind the squeeze does not time.
+bool prepare_block(const BuildingBlock& block, BlockWorkspace& ws) {
+  std::vector<const BlockPass*>& flat = ws.flat;
   const Placement& pl = block.placement;
   const int D = pl.num_devices, T = block.period;
   // Flatten the block's passes; index of (stage, kind) for dependency lookups.
@@ -434,8 +434,7 @@ bool prepare_block(const BuildingBlock& block, BlockWorkspace& ws,
 }  // namespace
 
 bool squeeze_block_applies(const BuildingBlock& block, BlockWorkspace& ws) {
-  std::vector<const BlockPass*> flat;
-  return prepare_block(block, ws, flat);
+  return prepare_block(block, ws);
 }
 
 BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& costs,
@@ -443,8 +442,8 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
   BlockSqueeze out;
   const Placement& pl = block.placement;
   const int D = pl.num_devices, T = block.period;
-  std::vector<const BlockPass*> flat;
-  if (!prepare_block(block, ws, flat)) return out.makespan = -1, out;
+  if (!prepare_block(block, ws)) return out.makespan = -1, out;
+  const std::vector<const BlockPass*>& flat = ws.flat;
   const std::vector<int>& dev = ws.device;
   const int P = static_cast<int>(flat.size());
   // Within a round, passes by slot of the period, then device (a collision-free block has no

@@ -92,6 +92,7 @@ struct BlockSqueeze {
 
 /// Reusable buffers of squeeze_block (one per thread; no allocation once warmed up).
 struct BlockWorkspace {
+  std::vector<const BlockPass*> flat;  ///< the block's passes, device by device
   std::vector<int> pass_order, order_key, dep0, dep1, hop1, device, cost_index, q;
   std::vector<TimePs> end, clock, first;
   std::vector<double> mem;

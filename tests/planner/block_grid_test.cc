@@ -168,14 +168,20 @@ TEST(BuildingBlock, BadTokensAreReportedWithTheToken) {
   EXPECT_THROW(parse_block("T=3; 0: F1@0", pl), ConfigError);       // stage 1 is on device 1
 }
 
+// A V placement's cost table with F, B, W of 1..4 and hops of 0..2, W holding `mw` of an
+// activation.
+CostTable random_v_costs(std::mt19937& rng, int p, double mw) {
+  auto draw = [&](int n) { return static_cast<TimePs>(rng() % static_cast<unsigned>(n)); };
+  UniformCosts c{1 + draw(4), 1 + draw(4), 1 + draw(4), 0, draw(3)};
+  c.mw_over_mb = mw;
+  return make_uniform_cost_table(v_placement(p), c);
+}
+
 TEST(BuildingBlock, FastSqueezeEqualsTheEvaluatorOnThePlainRepetition) {
   std::mt19937 rng(7);
   for (int p : {2, 3, 5, 8}) {
     for (int m : {1, 3, 8, 40}) {
-      auto draw = [&](int n) { return static_cast<TimePs>(rng() % static_cast<unsigned>(n)); };
-      UniformCosts c{1 + draw(4), 1 + draw(4), 1 + draw(4), 0, draw(3)};
-      c.mw_over_mb = 0.25;
-      const CostTable costs = make_uniform_cost_table(v_placement(p), c);
+      const CostTable costs = random_v_costs(rng, p, 0.25);
       for (const VOffsets& o : {v_min_offsets(p), v_half_offsets(p)}) {
         const BuildingBlock blk = v_block(p, o, "v");
         BlockWorkspace ws;
@@ -199,10 +205,7 @@ TEST(BuildingBlock, ShiftingAllOfADevicesPassesAlikeSqueezesAlike) {
   int timed = 0, refused = 0;
   for (int p : {3, 5, 8}) {
     for (int m : {3, 40}) {
-      auto draw = [&](int n) { return static_cast<TimePs>(rng() % static_cast<unsigned>(n)); };
-      UniformCosts c{1 + draw(4), 1 + draw(4), 1 + draw(4), 0, draw(3)};
-      c.mw_over_mb = 0.5;
-      const CostTable costs = make_uniform_cost_table(v_placement(p), c);
+      const CostTable costs = random_v_costs(rng, p, 0.5);
       for (const VOffsets& o : {v_min_offsets(p), v_half_offsets(p)}) {
         const BuildingBlock blk = v_block(p, o, "v");
         const EvalResult r = evaluate(block_to_schedule(blk, m, {false}), costs);
