@@ -74,6 +74,10 @@ struct ParallelConfig {
   /// Megatron's `overlap_grad_reduce`: each gradient bucket is reduced as soon as the backward
   /// has produced it instead of after the last backward pass.
   bool overlap_grad_reduce = false;
+  /// Megatron's `overlap_param_gather` (distributed optimizer, needs overlap_grad_reduce): the
+  /// all-gather of the updated weights leaves the end of the step and runs before each chunk's
+  /// first forward of the next, bucket by bucket (hw::param_gather_aligned says when).
+  bool overlap_param_gather = false;
   /// Megatron / Transformer Engine `tp_comm_overlap`: each tensor-parallel all-gather and
   /// reduce-scatter is split into chunks that run under the GEMM next to it (needs sequence
   /// parallelism).

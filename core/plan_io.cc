@@ -185,6 +185,8 @@ Doc config_to_doc(const ParallelConfig& c) {
     d["grad_reduce_in_fp32"] = c.grad_reduce_in_fp32;
   if (c.overlap_grad_reduce != def.overlap_grad_reduce)
     d["overlap_grad_reduce"] = c.overlap_grad_reduce;
+  if (c.overlap_param_gather != def.overlap_param_gather)
+    d["overlap_param_gather"] = c.overlap_param_gather;
   if (c.tp_comm_overlap != def.tp_comm_overlap) d["tp_comm_overlap"] = c.tp_comm_overlap;
   if (c.zero_stage == 3) d["zero3_gather"] = c.zero3_gather;
   return d;
@@ -193,11 +195,26 @@ Doc config_to_doc(const ParallelConfig& c) {
 ParallelConfig config_from_doc(const Doc& d, const R& r) {
   const std::string p = "config";
   r.expect_keys(d, p,
-                {"tensor_parallel", "pipeline_parallel", "data_parallel", "virtual_stages",
-                 "micro_batch_size", "global_batch_size", "sequence_parallel", "recompute",
-                 "zero_stage", "optimizer_offload", "schedule", "context_parallel",
-                 "expert_parallel", "expert_tensor_parallel", "fp8", "grad_reduce_in_fp32",
-                 "overlap_grad_reduce", "tp_comm_overlap", "zero3_gather"});
+                {"tensor_parallel",
+                 "pipeline_parallel",
+                 "data_parallel",
+                 "virtual_stages",
+                 "micro_batch_size",
+                 "global_batch_size",
+                 "sequence_parallel",
+                 "recompute",
+                 "zero_stage",
+                 "optimizer_offload",
+                 "schedule",
+                 "context_parallel",
+                 "expert_parallel",
+                 "expert_tensor_parallel",
+                 "fp8",
+                 "grad_reduce_in_fp32",
+                 "overlap_grad_reduce",
+                 "overlap_param_gather",
+                 "tp_comm_overlap",
+                 "zero3_gather"});
   ParallelConfig c;
   c.tensor_parallel = get_int(d, r, p, "tensor_parallel", 1);
   c.pipeline_parallel = get_int(d, r, p, "pipeline_parallel", 1);
@@ -226,6 +243,8 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     c.grad_reduce_in_fp32 = r.as_bool(*v, "config.grad_reduce_in_fp32");
   if (const Doc* v = r.find(d, "overlap_grad_reduce"))
     c.overlap_grad_reduce = r.as_bool(*v, "config.overlap_grad_reduce");
+  if (const Doc* v = r.find(d, "overlap_param_gather"))
+    c.overlap_param_gather = r.as_bool(*v, "config.overlap_param_gather");
   if (const Doc* v = r.find(d, "tp_comm_overlap"))
     c.tp_comm_overlap = r.as_bool(*v, "config.tp_comm_overlap");
   if (r.find(d, "zero3_gather")) {
@@ -237,6 +256,11 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
       r.fail("config.zero3_gather",
              fmt::format("absent unless zero_stage is 3, got zero_stage {}", c.zero_stage));
   }
+  if (c.overlap_param_gather && !c.overlap_grad_reduce)
+    r.fail("config.overlap_param_gather", "false unless overlap_grad_reduce is true");
+  if (c.overlap_param_gather && (c.zero_stage < 1 || c.zero_stage > 2))
+    r.fail("config.overlap_param_gather",
+           fmt::format("false unless zero_stage is 1 or 2, got zero_stage {}", c.zero_stage));
   if (c.tp_comm_overlap && !(c.sequence_parallel && c.tensor_parallel > 1))
     r.fail("config.tp_comm_overlap",
            "false unless sequence_parallel is true and tensor_parallel > 1");

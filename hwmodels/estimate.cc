@@ -74,7 +74,10 @@ void add_dp(const Scenario& s, double params, bool first, long long chunk_passes
     case 2:
       out->push_back(
           timed("ZeRO gradient reduce-scatter (per bucket)", K::kReduceScatter, bucket, nb, net));
-      out->push_back(timed("ZeRO parameter all-gather", K::kAllGather, weights, 1, net));
+      out->push_back(timed(par.overlap_param_gather
+                               ? "ZeRO parameter all-gather (under the next forwards)"
+                               : "ZeRO parameter all-gather",
+                           K::kAllGather, weights, 1, net));
       break;
     default:
       if (gathers.first_bytes > 0) {
@@ -188,9 +191,24 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
                                    chunk, tensors);
     }
     add_dp(s, first ? e.first.params : e.last.params, first, mv, gathers, net, &e.collectives);
+    // overlap_param_gather (ZeRO-1/2): the re-gather moves to the next step's first forwards
+    // (hw::exposed_param_gather_seconds); the GPU's chunks hold a v-th of its parameters each.
+    const bool param_overlap =
+        par.overlap_param_gather && (par.zero_stage == 1 || par.zero_stage == 2);
     for (std::size_t i = before; i < e.collectives.size(); ++i) {
       const CollectiveEstimate& c = e.collectives[i];
-      if (by_pass && c.kind == CollectiveKind::kAllGather) {
+      if (param_overlap && c.kind == CollectiveKind::kAllGather) {
+        const double chunk0 = e.first.params / v;
+        const int nb = grad_bucket_count(chunk0, par.zero_stage, par.overlap_grad_reduce,
+                                         par.data_parallel, true);
+        const double bucket_s =
+            ps_to_seconds(timed("", c.kind, Bytes{2.0 * chunk0 / nb}, 1, net).time);
+        const double chunk_s =
+            ps_to_seconds(timed("", c.kind, Bytes{c.bytes.value / v}, 1, net).time);
+        const double fill_s = ps_to_seconds(e.first_costs.f + e.tp_comm_f);
+        dp_time += seconds_to_ps(
+            exposed_param_gather_seconds(bucket_s, chunk_s, fill_s, p, param_gather_aligned(p, v)));
+      } else if (by_pass && c.kind == CollectiveKind::kAllGather) {
         // A pass waits for its chunk's gathers: the run's calls per pass.
         pass_gather += c.time * (c.calls_per_iteration / (2 * mv));
       } else if (par.overlap_grad_reduce && c.kind != CollectiveKind::kAllGather) {

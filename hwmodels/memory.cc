@@ -53,6 +53,17 @@ int grad_bucket_count(double stage_params, int zero_stage, bool overlap_grad_red
   return static_cast<int>(std::clamp(std::ceil(stage_params / bucket), 1.0, 65536.0));
 }
 
+bool param_gather_aligned(int pipeline_parallel, int chunks_per_device) {
+  return pipeline_parallel > 1 && chunks_per_device > 1;
+}
+
+double exposed_param_gather_seconds(double first_bucket_s, double chunk_s, double fill_step_s,
+                                    int pipeline_parallel, bool aligned) {
+  if (pipeline_parallel <= 1) return first_bucket_s;
+  if (aligned) return std::max(first_bucket_s, chunk_s - fill_step_s);
+  return first_bucket_s + (pipeline_parallel - 1) * chunk_s;
+}
+
 double Zero3PassGathers::largest_bytes() const {
   double m = first_bytes;
   for (const GatherRun& g : rest) m = std::max(m, g.bytes);

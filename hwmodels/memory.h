@@ -45,6 +45,27 @@ inline constexpr double kDeepSpeedReduceBucketParams = 5e8;
 int grad_bucket_count(double stage_params, int zero_stage, bool overlap_grad_reduce, int dp,
                       bool first_stage);
 
+/// Megatron's `overlap_param_gather` (the distributed optimizer's all-gather of the updated bf16
+/// weights, moved from the end of the step to the next step's forward; the buckets are the
+/// gradient buckets, grad_bucket_count, since parameters and gradients share the buffer layout).
+/// Aligned (`align_param_gather`, Megatron's default, which it keeps only for the interleaved
+/// schedule: pp > 1 and more than one model chunk per device): every pipeline rank dispatches
+/// its first two chunks' gathers, all buckets at once, when the step begins, and chunk k + 1's
+/// when chunk k's first forward begins. Not aligned: a chunk's first forward pre-hook
+/// dispatches its first bucket and waits for it, and each finished bucket dispatches the next
+/// (distributed_data_parallel.py, param_and_grad_buffer.py finish_param_sync), so a pipeline
+/// rank after the first gathers its whole (one-bucket) chunk when its first activation arrives.
+bool param_gather_aligned(int pipeline_parallel, int chunks_per_device);
+
+/// The overlapped gather's exposed seconds as `estimate` and the planner's screen price it (the
+/// DES schedules the gathers themselves): `first_bucket_s` is the first stage's first bucket,
+/// `chunk_s` one whole chunk's gather, `fill_step_s` one pass of the pipeline fill. Aligned, the
+/// first bucket waits, and a later rank's chunk waits for what its gather outlasts the one-pass
+/// fill ahead of it; not aligned, the first bucket and, along the fill, each of the p - 1 later
+/// ranks' whole chunk.
+double exposed_param_gather_seconds(double first_bucket_s, double chunk_s, double fill_step_s,
+                                    int pipeline_parallel, bool aligned);
+
 /// ZeRO-3 by layer: the bf16 bytes of one layer's share of a stage's weights (the stage's
 /// parameters over its layers, the embedding spread with them), what a pass gathers before its
 /// compute; a running pass holds two such shares (the layer it computes and the next one,

@@ -116,13 +116,19 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
 // Megatron's settings every searched configuration shares (plan keeps them when the section
 // names no configuration).
 std::vector<std::string> shared_parallel_keys() {
-  return {"grad_reduce_in_fp32", "overlap_grad_reduce", "tp_comm_overlap"};
+  return {"grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"};
 }
 
 void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
   c->grad_reduce_in_fp32 = p.boolean_or("grad_reduce_in_fp32", true);
   c->overlap_grad_reduce = p.boolean_or("overlap_grad_reduce", false);
+  c->overlap_param_gather = p.boolean_or("overlap_param_gather", false);
   c->tp_comm_overlap = p.boolean_or("tp_comm_overlap", false);
+  // Megatron asserts it ("Must use --overlap-param-gather with --overlap-grad-reduce").
+  if (c->overlap_param_gather && !c->overlap_grad_reduce)
+    p.fail("overlap_param_gather",
+           "true without overlap_grad_reduce; expected overlap_grad_reduce: true with it (Megatron "
+           "requires both)");
 }
 
 struct ParallelExtras {
@@ -347,6 +353,11 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                         "false with tensor parallelism and MoE layers; expected true (Megatron "
                         "requires sequence parallelism for MoE with TP)");
   }
+  if (c.overlap_param_gather && (c.zero_stage < 1 || c.zero_stage > 2))
+    throw ConfigError(s->file, "parallel.overlap_param_gather",
+                      fmt::format("true with zero_stage {}; expected the distributed optimizer "
+                                  "(use_distributed_optimizer: true, zero_stage 1 or 2)",
+                                  c.zero_stage));
   if (c.tp_comm_overlap && !(c.sequence_parallel && c.tensor_parallel > 1))
     throw ConfigError(s->file, "parallel.tp_comm_overlap",
                       "true without sequence parallelism and t > 1; expected false (Megatron "

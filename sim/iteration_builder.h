@@ -88,6 +88,18 @@ class IterationBuilder {
   void build_transfers();
   void build_data_parallel();
   void build_optimizer();
+  /// overlap_param_gather (ZeRO-1/2, d > 1): one simulated rank's all-gathers of its chunks'
+  /// updated weights at the start of the step, on its DP gather stream in chunk order, per
+  /// schedule stage: the first bucket's task and the other buckets' (-1 for none), the stage's
+  /// chunk index on the device (-1: not on it), and the stage of each chunk. Empty `first`
+  /// when the option is off. hw::param_gather_aligned names the dispatch rule.
+  struct ParamGathers {
+    bool aligned = false;
+    std::vector<std::int32_t> first, rest;
+    std::vector<int> chunk, by_chunk;
+  };
+  ParamGathers param_gathers(int sim);
+  bool param_gather_overlapped() const;
   std::int32_t add_compute(int sim, TimePs dur, double mem_start, double mem_end,
                            const Action& label,
                            des::MemCategory cat = des::MemCategory::kActivations);

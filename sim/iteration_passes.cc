@@ -127,6 +127,8 @@ void IterationBuilder::build_passes() {
       if (a.kind == ActionKind::kW || a.kind == ActionKind::kBW) last_bwd[a.stage] = id;
       if (a.kind == ActionKind::kOverlapFB) last_bwd[a.stage2] = id;
     }
+    const ParamGathers pg = param_gathers(sim);
+    std::vector<std::uint8_t> forward_seen(S, 0);
     std::int32_t prev_last = -1;
     int sweep_stage = -1, sweep = 0;
     std::int32_t sweep_first = -1, prev_sweep_first = -1;
@@ -207,6 +209,21 @@ void IterationBuilder::build_passes() {
           if (prev_last >= 0) out_.graph.add_dep(prev_last, layer_rest);
         }
       }
+      // overlap_param_gather: the chunk's first forward runs its pre-hook (a zero-length task
+      // that starts once the pass's inputs are ready), which waits for the chunk's first
+      // bucket; the pass ends when its compute and the chunk's last bucket have.
+      std::int32_t hook = -1;
+      const bool forward = a.kind == ActionKind::kF || a.kind == ActionKind::kOverlapFB;
+      if (!pg.first.empty() && forward && !forward_seen[a.stage]) {
+        forward_seen[a.stage] = 1;
+        hook = add_compute(sim, 0, 0, 0, a);
+        if (!pg.aligned) out_.graph.add_dep(hook, pg.first[a.stage]);
+        // Aligned, the first two chunks' gathers start with the step and chunk k's first
+        // forward dispatches chunk k + 1's.
+        const int next = pg.aligned ? pg.chunk[a.stage] + 1 : -1;
+        if (next >= 2 && next < static_cast<int>(pg.by_chunk.size()))
+          out_.graph.add_dep(hook, pg.first[pg.by_chunk[next]]);
+      }
       PassTasks pt;
       const int bwd_stage = a.kind == ActionKind::kOverlapFB ? a.stage2 : a.stage;
       const bool split = layout_.dp > 1 && is_pass && id == last_bwd[std::max(bwd_stage, 0)];
@@ -275,6 +292,17 @@ void IterationBuilder::build_passes() {
         if (layer_rest >= 0) out_.graph.add_dep(layer_rest, join);
         out_.graph.add_effect(join, {0, 0, 0, -gathered});
         pt.last = join;
+      }
+      if (hook >= 0) {
+        out_.graph.add_dep(hook, pt.first);
+        if (pg.first[a.stage] >= 0) out_.graph.add_dep(pg.first[a.stage], pt.first);
+        if (pg.rest[a.stage] >= 0) {
+          const std::int32_t join = add_compute(sim, 0, 0, 0, a);
+          out_.graph.add_dep(pt.last, join);
+          out_.graph.add_dep(pg.rest[a.stage], join);
+          pt.last = join;
+        }
+        pt.first = hook;  // the pass's inputs arrive at its pre-hook
       }
       if (sweep_first < 0 && is_pass) sweep_first = pt.first;
       if (prev_last >= 0) out_.graph.add_dep(prev_last, pt.first);

@@ -95,8 +95,9 @@ void IterationBuilder::build_optimizer() {
     }
     out_.graph.add_dep(last_compute_[sim], opt_task);
     for (std::int32_t t : dp_tasks_[sim]) out_.graph.add_dep(t, opt_task);
-    // ZeRO-1/2: all-gather the updated bf16 parameters of each stage.
-    if (zero >= 1 && zero <= 2 && d > 1) {
+    // ZeRO-1/2: all-gather the updated bf16 parameters of each stage (with
+    // overlap_param_gather at the start of the step instead: param_gathers).
+    if (zero >= 1 && zero <= 2 && d > 1 && !param_gather_overlapped()) {
       for (int st = 0; st < pl.num_stages(); ++st) {
         if (pl.stages[st].device != r.pr) continue;
         bool fresh = false;
@@ -110,6 +111,45 @@ void IterationBuilder::build_optimizer() {
       }
     }
   }
+}
+
+bool IterationBuilder::param_gather_overlapped() const {
+  const int zero = in_.parallel.zero_stage;
+  return in_.parallel.overlap_param_gather && zero >= 1 && zero <= 2 && layout_.dp > 1;
+}
+
+IterationBuilder::ParamGathers IterationBuilder::param_gathers(int sim) {
+  ParamGathers g;
+  if (!param_gather_overlapped()) return g;
+  const Placement& pl = in_.schedule.placement;
+  const int S = pl.num_stages();
+  const SimRank& r = out_.ranks[sim];
+  g.first.assign(S, -1);
+  g.rest.assign(S, -1);
+  g.chunk.assign(S, -1);
+  for (int st = 0; st < S; ++st)
+    if (pl.stages[st].device == r.pr) {
+      g.chunk[st] = static_cast<int>(g.by_chunk.size());
+      g.by_chunk.push_back(st);
+    }
+  g.aligned = hw::param_gather_aligned(layout_.pp, static_cast<int>(g.by_chunk.size()));
+  const std::vector<int> group = layout_.dp_group(r.tr, r.pr);
+  for (int st : g.by_chunk) {
+    // The gradient buckets (parameters and gradients share the buffer's layout).
+    const int nb = hw::grad_bucket_count(stage_params_[st], in_.parallel.zero_stage,
+                                         in_.parallel.overlap_grad_reduce, layout_.dp, st == 0);
+    const double bytes = stage_params_[st] * 2.0 / nb;
+    for (int part = 0; part < (nb > 1 ? 2 : 1); ++part) {
+      bool fresh = false;
+      const std::int32_t c = keyed_collective({10 + part, r.tr, r.pr, st}, &fresh);
+      if (fresh)
+        add_collective_phases(hw::CollectiveKind::kAllGather, bytes, part == 0 ? 1 : nb - 1, group);
+      const std::int32_t tk = add_comm(sim, StreamKind::kDpGather, c, CommKind::kDp,
+                                       label(ActionKind::kUnshard, st, -1));
+      (part == 0 ? g.first : g.rest)[st] = tk;
+    }
+  }
+  return g;
 }
 
 // Full mode: plain routes. Representative mode: the links of a route are folded onto one

@@ -262,6 +262,10 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
     if (pc.tensor_parallel > 1 && pc.sequence_parallel)
       return "config.sequence_parallel: DeepSpeed's AutoTP has no sequence parallelism; nearest: "
              "sequence_parallel false";
+    if (pc.overlap_param_gather)
+      return "config.overlap_param_gather: DeepSpeed re-gathers the ZeRO weights after the "
+             "optimizer step, not under the next step's forwards; nearest: overlap_param_gather "
+             "false";
     if (pc.context_parallel > 1)
       return "config.context_parallel: DeepSpeed's config has no context parallelism (Ulysses "
              "splits attention heads, not the ring this plan prices); nearest: 1";
@@ -424,6 +428,7 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers) {
   // gradients in fp32 unless told otherwise).
   if (!pc.grad_reduce_in_fp32) arg("--grad-reduce-in-bf16");
   if (pc.overlap_grad_reduce) arg("--overlap-grad-reduce");
+  if (pc.overlap_param_gather) arg("--overlap-param-gather");
   if (pc.tp_comm_overlap) arg("--tp-comm-overlap");
   if (pc.zero_stage >= 2) {
     arg("--use-megatron-fsdp");
@@ -554,11 +559,11 @@ std::string nemo_overrides(const Plan& plan, const std::vector<int>& layers) {
     if (last > 0) num(s + "num_layers_in_last_pipeline_stage", last);
   }
   // The gradient precision and overlaps the plan was priced with (the recipes' own defaults
-  // may differ); the parameter all-gather is not overlapped in the simulator.
+  // may differ: their comm-overlap callback turns both DDP overlaps on whenever d > 1).
   kv(s + "ddp.grad_reduce_in_fp32", py_bool(pc.grad_reduce_in_fp32));
   kv("trainer.plugins.grad_reduce_in_fp32", py_bool(pc.grad_reduce_in_fp32));
   kv(s + "ddp.overlap_grad_reduce", py_bool(pc.overlap_grad_reduce));
-  kv(s + "ddp.overlap_param_gather", "False");
+  kv(s + "ddp.overlap_param_gather", py_bool(pc.overlap_param_gather));
   kv("model.config.tp_comm_overlap", py_bool(pc.tp_comm_overlap));
   if (pc.zero_stage >= 2) {
     kv(s + "fsdp", "megatron");

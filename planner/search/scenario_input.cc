@@ -43,6 +43,7 @@ PlanProblem plan_problem(const hw::Scenario& s) {
   pr.sim.flash_attention = s.flash_attention;
   pr.grad_reduce_in_fp32 = s.parallel.grad_reduce_in_fp32;
   pr.overlap_grad_reduce = s.parallel.overlap_grad_reduce;
+  pr.overlap_param_gather = s.parallel.overlap_param_gather;
   pr.tp_comm_overlap = s.parallel.tp_comm_overlap;
   return pr;
 }

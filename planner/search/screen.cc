@@ -188,7 +188,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     bool first = false, last = false;
     double f = 0, b = 0, w = 0, r = 0, act = 0, act_w = 0, act_r = 0, params = 0, gather = 0;
     double expert = 0, layer_params = 0, gathered = 0, stage_red = 0, stage_gather = 0;
-    double stage_rs = 0, buf = 0;
+    double stage_rs = 0, buf = 0, first_bucket = 0;
     std::array<double, 2> one_gather{0, 0}, stage_rs_link{0, 0}, gather_link{0, 0};
   };
   auto eval_stage = [&](int layer_begin, int layers, int nm, bool first, bool last) {
@@ -279,7 +279,12 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
                              (has_r ? sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 3) : 0);
       m.stage_red = space_.overlap_grad_reduce ? std::max(0.0, reduce.seconds(grad / nb) - last_tp)
                                                : nb * reduce.seconds(grad / nb);
-      if (c.zero == 1 || c.zero == 2) m.stage_gather = net.dp_all_gather.seconds(2 * params);
+      if (c.zero == 1 || c.zero == 2) {
+        m.stage_gather = net.dp_all_gather.seconds(2 * params);
+        // overlap_param_gather: the buckets are the gradient buckets (the DES's rule).
+        if (space_.overlap_param_gather && first)
+          m.first_bucket = net.dp_all_gather.seconds(2 * params / nb);
+      }
       if (c.zero >= 2) m.stage_rs = reduce.seconds(grad);
       // Route times: the gathers (by layer: the first layer's and the rest's), m - 1
       // microbatches' reduce-scatters and the tail's buckets.
@@ -301,6 +306,10 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     m.buf = has_r && !so.explicit_recompute && layers > 0 ? m.act_r / layers : 0;
     return m;
   };
+  // overlap_param_gather: the re-gather leaves the tail (screen() and finish() price it).
+  const bool param_overlap = space_.overlap_param_gather && (c.zero == 1 || c.zero == 2) && dpc > 1;
+  out->param_first_bucket = 0;
+  out->param_chunk.assign(param_overlap ? P : 0, -1.0);
   std::array<StageEval, 8> memo;
   std::size_t memo_size = 0;
   int layer_begin = 0;
@@ -339,7 +348,12 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       dev_layers[d] += layer_params * share;
       red[d] += stage_red * share;
       out->reduce_mb[d] += stage_rs * share;
-      regather[d] += stage_gather * share;
+      if (param_overlap) {
+        if (dev >= 0 && out->param_chunk[d] < 0) out->param_chunk[d] = stage_gather;
+        if (i == 0) out->param_first_bucket = m.first_bucket;
+      } else {
+        regather[d] += stage_gather * share;
+      }
       for (int k = 0; k < 2; ++k) {
         link[k][d] += (gathers * one_gather[k] + stage_rs_link[k]) * share;
         out->reduce_link[d][k] += stage_rs_link[k] * share;
@@ -354,6 +368,11 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
         big2[d] = std::max(big2[d], pw);
       }
     }
+  }
+  if (param_overlap) {
+    int chunks0 = 0;
+    for (int i = 0; i < S; ++i) chunks0 += out->device[i] == 0 ? 1 : 0;
+    out->param_aligned = hw::param_gather_aligned(P, chunks0);
   }
   out->dp = out->optimizer = 0;
   double worst_tail = -1;
@@ -491,8 +510,18 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc, bool fille
     // reduction, optimizer step and re-gathers.
     for (int d = 0; d < D; ++d) {
       // (The DES times the iteration from its first pass, after device 0's first ZeRO-3
-      // gather, so gathers add nothing certain here.)
-      const double start = head[d];
+      // gather, so gathers add nothing certain here.) overlap_param_gather: the first forward
+      // waits for stage 0's first bucket; not aligned, each later device's for its own chunk
+      // after its input arrives; aligned, for its first chunk's gather started with the step.
+      double start = head[d];
+      if (!sc->param_chunk.empty()) {
+        if (sc->param_aligned) {
+          start = std::max(start + sc->param_first_bucket, std::max(0.0, sc->param_chunk[d]));
+        } else {
+          start += sc->param_first_bucket;
+          for (int k = 1; k <= d; ++k) start += std::max(0.0, sc->param_chunk[k]);
+        }
+      }
       // Its own passes, then its tail; or its forwards and critical backwards, then the
       // backward chain down to stage 0, whose device then runs its tail.
       const int d0 = sc->device[0];

@@ -39,10 +39,11 @@ struct PlanProblem {
   /// choices (gradient bytes, buckets, overlap, flash attention, offload CPU rate).
   IterationOptions sim;
   /// The scenario's Megatron settings every configuration shares (ParallelConfig's
-  /// grad_reduce_in_fp32, overlap_grad_reduce, tp_comm_overlap); default_space copies them into
-  /// the space, which the tiers read.
+  /// grad_reduce_in_fp32, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap);
+  /// default_space copies them into the space, which the tiers read.
   bool grad_reduce_in_fp32 = true;
   bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
   bool tp_comm_overlap = false;
   double limit() const {
     return memory_limit > 0 ? memory_limit : profile.gpu.usable_memory().value;
@@ -88,6 +89,12 @@ struct StageCosts {
   std::vector<std::array<double, 2>> reduce_link;
   /// Per stage and route: the time one ZeRO-3 gather by stage keeps the route busy, seconds.
   std::vector<std::array<double, 2>> gather_link;
+  /// overlap_param_gather (ZeRO-1/2): the re-gather runs before the next step's forwards
+  /// instead of in the tail (hw::param_gather_aligned): stage 0's first bucket, seconds, and per
+  /// device the gather of its first chunk, seconds (empty when the option is off).
+  double param_first_bucket = 0;
+  std::vector<double> param_chunk;
+  bool param_aligned = false;
   double hop = 0;        ///< one point-to-point hop between stages, seconds
   double dp = 0;         ///< the largest device tail's gradient reduction (and gathers), seconds
   double optimizer = 0;  ///< the largest device tail's optimizer step, seconds

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "hwmodels/memory.h"
 #include "planner/search/stage_schedule.h"
 
 namespace pw {
@@ -186,12 +187,23 @@ Evaluated finish(const CostModel& model, const SearchConfig& c, const PipeResult
   // ZeRO-2/3: the time its data-parallel bytes keep a route off the node busy.
   for (double v : sc.net_volume) end = std::max(end, v);
   end = std::max(end, pipe.link);
-  e.iteration = end + pipe.gather;
+  // overlap_param_gather: the re-gather before the forwards (hw::exposed_param_gather_seconds,
+  // as `estimate`); every pass follows stage 0's first forward, which waits for its first
+  // bucket, so that much is certain.
+  double param_gather = 0, param_certain = 0;
+  if (!sc.param_chunk.empty()) {
+    const double chunk = *std::max_element(sc.param_chunk.begin(), sc.param_chunk.end());
+    param_gather =
+        hw::exposed_param_gather_seconds(sc.param_first_bucket, std::max(0.0, chunk),
+                                         sc.f.empty() ? 0 : sc.f[0], c.p, sc.param_aligned);
+    param_certain = sc.param_first_bucket;
+  }
+  e.iteration = end + pipe.gather + param_gather;
   e.eval_iteration = e.iteration;
   // Without the ZeRO-3 gather estimate the evaluator's figure bounds the DES's from below: same
   // pass and hop costs, same per-device order and dependencies, uncontended collectives, and the
   // DES only adds (contention, blocking sends, gathers, NCCL slowing compute).
-  e.time_bound = end * (1 - 1e-7);  // as the screen's: picosecond rounding of DES steps
+  e.time_bound = (end + param_certain) * (1 - 1e-7);  // picosecond rounding of DES steps
   const double peak_time = model.peak_flops() * c.gpus() * e.iteration;
   if (peak_time > 0) {
     e.mfu = model.model_flops(c.global_batch()) / peak_time;
@@ -291,6 +303,7 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   SearchSpace s;
   s.grad_reduce_in_fp32 = pr.grad_reduce_in_fp32;
   s.overlap_grad_reduce = pr.overlap_grad_reduce;
+  s.overlap_param_gather = pr.overlap_param_gather;
   s.tp_comm_overlap = pr.tp_comm_overlap;
   const int gpn = pr.gpus_per_node();
   for (int n = pr.num_gpus; n >= 1; n /= 2) {

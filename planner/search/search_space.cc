@@ -104,6 +104,8 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.fp8 = c.fp8 ? "hybrid" : "off";
   pc.grad_reduce_in_fp32 = space.grad_reduce_in_fp32;
   pc.overlap_grad_reduce = space.overlap_grad_reduce;
+  pc.overlap_param_gather =
+      space.overlap_param_gather && (pc.zero_stage == 1 || pc.zero_stage == 2);
   pc.tp_comm_overlap = space.tp_comm_overlap && pc.sequence_parallel && pc.tensor_parallel > 1;
   return pc;
 }

@@ -92,10 +92,12 @@ struct SearchSpace {
   /// Only configurations this framework runs (planner/search/frameworks.h; kAny = all).
   Framework framework = Framework::kAny;
   /// Settings every configuration shares (PlanProblem's, not searched): ParallelConfig's
-  /// grad_reduce_in_fp32, overlap_grad_reduce and tp_comm_overlap (the last applies to the
-  /// configurations with sequence parallelism and t > 1, the only ones that can overlap).
+  /// grad_reduce_in_fp32, overlap_grad_reduce, overlap_param_gather and tp_comm_overlap
+  /// (overlap_param_gather applies to the configurations with ZeRO-1/2, tp_comm_overlap to those
+  /// with sequence parallelism and t > 1, the only ones that can overlap).
   bool grad_reduce_in_fp32 = true;
   bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
   bool tp_comm_overlap = false;
 };
 

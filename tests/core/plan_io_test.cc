@@ -45,9 +45,9 @@ TEST(PlanIo, RoundTripIsLosslessInBothSyntaxes) {
 TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
   Plan p = sample_plan();
   const std::string gpt = plan_to_text(p, DocFormat::kYaml);
-  for (const char* key :
-       {"num_query_groups", "swiglu", "num_experts", "use_flash_attn", "context_parallel",
-        "expert_parallel", "fp8", "grad_reduce_in_fp32", "overlap_grad_reduce", "tp_comm_overlap"})
+  for (const char* key : {"num_query_groups", "swiglu", "num_experts", "use_flash_attn",
+                          "context_parallel", "expert_parallel", "fp8", "grad_reduce_in_fp32",
+                          "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"})
     EXPECT_EQ(gpt.find(key), std::string::npos) << key;
   p.model.num_query_groups = 2;
   p.model.kv_channels = 96;
@@ -74,8 +74,23 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
   p.config.grad_reduce_in_fp32 = false;
   p.config.overlap_grad_reduce = true;
   p.config.tp_comm_overlap = true;
+  p.config.zero_stage = 1;
+  p.config.overlap_param_gather = true;
   for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
     EXPECT_EQ(parse_plan(plan_to_text(p, f), f, "t"), p);
+  // Megatron's overlap_param_gather needs overlap_grad_reduce and the distributed optimizer.
+  for (int variant = 0; variant < 2; ++variant) {
+    Plan q = p;
+    if (variant == 0) q.config.overlap_grad_reduce = false;
+    if (variant == 1) q.config.zero_stage = 0;
+    try {
+      parse_plan(plan_to_text(q, DocFormat::kYaml), DocFormat::kYaml, "plan.yaml");
+      ADD_FAILURE() << "overlap_param_gather accepted, variant " << variant;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("config.overlap_param_gather"), std::string::npos)
+          << e.what();
+    }
+  }
   // Overlapping TP communication needs the sequence-parallel collectives.
   p.config.sequence_parallel = false;
   try {

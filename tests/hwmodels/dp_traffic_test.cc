@@ -43,6 +43,22 @@ TEST(GradBuckets, ZeroThreeUsesDeepSpeedsReduceBucket) {
   EXPECT_EQ(grad_bucket_count(1, 3, false, 8, true), 1);
 }
 
+// overlap_param_gather's dispatch rule (Megatron keeps align_param_gather only for the
+// interleaved schedule) and its exposed time, by hand: a first bucket of 1 s, chunks of 4 s, a
+// fill pass of 1.5 s. One pipeline rank: the first bucket alone. Not aligned, p = 4: the first
+// bucket and the three later ranks' chunks on the fill path, 1 + 3 x 4 = 13 s. Aligned: a later
+// rank's chunk outlasts the pass ahead of it by 4 - 1.5 = 2.5 s, more than the first bucket.
+TEST(ParamGather, AlignedOnlyWhenInterleavedAndExposedByHand) {
+  EXPECT_FALSE(hw::param_gather_aligned(1, 1));
+  EXPECT_FALSE(hw::param_gather_aligned(4, 1));
+  EXPECT_FALSE(hw::param_gather_aligned(1, 2));
+  EXPECT_TRUE(hw::param_gather_aligned(4, 5));
+  EXPECT_DOUBLE_EQ(hw::exposed_param_gather_seconds(1, 4, 1.5, 1, false), 1);
+  EXPECT_DOUBLE_EQ(hw::exposed_param_gather_seconds(1, 4, 1.5, 4, false), 13);
+  EXPECT_DOUBLE_EQ(hw::exposed_param_gather_seconds(1, 4, 1.5, 4, true), 2.5);
+  EXPECT_DOUBLE_EQ(hw::exposed_param_gather_seconds(1, 2, 1.5, 4, true), 1);
+}
+
 // At most 65,536 buckets (a larger stage's grow instead): 1e15 parameters under ZeRO-3 would be
 // 2,000,000 buckets of 5e8; exactly 65,536 x 5e8 = 3.2768e13 is the cap itself.
 TEST(GradBuckets, CountIsBounded) {

@@ -137,14 +137,17 @@ TEST(Frameworks, MegatronArgumentsReadBackIntoThePlansConfiguration) {
   EXPECT_EQ(a.count("--use-distributed-optimizer"), 1u);
   EXPECT_EQ(a.count("--use-megatron-fsdp"), 0u);
   // Megatron's defaults (fp32 gradients, no overlaps) need no flag; the plan's settings do.
-  for (const char* flag : {"--grad-reduce-in-bf16", "--overlap-grad-reduce", "--tp-comm-overlap"})
+  for (const char* flag : {"--grad-reduce-in-bf16", "--overlap-grad-reduce",
+                           "--overlap-param-gather", "--tp-comm-overlap"})
     EXPECT_EQ(a.count(flag), 0u) << flag;
   Plan tuned = plan;
   tuned.config.grad_reduce_in_fp32 = false;
   tuned.config.overlap_grad_reduce = true;
+  tuned.config.overlap_param_gather = true;
   tuned.config.tp_comm_overlap = true;
   const auto t = parse_args(export_plan(tuned, Framework::kMegatron, "p", "").text);
-  for (const char* flag : {"--grad-reduce-in-bf16", "--overlap-grad-reduce", "--tp-comm-overlap"})
+  for (const char* flag : {"--grad-reduce-in-bf16", "--overlap-grad-reduce",
+                           "--overlap-param-gather", "--tp-comm-overlap"})
     EXPECT_EQ(t.count(flag), 1u) << flag;
   EXPECT_EQ(a.at("--fp8-format"), "hybrid");
   EXPECT_EQ(a.count("--bf16"), 1u);
@@ -288,12 +291,15 @@ TEST(Frameworks, NemoOverridesReadBackIntoThePlansConfiguration) {
   EXPECT_EQ(o.at(s + "ddp.grad_reduce_in_fp32"), "True");
   EXPECT_EQ(o.at("trainer.plugins.grad_reduce_in_fp32"), "True");
   EXPECT_EQ(o.at("model.config.tp_comm_overlap"), "False");
+  EXPECT_EQ(o.at(s + "ddp.overlap_param_gather"), "False");
   Plan tuned = plan;
   tuned.config.grad_reduce_in_fp32 = false;
   tuned.config.overlap_grad_reduce = true;
+  tuned.config.overlap_param_gather = true;
   tuned.config.tp_comm_overlap = true;
   const auto to = parse_overrides(export_plan(tuned, Framework::kNemo, "p", "").text);
   EXPECT_EQ(to.at(s + "ddp.overlap_grad_reduce"), "True");
+  EXPECT_EQ(to.at(s + "ddp.overlap_param_gather"), "True");
   EXPECT_EQ(to.at(s + "ddp.grad_reduce_in_fp32"), "False");
   EXPECT_EQ(to.at("trainer.plugins.grad_reduce_in_fp32"), "False");
   EXPECT_EQ(to.at("model.config.tp_comm_overlap"), "True");
@@ -341,6 +347,11 @@ TEST(Frameworks, DeepspeedConfigReadsBackIntoThePlansConfiguration) {
   Plan sp = plan;
   sp.config.sequence_parallel = true;
   EXPECT_EQ(refusal_key(sp, Framework::kDeepspeed).rfind("config.sequence_parallel | ", 0), 0u);
+  // DeepSpeed re-gathers ZeRO weights after the step: Megatron's overlap_param_gather is not
+  // its to run.
+  Plan opg = plan;
+  opg.config.overlap_grad_reduce = opg.config.overlap_param_gather = true;
+  EXPECT_EQ(refusal_key(opg, Framework::kDeepspeed).rfind("config.overlap_param_gather | ", 0), 0u);
   const Plan il = make_plan("llama3-8b", "interleaved", 1, 1, 4, 2, 2, std::vector<int>(8, 4));
   EXPECT_NE(refusal_key(il, Framework::kDeepspeed).find("nearest it can: '1f1b'"),
             std::string::npos);

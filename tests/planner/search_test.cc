@@ -220,6 +220,8 @@ TEST(Search, ResultDoesNotDependOnThreadCount) {
 struct DesCheck {
   std::size_t checked = 0;  ///< configurations simulated by the DES
   int with_cp = 0, with_ep = 0, with_fp8 = 0, with_overlap = 0;
+  int with_param_gather = 0;             ///< overlap_param_gather configurations (ZeRO-1/2, d > 1)
+  int param_gather_aligned = 0;          ///< ... of them interleaved over pp > 1 (aligned gathers)
   int z3_by_layer = 0, z3_by_stage = 0;  ///< ZeRO-3 configurations of each gather granularity
   /// ZeRO-2/3 configurations whose screen bound is the time their data-parallel bytes keep one
   /// route busy (StageCosts::net_volume), above every other bound of the screen.
@@ -265,6 +267,10 @@ DesCheck check_bounds_against_des(const PlanProblem& pr, const SearchSpace& spac
     k.with_ep += e.config.ep > 1;
     k.with_fp8 += e.config.fp8;
     k.with_overlap += parallel_from_config(space, e.config).tp_comm_overlap;
+    const bool pg =
+        parallel_from_config(space, e.config).overlap_param_gather && e.config.d * e.config.cp > 1;
+    k.with_param_gather += pg;
+    k.param_gather_aligned += pg && e.config.p > 1 && space.schedules[e.config.schedule].v > 1;
     k.z3_by_layer += e.config.zero == 3 && !e.config.zero3_stage;
     k.z3_by_stage += e.config.zero == 3 && e.config.zero3_stage;
     StageCosts sc;
@@ -416,6 +422,34 @@ TEST(Search, Zero3WithoutModelParallelismFitsOnlyByLayer) {
   const Evaluated s = evaluate_config_des(CostModel(pr, space), reg, stage);
   EXPECT_FALSE(s.feasible);
   EXPECT_GT(s.peak_memory - e.peak_memory, 2 * 174e9 - 4 * 175e9 / 96);
+}
+
+// overlap_param_gather moves ZeRO-1/2's re-gather before the forwards (stage 0's first bucket
+// is certain, each later device's chunk waits after its input or, interleaved, from the start):
+// the screen's and the evaluator's bounds stay below the DES's figure, aligned and not.
+TEST(Search, BoundsHoldWithParamGatherOverlap) {
+  const GeneratorRegistry reg = default_registry();
+  PlanProblem pr =
+      llama_style_on_two_h100_nodes(ModelShape{"tiny-llama", 8, 2048, 16, 5632, 4096, 32000});
+  pr.overlap_grad_reduce = true;
+  pr.overlap_param_gather = true;
+  SearchSpace space = default_space(pr, reg, {64});
+  ASSERT_TRUE(space.overlap_param_gather);
+  space.gpu_counts = {16};
+  space.micro_batches = {1, 2};
+  space.zero = {0, 1, 2};
+  space.end_trim = {0};
+  space.offload = {0};
+  space.context_parallel = {1};
+  space.recompute = {Recompute::kNone, Recompute::kFull};
+  std::vector<ScheduleOption> kept;
+  for (const ScheduleOption& o : space.schedules)
+    if (o.name == "1f1b" || (o.name == "interleaved" && o.v == 2) || o.name == "zb-h1")
+      kept.push_back(o);
+  space.schedules = kept;
+  const DesCheck k = check_bounds_against_des(pr, space, reg);
+  EXPECT_GT(k.with_param_gather, 50);
+  EXPECT_GT(k.param_gather_aligned, 10);
 }
 
 TEST(Search, BoundsHoldWithTensorParallelCommOverlap) {

@@ -72,6 +72,86 @@ TEST(Iteration, GradientBytesFollowTheConfigurationInMemoryAndReduction) {
   EXPECT_LT(b.exposed[static_cast<int>(CommKind::kDp)], a.exposed[static_cast<int>(CommKind::kDp)]);
 }
 
+// Megatron's overlap_param_gather: ZeRO-1's all-gather of the updated bf16 weights leaves the
+// end of the step for the next step's first forward, in the gradient buckets. One stage of the
+// small model, d = 16 over two nodes: 8 x 12,596,224 layer parameters, the embedding (52,428,800),
+// positions (1,048,576) and the final LayerNorm (2,048) = 154,249,216, cut into
+// ceil(154,249,216 / max(40M, 16M)) = 4 buckets. The first bucket is gathered before the first
+// forward starts, the other three beside it (the pass ends when both have), nothing after the
+// optimizer step; the iteration changes by what the first forward exposes at the start less
+// the whole gather it no longer runs at the end (NCCL's slowing of the compute it runs beside
+// is set to 0 here, so the forward's compute keeps its length).
+TEST(Iteration, OverlappedParamGatherRunsBeforeTheFirstForwardInTheGradientBuckets) {
+  auto run = [](bool overlap) {
+    IterationInput in = testing::input_for(small_scenario(1, 1, 2, 64, "  zero_stage: 1"));
+    in.parallel.overlap_grad_reduce = true;
+    in.parallel.overlap_param_gather = overlap;
+    IterationOptions o;
+    o.trace = true;
+    o.comm_compute_slowdown = 0;
+    return simulate_iteration(in, o);
+  };
+  const IterationResult on = run(true), off = run(false);
+  auto slices = [](const IterationResult& r, int pid, const std::string& thread) {
+    std::vector<TraceSlice> out;
+    for (const TraceSlice& sl : r.trace.slices)
+      if (sl.pid == pid && r.trace.thread_names[sl.pid][sl.tid] == thread) out.push_back(sl);
+    std::sort(out.begin(), out.end(),
+              [](const TraceSlice& a, const TraceSlice& b) { return a.start < b.start; });
+    return out;
+  };
+  const auto gathers = slices(on, 0, "dp gather"), compute = slices(on, 0, "compute");
+  ASSERT_EQ(gathers.size(), 2u);  // the first bucket, then the other three
+  ASSERT_GE(compute.size(), 2u);
+  EXPECT_EQ(gathers[0].start, 0);
+  EXPECT_EQ(compute[0].start, gathers[0].start + gathers[0].duration);
+  EXPECT_GE(compute[1].start, gathers[1].start + gathers[1].duration);
+  // The reduction stream: 4 reduce-scatter buckets, and without the option the gather after.
+  EXPECT_EQ(slices(on, 0, "dp").size(), 4u);
+  const auto off_dp = slices(off, 0, "dp");
+  ASSERT_EQ(off_dp.size(), 5u);
+  EXPECT_TRUE(slices(off, 0, "dp gather").empty());
+  // The first bucket moves a quarter of the bytes the whole gather does.
+  EXPECT_LT(gathers[0].duration, off_dp.back().duration);
+  const TimePs f0_end = compute[0].start + compute[0].duration;
+  const TimePs exposed =
+      gathers[0].duration + std::max<TimePs>(0, gathers[1].start + gathers[1].duration - f0_end);
+  EXPECT_EQ(on.iteration - off.iteration, exposed - off_dp.back().duration);
+}
+
+// Not aligned (1F1B, p = 2, d = 8): the second stage gathers its whole chunk (one bucket) when
+// its first activation arrives, then runs its first forward. Aligned (interleaved, p = 2, two
+// chunks per GPU; Megatron's align_param_gather): every GPU gathers its first chunks from the
+// start of the step.
+TEST(Iteration, OverlappedParamGatherWaitsForTheInputUnlessAligned) {
+  auto run = [](const std::string& extra) {
+    IterationInput in =
+        testing::input_for(small_scenario(1, 2, 2, 64, "  zero_stage: 1\n" + extra));
+    in.parallel.overlap_grad_reduce = true;
+    in.parallel.overlap_param_gather = true;
+    IterationOptions o;
+    o.trace = true;
+    return simulate_iteration(in, o);
+  };
+  auto first = [](const IterationResult& r, int pid, const std::string& thread) {
+    TraceSlice best;
+    best.start = -1;
+    for (const TraceSlice& sl : r.trace.slices)
+      if (sl.pid == pid && r.trace.thread_names[sl.pid][sl.tid] == thread &&
+          (best.start < 0 || sl.start < best.start))
+        best = sl;
+    return best;
+  };
+  const IterationResult plain = run("");
+  const TraceSlice recv = first(plain, 1, "pp recv"), gather = first(plain, 1, "dp gather");
+  ASSERT_GE(recv.start, 0);
+  ASSERT_GE(gather.start, 0);
+  EXPECT_EQ(gather.start, recv.start + recv.duration);
+  EXPECT_EQ(first(plain, 1, "compute").start, gather.start + gather.duration);
+  const IterationResult aligned = run("  num_layers_per_virtual_pipeline_stage: 2");
+  for (int pid = 0; pid < 2; ++pid) EXPECT_EQ(first(aligned, pid, "dp gather").start, 0);
+}
+
 // ZeRO-3, one stage of 8 layers, d = 16 over two nodes, 4 microbatches of 128 tokens (little
 // compute, so the gathers show), no recomputation. By layer (FSDP): each pass
 // holds two layers' gathered bf16 weights, 2 x 2 x P/8 bytes, and every F and B pass
