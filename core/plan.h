@@ -78,6 +78,13 @@ struct ParallelConfig {
   /// all-gather of the updated weights leaves the end of the step and runs before each chunk's
   /// first forward of the next, bucket by bucket (hw::param_gather_aligned says when).
   bool overlap_param_gather = false;
+  /// Megatron's `align_param_gather` (its default; `--no-align-param-gather`, NeMo 1's default,
+  /// sets false): with overlap_param_gather and the interleaved schedule, every pipeline rank
+  /// starts its first chunks' gathers with the step instead of at each chunk's first forward.
+  bool align_param_gather = true;
+  /// Megatron's `--ddp-bucket-size`: parameters per gradient (and parameter) bucket with
+  /// overlap_grad_reduce; 0 = its default, max(40M, 1M x data-and-context ranks).
+  double ddp_bucket_size = 0;
   /// Megatron / Transformer Engine `tp_comm_overlap`: each tensor-parallel all-gather and
   /// reduce-scatter is split into chunks that run under the GEMM next to it (needs sequence
   /// parallelism).

@@ -187,6 +187,10 @@ Doc config_to_doc(const ParallelConfig& c) {
     d["overlap_grad_reduce"] = c.overlap_grad_reduce;
   if (c.overlap_param_gather != def.overlap_param_gather)
     d["overlap_param_gather"] = c.overlap_param_gather;
+  if (c.align_param_gather != def.align_param_gather)
+    d["align_param_gather"] = c.align_param_gather;
+  if (c.ddp_bucket_size != def.ddp_bucket_size)
+    d["ddp_bucket_size"] = static_cast<std::int64_t>(c.ddp_bucket_size);
   if (c.tp_comm_overlap != def.tp_comm_overlap) d["tp_comm_overlap"] = c.tp_comm_overlap;
   if (c.zero_stage == 3) d["zero3_gather"] = c.zero3_gather;
   return d;
@@ -213,6 +217,8 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
                  "grad_reduce_in_fp32",
                  "overlap_grad_reduce",
                  "overlap_param_gather",
+                 "align_param_gather",
+                 "ddp_bucket_size",
                  "tp_comm_overlap",
                  "zero3_gather"});
   ParallelConfig c;
@@ -245,6 +251,11 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     c.overlap_grad_reduce = r.as_bool(*v, "config.overlap_grad_reduce");
   if (const Doc* v = r.find(d, "overlap_param_gather"))
     c.overlap_param_gather = r.as_bool(*v, "config.overlap_param_gather");
+  if (const Doc* v = r.find(d, "align_param_gather"))
+    c.align_param_gather = r.as_bool(*v, "config.align_param_gather");
+  if (const Doc* v = r.find(d, "ddp_bucket_size"))
+    c.ddp_bucket_size =
+        static_cast<double>(r.as_int(*v, "config.ddp_bucket_size", 1, std::int64_t{1} << 50));
   if (const Doc* v = r.find(d, "tp_comm_overlap"))
     c.tp_comm_overlap = r.as_bool(*v, "config.tp_comm_overlap");
   if (r.find(d, "zero3_gather")) {
@@ -258,6 +269,10 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
   }
   if (c.overlap_param_gather && !c.overlap_grad_reduce)
     r.fail("config.overlap_param_gather", "false unless overlap_grad_reduce is true");
+  if (!c.align_param_gather && !c.overlap_param_gather)
+    r.fail("config.align_param_gather", "absent unless overlap_param_gather is true");
+  if (c.ddp_bucket_size > 0 && !c.overlap_grad_reduce)
+    r.fail("config.ddp_bucket_size", "absent unless overlap_grad_reduce is true");
   if (c.overlap_param_gather && (c.zero_stage < 1 || c.zero_stage > 2))
     r.fail("config.overlap_param_gather",
            fmt::format("false unless zero_stage is 1 or 2, got zero_stage {}", c.zero_stage));

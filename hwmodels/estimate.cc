@@ -62,7 +62,8 @@ void add_dp(const Scenario& s, double params, bool first, long long chunk_passes
             std::vector<CollectiveEstimate>* out) {
   const ParallelConfig& par = s.parallel;
   const int nb =
-      grad_bucket_count(params, par.zero_stage, par.overlap_grad_reduce, par.data_parallel, first);
+      grad_bucket_count(params, par.zero_stage, par.overlap_grad_reduce,
+                        par.data_parallel * par.context_parallel, first, par.ddp_bucket_size);
   const Bytes bucket{grad_bytes_per_param(par) * params / nb};
   const Bytes weights{2.0 * params};  // bf16
   using K = CollectiveKind;
@@ -199,15 +200,16 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
       const CollectiveEstimate& c = e.collectives[i];
       if (param_overlap && c.kind == CollectiveKind::kAllGather) {
         const double chunk0 = e.first.params / v;
-        const int nb = grad_bucket_count(chunk0, par.zero_stage, par.overlap_grad_reduce,
-                                         par.data_parallel, true);
+        const int nb =
+            grad_bucket_count(chunk0, par.zero_stage, par.overlap_grad_reduce,
+                              par.data_parallel * par.context_parallel, true, par.ddp_bucket_size);
         const double bucket_s =
             ps_to_seconds(timed("", c.kind, Bytes{2.0 * chunk0 / nb}, 1, net).time);
         const double chunk_s =
             ps_to_seconds(timed("", c.kind, Bytes{c.bytes.value / v}, 1, net).time);
         const double fill_s = ps_to_seconds(e.first_costs.f + e.tp_comm_f);
-        dp_time += seconds_to_ps(
-            exposed_param_gather_seconds(bucket_s, chunk_s, fill_s, p, param_gather_aligned(p, v)));
+        dp_time += seconds_to_ps(exposed_param_gather_seconds(
+            bucket_s, chunk_s, fill_s, p, param_gather_aligned(p, v, par.align_param_gather)));
       } else if (by_pass && c.kind == CollectiveKind::kAllGather) {
         // A pass waits for its chunk's gathers: the run's calls per pass.
         pass_gather += c.time * (c.calls_per_iteration / (2 * mv));

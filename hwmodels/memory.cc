@@ -40,21 +40,24 @@ ModelStateBytes model_state_bytes(double params, double expert_params, int zero_
   return s;
 }
 
-double grad_bucket_params(int zero_stage, bool overlap_grad_reduce, int dp, bool first_stage) {
+double grad_bucket_params(int zero_stage, bool overlap_grad_reduce, int dp, bool first_stage,
+                          double bucket_size) {
   if (zero_stage == 3) return kDeepSpeedReduceBucketParams;
   if (!overlap_grad_reduce || !first_stage) return 0;
+  if (bucket_size > 0) return bucket_size;
   return std::max(kMegatronMinBucketParams, kMegatronBucketParamsPerDpRank * dp);
 }
 
 int grad_bucket_count(double stage_params, int zero_stage, bool overlap_grad_reduce, int dp,
-                      bool first_stage) {
-  const double bucket = grad_bucket_params(zero_stage, overlap_grad_reduce, dp, first_stage);
+                      bool first_stage, double bucket_size) {
+  const double bucket =
+      grad_bucket_params(zero_stage, overlap_grad_reduce, dp, first_stage, bucket_size);
   if (bucket <= 0) return 1;
   return static_cast<int>(std::clamp(std::ceil(stage_params / bucket), 1.0, 65536.0));
 }
 
-bool param_gather_aligned(int pipeline_parallel, int chunks_per_device) {
-  return pipeline_parallel > 1 && chunks_per_device > 1;
+bool param_gather_aligned(int pipeline_parallel, int chunks_per_device, bool align) {
+  return align && pipeline_parallel > 1 && chunks_per_device > 1;
 }
 
 double exposed_param_gather_seconds(double first_bucket_s, double chunk_s, double fill_step_s,

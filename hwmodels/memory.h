@@ -25,16 +25,18 @@ inline double grad_bytes_per_param(const ParallelConfig& c) {
 /// gradient buffers (the same rule for every tier; a stage's bucket count is
 /// grad_bucket_count):
 /// - ZeRO 0-2 (Megatron-core's DistributedDataParallel and distributed optimizer): with
-///   `overlap_grad_reduce`, max(40M, 1M x dp) parameters ("larger DP sizes need larger buckets
-///   to ensure collectives do not become latency-bound", DistributedDataParallelConfig.
-///   bucket_size), but only on the first pipeline stage's first model chunk: Megatron turns
-///   bucketing off for pipeline ranks > 0 and model chunks after the first, whose reductions are
-///   off the critical path. Without overlap the whole buffer is one bucket, reduced after the
-///   backward (Megatron-core sets bucket_size to None; the 2021 code all-reduced its contiguous
-///   buffer at once).
+///   `overlap_grad_reduce`, `bucket_size` parameters when given (Megatron's --ddp-bucket-size,
+///   ParallelConfig::ddp_bucket_size), else max(40M, 1M x dp) parameters ("larger DP sizes need
+///   larger buckets to ensure collectives do not become latency-bound",
+///   DistributedDataParallelConfig. bucket_size), but only on the first pipeline stage's first
+///   model chunk: Megatron turns bucketing off for pipeline ranks > 0 and model chunks after the
+///   first, whose reductions are off the critical path. Without overlap the whole buffer is one
+///   bucket, reduced after the backward (Megatron-core sets bucket_size to None; the 2021 code
+///   all-reduced its contiguous buffer at once).
 /// - ZeRO-3 (DeepSpeed stage 3): `reduce_bucket_size`, 5e8 elements by default, on every stage.
-/// Returns 0 for "one bucket".
-double grad_bucket_params(int zero_stage, bool overlap_grad_reduce, int dp, bool first_stage);
+/// `dp` counts the data-and-context ranks the gradients reduce over. Returns 0 for "one bucket".
+double grad_bucket_params(int zero_stage, bool overlap_grad_reduce, int dp, bool first_stage,
+                          double bucket_size = 0);
 inline constexpr double kMegatronMinBucketParams = 40e6;
 inline constexpr double kMegatronBucketParamsPerDpRank = 1e6;
 inline constexpr double kDeepSpeedReduceBucketParams = 5e8;
@@ -43,19 +45,20 @@ inline constexpr double kDeepSpeedReduceBucketParams = 5e8;
 /// (a larger stage's buckets grow instead, so the simulator's task count stays bounded for any
 /// model the loader accepts). The DES, the planner's screen and `estimate` all ask this.
 int grad_bucket_count(double stage_params, int zero_stage, bool overlap_grad_reduce, int dp,
-                      bool first_stage);
+                      bool first_stage, double bucket_size = 0);
 
 /// Megatron's `overlap_param_gather` (the distributed optimizer's all-gather of the updated bf16
 /// weights, moved from the end of the step to the next step's forward; the buckets are the
 /// gradient buckets, grad_bucket_count, since parameters and gradients share the buffer layout).
 /// Aligned (`align_param_gather`, Megatron's default, which it keeps only for the interleaved
-/// schedule: pp > 1 and more than one model chunk per device): every pipeline rank dispatches
+/// schedule: pp > 1 and more than one model chunk per device; `align` false is its
+/// --no-align-param-gather, NeMo 1's default): every pipeline rank dispatches
 /// its first two chunks' gathers, all buckets at once, when the step begins, and chunk k + 1's
 /// when chunk k's first forward begins. Not aligned: a chunk's first forward pre-hook
 /// dispatches its first bucket and waits for it, and each finished bucket dispatches the next
 /// (distributed_data_parallel.py, param_and_grad_buffer.py finish_param_sync), so a pipeline
 /// rank after the first gathers its whole (one-bucket) chunk when its first activation arrives.
-bool param_gather_aligned(int pipeline_parallel, int chunks_per_device);
+bool param_gather_aligned(int pipeline_parallel, int chunks_per_device, bool align = true);
 
 /// The overlapped gather's exposed seconds as `estimate` and the planner's screen price it (the
 /// DES schedules the gathers themselves): `first_bucket_s` is the first stage's first bucket,

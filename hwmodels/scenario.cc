@@ -116,7 +116,8 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
 // Megatron's settings every searched configuration shares (plan keeps them when the section
 // names no configuration).
 std::vector<std::string> shared_parallel_keys() {
-  return {"grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"};
+  return {"grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather",
+          "align_param_gather",  "ddp_bucket_size",     "tp_comm_overlap"};
 }
 
 void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
@@ -129,6 +130,16 @@ void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
     p.fail("overlap_param_gather",
            "true without overlap_grad_reduce; expected overlap_grad_reduce: true with it (Megatron "
            "requires both)");
+  // Megatron reads these two only with the overlaps they tune: refused rather than ignored.
+  c->align_param_gather = p.boolean_or("align_param_gather", true);
+  if (p.has("align_param_gather") && !c->overlap_param_gather)
+    p.fail("align_param_gather",
+           "given without overlap_param_gather; expected it only with overlap_param_gather: true");
+  c->ddp_bucket_size = static_cast<double>(p.integer_or("ddp_bucket_size", 0, 1, 1LL << 50));
+  if (p.has("ddp_bucket_size") && !c->overlap_grad_reduce)
+    p.fail("ddp_bucket_size",
+           "given without overlap_grad_reduce; expected it only with overlap_grad_reduce: true "
+           "(without it Megatron reduces the whole buffer at once)");
 }
 
 struct ParallelExtras {

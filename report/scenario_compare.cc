@@ -92,6 +92,8 @@ ReportInput compare_on_scenario(const hw::Scenario& sc, const std::vector<std::s
   space.grad_reduce_in_fp32 = pr.grad_reduce_in_fp32;
   space.overlap_grad_reduce = pr.overlap_grad_reduce;
   space.overlap_param_gather = pr.overlap_param_gather;
+  space.align_param_gather = pr.align_param_gather;
+  space.ddp_bucket_size = pr.ddp_bucket_size;
   space.tp_comm_overlap = pr.tp_comm_overlap;
   space.schedules = probe_schedules(registry, {2, 3, 4, 6, 8});
   const CostModel model(pr, space);

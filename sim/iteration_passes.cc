@@ -229,9 +229,9 @@ void IterationBuilder::build_passes() {
       const bool split = layout_.dp > 1 && is_pass && id == last_bwd[std::max(bwd_stage, 0)];
       bool tp_done = false;  // the overlapped path ran the TP collectives beside the compute
       if (split) {
-        const int nb =
-            hw::grad_bucket_count(stage_params_[bwd_stage], in_.parallel.zero_stage,
-                                  in_.parallel.overlap_grad_reduce, layout_.dp, bwd_stage == 0);
+        const int nb = hw::grad_bucket_count(stage_params_[bwd_stage], in_.parallel.zero_stage,
+                                             in_.parallel.overlap_grad_reduce, layout_.dp,
+                                             bwd_stage == 0, in_.parallel.ddp_bucket_size);
         auto& buckets = bucket_tasks_[static_cast<std::size_t>(sim) * S + bwd_stage];
         for (int k = 0; k < nb; ++k) {
           const TimePs part = pc.dur / nb + (k == nb - 1 ? pc.dur % nb : 0);

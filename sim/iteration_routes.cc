@@ -132,12 +132,14 @@ IterationBuilder::ParamGathers IterationBuilder::param_gathers(int sim) {
       g.chunk[st] = static_cast<int>(g.by_chunk.size());
       g.by_chunk.push_back(st);
     }
-  g.aligned = hw::param_gather_aligned(layout_.pp, static_cast<int>(g.by_chunk.size()));
+  g.aligned = hw::param_gather_aligned(layout_.pp, static_cast<int>(g.by_chunk.size()),
+                                       in_.parallel.align_param_gather);
   const std::vector<int> group = layout_.dp_group(r.tr, r.pr);
   for (int st : g.by_chunk) {
     // The gradient buckets (parameters and gradients share the buffer's layout).
     const int nb = hw::grad_bucket_count(stage_params_[st], in_.parallel.zero_stage,
-                                         in_.parallel.overlap_grad_reduce, layout_.dp, st == 0);
+                                         in_.parallel.overlap_grad_reduce, layout_.dp, st == 0,
+                                         in_.parallel.ddp_bucket_size);
     const double bytes = stage_params_[st] * 2.0 / nb;
     for (int part = 0; part < (nb > 1 ? 2 : 1); ++part) {
       bool fresh = false;

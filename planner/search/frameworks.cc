@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/pytorch_csv.h"
+#include "hwmodels/memory.h"
 #include "hwmodels/model_presets.h"
 #include "hwmodels/transformer.h"
 
@@ -240,6 +241,11 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
   const ModelShape& m = *q.model;
   if (std::string s = schedule_problem(fw, q); !s.empty()) return s;
   if (std::string s = framework_model_problem(fw, m); !s.empty()) return s;
+  if (pc.ddp_bucket_size > 0 && fw != Framework::kMegatron && fw != Framework::kNemo)
+    return fmt::format(
+        "config.ddp_bucket_size: {} does not cut gradients into Megatron's buckets (first stage "
+        "only, --ddp-bucket-size); nearest: absent",
+        framework_title(fw));
   if (pc.zero_stage == 3 && pc.zero3_gather == "stage")
     return fmt::format(
         "config.zero3_gather: {} gathers ZeRO-3 weights layer by layer in every pass, not once "
@@ -429,6 +435,8 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers) {
   if (!pc.grad_reduce_in_fp32) arg("--grad-reduce-in-bf16");
   if (pc.overlap_grad_reduce) arg("--overlap-grad-reduce");
   if (pc.overlap_param_gather) arg("--overlap-param-gather");
+  if (!pc.align_param_gather) arg("--no-align-param-gather");
+  if (pc.ddp_bucket_size > 0) num("--ddp-bucket-size", static_cast<long long>(pc.ddp_bucket_size));
   if (pc.tp_comm_overlap) arg("--tp-comm-overlap");
   if (pc.zero_stage >= 2) {
     arg("--use-megatron-fsdp");
@@ -564,6 +572,13 @@ std::string nemo_overrides(const Plan& plan, const std::vector<int>& layers) {
   kv("trainer.plugins.grad_reduce_in_fp32", py_bool(pc.grad_reduce_in_fp32));
   kv(s + "ddp.overlap_grad_reduce", py_bool(pc.overlap_grad_reduce));
   kv(s + "ddp.overlap_param_gather", py_bool(pc.overlap_param_gather));
+  // NeMo's comm-overlap callback sets its own bucket size (128Mi parameters) and alignment
+  // when d > 1: the ones the plan was priced with are written out.
+  if (pc.overlap_param_gather) kv(s + "ddp.align_param_gather", py_bool(pc.align_param_gather));
+  if (pc.overlap_grad_reduce && pc.zero_stage <= 2)
+    num(s + "ddp.bucket_size", static_cast<long long>(hw::grad_bucket_params(
+                                   pc.zero_stage, true, pc.data_parallel * pc.context_parallel,
+                                   true, pc.ddp_bucket_size)));
   kv("model.config.tp_comm_overlap", py_bool(pc.tp_comm_overlap));
   if (pc.zero_stage >= 2) {
     kv(s + "fsdp", "megatron");

@@ -44,6 +44,8 @@ PlanProblem plan_problem(const hw::Scenario& s) {
   pr.grad_reduce_in_fp32 = s.parallel.grad_reduce_in_fp32;
   pr.overlap_grad_reduce = s.parallel.overlap_grad_reduce;
   pr.overlap_param_gather = s.parallel.overlap_param_gather;
+  pr.align_param_gather = s.parallel.align_param_gather;
+  pr.ddp_bucket_size = s.parallel.ddp_bucket_size;
   pr.tp_comm_overlap = s.parallel.tp_comm_overlap;
   return pr;
 }

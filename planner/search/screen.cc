@@ -270,8 +270,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     // m.one_gather and m.stage_rs_link: per route, see below.
     if (dpc > 1) {
       const double grad = params * (hw::grad_bytes_per_param(space_.grad_reduce_in_fp32));
-      const double nb =
-          hw::grad_bucket_count(params, c.zero, space_.overlap_grad_reduce, c.d, first);
+      const double nb = hw::grad_bucket_count(params, c.zero, space_.overlap_grad_reduce, dpc,
+                                              first, space_.ddp_bucket_size);
       // Overlapped, the last bucket's reduction starts when the last backward's compute ends,
       // beside that pass's TP collectives.
       const double last_tp = sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 1) +
@@ -372,7 +372,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   if (param_overlap) {
     int chunks0 = 0;
     for (int i = 0; i < S; ++i) chunks0 += out->device[i] == 0 ? 1 : 0;
-    out->param_aligned = hw::param_gather_aligned(P, chunks0);
+    out->param_aligned = hw::param_gather_aligned(P, chunks0, space_.align_param_gather);
   }
   out->dp = out->optimizer = 0;
   double worst_tail = -1;

@@ -44,6 +44,8 @@ struct PlanProblem {
   bool grad_reduce_in_fp32 = true;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
+  bool align_param_gather = true;  ///< Megatron's align_param_gather
+  double ddp_bucket_size = 0;      ///< Megatron's --ddp-bucket-size (0: its default)
   bool tp_comm_overlap = false;
   double limit() const {
     return memory_limit > 0 ? memory_limit : profile.gpu.usable_memory().value;

@@ -304,6 +304,8 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   s.grad_reduce_in_fp32 = pr.grad_reduce_in_fp32;
   s.overlap_grad_reduce = pr.overlap_grad_reduce;
   s.overlap_param_gather = pr.overlap_param_gather;
+  s.align_param_gather = pr.align_param_gather;
+  s.ddp_bucket_size = pr.ddp_bucket_size;
   s.tp_comm_overlap = pr.tp_comm_overlap;
   const int gpn = pr.gpus_per_node();
   for (int n = pr.num_gpus; n >= 1; n /= 2) {

@@ -106,6 +106,10 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.overlap_grad_reduce = space.overlap_grad_reduce;
   pc.overlap_param_gather =
       space.overlap_param_gather && (pc.zero_stage == 1 || pc.zero_stage == 2);
+  // Megatron's align flag only means something with the overlap (the plan file refuses it
+  // alone); the bucket size with overlap_grad_reduce, which the scenario checked.
+  pc.align_param_gather = !pc.overlap_param_gather || space.align_param_gather;
+  pc.ddp_bucket_size = space.ddp_bucket_size;
   pc.tp_comm_overlap = space.tp_comm_overlap && pc.sequence_parallel && pc.tensor_parallel > 1;
   return pc;
 }

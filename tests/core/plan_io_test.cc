@@ -76,8 +76,17 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
   p.config.tp_comm_overlap = true;
   p.config.zero_stage = 1;
   p.config.overlap_param_gather = true;
+  p.config.align_param_gather = false;
+  p.config.ddp_bucket_size = 134217728;
   for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
     EXPECT_EQ(parse_plan(plan_to_text(p, f), f, "t"), p);
+  // The bucket size and the alignment tune the overlaps: refused without them.
+  {
+    Plan q = p;
+    q.config.overlap_param_gather = false;
+    EXPECT_THROW(parse_plan(plan_to_text(q, DocFormat::kYaml), DocFormat::kYaml, "plan.yaml"),
+                 ConfigError);
+  }
   // Megatron's overlap_param_gather needs overlap_grad_reduce and the distributed optimizer.
   for (int variant = 0; variant < 2; ++variant) {
     Plan q = p;

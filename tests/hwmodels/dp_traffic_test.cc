@@ -25,6 +25,18 @@ TEST(GradBuckets, MegatronBucketsGrowWithTheDataParallelSize) {
   EXPECT_EQ(grad_bucket_count(175e9, 0, true, 1536, true), 114);
 }
 
+// Megatron's --ddp-bucket-size replaces the default (NeMo's and Megatron-Bridge's comm-overlap
+// settings give 128 x 1024 x 1024 parameters), still only on the first stage and with overlap:
+// a 8,030,261,248-parameter Llama 3 8B stage cuts into ceil(8,030,261,248 / 134,217,728) = 60.
+TEST(GradBuckets, AGivenBucketSizeReplacesMegatronsDefault) {
+  EXPECT_DOUBLE_EQ(grad_bucket_params(1, true, 8, true, 134217728), 134217728);
+  EXPECT_EQ(grad_bucket_count(8030261248, 1, true, 8, true, 134217728), 60);
+  EXPECT_EQ(grad_bucket_count(8030261248, 1, true, 8, true), 201);  // 40M: ceil(200.76)
+  EXPECT_DOUBLE_EQ(grad_bucket_params(1, true, 8, false, 134217728), 0);
+  EXPECT_DOUBLE_EQ(grad_bucket_params(1, false, 8, true, 134217728), 0);
+  EXPECT_DOUBLE_EQ(grad_bucket_params(3, true, 8, true, 134217728), kDeepSpeedReduceBucketParams);
+}
+
 TEST(GradBuckets, WithoutOverlapOrAfterTheFirstStageTheBufferIsOneBucket) {
   EXPECT_DOUBLE_EQ(grad_bucket_params(0, false, 32, true), 0);
   EXPECT_EQ(grad_bucket_count(175e9, 0, false, 1536, true), 1);
@@ -53,6 +65,7 @@ TEST(ParamGather, AlignedOnlyWhenInterleavedAndExposedByHand) {
   EXPECT_FALSE(hw::param_gather_aligned(4, 1));
   EXPECT_FALSE(hw::param_gather_aligned(1, 2));
   EXPECT_TRUE(hw::param_gather_aligned(4, 5));
+  EXPECT_FALSE(hw::param_gather_aligned(4, 5, false));  // --no-align-param-gather
   EXPECT_DOUBLE_EQ(hw::exposed_param_gather_seconds(1, 4, 1.5, 1, false), 1);
   EXPECT_DOUBLE_EQ(hw::exposed_param_gather_seconds(1, 4, 1.5, 4, false), 13);
   EXPECT_DOUBLE_EQ(hw::exposed_param_gather_seconds(1, 4, 1.5, 4, true), 2.5);

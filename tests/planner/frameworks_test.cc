@@ -149,6 +149,13 @@ TEST(Frameworks, MegatronArgumentsReadBackIntoThePlansConfiguration) {
   for (const char* flag : {"--grad-reduce-in-bf16", "--overlap-grad-reduce",
                            "--overlap-param-gather", "--tp-comm-overlap"})
     EXPECT_EQ(t.count(flag), 1u) << flag;
+  EXPECT_EQ(t.count("--no-align-param-gather"), 0u);  // Megatron aligns by default
+  EXPECT_EQ(t.count("--ddp-bucket-size"), 0u);
+  tuned.config.align_param_gather = false;
+  tuned.config.ddp_bucket_size = 134217728;
+  const auto u = parse_args(export_plan(tuned, Framework::kMegatron, "p", "").text);
+  EXPECT_EQ(u.count("--no-align-param-gather"), 1u);
+  EXPECT_EQ(u.at("--ddp-bucket-size"), "134217728");
   EXPECT_EQ(a.at("--fp8-format"), "hybrid");
   EXPECT_EQ(a.count("--bf16"), 1u);
   // Data parallelism is what is left: GPUs / (t cp p) = 256 / 32 = 8 = the plan's d.
@@ -300,6 +307,11 @@ TEST(Frameworks, NemoOverridesReadBackIntoThePlansConfiguration) {
   const auto to = parse_overrides(export_plan(tuned, Framework::kNemo, "p", "").text);
   EXPECT_EQ(to.at(s + "ddp.overlap_grad_reduce"), "True");
   EXPECT_EQ(to.at(s + "ddp.overlap_param_gather"), "True");
+  EXPECT_EQ(to.at(s + "ddp.align_param_gather"), "True");
+  // NeMo's callback would put 128Mi-parameter buckets: the priced bucket is written, here
+  // Megatron's default max(40M, 1M x d x cp).
+  const long long dpc = 1LL * tuned.config.data_parallel * tuned.config.context_parallel;
+  EXPECT_EQ(to.at(s + "ddp.bucket_size"), std::to_string(std::max(40000000LL, 1000000 * dpc)));
   EXPECT_EQ(to.at(s + "ddp.grad_reduce_in_fp32"), "False");
   EXPECT_EQ(to.at("trainer.plugins.grad_reduce_in_fp32"), "False");
   EXPECT_EQ(to.at("model.config.tp_comm_overlap"), "True");
@@ -352,6 +364,12 @@ TEST(Frameworks, DeepspeedConfigReadsBackIntoThePlansConfiguration) {
   Plan opg = plan;
   opg.config.overlap_grad_reduce = opg.config.overlap_param_gather = true;
   EXPECT_EQ(refusal_key(opg, Framework::kDeepspeed).rfind("config.overlap_param_gather | ", 0), 0u);
+  Plan bucket = plan;
+  bucket.config.overlap_grad_reduce = true;
+  bucket.config.ddp_bucket_size = 1e8;
+  EXPECT_EQ(refusal_key(bucket, Framework::kDeepspeed).rfind("config.ddp_bucket_size | ", 0), 0u);
+  EXPECT_EQ(refusal_key(bucket, Framework::kTorchtitan).rfind("config.ddp_bucket_size | ", 0), 0u);
+  EXPECT_EQ(refusal_key(bucket, Framework::kMegatron), "");
   const Plan il = make_plan("llama3-8b", "interleaved", 1, 1, 4, 2, 2, std::vector<int>(8, 4));
   EXPECT_NE(refusal_key(il, Framework::kDeepspeed).find("nearest it can: '1f1b'"),
             std::string::npos);

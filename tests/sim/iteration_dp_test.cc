@@ -150,6 +150,17 @@ TEST(Iteration, OverlappedParamGatherWaitsForTheInputUnlessAligned) {
   EXPECT_EQ(first(plain, 1, "compute").start, gather.start + gather.duration);
   const IterationResult aligned = run("  num_layers_per_virtual_pipeline_stage: 2");
   for (int pid = 0; pid < 2; ++pid) EXPECT_EQ(first(aligned, pid, "dp gather").start, 0);
+  // Interleaved with --no-align-param-gather: each chunk's first forward dispatches its own.
+  IterationInput in = testing::input_for(
+      small_scenario(1, 2, 2, 64, "  zero_stage: 1\n  num_layers_per_virtual_pipeline_stage: 2"));
+  in.parallel.overlap_grad_reduce = in.parallel.overlap_param_gather = true;
+  in.parallel.align_param_gather = false;
+  IterationOptions o;
+  o.trace = true;
+  const IterationResult unaligned = simulate_iteration(in, o);
+  const TraceSlice r1 = first(unaligned, 1, "pp recv"), g1 = first(unaligned, 1, "dp gather");
+  EXPECT_EQ(g1.start, r1.start + r1.duration);
+  EXPECT_GT(unaligned.iteration, aligned.iteration);
 }
 
 // ZeRO-3, one stage of 8 layers, d = 16 over two nodes, 4 microbatches of 128 tokens (little

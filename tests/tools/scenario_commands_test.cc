@@ -396,6 +396,19 @@ TEST(ScenarioCommands, MegatronOverlapSettingsReachEveryTier) {
   EXPECT_NE(out.find("noogr.yaml: parallel.overlap_param_gather: true without overlap_grad_reduce"),
             std::string::npos)
       << out;
+  const std::string stray =
+      write("stray.yaml",
+            model + fixed + ", zero_stage: 1, align_param_gather: false, ddp_bucket_size: 1}\n");
+  out.clear();
+  EXPECT_EQ(sh(kTool + " simulate " + stray, &out), 2) << out;
+  EXPECT_NE(out.find("stray.yaml: parallel.align_param_gather: given without overlap_param_gather"),
+            std::string::npos)
+      << out;
+  const std::string bucket =
+      write("bucket.yaml", model + fixed + ", zero_stage: 1, ddp_bucket_size: 0}\n");
+  out.clear();
+  EXPECT_EQ(sh(kTool + " simulate " + bucket, &out), 2) << out;
+  EXPECT_NE(out.find("bucket.yaml: parallel.ddp_bucket_size"), std::string::npos) << out;
   const std::string no_zero = write(
       "nozero.yaml", model + fixed + ", overlap_grad_reduce: true, overlap_param_gather: true}\n");
   out.clear();
