@@ -91,7 +91,7 @@ ReportInput compare_on_scenario(const hw::Scenario& sc, const std::vector<std::s
   // The scenario's own gradient precision and overlaps, as `plan` prices them.
   space.grad_reduce_in_fp32 = pr.grad_reduce_in_fp32;
   space.overlap_grad_reduce = pr.overlap_grad_reduce;
-  space.overlap_param_gather = pr.overlap_param_gather;
+  space.param_gather = {pr.overlap_param_gather ? 1 : 0};
   space.align_param_gather = pr.align_param_gather;
   space.ddp_bucket_size = pr.ddp_bucket_size;
   space.tp_comm_overlap = pr.tp_comm_overlap;

@@ -56,7 +56,7 @@ struct PlanOptions {
   std::string cp, ep;                      ///< context / expert-parallel degrees
   std::string fp8;                         ///< on | off | both
   std::string tp_comm_overlap;             ///< on | off (default: the scenario's)
-  std::string overlap_param_gather;        ///< on | off (default: the scenario's)
+  std::string overlap_param_gather;        ///< on | off | both (default: the scenario's)
   std::string framework = "any";           ///< any | megatron | torchtitan
   int gpus = kNotGiven;                    ///< kNotGiven: not given
 };
@@ -122,6 +122,7 @@ SearchConstraints parse_constraints(const PlanOptions& o) {
   c.cp = int_list("--cp", o.cp);
   c.ep = int_list("--ep", o.ep);
   c.fp8 = on_off("--fp8", o.fp8);
+  c.param_gather = on_off("--overlap-param-gather", o.overlap_param_gather);
   if (!parse_framework(o.framework, &c.framework))
     throw ConfigError(
         "", "--framework " + o.framework,
@@ -232,18 +233,6 @@ PlanProblem make_problem(const PlanOptions& o, const hw::Scenario& sc) {
                         "expected on or off (every configuration with sequence parallelism and "
                         "t > 1 overlaps, or none does)");
     pr.tp_comm_overlap = v[0] != 0;
-  }
-  if (!o.overlap_param_gather.empty()) {
-    const std::vector<int> v = on_off("--overlap-param-gather", o.overlap_param_gather);
-    if (v.size() != 1)
-      throw ConfigError("", "--overlap-param-gather " + o.overlap_param_gather,
-                        "expected on or off (every configuration with ZeRO-1/2 overlaps, or none "
-                        "does)");
-    if (v[0] != 0 && !pr.overlap_grad_reduce)
-      throw ConfigError(sc.file, "--overlap-param-gather on",
-                        "without overlap_grad_reduce; expected parallel.overlap_grad_reduce: true "
-                        "in the scenario (Megatron requires both)");
-    pr.overlap_param_gather = v[0] != 0;
   }
   if (o.objective == "time")
     pr.objective = Objective::kTime;
@@ -563,7 +552,8 @@ void register_plan(CLI::App& app, int* status) {
   sub->add_option("--overlap-param-gather", o->overlap_param_gather,
                   "ZeRO-1/2's weight all-gather under the next step's forwards (Megatron's "
                   "overlap_param_gather; needs overlap_grad_reduce) for every configuration with "
-                  "ZeRO-1/2: on | off (default: the scenario's parallel.overlap_param_gather)");
+                  "ZeRO-1/2: on | off | both (default: the scenario's "
+                  "parallel.overlap_param_gather)");
   sub->add_option("--fp8", o->fp8,
                   "FP8 GEMMs: on | off | both (default off, or on when the scenario trains in "
                   "FP8)");

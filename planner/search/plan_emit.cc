@@ -41,6 +41,7 @@ bool config_from_parallel(const SearchSpace& space, const ParallelConfig& pc, Se
   c.sequence_parallel = pc.sequence_parallel ? 1 : 0;
   c.zero = static_cast<std::uint8_t>(pc.zero_stage);
   c.zero3_stage = pc.zero_stage == 3 && pc.zero3_gather == "stage" ? 1 : 0;
+  c.param_gather = pc.overlap_param_gather ? 1 : 0;
   c.offload = pc.optimizer_offload ? 1 : 0;
   c.end_trim = 0;
   if (pc.context_parallel > 255 || pc.expert_parallel > 65535) {

@@ -282,7 +282,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       if (c.zero == 1 || c.zero == 2) {
         m.stage_gather = net.dp_all_gather.seconds(2 * params);
         // overlap_param_gather: the buckets are the gradient buckets (the DES's rule).
-        if (space_.overlap_param_gather && first)
+        if (c.param_gather && first)
           m.first_bucket = net.dp_all_gather.seconds(2 * params / nb);
       }
       if (c.zero >= 2) m.stage_rs = reduce.seconds(grad);
@@ -307,7 +307,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     return m;
   };
   // overlap_param_gather: the re-gather leaves the tail (screen() and finish() price it).
-  const bool param_overlap = space_.overlap_param_gather && (c.zero == 1 || c.zero == 2) && dpc > 1;
+  const bool param_overlap = c.param_gather && (c.zero == 1 || c.zero == 2) && dpc > 1;
   out->param_first_bucket = 0;
   out->param_chunk.assign(param_overlap ? P : 0, -1.0);
   std::array<StageEval, 8> memo;
@@ -460,6 +460,12 @@ double device0_units(const ScheduleOption& so, int p, int m) {
 
 ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc, bool filled) const {
   ScreenResult r;
+  // overlap_param_gather without data parallelism gathers nothing: the row without it stands
+  // for both when the space has it.
+  if (c.param_gather && c.d * c.cp == 1 &&
+      std::find(space_.param_gather.begin(), space_.param_gather.end(), 0) !=
+          space_.param_gather.end())
+    return r;
   if (!stage_costs(c, sc, filled)) return r;
   r.valid = r.costed = true;
   const ScheduleOption& so = space_.schedules[c.schedule];

@@ -40,7 +40,8 @@ struct PlanProblem {
   IterationOptions sim;
   /// The scenario's Megatron settings every configuration shares (ParallelConfig's
   /// grad_reduce_in_fp32, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap);
-  /// default_space copies them into the space, which the tiers read.
+  /// default_space copies them into the space, which the tiers read (overlap_param_gather as
+  /// the one value of SearchSpace::param_gather).
   bool grad_reduce_in_fp32 = true;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;

@@ -293,6 +293,7 @@ std::string describe_config(const SearchSpace& space, const SearchConfig& c) {
   if (c.zero == 3 && c.zero3_stage) s += "-stage";
   if (c.offload) s += " offload";
   if (c.end_trim) s += fmt::format(" ends-{}", c.end_trim);
+  if (c.param_gather) s += " opg";
   if (c.fp8) s += " fp8";
   return s;
 }
@@ -303,7 +304,7 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   SearchSpace s;
   s.grad_reduce_in_fp32 = pr.grad_reduce_in_fp32;
   s.overlap_grad_reduce = pr.overlap_grad_reduce;
-  s.overlap_param_gather = pr.overlap_param_gather;
+  s.param_gather = {pr.overlap_param_gather ? 1 : 0};
   s.align_param_gather = pr.align_param_gather;
   s.ddp_bucket_size = pr.ddp_bucket_size;
   s.tp_comm_overlap = pr.tp_comm_overlap;

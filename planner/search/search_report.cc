@@ -80,6 +80,7 @@ std::string diff(const SearchSpace& space, const SearchConfig& a, const SearchCo
   num("zero", a.zero, b.zero);
   if (a.zero == 3 && b.zero == 3 && a.zero3_stage != b.zero3_stage)
     d.push_back(a.zero3_stage ? "z3 gather stage->layer" : "z3 gather layer->stage");
+  num("opg", a.param_gather, b.param_gather);
   num("offload", a.offload, b.offload);
   num("ends", a.end_trim, b.end_trim);
   std::string s;

@@ -104,8 +104,7 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.fp8 = c.fp8 ? "hybrid" : "off";
   pc.grad_reduce_in_fp32 = space.grad_reduce_in_fp32;
   pc.overlap_grad_reduce = space.overlap_grad_reduce;
-  pc.overlap_param_gather =
-      space.overlap_param_gather && (pc.zero_stage == 1 || pc.zero_stage == 2);
+  pc.overlap_param_gather = c.param_gather && (pc.zero_stage == 1 || pc.zero_stage == 2);
   // Megatron's align flag only means something with the overlap (the plan file refuses it
   // alone); the bucket size with overlap_grad_reduce, which the scenario checked.
   pc.align_param_gather = !pc.overlap_param_gather || space.align_param_gather;
@@ -114,18 +113,25 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   return pc;
 }
 
+namespace {
+std::size_t modes_of(const SearchSpace& s, int z) {
+  return z == 3 ? s.zero3_gather.size() : z >= 1 ? s.param_gather.size() : 1;
+}
+}  // namespace
+
 std::size_t zero_mode_count(const SearchSpace& s) {
   std::size_t n = 0;
-  for (int z : s.zero) n += z == 3 ? s.zero3_gather.size() : 1;
+  for (int z : s.zero) n += modes_of(s, z);
   return n;
 }
 
 void set_zero_mode(const SearchSpace& s, std::size_t k, SearchConfig* c) {
   for (int z : s.zero) {
-    const std::size_t modes = z == 3 ? s.zero3_gather.size() : 1;
+    const std::size_t modes = modes_of(s, z);
     if (k < modes) {
       c->zero = static_cast<std::uint8_t>(z);
       c->zero3_stage = static_cast<std::uint8_t>(z == 3 ? s.zero3_gather[k] : 0);
+      c->param_gather = static_cast<std::uint8_t>(z == 1 || z == 2 ? s.param_gather[k] : 0);
       return;
     }
     k -= modes;
@@ -424,7 +430,8 @@ void check_ranges(const SearchConstraints& c) {
                 {"--offload", c.offload, 0, 1, "0 (off) or 1 (on)"},
                 {"--cp", c.cp, 1, 255, "degrees 1..255"},
                 {"--ep", c.ep, 1, 65535, "degrees 1..65535"},
-                {"--fp8", c.fp8, 0, 1, "0 (off) or 1 (on)"}};
+                {"--fp8", c.fp8, 0, 1, "0 (off) or 1 (on)"},
+                {"--overlap-param-gather", c.param_gather, 0, 1, "0 (off) or 1 (on)"}};
   for (const auto& r : ranges)
     if (!in(r.list, r.lo, r.hi))
       throw ConfigError("", int_flag(r.flag, r.list), std::string("expected ") + r.expected);
@@ -446,6 +453,7 @@ std::string SearchConstraints::describe() const {
        rc.empty() ? "" : "--recompute " + join(rc), int_flag("--zero", zero),
        on_off_flag("--sequence-parallel", sequence_parallel), on_off_flag("--offload", offload),
        int_flag("--cp", cp), int_flag("--ep", ep), on_off_flag("--fp8", fp8),
+       on_off_flag("--overlap-param-gather", param_gather),
        framework == Framework::kAny ? ""
                                     : fmt::format("--framework {}", framework_name(framework))});
 }
@@ -552,6 +560,15 @@ void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluste
     s->expert_parallel = sorted_unique(c.ep);
   }
   if (!c.fp8.empty()) s->fp8 = sorted_unique(c.fp8);
+  if (!c.param_gather.empty()) {
+    // Megatron asserts --overlap-param-gather only with --overlap-grad-reduce.
+    if (std::find(c.param_gather.begin(), c.param_gather.end(), 1) != c.param_gather.end() &&
+        !s->overlap_grad_reduce)
+      throw ConfigError("", on_off_flag("--overlap-param-gather", c.param_gather),
+                        "without overlap_grad_reduce; expected parallel.overlap_grad_reduce: true "
+                        "in the scenario (Megatron requires both)");
+    s->param_gather = sorted_unique(c.param_gather);
+  }
   const std::string f_gpus = c.gpus > 0 ? fmt::format("--gpus {}", c.gpus) : "";
   const std::string f_tpd =
       flags({f_gpus, int_flag("--tp", c.tp), int_flag("--pp", c.pp), int_flag("--dp", c.dp)});

@@ -22,7 +22,7 @@ std::vector<std::string> model_preset_names();
 using Recompute = hw::Recompute;
 using hw::recompute_name;
 
-/// One configuration. 22 bytes; the global batch is micro_batch * microbatches * d; the GPUs
+/// One configuration. 23 bytes; the global batch is micro_batch * microbatches * d; the GPUs
 /// t * cp * p * d (d counts data-parallel groups, as Megatron's data_parallel_size).
 struct SearchConfig {
   std::uint16_t t = 1, p = 1, d = 1;
@@ -36,6 +36,8 @@ struct SearchConfig {
   std::uint8_t sequence_parallel = 0;
   std::uint8_t zero = 0;
   std::uint8_t zero3_stage = 0;  ///< ZeRO-3 gathers per stage sweep (0: per layer, every pass)
+  /// ZeRO-1/2: Megatron's overlap_param_gather (the re-gather under the next step's forwards).
+  std::uint8_t param_gather = 0;
   std::uint8_t offload = 0;
   std::uint8_t end_trim = 0;  ///< layers taken off the first and last stage (uneven split)
   int gpus() const { return int{t} * cp * p * d; }
@@ -92,12 +94,13 @@ struct SearchSpace {
   /// Only configurations this framework runs (planner/search/frameworks.h; kAny = all).
   Framework framework = Framework::kAny;
   /// Settings every configuration shares (PlanProblem's, not searched): ParallelConfig's
-  /// grad_reduce_in_fp32, overlap_grad_reduce, overlap_param_gather and tp_comm_overlap
-  /// (overlap_param_gather applies to the configurations with ZeRO-1/2, tp_comm_overlap to those
-  /// with sequence parallelism and t > 1, the only ones that can overlap).
+  /// grad_reduce_in_fp32, overlap_grad_reduce and tp_comm_overlap (tp_comm_overlap applies to
+  /// the configurations with sequence parallelism and t > 1, the only ones that can overlap).
   bool grad_reduce_in_fp32 = true;
   bool overlap_grad_reduce = false;
-  bool overlap_param_gather = false;
+  /// overlap_param_gather values searched for the ZeRO-1/2 configurations, a subset of {0, 1}
+  /// (the scenario's setting by default; `plan --overlap-param-gather both` searches both).
+  std::vector<int> param_gather{0};
   bool align_param_gather = true;  ///< Megatron's align_param_gather
   double ddp_bucket_size = 0;      ///< Megatron's --ddp-bucket-size (0: its default)
   bool tp_comm_overlap = false;
@@ -107,9 +110,10 @@ struct SearchSpace {
 /// inverse).
 ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig& c);
 
-/// The sharding modes of the space: each ZeRO stage, ZeRO-3 once per gather granularity.
+/// The sharding modes of the space: each ZeRO stage, ZeRO-3 once per gather granularity,
+/// ZeRO-1/2 once per searched overlap_param_gather value.
 std::size_t zero_mode_count(const SearchSpace& space);
-/// Writes mode k (0 <= k < zero_mode_count) into c's zero and zero3_stage.
+/// Writes mode k (0 <= k < zero_mode_count) into c's zero, zero3_stage and param_gather.
 void set_zero_mode(const SearchSpace& space, std::size_t k, SearchConfig* c);
 
 /// Expert-parallel sizes valid for a cell: in the space, dividing the experts and t*cp*d (1 for
@@ -147,6 +151,7 @@ struct SearchConstraints {
   std::vector<int> offload;               ///< subset of {0, 1}
   std::vector<int> cp, ep;                ///< context / expert-parallel degrees
   std::vector<int> fp8;                   ///< subset of {0, 1}
+  std::vector<int> param_gather;          ///< overlap_param_gather: subset of {0, 1}
   Framework framework = Framework::kAny;  ///< only what this framework runs (`--framework`)
   int gpus = 0;                           ///< exactly this many GPUs; 0 = the usual sweep
   bool empty() const;

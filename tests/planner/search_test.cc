@@ -434,7 +434,8 @@ TEST(Search, BoundsHoldWithParamGatherOverlap) {
   pr.overlap_grad_reduce = true;
   pr.overlap_param_gather = true;
   SearchSpace space = default_space(pr, reg, {64});
-  ASSERT_TRUE(space.overlap_param_gather);
+  ASSERT_EQ(space.param_gather, std::vector<int>{1});
+  space.param_gather = {0, 1};  // both, as `plan --overlap-param-gather both`
   space.gpu_counts = {16};
   space.micro_batches = {1, 2};
   space.zero = {0, 1, 2};
@@ -450,6 +451,42 @@ TEST(Search, BoundsHoldWithParamGatherOverlap) {
   const DesCheck k = check_bounds_against_des(pr, space, reg);
   EXPECT_GT(k.with_param_gather, 50);
   EXPECT_GT(k.param_gather_aligned, 10);
+}
+
+// `plan --overlap-param-gather both` searches the setting per configuration, and the answer
+// follows Megatron's dispatch: over p = 4 without interleaving each later pipeline rank gathers
+// its whole chunk on the fill path (three chunks' gathers in series, where the re-gather after
+// the step runs once, every rank at the same time), so the best 1F1B row leaves it off;
+// interleaved, the gathers start with the step and hide under the fill, so the best row has it.
+TEST(Search, ParamGatherOverlapIsSearchedAndFollowsTheDispatchRule) {
+  const GeneratorRegistry reg = default_registry();
+  PlanProblem pr =
+      llama_style_on_two_h100_nodes(ModelShape{"tiny-llama", 8, 2048, 16, 5632, 4096, 32000});
+  pr.overlap_grad_reduce = true;
+  auto best = [&](const char* schedule, int v) {
+    SearchSpace space = default_space(pr, reg, {64});
+    space.param_gather = {0, 1};
+    space.gpu_counts = {16};
+    space.micro_batches = {1};
+    space.zero = {1};
+    space.end_trim = {0};
+    space.offload = {0};
+    space.context_parallel = {1};
+    space.recompute = {Recompute::kNone};
+    std::vector<ScheduleOption> kept;
+    for (const ScheduleOption& o : space.schedules)
+      if (o.name == schedule && (!o.takes_v || o.v == v)) kept.push_back(o);
+    space.schedules = kept;
+    SearchConstraints c;
+    c.tp = {1};
+    c.pp = {4};
+    constrain_space(c, pr.model, pr.num_gpus, &space);
+    const SearchResult r = run_search(pr, space, reg, SearchOptions{});
+    EXPECT_FALSE(r.top.empty()) << schedule;
+    return r.top.empty() ? SearchConfig{} : r.top[0].config;
+  };
+  EXPECT_EQ(best("1f1b", 1).param_gather, 0);
+  EXPECT_EQ(best("interleaved", 2).param_gather, 1);
 }
 
 TEST(Search, BoundsHoldWithTensorParallelCommOverlap) {
