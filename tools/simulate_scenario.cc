@@ -249,6 +249,10 @@ void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts) {
   sub->add_flag("--overlap-grad-reduce", opts->overlap_grad_reduce,
                 "Overlap the DP gradient reduction with the backward (bucketed); sets "
                 "parallel.overlap_grad_reduce");
+  sub->add_flag("--overlap-param-gather", opts->overlap_param_gather,
+                "ZeRO-1/2: gather the updated weights under the next step's forwards, Megatron's "
+                "overlap_param_gather (needs overlap_grad_reduce); sets "
+                "parallel.overlap_param_gather");
   sub->add_option("--grad-reduce-bytes", opts->grad_reduce_bytes,
                   "Bytes per gradient element in the buffer and the reduction (4 = fp32, 2 = "
                   "bf16); sets parallel.grad_reduce_in_fp32");
@@ -367,6 +371,19 @@ Trace selected_trace(const ScenarioSimOptions& opts, const IterationResult& r) {
 void apply_config_flags(const ScenarioSimOptions& opts, ParallelConfig* c) {
   if (opts.overlap_grad_reduce) c->overlap_grad_reduce = true;
   if (opts.grad_reduce_bytes != 0) c->grad_reduce_in_fp32 = opts.grad_reduce_bytes == 4;
+  if (opts.overlap_param_gather) {
+    // The checks the scenario loader makes of the key (Megatron's assertions).
+    if (!c->overlap_grad_reduce)
+      throw ConfigError("", "--overlap-param-gather",
+                        "without overlap_grad_reduce; expected --overlap-grad-reduce too (or "
+                        "parallel.overlap_grad_reduce: true)");
+    if (c->zero_stage < 1 || c->zero_stage > 2)
+      throw ConfigError("", "--overlap-param-gather",
+                        fmt::format("with zero_stage {}; expected the distributed optimizer "
+                                    "(zero_stage 1 or 2)",
+                                    c->zero_stage));
+    c->overlap_param_gather = true;
+  }
 }
 
 IterationOptions iteration_options(const ScenarioSimOptions& opts, bool flash_attention) {

@@ -18,11 +18,12 @@ struct ScenarioSimOptions {
   std::string trace;        ///< --trace FILE (Perfetto JSON)
   std::string trace_ranks;  ///< --trace-ranks all | GPU,GPU,... ("" = at most 8, evenly spaced)
   std::string format = "table";
-  std::string report;                ///< --report FILE (HTML)
-  bool overlap_grad_reduce = false;  ///< --overlap-grad-reduce (sets the configuration's)
-  int grad_reduce_bytes = 0;         ///< --grad-reduce-bytes 4 | 2 (0: the configuration's)
-  bool all_ranks = false;            ///< --all-ranks: simulate every GPU, not representatives
-  double comm_slowdown = 0.05;       ///< --comm-compute-slowdown
+  std::string report;                 ///< --report FILE (HTML)
+  bool overlap_grad_reduce = false;   ///< --overlap-grad-reduce (sets the configuration's)
+  bool overlap_param_gather = false;  ///< --overlap-param-gather (sets the configuration's)
+  int grad_reduce_bytes = 0;          ///< --grad-reduce-bytes 4 | 2 (0: the configuration's)
+  bool all_ranks = false;             ///< --all-ranks: simulate every GPU, not representatives
+  double comm_slowdown = 0.05;        ///< --comm-compute-slowdown
 };
 
 /// Adds scenario-mode flags (other than --format, which the caller owns) to `sub`.

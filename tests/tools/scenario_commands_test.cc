@@ -389,6 +389,23 @@ TEST(ScenarioCommands, MegatronOverlapSettingsReachEveryTier) {
   EXPECT_EQ(sh(kTool + " plan " + plain + " --overlap-param-gather on", &out), 2);
   EXPECT_NE(out.find("--overlap-param-gather on: without overlap_grad_reduce"), std::string::npos)
       << out;
+  // `simulate --overlap-param-gather` sets it as the key does, with the key's checks.
+  const std::string z1 = write("z1.yaml", model + fixed + ", zero_stage: 1}\n");
+  std::string with_flag, with_key;
+  ASSERT_EQ(sh(kTool + " simulate " + z1 + " --overlap-grad-reduce --overlap-param-gather" +
+                   " --format json",
+               &with_flag),
+            0)
+      << with_flag;
+  const std::string z1_key = write(
+      "z1key.yaml",
+      model + fixed + ", zero_stage: 1, overlap_grad_reduce: true, overlap_param_gather: true}\n");
+  ASSERT_EQ(sh(kTool + " simulate " + z1_key + " --format json", &with_key), 0) << with_key;
+  EXPECT_EQ(field(with_flag, "iteration_ms"), field(with_key, "iteration_ms"));
+  out.clear();
+  EXPECT_EQ(sh(kTool + " simulate " + z1 + " --overlap-param-gather", &out), 2) << out;
+  EXPECT_NE(out.find("--overlap-param-gather: without overlap_grad_reduce"), std::string::npos)
+      << out;
   const std::string no_ogr =
       write("noogr.yaml", model + fixed + ", zero_stage: 1, overlap_param_gather: true}\n");
   out.clear();
