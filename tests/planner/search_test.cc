@@ -11,18 +11,12 @@
 
 #include "hwmodels/profile.h"
 #include "planner/search/plan_emit.h"
+#include "search_test_util.h"
 
 namespace pw {
 namespace {
 
-PlanProblem problem(const std::string& model, int gpus, double limit_gb = 0) {
-  PlanProblem pr;
-  EXPECT_TRUE(model_preset(model, &pr.model));
-  pr.profile = hw::resolve_profile("dgx-a100-80gb", "", "", "");
-  pr.num_gpus = gpus;
-  pr.memory_limit = limit_gb * 1e9;
-  return pr;
-}
+using testing::problem;
 
 SearchSpace small_space(const PlanProblem& pr, const GeneratorRegistry& reg, int batch) {
   SearchSpace s = default_space(pr, reg, {batch});
@@ -424,21 +418,14 @@ TEST(Search, Zero3WithoutModelParallelismFitsOnlyByLayer) {
   EXPECT_GT(s.peak_memory - e.peak_memory, 2 * 174e9 - 4 * 175e9 / 96);
 }
 
-// overlap_param_gather moves ZeRO-1/2's re-gather before the forwards (stage 0's first bucket
-// is certain, each later device's chunk waits after its input or, interleaved, from the start):
-// the screen's and the evaluator's bounds stay below the DES's figure, aligned and not.
-TEST(Search, BoundsHoldWithParamGatherOverlap) {
-  const GeneratorRegistry reg = default_registry();
-  PlanProblem pr =
-      llama_style_on_two_h100_nodes(ModelShape{"tiny-llama", 8, 2048, 16, 5632, 4096, 32000});
-  pr.overlap_grad_reduce = true;
-  pr.overlap_param_gather = true;
+// The overlap checks' space: 16 GPUs, microbatches of 1 and 2, the given ZeRO stages, no
+// trim, offload or CP, no or full recomputation, and 1F1B, interleaved v2 and ZB-H1.
+SearchSpace overlap_check_space(const PlanProblem& pr, const GeneratorRegistry& reg,
+                                std::vector<int> zero) {
   SearchSpace space = default_space(pr, reg, {64});
-  ASSERT_EQ(space.param_gather, std::vector<int>{1});
-  space.param_gather = {0, 1};  // both, as `plan --overlap-param-gather both`
   space.gpu_counts = {16};
   space.micro_batches = {1, 2};
-  space.zero = {0, 1, 2};
+  space.zero = std::move(zero);
   space.end_trim = {0};
   space.offload = {0};
   space.context_parallel = {1};
@@ -448,6 +435,21 @@ TEST(Search, BoundsHoldWithParamGatherOverlap) {
     if (o.name == "1f1b" || (o.name == "interleaved" && o.v == 2) || o.name == "zb-h1")
       kept.push_back(o);
   space.schedules = kept;
+  return space;
+}
+
+// overlap_param_gather moves ZeRO-1/2's re-gather before the forwards (stage 0's first bucket
+// is certain, each later device's chunk waits after its input or, interleaved, from the start):
+// the screen's and the evaluator's bounds stay below the DES's figure, aligned and not.
+TEST(Search, BoundsHoldWithParamGatherOverlap) {
+  const GeneratorRegistry reg = default_registry();
+  PlanProblem pr =
+      llama_style_on_two_h100_nodes(ModelShape{"tiny-llama", 8, 2048, 16, 5632, 4096, 32000});
+  pr.overlap_grad_reduce = true;
+  pr.overlap_param_gather = true;
+  SearchSpace space = overlap_check_space(pr, reg, {0, 1, 2});
+  ASSERT_EQ(space.param_gather, std::vector<int>{1});
+  space.param_gather = {0, 1};  // both, as `plan --overlap-param-gather both`
   const DesCheck k = check_bounds_against_des(pr, space, reg);
   EXPECT_GT(k.with_param_gather, 50);
   EXPECT_GT(k.param_gather_aligned, 10);
@@ -496,20 +498,8 @@ TEST(Search, BoundsHoldWithTensorParallelCommOverlap) {
   pr.tp_comm_overlap = true;
   pr.overlap_grad_reduce = true;
   pr.grad_reduce_in_fp32 = false;
-  SearchSpace space = default_space(pr, reg, {64});
+  const SearchSpace space = overlap_check_space(pr, reg, {0, 1});
   ASSERT_TRUE(space.tp_comm_overlap);
-  space.gpu_counts = {16};
-  space.micro_batches = {1, 2};
-  space.zero = {0, 1};
-  space.end_trim = {0};
-  space.offload = {0};
-  space.context_parallel = {1};
-  space.recompute = {Recompute::kNone, Recompute::kFull};
-  std::vector<ScheduleOption> kept;
-  for (const ScheduleOption& o : space.schedules)
-    if (o.name == "1f1b" || (o.name == "interleaved" && o.v == 2) || o.name == "zb-h1")
-      kept.push_back(o);
-  space.schedules = kept;
   const DesCheck k = check_bounds_against_des(pr, space, reg);
   EXPECT_GT(k.with_overlap, 50);
 }
@@ -588,122 +578,6 @@ TEST(Search, ModelThatCannotFitSaysHowMuchMemoryItNeeds) {
   // share of weights and gradients: at least 1.0e12 * 4 / 8 / 8 (d = 8 at best) ... the bound
   // must exceed the 80 GB available.
   EXPECT_GT(r.min_memory_needed, 80e9);
-}
-
-}  // namespace
-}  // namespace pw
-
-namespace pw {
-namespace {
-
-// t = d = 1, microbatch 1: pure pipeline parallelism with `name` on p devices, m microbatches.
-SearchConfig pipeline_only(const SearchSpace& space, const char* name, int p, int m) {
-  SearchConfig c;
-  c.t = 1, c.p = p, c.d = 1, c.micro_batch = 1, c.microbatches = m;
-  for (std::size_t i = 0; i < space.schedules.size(); ++i)
-    if (space.schedules[i].name == name) c.schedule = static_cast<std::uint8_t>(i);
-  return c;
-}
-
-// The controllable-memory paper's 98.5B model (78 layers, h 10240, sequence 1024), pure pipeline.
-// The paper places embedding and head as chunks too (80 chunks on 40 GPUs); with layers only,
-// 78 layers give 2p = 78 V chunks at p = 39, one layer each. Published order: V-ZB > ZB-1p > 1F1B.
-// The paper compares each schedule at its own memory (ZB-1p and V-ZB at 1F1B's). Here, without
-// recomputation and t = d = 1, 1F1B needs 111 GB per GPU (40 GB of weights and optimizer state,
-// 39 microbatches of 1.55 GB activations), so on an 80 GB GPU the planner hands ZB-1p and V-ZB
-// the ~19 units of activations that are left instead of their 39: that starved ZB-1p took 18.5 s
-// against 1F1B's 13.4 s, which is why this test failed before. The comparison is therefore made
-// on a GPU with room for 1F1B (200 GB), where every schedule runs at its definition.
-TEST(Search, RanksVzbAboveZb1pAbove1f1bOnThe98BModel) {
-  const GeneratorRegistry reg = default_registry();
-  for (const char* name : {"v-zb", "zb-1p", "1f1b"})
-    if (!reg.find(name)) GTEST_SKIP() << name << " not registered";
-  PlanProblem pr = problem("cm-98.5b", 39);
-  pr.profile.gpu.hbm_capacity = Bytes{200e9};
-  SearchSpace space = default_space(pr, reg, {117});
-  const CostModel model(pr, space);
-  auto time_of = [&](const char* name) {
-    const Evaluated e = evaluate_config(model, reg, pipeline_only(space, name, 39, 117));
-    EXPECT_GT(e.iteration, 0) << name << ": " << e.why_not;
-    return e.iteration;
-  };
-  const double vzb = time_of("v-zb"), zb1p = time_of("zb-1p"), one = time_of("1f1b");
-  EXPECT_LT(vzb, zb1p);
-  EXPECT_LT(zb1p, one);
-}
-
-// A memory-reading generator given room for one microbatch's activations on stage 0's device
-// runs one microbatch's round trip at a time, and the screen's bound says so (before, it bounded
-// only each device's own busy time, about a fifth of that here: the round trips are 5.5x one
-// device's busy time).
-TEST(Search, AMemoryLimitBoundsTheMicrobatchesInFlight) {
-  const GeneratorRegistry reg = default_registry();
-  if (!reg.find("zb-1p")) GTEST_SKIP() << "zb-1p not registered";
-  PlanProblem pr = problem("megatron-7.5b", 8);
-  const SearchSpace space = default_space(pr, reg, {64});
-  const SearchConfig c = pipeline_only(space, "zb-1p", 8, 64);
-  StageCosts sc;
-  ASSERT_TRUE(CostModel(pr, space).stage_costs(c, &sc));
-  double max_static = 0;
-  for (double x : sc.static_mem) max_static = std::max(max_static, x);
-  // 1.7 units free: the generator's grid (steps of 0.5 below 4 units) gives it 1.5 units (the
-  // 5-layer stages need 5 * 8 / 36 = 1.11 to run at all); stage 0 holds 4 of 36 layers,
-  // 4 * 8 / 36 = 0.89 units a microbatch, so a second microbatch (1.78) never fits beside one.
-  pr.memory_limit = max_static + 1.7 * CostModel(pr, space).activation_unit(c);
-  const CostModel model(pr, space);
-  ASSERT_TRUE(model.stage_costs(c, &sc));
-  // By hand: the round trip is every stage's forward and backward (B; W is off the chain) and
-  // 7 hops each way between the 8 devices; 64 of them, one at a time.
-  double trip = 14 * sc.hop;
-  for (int i = 0; i < sc.num_stages; ++i) trip += sc.f[i] + sc.b[i];
-  StageCosts scratch;
-  const ScreenResult r = model.screen(c, &scratch);
-  ASSERT_TRUE(r.valid);
-  EXPECT_GE(r.time_lb, 64 * trip * (1 - 1e-6));
-  const double own = 64 * (sc.f[0] + sc.b[0] + sc.w[0]);  // one device's busy time
-  EXPECT_GT(r.time_lb, 4 * own);
-  const Evaluated e = evaluate_config(model, reg, c);
-  ASSERT_GT(e.iteration, 0) << e.why_not;
-  EXPECT_LE(r.time_lb, e.iteration);
-}
-
-// Memory-reading generators run at their own definition when the budget allows it: ZB-2p gets
-// twice ZB-1p's activation memory and is then no slower (it used to be capped at ZB-1p's).
-TEST(Search, Zb2pRunsAtTwiceZb1pMemoryWhenItFits) {
-  const GeneratorRegistry reg = default_registry();
-  for (const char* name : {"zb-2p", "zb-1p"})
-    if (!reg.find(name)) GTEST_SKIP() << name << " not registered";
-  PlanProblem pr = problem("megatron-7.5b", 8);
-  pr.profile.gpu.hbm_capacity = Bytes{400e9};
-  SearchSpace space = default_space(pr, reg, {64});
-  const CostModel model(pr, space);
-  auto run = [&](const char* name) {
-    const Evaluated e = evaluate_config(model, reg, pipeline_only(space, name, 8, 64));
-    EXPECT_TRUE(e.feasible) << name << ": " << e.why_not;
-    return e;
-  };
-  const Evaluated one = run("zb-1p"), two = run("zb-2p");
-  EXPECT_GT(two.peak_memory, one.peak_memory);
-  EXPECT_LE(two.iteration, one.iteration);
-}
-
-// A 34 GB limit (without activation recomputation, as the controllable-memory paper compares
-// schedules) leaves GPT-3 on 1024 GPUs only the V-shape family's memory/bubble trade-offs: the
-// planner's first row is one of them and fits the limit by the simulator's own accounting.
-TEST(Search, MemoryLimitPicksAControllableMemorySchedule) {
-  const GeneratorRegistry reg = default_registry();
-  if (!reg.find("v-adaptive")) GTEST_SKIP() << "memory-controllable schedules not registered";
-  const PlanProblem pr = problem("gpt3-175b", 1024, 34);
-  SearchSpace space = default_space(pr, reg, {1536});
-  space.gpu_counts = {1024};
-  space.recompute = {Recompute::kNone};
-  const SearchResult r = run_search(pr, space, reg, SearchOptions{});
-  ASSERT_FALSE(r.top.empty());
-  const std::string best = space.schedules[r.top[0].config.schedule].name;
-  EXPECT_TRUE(best == "v-zb" || best == "v-adaptive" || best == "v-half" || best == "v-min")
-      << describe_config(space, r.top[0].config);
-  EXPECT_EQ(r.top[0].tier, Tier::kDes);
-  for (const Evaluated& e : r.top) EXPECT_LE(e.peak_memory, 34e9);
 }
 
 }  // namespace
