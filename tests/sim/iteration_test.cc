@@ -27,7 +27,12 @@ using testing::small_scenario;
 TEST(Iteration, RepresentativeRanksGiveTheSameTimesAsEveryRank) {
   // 2 DGX nodes, t=2, p=2, d=4: every TP and DP translation maps the cluster onto itself (one
   // NIC per GPU, one leaf per rail), so one GPU per pipeline rank stands for all 16.
-  for (const char* extra : {"", "  zero_stage: 1", "  recompute_granularity: full"}) {
+  // With overlap_param_gather too, not aligned (1F1B) and aligned (interleaved).
+  for (const char* extra :
+       {"", "  zero_stage: 1", "  recompute_granularity: full",
+        "  zero_stage: 1\n  overlap_grad_reduce: true\n  overlap_param_gather: true",
+        "  zero_stage: 1\n  overlap_grad_reduce: true\n  overlap_param_gather: true\n"
+        "  num_layers_per_virtual_pipeline_stage: 2"}) {
     const hw::Scenario s = small_scenario(2, 2, 2, 16, extra);
     const IterationInput in = testing::input_for(s);
     IterationOptions rep, full;
