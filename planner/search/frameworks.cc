@@ -307,6 +307,10 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
     return "config.grad_reduce_in_fp32: torchtitan reduces gradients in float32 "
            "(training.mixed_precision_reduce has no other value); nearest: grad_reduce_in_fp32 "
            "true";
+  if (pc.overlap_param_gather)
+    return "config.overlap_param_gather: torchtitan has no such switch (FSDP2 gathers each "
+           "layer's weights at its forward, prefetching the next); nearest: "
+           "overlap_param_gather false";
   if (pc.zero_stage == 1)
     return "config.zero_stage: torchtitan shards gradients with the optimizer state (FSDP2) and "
            "has no ZeRO-1; nearest: zero_stage 2 (fsdp_reshard_after_forward = \"never\")";

@@ -370,6 +370,10 @@ TEST(Frameworks, DeepspeedConfigReadsBackIntoThePlansConfiguration) {
   EXPECT_EQ(refusal_key(bucket, Framework::kDeepspeed).rfind("config.ddp_bucket_size | ", 0), 0u);
   EXPECT_EQ(refusal_key(bucket, Framework::kTorchtitan).rfind("config.ddp_bucket_size | ", 0), 0u);
   EXPECT_EQ(refusal_key(bucket, Framework::kMegatron), "");
+  Plan z2 = plan;
+  z2.config.zero_stage = 2;
+  z2.config.overlap_grad_reduce = z2.config.overlap_param_gather = true;
+  EXPECT_EQ(refusal_key(z2, Framework::kTorchtitan).rfind("config.overlap_param_gather | ", 0), 0u);
   const Plan il = make_plan("llama3-8b", "interleaved", 1, 1, 4, 2, 2, std::vector<int>(8, 4));
   EXPECT_NE(refusal_key(il, Framework::kDeepspeed).find("nearest it can: '1f1b'"),
             std::string::npos);
