@@ -474,6 +474,17 @@ void keep_framework(const SearchConstraints& c, const ModelShape& m, SearchSpace
                       "the scenario's parallel.grad_reduce_in_fp32 is false, but torchtitan "
                       "reduces gradients in float32 (training.mixed_precision_reduce); expected "
                       "grad_reduce_in_fp32: true in the scenario");
+  // Megatron's overlap_param_gather: DeepSpeed re-gathers after the step, torchtitan's FSDP2
+  // at each layer's forward with no switch (frameworks.cc).
+  if (c.framework == Framework::kDeepspeed || c.framework == Framework::kTorchtitan) {
+    if (std::find(s->param_gather.begin(), s->param_gather.end(), 0) == s->param_gather.end())
+      throw ConfigError("", flags({on_off_flag("--overlap-param-gather", c.param_gather), flag}),
+                        fmt::format("{} has no overlap_param_gather; expected "
+                                    "--overlap-param-gather off (or the scenario's "
+                                    "parallel.overlap_param_gather false)",
+                                    framework_title(c.framework)));
+    s->param_gather = {0};
+  }
   s->framework = c.framework;
   // Frameworks gather ZeRO-3 weights per layer (DeepSpeed ZeRO-3, FSDP, Megatron-FSDP); holding
   // a stage's through a sweep is the breadth-first pipelines' scheme.

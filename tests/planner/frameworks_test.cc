@@ -573,6 +573,26 @@ TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
     EXPECT_NE(std::string(e.what()).find("parallel.grad_reduce_in_fp32"), std::string::npos)
         << e.what();
   }
+  // Megatron's overlap_param_gather: DeepSpeed and torchtitan have none. Searched both ways,
+  // the space keeps the off form; asked for on, the search is refused naming the flag.
+  for (Framework fw : {Framework::kDeepspeed, Framework::kTorchtitan}) {
+    SearchConstraints f;
+    f.framework = fw;
+    SearchSpace both = whole;
+    both.overlap_grad_reduce = true;
+    both.param_gather = {0, 1};
+    constrain_space(f, pr.model, pr.num_gpus, &both);
+    EXPECT_EQ(both.param_gather, std::vector<int>{0});
+    SearchSpace on = whole;
+    on.overlap_grad_reduce = true;
+    f.param_gather = {1};
+    try {
+      constrain_space(f, pr.model, pr.num_gpus, &on);
+      ADD_FAILURE() << "overlap_param_gather accepted for " << framework_name(fw);
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key().rfind("--overlap-param-gather on", 0), 0u) << e.key();
+    }
+  }
 }
 
 }  // namespace
