@@ -282,8 +282,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       if (c.zero == 1 || c.zero == 2) {
         m.stage_gather = net.dp_all_gather.seconds(2 * params);
         // overlap_param_gather: the buckets are the gradient buckets (the DES's rule).
-        if (c.param_gather && first)
-          m.first_bucket = net.dp_all_gather.seconds(2 * params / nb);
+        if (c.param_gather && first) m.first_bucket = net.dp_all_gather.seconds(2 * params / nb);
       }
       if (c.zero >= 2) m.stage_rs = reduce.seconds(grad);
       // Route times: the gathers (by layer: the first layer's and the rest's), m - 1
@@ -518,11 +517,14 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc, bool fille
       // (The DES times the iteration from its first pass, after device 0's first ZeRO-3
       // gather, so gathers add nothing certain here.) overlap_param_gather: the first forward
       // waits for stage 0's first bucket; not aligned, each later device's for its own chunk
-      // after its input arrives; aligned, for its first chunk's gather started with the step.
+      // after its input arrives; aligned, for its first chunk's gather started with the step
+      // (one bucket after stage 0; stage 0's first forward only ends after its whole chunk).
       double start = head[d];
       if (!sc->param_chunk.empty()) {
         if (sc->param_aligned) {
-          start = std::max(start + sc->param_first_bucket, std::max(0.0, sc->param_chunk[d]));
+          const double chunk = std::max(0.0, sc->param_chunk[d]);
+          start = std::max(start + sc->param_first_bucket,
+                           d == sc->device[0] ? chunk - sc->f[0] : chunk);
         } else {
           start += sc->param_first_bucket;
           for (int k = 1; k <= d; ++k) start += std::max(0.0, sc->param_chunk[k]);

@@ -453,6 +453,15 @@ TEST(Search, BoundsHoldWithParamGatherOverlap) {
   const DesCheck k = check_bounds_against_des(pr, space, reg);
   EXPECT_GT(k.with_param_gather, 50);
   EXPECT_GT(k.param_gather_aligned, 10);
+  // On four nodes the data-parallel groups of small t cross nodes, so stage 0's whole gather
+  // can outlast its first bucket and first forward: the screen must not start that device after
+  // the whole gather (its first forward starts after the first bucket, ends after the rest).
+  pr.num_gpus = 32;
+  space = overlap_check_space(pr, reg, {1, 2});
+  space.gpu_counts = {32};
+  space.param_gather = {1};
+  const DesCheck wide = check_bounds_against_des(pr, space, reg, "32 GPUs");
+  EXPECT_GT(wide.param_gather_aligned, 10);
 }
 
 // `plan --overlap-param-gather both` searches the setting per configuration, and the answer
