@@ -160,6 +160,7 @@ nlohmann::json constraints_json(const SearchConstraints& c) {
   if (!c.sequence_parallel.empty()) j["sequence_parallel"] = c.sequence_parallel;
   if (!c.offload.empty()) j["optimizer_offload"] = c.offload;
   if (!c.fp8.empty()) j["fp8"] = c.fp8;
+  if (!c.param_gather.empty()) j["overlap_param_gather"] = c.param_gather;
   if (c.framework != Framework::kAny) j["framework"] = std::string(framework_name(c.framework));
   return j;
 }

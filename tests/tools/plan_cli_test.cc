@@ -184,6 +184,9 @@ TEST(PlanCli, EveryRowSatisfiesTheConstraints) {
       EXPECT_TRUE(s == "1f1b" || s == "zb-h1" || s == "interleaved") << what;
       EXPECT_NE(c["recompute"].get<std::string>(), "selective") << what;
       EXPECT_LE(c["zero_stage"].get<int>(), 1) << what;
+      // The scenario does not overlap the parameter gather: ZeRO-1 rows say so.
+      if (c["zero_stage"].get<int>() == 1)
+        EXPECT_FALSE(c["overlap_param_gather"].get<bool>()) << what;
       EXPECT_FALSE(c["sequence_parallel"].get<bool>()) << what;
       EXPECT_FALSE(c["optimizer_offload"].get<bool>()) << what;
       EXPECT_EQ(c["global_batch_size"].get<int>(), 512) << what;  // the scenario's
