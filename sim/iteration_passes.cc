@@ -128,7 +128,7 @@ void IterationBuilder::build_passes() {
       if (a.kind == ActionKind::kOverlapFB) last_bwd[a.stage2] = id;
     }
     const ParamGathers pg = param_gathers(sim);
-    std::vector<std::uint8_t> forward_seen(S, 0);
+    std::vector<std::uint8_t> forward_seen(pg.first.empty() ? 0 : S, 0);
     std::int32_t prev_last = -1;
     int sweep_stage = -1, sweep = 0;
     std::int32_t sweep_first = -1, prev_sweep_first = -1;

@@ -513,6 +513,7 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc, bool fille
     }
     // A device starts once microbatch 0 reaches it; after its last pass come its gradient
     // reduction, optimizer step and re-gathers.
+    double gather_chain = 0;  // not aligned: the later devices' chunk gathers along the fill
     for (int d = 0; d < D; ++d) {
       // (The DES times the iteration from its first pass, after device 0's first ZeRO-3
       // gather, so gathers add nothing certain here.) overlap_param_gather: the first forward
@@ -526,8 +527,8 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc, bool fille
           start = std::max(start + sc->param_first_bucket,
                            d == sc->device[0] ? chunk - sc->f[0] : chunk);
         } else {
-          start += sc->param_first_bucket;
-          for (int k = 1; k <= d; ++k) start += std::max(0.0, sc->param_chunk[k]);
+          if (d > 0) gather_chain += std::max(0.0, sc->param_chunk[d]);
+          start += sc->param_first_bucket + gather_chain;
         }
       }
       // Its own passes, then its tail; or its forwards and critical backwards, then the
