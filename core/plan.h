@@ -85,6 +85,10 @@ struct ParallelConfig {
   /// Megatron's `--ddp-bucket-size`: parameters per gradient (and parameter) bucket with
   /// overlap_grad_reduce; 0 = its default, max(40M, 1M x data-and-context ranks).
   double ddp_bucket_size = 0;
+  /// Megatron's `overlap_p2p_comm` (its default for the interleaved schedule; the 2021 code and
+  /// the non-interleaved schedule block): with more than one chunk per device and p > 1 a
+  /// pipeline send does not hold the sender's next pass, whose own inputs it still waits for.
+  bool overlap_p2p_comm = false;
   /// Megatron / Transformer Engine `tp_comm_overlap`: each tensor-parallel all-gather and
   /// reduce-scatter is split into chunks that run under the GEMM next to it (needs sequence
   /// parallelism).

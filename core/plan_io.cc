@@ -189,6 +189,7 @@ Doc config_to_doc(const ParallelConfig& c) {
     d["overlap_param_gather"] = c.overlap_param_gather;
   if (c.align_param_gather != def.align_param_gather)
     d["align_param_gather"] = c.align_param_gather;
+  if (c.overlap_p2p_comm != def.overlap_p2p_comm) d["overlap_p2p_comm"] = c.overlap_p2p_comm;
   if (c.ddp_bucket_size != def.ddp_bucket_size)
     d["ddp_bucket_size"] = static_cast<std::int64_t>(c.ddp_bucket_size);
   if (c.tp_comm_overlap != def.tp_comm_overlap) d["tp_comm_overlap"] = c.tp_comm_overlap;
@@ -219,6 +220,7 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
                  "overlap_param_gather",
                  "align_param_gather",
                  "ddp_bucket_size",
+                 "overlap_p2p_comm",
                  "tp_comm_overlap",
                  "zero3_gather"});
   ParallelConfig c;
@@ -253,6 +255,8 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     c.overlap_param_gather = r.as_bool(*v, "config.overlap_param_gather");
   if (const Doc* v = r.find(d, "align_param_gather"))
     c.align_param_gather = r.as_bool(*v, "config.align_param_gather");
+  if (const Doc* v = r.find(d, "overlap_p2p_comm"))
+    c.overlap_p2p_comm = r.as_bool(*v, "config.overlap_p2p_comm");
   if (const Doc* v = r.find(d, "ddp_bucket_size"))
     c.ddp_bucket_size =
         static_cast<double>(r.as_int(*v, "config.ddp_bucket_size", 1, std::int64_t{1} << 50));
@@ -273,6 +277,10 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     r.fail("config.align_param_gather", "absent unless overlap_param_gather is true");
   if (c.ddp_bucket_size > 0 && !c.overlap_grad_reduce)
     r.fail("config.ddp_bucket_size", "absent unless overlap_grad_reduce is true");
+  if (c.overlap_p2p_comm && !(c.virtual_stages > 1 && c.pipeline_parallel > 1))
+    r.fail("config.overlap_p2p_comm",
+           "false unless virtual_stages > 1 and pipeline_parallel > 1 (Megatron overlaps the "
+           "interleaved schedule's)");
   if (c.overlap_param_gather && (c.zero_stage < 1 || c.zero_stage > 2))
     r.fail("config.overlap_param_gather",
            fmt::format("false unless zero_stage is 1 or 2, got zero_stage {}", c.zero_stage));

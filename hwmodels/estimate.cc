@@ -220,9 +220,14 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
       }
     }
   }
-  auto chunk_time = [&](const StageCosts& c) {
+  // Megatron's blocking calls hold a device's next pass for each send (a forward's output, a
+  // backward's input gradient); with overlap_p2p_comm (interleaved schedule over p > 1) only the
+  // forward's, which it waits for to free the output (deallocate_pipeline_outputs). The
+  // pipeline fill waits for each hop either way.
+  const int sends_held = par.overlap_p2p_comm && p > 1 && v > 1 ? 1 : 2;
+  auto chunk_time = [&](const StageCosts& c, int sends = 2) {
     return std::max(c.f + e.tp_comm_f, pass_gather) +
-           std::max(c.b + c.w + c.r + e.tp_comm_b, pass_gather) + 2 * p2p;
+           std::max(c.b + c.w + c.r + e.tp_comm_b, pass_gather) + sends * p2p;
   };
   // Each device runs its own v chunks for every microbatch: the first device the embedding
   // chunk and v - 1 middle ones, the last the head chunk and v - 1 middle ones (every chunk
@@ -232,10 +237,11 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   // over p - 1 passes of the slowest chunk.
   const TimePs slowest =
       std::max({chunk_time(e.first_costs), chunk_time(e.last_costs), chunk_time(middle)});
-  const TimePs rest = (v - 1) * chunk_time(middle);
-  const TimePs busiest = p == 1 && v == 1
-                             ? chunk_time(e.first_costs)
-                             : std::max(chunk_time(e.first_costs), chunk_time(e.last_costs)) + rest;
+  const TimePs rest = (v - 1) * chunk_time(middle, sends_held);
+  const TimePs busiest = p == 1 && v == 1 ? chunk_time(e.first_costs)
+                                          : std::max(chunk_time(e.first_costs, sends_held),
+                                                     chunk_time(e.last_costs, sends_held)) +
+                                                rest;
   e.iteration_time = e.microbatches * busiest + (p - 1) * slowest + dp_time;
   e.tflops_per_gpu = e.flops.hardware / (e.gpus * ps_to_seconds(e.iteration_time)) / 1e12;
   return e;

@@ -117,7 +117,8 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
 // names no configuration).
 std::vector<std::string> shared_parallel_keys() {
   return {"grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather",
-          "align_param_gather",  "ddp_bucket_size",     "tp_comm_overlap"};
+          "align_param_gather",  "ddp_bucket_size",     "overlap_p2p_comm",
+          "tp_comm_overlap"};
 }
 
 void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
@@ -125,6 +126,7 @@ void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
   c->overlap_grad_reduce = p.boolean_or("overlap_grad_reduce", false);
   c->overlap_param_gather = p.boolean_or("overlap_param_gather", false);
   c->tp_comm_overlap = p.boolean_or("tp_comm_overlap", false);
+  c->overlap_p2p_comm = p.boolean_or("overlap_p2p_comm", false);
   // Megatron asserts it ("Must use --overlap-param-gather with --overlap-grad-reduce").
   if (c->overlap_param_gather && !c->overlap_grad_reduce)
     p.fail("overlap_param_gather",
@@ -403,6 +405,10 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
     }
     c.virtual_stages = per_stage / layers_per_virtual;
   }
+  if (c.overlap_p2p_comm && !(c.virtual_stages > 1 && c.pipeline_parallel > 1))
+    throw ConfigError(s->file, "parallel.overlap_p2p_comm",
+                      "true without the interleaved schedule over p > 1; expected false (Megatron "
+                      "overlaps only the interleaved schedule's sends and receives)");
   const long long per_step = 1LL * c.micro_batch_size * c.data_parallel;
   if (c.global_batch_size % per_step != 0) {
     throw ConfigError(

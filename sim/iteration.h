@@ -137,9 +137,12 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
 /// time are left out); a RECV and other explicit communication or markers take no time (the
 /// simulator models the transfers itself). Every action starts after its prerequisites (core/
 /// dependency.h) have ended, and, with blocking_p2p (the default), after its predecessor on the
-/// device has, provided the REDUCE_GRADs are listed in the order the simulator reduces them (the
-/// order of their stages' last backward, as `plan --emit` writes them). This is what `pipewright
-/// plan --emit` stores as a plan's predicted times (see sim/plan_prediction.h).
+/// device has (but for an explicit SEND in Megatron's 1F1B and interleaved schedules, whose
+/// call the device posts with the next pass's receive, or after the forward-backward pair, and
+/// which may end after the next action starts), provided the REDUCE_GRADs are listed in the order
+/// the simulator reduces them (the order of their stages' last backward, as `plan --emit` writes
+/// them). This is what `pipewright plan --emit` stores as a plan's predicted times (see
+/// sim/plan_prediction.h).
 IterationResult simulate_iteration(const IterationInput& in, const IterationOptions& opt,
                                    std::vector<ActionTiming>* timings);
 

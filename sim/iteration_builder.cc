@@ -237,6 +237,7 @@ BuiltIteration IterationBuilder::build() {
   last_compute_.assign(R, -1);
   first_backward_.assign(R, -1);
   dp_tasks_.assign(R, {});
+  step_waits_.assign(R, {});
   if (timings_) out_.action_send.assign(static_cast<std::size_t>(slots), -1);
   build_passes();
   build_transfers();

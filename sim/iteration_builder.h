@@ -86,6 +86,23 @@ class IterationBuilder {
   };
   void build_passes();
   void build_transfers();
+  /// How pipeline transfers are posted and waited for. kDataReady: a transfer starts when its
+  /// data is ready and the sender's next pass waits for it (blocking_p2p); the others are
+  /// Megatron's calls in its two schedules (schedules.py): kPerPass (1F1B: one blocking call
+  /// after each pass), kPairs (interleaved: one per forward-backward pair in the steady state),
+  /// kOverlapped (interleaved with overlap_p2p_comm: calls per direction, waited for late).
+  enum class P2pModel : std::uint8_t { kDataReady, kPerPass, kPairs, kOverlapped };
+  /// Per action id (-1: none): the pass whose end posts the receive of the action's input
+  /// (-1: the step's start), the pass whose start waits for that receive, the pass whose send
+  /// must complete before the receive is posted, the pass whose end posts the action's own send
+  /// (-1: the action's end) and the pass whose start waits for that send. Empty arrays with
+  /// kDataReady (other schedules, or an order that is not Megatron's). Explicit SEND/RECV
+  /// actions (a lowered plan) stand for the passes next to them.
+  struct P2pCalls {
+    P2pModel model = P2pModel::kDataReady;
+    std::vector<std::int32_t> recv_post, recv_wait, recv_after_send, send_post, send_hold;
+  };
+  P2pCalls p2p_calls() const;
   void build_data_parallel();
   void build_optimizer();
   /// overlap_param_gather (ZeRO-1/2, d > 1): one simulated rank's all-gathers of its chunks'
@@ -160,6 +177,9 @@ class IterationBuilder {
   std::vector<std::int32_t> last_compute_;           ///< per sim rank
   std::vector<std::int32_t> first_backward_;         ///< per sim rank
   std::vector<std::vector<std::int32_t>> dp_tasks_;  ///< per sim rank
+  /// Per sim rank: the pipeline sends of its last call, which Megatron waits for before the
+  /// step ends (the optimizer step follows them).
+  std::vector<std::vector<std::int32_t>> step_waits_;
   // Flow routes: a flow's route key is its (source, destination) pair id, resolved after the
   // graph is built.
   std::unordered_map<std::int64_t, int> pair_id_;

@@ -379,61 +379,6 @@ void IterationBuilder::build_passes() {
   }
 }
 
-void IterationBuilder::build_transfers() {
-  const int R = static_cast<int>(out_.ranks.size());
-  const bool sg = opt_.scatter_gather && !in_.parallel.sequence_parallel && layout_.tp > 1;
-  for (int sim = 0; sim < R; ++sim) {
-    const SimRank& r = out_.ranks[sim];
-    const int begin = dep_.device_begin[r.pr], end = dep_.device_begin[r.pr + 1];
-    const std::vector<int> tp_group = sg ? layout_.tp_group(r.dr, r.pr) : std::vector<int>{};
-    for (int id = begin; id < end; ++id) {
-      const PassTasks& me = pass_[out_.action_slot(sim, id)];
-      for (int k = dep_.dep_begin[id]; k < dep_.dep_begin[id + 1]; ++k) {
-        const int dep = dep_.dep[k];
-        const int hop = dep_.dep_hop[k];
-        const int spr = dep_.device_of[dep];
-        const int ssim = sim_of(r.tr, r.dr, spr);
-        const PassTasks& src = pass_[out_.action_slot(ssim, dep)];
-        if (hop < 0) {
-          out_.graph.add_dep(src.last, me.first);
-          continue;
-        }
-        const Action& da = dep_.action[dep];
-        const bool fwd = da.kind == ActionKind::kF || da.kind == ActionKind::kSendF;
-        const std::int32_t c = out_.graph.add_collective(true);
-        const double bytes = costs_[hop].p2p_bytes.value;
-        const int sg_gpu = out_.ranks[ssim].gpu, rg_gpu = r.gpu;
-        add_point_phase(sg_gpu, rg_gpu, sg ? bytes / layout_.tp : bytes);
-        if (sg) add_collective_phases(hw::CollectiveKind::kAllGather, bytes, 1, tp_group, r.tr);
-        const Action& ra = dep_.action[id];
-        const std::int32_t send =
-            add_comm(ssim, StreamKind::kPpSend, c, CommKind::kPp,
-                     label(fwd ? ActionKind::kSendF : ActionKind::kSendB, hop, da.microbatch));
-        const std::int32_t recv =
-            add_comm(sim, StreamKind::kPpRecv, c, CommKind::kPp,
-                     label(fwd ? ActionKind::kRecvF : ActionKind::kRecvB, ra.stage, da.microbatch));
-        out_.graph.add_dep(src.last, send);
-        if (timings_ && (da.kind == ActionKind::kSendF || da.kind == ActionKind::kSendB))
-          out_.action_send[out_.action_slot(ssim, dep)] = send;
-        // Megatron's p2p calls wait for their requests: the sender's next pass starts only
-        // after its send completes.
-        if (opt_.blocking_p2p && dep + 1 < dep_.device_begin[spr + 1]) {
-          const PassTasks& nxt = pass_[out_.action_slot(ssim, dep + 1)];
-          out_.graph.add_dep(send, nxt.first);
-        }
-        out_.graph.add_dep(recv, me.first);
-        // The trace's arrow ends at the pass that consumes the data: this action, or with an
-        // explicit RECV (a lowered plan) the next pass on the device.
-        if (arrows_) {
-          int consumer = id;
-          while (consumer + 1 < end && !is_compute(dep_.action[consumer].kind)) ++consumer;
-          out_.flow_to[send] = pass_[out_.action_slot(sim, consumer)].first;
-        }
-      }
-    }
-  }
-}
-
 void IterationBuilder::build_data_parallel() {
   if (layout_.dp <= 1) return;
   const Placement& pl = in_.schedule.placement;

@@ -95,6 +95,7 @@ void IterationBuilder::build_optimizer() {
     }
     out_.graph.add_dep(last_compute_[sim], opt_task);
     for (std::int32_t t : dp_tasks_[sim]) out_.graph.add_dep(t, opt_task);
+    for (std::int32_t t : step_waits_[sim]) out_.graph.add_dep(t, opt_task);
     // ZeRO-1/2: all-gather the updated bf16 parameters of each stage (with
     // overlap_param_gather at the start of the step instead: param_gathers).
     if (zero >= 1 && zero <= 2 && d > 1 && !param_gather_overlapped()) {

@@ -56,6 +56,7 @@ struct PlanOptions {
   std::string cp, ep;                      ///< context / expert-parallel degrees
   std::string fp8;                         ///< on | off | both
   std::string tp_comm_overlap;             ///< on | off (default: the scenario's)
+  std::string overlap_p2p_comm;            ///< on | off (default: the scenario's)
   std::string overlap_param_gather;        ///< on | off | both (default: the scenario's)
   std::string framework = "any";           ///< any | megatron | torchtitan
   int gpus = kNotGiven;                    ///< kNotGiven: not given
@@ -234,6 +235,14 @@ PlanProblem make_problem(const PlanOptions& o, const hw::Scenario& sc) {
                         "expected on or off (every configuration with sequence parallelism and "
                         "t > 1 overlaps, or none does)");
     pr.tp_comm_overlap = v[0] != 0;
+  }
+  if (!o.overlap_p2p_comm.empty()) {
+    const std::vector<int> v = on_off("--overlap-p2p-comm", o.overlap_p2p_comm);
+    if (v.size() != 1)
+      throw ConfigError("", "--overlap-p2p-comm " + o.overlap_p2p_comm,
+                        "expected on or off (every interleaved configuration over p > 1 "
+                        "overlaps its pipeline transfers, or none does)");
+    pr.overlap_p2p_comm = v[0] != 0;
   }
   if (o.objective == "time")
     pr.objective = Objective::kTime;
@@ -550,6 +559,10 @@ void register_plan(CLI::App& app, int* status) {
                   "TP communication under the GEMMs (Megatron's tp_comm_overlap) for every "
                   "configuration with sequence parallelism and t > 1: on | off (default: the "
                   "scenario's parallel.tp_comm_overlap)");
+  sub->add_option("--overlap-p2p-comm", o->overlap_p2p_comm,
+                  "Pipeline transfers of every interleaved configuration over p > 1 posted one "
+                  "pass ahead and waited for late (Megatron's overlap_p2p_comm): on | off "
+                  "(default: the scenario's parallel.overlap_p2p_comm)");
   sub->add_option("--overlap-param-gather", o->overlap_param_gather,
                   "ZeRO-1/2's weight all-gather under the next step's forwards (Megatron's "
                   "overlap_param_gather; needs overlap_grad_reduce) for every configuration with "

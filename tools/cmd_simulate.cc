@@ -504,8 +504,8 @@ void register_simulate(CLI::App& app, int* status) {
         "--costs",    "--memory-limit", "--mw-ratio",     "--diagram", "--export-csv",
         "--csv-form", "--import-csv",   "--emit",         "--model",   "--model-shape"};
     static const char* const kWholeOnly[] = {
-        "--trace",     "--trace-ranks",           "--overlap-grad-reduce", "--grad-reduce-bytes",
-        "--all-ranks", "--comm-compute-slowdown", "--overlap-param-gather"};
+        "--trace",     "--trace-ranks",           "--overlap-grad-reduce",  "--grad-reduce-bytes",
+        "--all-ranks", "--comm-compute-slowdown", "--overlap-param-gather", "--overlap-p2p-comm"};
     auto refuse = [&](const char* flag, const char* why) {
       if (sub->get_option(flag)->count() > 0) throw ConfigError("", flag, why);
     };

@@ -313,6 +313,7 @@ int run_fixed_costs(const ScenarioSimOptions& opts, const Plan& plan, const std:
   const std::pair<const char*, bool> hw_flags[] = {
       {"--overlap-grad-reduce", opts.overlap_grad_reduce},
       {"--overlap-param-gather", opts.overlap_param_gather},
+      {"--overlap-p2p-comm", opts.overlap_p2p_comm},
       {"--grad-reduce-bytes", opts.grad_reduce_bytes != defaults.grad_reduce_bytes},
       {"--all-ranks", opts.all_ranks},
       {"--comm-compute-slowdown", opts.comm_slowdown != defaults.comm_slowdown},

@@ -253,6 +253,10 @@ void add_scenario_sim_flags(CLI::App* sub, ScenarioSimOptions* opts) {
                 "ZeRO-1/2: gather the updated weights under the next step's forwards, Megatron's "
                 "overlap_param_gather (needs overlap_grad_reduce); sets "
                 "parallel.overlap_param_gather");
+  sub->add_flag("--overlap-p2p-comm", opts->overlap_p2p_comm,
+                "Interleaved schedule over p > 1: post each direction's pipeline transfers one "
+                "pass ahead and wait for them late, Megatron's overlap_p2p_comm; sets "
+                "parallel.overlap_p2p_comm");
   sub->add_option("--grad-reduce-bytes", opts->grad_reduce_bytes,
                   "Bytes per gradient element in the buffer and the reduction (4 = fp32, 2 = "
                   "bf16); sets parallel.grad_reduce_in_fp32");
@@ -383,6 +387,15 @@ void apply_config_flags(const ScenarioSimOptions& opts, ParallelConfig* c) {
                                     "(zero_stage 1 or 2)",
                                     c->zero_stage));
     c->overlap_param_gather = true;
+  }
+  if (opts.overlap_p2p_comm) {
+    // The check the scenario loader makes of the key.
+    if (!(c->virtual_stages > 1 && c->pipeline_parallel > 1))
+      throw ConfigError("", "--overlap-p2p-comm",
+                        fmt::format("with p = {} and v = {}; expected the interleaved schedule "
+                                    "over p > 1 (Megatron overlaps only its transfers)",
+                                    c->pipeline_parallel, c->virtual_stages));
+    c->overlap_p2p_comm = true;
   }
 }
 

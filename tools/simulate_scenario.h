@@ -21,6 +21,7 @@ struct ScenarioSimOptions {
   std::string report;                 ///< --report FILE (HTML)
   bool overlap_grad_reduce = false;   ///< --overlap-grad-reduce (sets the configuration's)
   bool overlap_param_gather = false;  ///< --overlap-param-gather (sets the configuration's)
+  bool overlap_p2p_comm = false;      ///< --overlap-p2p-comm (sets the configuration's)
   int grad_reduce_bytes = 0;          ///< --grad-reduce-bytes 4 | 2 (0: the configuration's)
   bool all_ranks = false;             ///< --all-ranks: simulate every GPU, not representatives
   double comm_slowdown = 0.05;        ///< --comm-compute-slowdown

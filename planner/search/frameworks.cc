@@ -293,6 +293,12 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
     return {};
   }
   if (fw == Framework::kMegatron || fw == Framework::kNemo) {
+    // Megatron-LM's arguments.py asserts it ("to avoid having multiple p2p sends and recvs
+    // between same 2 ranks per communication batch").
+    if (fw == Framework::kMegatron && pc.virtual_stages > 1 && pc.pipeline_parallel == 2 &&
+        !pc.overlap_p2p_comm)
+      return "config.overlap_p2p_comm: Megatron-LM runs the interleaved schedule over p = 2 only "
+             "with overlap_p2p_comm (without it p must exceed 2); nearest: overlap_p2p_comm true";
     int first = 0, last = 0;
     if (pc.pipeline_parallel > 1 &&
         !megatron_split(*q.stage_layers, pc.pipeline_parallel, pc.virtual_stages, &first, &last))
@@ -311,6 +317,9 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
     return "config.overlap_param_gather: torchtitan has no such switch (FSDP2 gathers each "
            "layer's weights at its forward, prefetching the next); nearest: "
            "overlap_param_gather false";
+  if (pc.overlap_p2p_comm)
+    return "config.overlap_p2p_comm: torchtitan runs PyTorch's pipelining schedules, which have "
+           "no such switch; nearest: overlap_p2p_comm false";
   if (pc.zero_stage == 1)
     return "config.zero_stage: torchtitan shards gradients with the optimizer state (FSDP2) and "
            "has no ZeRO-1; nearest: zero_stage 2 (fsdp_reshard_after_forward = \"never\")";
@@ -442,6 +451,9 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers) {
   if (!pc.align_param_gather) arg("--no-align-param-gather");
   if (pc.ddp_bucket_size > 0) num("--ddp-bucket-size", static_cast<long long>(pc.ddp_bucket_size));
   if (pc.tp_comm_overlap) arg("--tp-comm-overlap");
+  // Megatron-LM overlaps the interleaved schedule's p2p by default.
+  if (pc.virtual_stages > 1 && pc.pipeline_parallel > 1 && !pc.overlap_p2p_comm)
+    arg("--no-overlap-p2p-communication");
   if (pc.zero_stage >= 2) {
     arg("--use-megatron-fsdp");
     arg("--data-parallel-sharding-strategy",
@@ -584,6 +596,10 @@ std::string nemo_overrides(const Plan& plan, const std::vector<int>& layers) {
                                    pc.zero_stage, true, pc.data_parallel * pc.context_parallel,
                                    true, pc.ddp_bucket_size)));
   kv("model.config.tp_comm_overlap", py_bool(pc.tp_comm_overlap));
+  // Megatron-core refuses overlap_p2p_comm with batch_p2p_comm; NeMo's callback batches the
+  // blocking calls of a pipeline (pp > 1) and overlaps the interleaved ones.
+  kv("model.config.overlap_p2p_comm", py_bool(pc.overlap_p2p_comm));
+  kv("model.config.batch_p2p_comm", py_bool(pc.pipeline_parallel > 1 && !pc.overlap_p2p_comm));
   if (pc.zero_stage >= 2) {
     kv(s + "fsdp", "megatron");
     kv(s + "ddp.data_parallel_sharding_strategy",

@@ -46,6 +46,7 @@ PlanProblem plan_problem(const hw::Scenario& s) {
   pr.overlap_param_gather = s.parallel.overlap_param_gather;
   pr.align_param_gather = s.parallel.align_param_gather;
   pr.ddp_bucket_size = s.parallel.ddp_bucket_size;
+  pr.overlap_p2p_comm = s.parallel.overlap_p2p_comm;
   pr.tp_comm_overlap = s.parallel.tp_comm_overlap;
   return pr;
 }

@@ -47,6 +47,7 @@ struct PlanProblem {
   bool overlap_param_gather = false;
   bool align_param_gather = true;  ///< Megatron's align_param_gather
   double ddp_bucket_size = 0;      ///< Megatron's --ddp-bucket-size (0: its default)
+  bool overlap_p2p_comm = false;   ///< Megatron's overlap_p2p_comm (interleaved rows)
   bool tp_comm_overlap = false;
   double limit() const {
     return memory_limit > 0 ? memory_limit : profile.gpu.usable_memory().value;

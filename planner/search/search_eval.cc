@@ -307,6 +307,7 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   s.param_gather = {pr.overlap_param_gather ? 1 : 0};
   s.align_param_gather = pr.align_param_gather;
   s.ddp_bucket_size = pr.ddp_bucket_size;
+  s.overlap_p2p_comm = pr.overlap_p2p_comm;
   s.tp_comm_overlap = pr.tp_comm_overlap;
   const int gpn = pr.gpus_per_node();
   for (int n = pr.num_gpus; n >= 1; n /= 2) {

@@ -109,6 +109,8 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   // alone); the bucket size with overlap_grad_reduce, which the scenario checked.
   pc.align_param_gather = !pc.overlap_param_gather || space.align_param_gather;
   pc.ddp_bucket_size = space.ddp_bucket_size;
+  // Megatron overlaps the interleaved schedule's sends and receives only.
+  pc.overlap_p2p_comm = space.overlap_p2p_comm && pc.virtual_stages > 1 && pc.pipeline_parallel > 1;
   pc.tp_comm_overlap = space.tp_comm_overlap && pc.sequence_parallel && pc.tensor_parallel > 1;
   return pc;
 }
@@ -485,6 +487,14 @@ void keep_framework(const SearchConstraints& c, const ModelShape& m, SearchSpace
                                     framework_title(c.framework)));
     s->param_gather = {0};
   }
+  // Megatron's overlap_p2p_comm: DeepSpeed has no interleaved schedule, torchtitan runs
+  // PyTorch's pipelining runtime (frameworks.cc).
+  if ((c.framework == Framework::kDeepspeed || c.framework == Framework::kTorchtitan) &&
+      s->overlap_p2p_comm)
+    throw ConfigError("", flag,
+                      fmt::format("{} has no overlap_p2p_comm; expected --overlap-p2p-comm off "
+                                  "(or the scenario's parallel.overlap_p2p_comm false)",
+                                  framework_title(c.framework)));
   s->framework = c.framework;
   // Frameworks gather ZeRO-3 weights per layer (DeepSpeed ZeRO-3, FSDP, Megatron-FSDP); holding
   // a stage's through a sweep is the breadth-first pipelines' scheme.

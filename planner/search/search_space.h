@@ -103,6 +103,7 @@ struct SearchSpace {
   std::vector<int> param_gather{0};
   bool align_param_gather = true;  ///< Megatron's align_param_gather
   double ddp_bucket_size = 0;      ///< Megatron's --ddp-bucket-size (0: its default)
+  bool overlap_p2p_comm = false;   ///< Megatron's overlap_p2p_comm (interleaved rows)
   bool tp_comm_overlap = false;
 };
 

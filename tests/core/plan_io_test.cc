@@ -45,9 +45,10 @@ TEST(PlanIo, RoundTripIsLosslessInBothSyntaxes) {
 TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
   Plan p = sample_plan();
   const std::string gpt = plan_to_text(p, DocFormat::kYaml);
-  for (const char* key : {"num_query_groups", "swiglu", "num_experts", "use_flash_attn",
-                          "context_parallel", "expert_parallel", "fp8", "grad_reduce_in_fp32",
-                          "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"})
+  for (const char* key :
+       {"num_query_groups", "swiglu", "num_experts", "use_flash_attn", "context_parallel",
+        "expert_parallel", "fp8", "grad_reduce_in_fp32", "overlap_grad_reduce",
+        "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm"})
     EXPECT_EQ(gpt.find(key), std::string::npos) << key;
   p.model.num_query_groups = 2;
   p.model.kv_channels = 96;
@@ -97,6 +98,19 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
       ADD_FAILURE() << "overlap_param_gather accepted, variant " << variant;
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("config.overlap_param_gather"), std::string::npos)
+          << e.what();
+    }
+  }
+  // Megatron overlaps only the interleaved schedule's pipeline transfers.
+  {
+    Plan q = p;
+    q.config.overlap_p2p_comm = true;
+    ASSERT_EQ(q.config.virtual_stages, 1);
+    try {
+      parse_plan(plan_to_text(q, DocFormat::kYaml), DocFormat::kYaml, "plan.yaml");
+      ADD_FAILURE() << "overlap_p2p_comm without interleaving accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("config.overlap_p2p_comm"), std::string::npos)
           << e.what();
     }
   }

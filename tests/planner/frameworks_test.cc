@@ -595,5 +595,35 @@ TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
   }
 }
 
+// Megatron's overlap_p2p_comm (interleaved schedules only): Megatron-LM overlaps by default there,
+// so a plan without it says so, and its arguments.py asserts p > 2 without it; NeMo's config
+// needs batch_p2p_comm off with it (Megatron-core refuses both); torchtitan has no such switch.
+TEST(Frameworks, OverlapP2pCommIsExportedAsEachFrameworkNamesIt) {
+  Plan il = make_plan("llama3-8b", "interleaved", 1, 1, 4, 2, 2, std::vector<int>(8, 4));
+  auto a = parse_args(export_plan(il, Framework::kMegatron, "p", "").text);
+  EXPECT_EQ(a.count("--no-overlap-p2p-communication"), 1u);
+  auto o = parse_overrides(export_plan(il, Framework::kNemo, "p", "").text);
+  EXPECT_EQ(o.at("model.config.overlap_p2p_comm"), "False");
+  EXPECT_EQ(o.at("model.config.batch_p2p_comm"), "True");
+  il.config.overlap_p2p_comm = true;
+  a = parse_args(export_plan(il, Framework::kMegatron, "p", "").text);
+  EXPECT_EQ(a.count("--no-overlap-p2p-communication"), 0u);
+  o = parse_overrides(export_plan(il, Framework::kNemo, "p", "").text);
+  EXPECT_EQ(o.at("model.config.overlap_p2p_comm"), "True");
+  EXPECT_EQ(o.at("model.config.batch_p2p_comm"), "False");
+  EXPECT_EQ(refusal_key(il, Framework::kTorchtitan).rfind("config.overlap_p2p_comm | ", 0), 0u);
+  // Non-interleaved: nothing to say to Megatron-LM (it turns the overlap off itself).
+  const Plan plain = make_plan("llama3-8b", "1f1b", 1, 1, 4, 2, 1, std::vector<int>(4, 8));
+  EXPECT_EQ(parse_args(export_plan(plain, Framework::kMegatron, "p", "").text)
+                .count("--no-overlap-p2p-communication"),
+            0u);
+  // Interleaved over p = 2 without the overlap: Megatron-LM refuses to run it.
+  Plan two = make_plan("llama3-8b", "interleaved", 1, 1, 2, 2, 2, std::vector<int>(4, 8), 4);
+  EXPECT_EQ(refusal_key(two, Framework::kMegatron).rfind("config.overlap_p2p_comm | ", 0), 0u);
+  EXPECT_EQ(refusal_key(two, Framework::kNemo), "");
+  two.config.overlap_p2p_comm = true;
+  EXPECT_EQ(refusal_key(two, Framework::kMegatron), "");
+}
+
 }  // namespace
 }  // namespace pw

@@ -92,8 +92,11 @@ struct Small {
 const Provenance kProv{"pipewright 0.1.0", "dgx-a100-80gb", "", "pipewright plan test", ""};
 
 /// Each action starts after every prerequisite (core/dependency.h) and, blocking sends being the
-/// default, after its predecessor on the same device has ended.
+/// default, after its predecessor on the same device has ended; but in Megatron's two schedules
+/// an explicit SEND is one half of a call the device posts with the next pass's receive (or
+/// after the forward-backward pair), so the action after it may start first (sim/iteration.h).
 void expect_consistent_with_dependencies(const Plan& plan) {
+  const bool calls = plan.schedule.name == "1f1b" || plan.schedule.name == "interleaved";
   const DependencyGraph g = build_dependency_graph(plan.schedule);
   ASSERT_EQ(plan.predicted.size(), g.size());
   std::vector<TimePs> start(g.size()), end(g.size());
@@ -109,6 +112,8 @@ void expect_consistent_with_dependencies(const Plan& plan) {
           << describe_action(g.action[id]) << " starts before its prerequisite "
           << describe_action(g.action[g.dep[k]]) << " ends";
     const int d = g.device_of[id];
+    const ActionKind prev = id > 0 ? g.action[id - 1].kind : ActionKind::kF;
+    if (calls && (prev == ActionKind::kSendF || prev == ActionKind::kSendB)) continue;
     if (static_cast<int>(id) > g.device_begin[d]) {
       EXPECT_GE(start[id], end[id - 1]) << describe_action(g.action[id]) << " on device " << d;
     }
