@@ -20,6 +20,7 @@ const EngineResult& Engine::run(const TaskGraph& g, const EngineOptions& opt) {
   q_.clear();
   // Events in flight follow the running tasks and flows, not the graph: the queue grows as needed.
   net_.reset();
+  net_.defer_reshares(kFlowFlush);
   assign_huge(preds_left_, n, 0);
   std::copy(g.num_preds_.begin(), g.num_preds_.end(), preds_left_.begin());
   gen_.assign(D, 0);
@@ -74,6 +75,9 @@ const EngineResult& Engine::run(const TaskGraph& g, const EngineOptions& opt) {
         break;
       case kPhaseReady:
         start_flows(static_cast<std::int32_t>(e.target));
+        break;
+      case kFlowFlush:
+        net_.flush(q_, kFlowEnd);
         break;
     }
   }

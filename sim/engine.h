@@ -54,7 +54,7 @@ class Engine {
   const FlowNetwork& network() const { return net_; }
 
  private:
-  enum EventType : std::uint8_t { kTaskEnd, kDepArrive, kFlowEnd, kPhaseReady };
+  enum EventType : std::uint8_t { kTaskEnd, kDepArrive, kFlowEnd, kPhaseReady, kFlowFlush };
   void try_start(std::int32_t task);
   void start_task(std::int32_t task);
   void end_task(std::int32_t task);

@@ -16,6 +16,7 @@ void FlowNetwork::set_links(const std::vector<double>& bytes_per_sec) {
   }
   link_flows_.assign(capacity_.size(), {});
   link_mark_.assign(capacity_.size(), 0);
+  link_flushed_.assign(capacity_.size(), 0);
   residual_.assign(capacity_.size(), 0.0);
   weight_sum_.assign(capacity_.size(), 0.0);
   reset();
@@ -27,8 +28,13 @@ void FlowNetwork::reset() {
   free_.clear();
   started_ = 0;
   flow_mark_.clear();
+  comp_index_.clear();
   std::fill(link_mark_.begin(), link_mark_.end(), 0);
   mark_ = 0;
+  flush_queued_ = false;
+  pending_links_.clear();
+  std::fill(link_flushed_.begin(), link_flushed_.end(), 0);
+  flush_epoch_ = 0;
   link_bytes_.assign(capacity_.size(), 0.0);
   link_sat_total_.assign(capacity_.size(), 0);
   link_sat_since_.assign(capacity_.size(), -1);
@@ -45,6 +51,7 @@ std::uint32_t FlowNetwork::start(EventQueue& q, std::uint8_t event_type, const R
     id = static_cast<std::uint32_t>(flows_.size());
     flows_.emplace_back();
     flow_mark_.push_back(0);
+    comp_index_.push_back(0);
   }
   Flow& f = flows_[id];
   f.remaining = bytes;
@@ -67,11 +74,41 @@ std::uint32_t FlowNetwork::start(EventQueue& q, std::uint8_t event_type, const R
   }
   if (alone) {
     start_alone(q, event_type, id);
+  } else if (flush_event_ != kImmediate) {
+    defer(q, route, hops);  // rate 0 until this instant's flush
   } else {
     collect_component(id, false);
     reshare(q, event_type);
   }
   return id;
+}
+
+void FlowNetwork::defer(EventQueue& q, const RouteHop* route, int hops) {
+  for (int k = 0; k < hops; ++k) pending_links_.push_back(route[k].link);
+  if (!flush_queued_) {
+    q.push(q.now(), flush_event_, 0, 0);
+    flush_queued_ = true;
+  }
+}
+
+void FlowNetwork::flush(EventQueue& q, std::uint8_t event_type) {
+  flush_queued_ = false;
+  ++flush_epoch_;
+  const TimePs now = q.now();
+  // Each touched component once, in the order its first link was touched.
+  for (std::size_t i = 0; i < pending_links_.size(); ++i) {
+    const std::int32_t l = pending_links_[i];
+    if (link_flushed_[l] == flush_epoch_) continue;
+    link_flushed_[l] = flush_epoch_;
+    if (link_flows_[l].empty()) {
+      set_saturated(l, false, now);  // its last flow ended at this instant
+      continue;
+    }
+    collect_component(link_flows_[l].front(), false);
+    for (std::uint32_t cl : comp_links_) link_flushed_[cl] = flush_epoch_;
+    reshare(q, event_type);
+  }
+  pending_links_.clear();
 }
 
 // What reshare() computes for a component of one flow whose links carry nothing else, in the
@@ -107,6 +144,7 @@ void FlowNetwork::start_background(EventQueue& q, std::uint8_t event_type, const
   const auto id = static_cast<std::uint32_t>(flows_.size());
   flows_.emplace_back();
   flow_mark_.push_back(0);
+  comp_index_.push_back(0);
   Flow& f = flows_[id];
   f.remaining = std::numeric_limits<double>::infinity();
   f.last = q.now();
@@ -145,6 +183,11 @@ bool FlowNetwork::finish(EventQueue& q, std::uint8_t event_type, const Event& e)
     release(e.target);
     return true;
   }
+  if (flush_event_ != kImmediate) {
+    defer(q, f.route, f.hops);
+    release(e.target);
+    return true;
+  }
   collect_component(e.target, true);
   reshare(q, event_type);
   release(e.target);
@@ -176,6 +219,7 @@ void FlowNetwork::collect_component(std::uint32_t seed, bool seed_removed) {
   comp_links_.clear();
   if (!seed_removed) {
     flow_mark_[seed] = mark_;
+    comp_index_[seed] = 0;
     comp_flows_.push_back(seed);
   }
   const Flow& s = flows_[seed];
@@ -189,6 +233,7 @@ void FlowNetwork::collect_component(std::uint32_t seed, bool seed_removed) {
     for (std::uint32_t g : link_flows_[comp_links_[li]]) {
       if (flow_mark_[g] == mark_) continue;
       flow_mark_[g] = mark_;
+      comp_index_[g] = static_cast<std::uint32_t>(comp_flows_.size());
       comp_flows_.push_back(g);
       const Flow& fg = flows_[g];
       for (int k = 0; k < fg.hops; ++k) {
@@ -223,25 +268,36 @@ void FlowNetwork::reshare(EventQueue& q, std::uint8_t event_type) {
   new_rate_.assign(comp_flows_.size(), -1.0);
   // Unfrozen flows are marked mark_; frozen ones get mark_ + 1 temporarily via new_rate_ >= 0.
   std::size_t left = comp_flows_.size();
-  std::vector<std::uint32_t>& pos = comp_links_;  // links to scan
+  // Links still carrying unfrozen flows, in component order (dropped as they empty, so the
+  // first smallest share is the one a scan of every component link finds).
+  scan_.clear();
+  for (std::uint32_t l : comp_links_)
+    if (weight_sum_[l] > 1e-9) scan_.push_back(l);
   while (left > 0) {
     double best = std::numeric_limits<double>::infinity();
     std::int32_t best_link = -1;
-    for (std::uint32_t l : pos) {
+    std::size_t kept = 0;
+    for (std::uint32_t l : scan_) {
       if (weight_sum_[l] <= 1e-9) continue;
+      scan_[kept++] = l;
       const double share = std::max(residual_[l], 0.0) / weight_sum_[l];
       if (share < best) {
         best = share;
         best_link = static_cast<std::int32_t>(l);
       }
     }
+    scan_.resize(kept);
     if (best_link < 0) break;
-    for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
-      if (new_rate_[i] >= 0) continue;
+    // The unfrozen flows crossing the bottleneck, from its own list (every flow on a component
+    // link is in the component), frozen in component order: the same arithmetic as a scan of
+    // the whole component, in time proportional to the link's flows.
+    freeze_.clear();
+    for (std::uint32_t g : link_flows_[best_link])
+      if (new_rate_[comp_index_[g]] < 0) freeze_.push_back(comp_index_[g]);
+    std::sort(freeze_.begin(), freeze_.end());
+    freeze_.erase(std::unique(freeze_.begin(), freeze_.end()), freeze_.end());
+    for (std::uint32_t i : freeze_) {
       const Flow& f = flows_[comp_flows_[i]];
-      bool crosses = false;
-      for (int k = 0; k < f.hops && !crosses; ++k) crosses = f.route[k].link == best_link;
-      if (!crosses) continue;
       new_rate_[i] = best;
       --left;
       for (int k = 0; k < f.hops; ++k) {

@@ -39,6 +39,15 @@ class FlowNetwork {
   /// Handles a popped end event: returns false if it is stale; otherwise retires the flow,
   /// re-shares its links and returns true.
   bool finish(EventQueue& q, std::uint8_t event_type, const Event& e);
+  /// Re-share once per instant: a start or end that changes other flows' rates queues one
+  /// event of `flush_event_type` at the current time (once), and flush() then re-shares each
+  /// touched component once, however many flows started or ended in it at that instant (the
+  /// synchronised ranks of a simulation start many at once). No time passes in between, so the
+  /// rates are those of re-sharing after every change. Without it (the default) every change
+  /// re-shares at once.
+  void defer_reshares(std::uint8_t flush_event_type) { flush_event_ = flush_event_type; }
+  /// Handles the popped flush event: re-shares every component touched since the last one.
+  void flush(EventQueue& q, std::uint8_t event_type);
   /// Owner of a flow; valid for a finished flow until the next start().
   std::uint32_t owner(std::uint32_t flow) const { return flows_[flow].owner; }
   /// Current rate of a flow in bytes per second (0 once it ended).
@@ -73,6 +82,14 @@ class FlowNetwork {
   void set_saturated(int link, bool saturated, TimePs now);
   void collect_component(std::uint32_t seed_flow, bool seed_removed);
   void reshare(EventQueue& q, std::uint8_t event_type);
+  /// Defers a re-share of the components of `route`'s links to this instant's flush event.
+  void defer(EventQueue& q, const RouteHop* route, int hops);
+  static constexpr std::uint8_t kImmediate = 255;
+  std::uint8_t flush_event_ = kImmediate;
+  bool flush_queued_ = false;
+  std::vector<std::int32_t> pending_links_;  ///< links whose components await the flush
+  std::vector<std::uint32_t> link_flushed_;  ///< per link: the flush that re-shared it
+  std::uint32_t flush_epoch_ = 0;
   void schedule_end(EventQueue& q, std::uint8_t event_type, std::uint32_t f);
 
   std::vector<double> capacity_;  ///< bytes per ps
@@ -83,6 +100,9 @@ class FlowNetwork {
   // Scratch for one re-share (kept to avoid allocation).
   std::vector<std::uint32_t> comp_flows_, comp_links_;
   std::vector<std::uint32_t> link_mark_, flow_mark_;
+  std::vector<std::uint32_t> comp_index_;  ///< per flow: its place in comp_flows_ (when marked)
+  std::vector<std::uint32_t> freeze_;      ///< one water-filling step's flows (comp indices)
+  std::vector<std::uint32_t> scan_;        ///< links with unfrozen flows, in component order
   std::uint32_t mark_ = 0;
   std::vector<double> residual_, weight_sum_;
   std::vector<double> new_rate_;

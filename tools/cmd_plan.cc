@@ -473,9 +473,17 @@ int run_plan(const PlanOptions& o) {
             des ? evaluate_config_des(model, registry, pc) : evaluate_config(model, registry, pc);
       }
     } else {
+      // Outside the searched space (e.g. --schedules leaves its schedule out): named as the
+      // scenario writes it, not as an empty search configuration.
       Evaluated e;
-      e.why_not = why;
+      e.why_not = why + " (outside the searched space)";
       in.published = e;
+      in.published_outside = fmt::format(
+          "t{}{} p{} d{} mb{} B{} {}{}", pub.tensor_parallel,
+          pub.context_parallel > 1 ? fmt::format(" cp{}", pub.context_parallel) : std::string(),
+          pub.pipeline_parallel, pub.data_parallel, pub.micro_batch_size, pub.global_batch_size,
+          pub.schedule,
+          pub.virtual_stages > 1 ? fmt::format(" v{}", pub.virtual_stages) : std::string());
     }
   }
   const bool json = o.format == "json";

@@ -233,7 +233,9 @@ std::string render_table(const PlanReportInput& in) {
           describe_config(*in.space, p.config), p.iteration, tier_name(p.tier), verdict);
     } else {
       o += fmt::format("published configuration: {} is not feasible here: {}\n",
-                       describe_config(*in.space, p.config), p.why_not);
+                       in.published_outside.empty() ? describe_config(*in.space, p.config)
+                                                    : in.published_outside,
+                       p.why_not);
     }
   }
   const TrainTime tt = train_time(pr, best);
@@ -342,6 +344,10 @@ std::string render_json(const PlanReportInput& in) {
   if (in.published) {
     nlohmann::json p = to_json(in, *in.published);
     p["source"] = in.published_source;
+    if (!in.published_outside.empty()) {
+      p.erase("config");  // not a configuration of the searched space
+      p["configuration"] = in.published_outside;
+    }
     j["published"] = p;
   }
   const TrainTime tt = train_time(pr, r.top[0]);

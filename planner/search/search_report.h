@@ -19,6 +19,9 @@ struct PlanReportInput {
   std::optional<Evaluated> published;  ///< the scenario's own configuration, scored the same way
   std::string published_source;
   double published_tflops = 0;  ///< as published (per GPU), 0 = none
+  /// How the published configuration reads when it is not in the searched space (its
+  /// `published->config` then holds nothing); empty otherwise.
+  std::string published_outside;
 };
 
 /// Model TFLOP/s per GPU of an evaluated configuration (no recomputation counted).

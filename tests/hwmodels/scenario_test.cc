@@ -293,6 +293,27 @@ TEST(Profile, NegativeOrMissingValueIsAnError) {
   EXPECT_EQ(profile_error(text), "p.yaml: gpu.sm_count: missing; expected an integer >= 1");
 }
 
+// Megatron's overlap_p2p_comm in the analytic figure: the interleaved schedule's blocking calls
+// hold every chunk of a microbatch for two transfers (its forward's output, its backward's input
+// gradient); overlapped, a forward's send is still waited for (deallocate_pipeline_outputs) but
+// not a backward's, so the busiest device saves one transfer per chunk and microbatch: m v of
+// them (GPT-3 175B, p = 8, v = 3, m = 1536 / 16 = 96), the fill unchanged.
+TEST(Estimate, OverlappedP2pSavesOneTransferPerChunkAndMicrobatch) {
+  const Scenario s = parse_scenario(kBase, "s.yaml", "");
+  const Scenario o = parse_scenario(replace(kBase, "  schedule: interleaved\n",
+                                            "  schedule: interleaved\n  overlap_p2p_comm: true\n"),
+                                    "o.yaml", "");
+  ASSERT_TRUE(o.parallel.overlap_p2p_comm);
+  GpuMemoryFigures first, last;
+  const Estimate a = make_estimate(s, first, last), b = make_estimate(o, first, last);
+  TimePs hop = -1;
+  for (const auto& c : a.collectives)
+    if (c.kind == CollectiveKind::kSendRecv) hop = c.time;
+  ASSERT_GT(hop, 0);
+  ASSERT_EQ(a.microbatches, 96);
+  EXPECT_EQ(a.iteration_time - b.iteration_time, 96 * 3 * hop);
+}
+
 TEST(Estimate, ReportsMemoryFlopsAndCollectives) {
   Scenario s = parse_scenario(kBase, "s.yaml", "");
   // Memory comes from the simulator (the caller passes its figures through unchanged).

@@ -236,6 +236,18 @@ TEST(PlanCli, InterleavedV3GivesOnlyV3Rows) {
     }
 }
 
+// A published configuration outside the searched space (its schedule left out by --schedules) is
+// named as the scenario writes it, with the reason, never as an empty search configuration
+// (it read "t1 p1 d1 mb1 B1 1f1b").
+TEST(PlanCli, APublishedConfigurationOutsideTheSpaceIsNamedAsWritten) {
+  const PlanRun r = plan("--tp 8 --pp 8 --schedules 1f1b --des-top 0 --top 1");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("published configuration: t8 p8 d16 mb1 B1536 interleaved v3 is not "
+                       "feasible here"),
+            std::string::npos)
+      << r.out;
+}
+
 // --shortest-time honours the constraints at every sweep point; a subset of each point's space
 // cannot be faster than the whole one, so the constrained best takes at least as many days.
 TEST(PlanCli, ShortestTimeHonoursConstraints) {
