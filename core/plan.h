@@ -86,9 +86,14 @@ struct ParallelConfig {
   /// overlap_grad_reduce; 0 = its default, max(40M, 1M x data-and-context ranks).
   double ddp_bucket_size = 0;
   /// Megatron's `overlap_p2p_comm` (its default for the interleaved schedule; the 2021 code and
-  /// the non-interleaved schedule block): with more than one chunk per device and p > 1 a
-  /// pipeline send does not hold the sender's next pass, whose own inputs it still waits for.
+  /// the non-interleaved schedule block): each direction's pipeline transfers posted one pass
+  /// ahead and waited for late (sim/iteration_p2p.cc). Only where p2p_overlappable().
   bool overlap_p2p_comm = false;
+  /// True for Megatron's interleaved schedule over p > 1, the one schedule whose transfers
+  /// overlap_p2p_comm overlaps.
+  bool p2p_overlappable() const {
+    return schedule == "interleaved" && virtual_stages > 1 && pipeline_parallel > 1;
+  }
   /// Megatron / Transformer Engine `tp_comm_overlap`: each tensor-parallel all-gather and
   /// reduce-scatter is split into chunks that run under the GEMM next to it (needs sequence
   /// parallelism).

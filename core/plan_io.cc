@@ -277,10 +277,10 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     r.fail("config.align_param_gather", "absent unless overlap_param_gather is true");
   if (c.ddp_bucket_size > 0 && !c.overlap_grad_reduce)
     r.fail("config.ddp_bucket_size", "absent unless overlap_grad_reduce is true");
-  if (c.overlap_p2p_comm && !(c.virtual_stages > 1 && c.pipeline_parallel > 1))
+  if (c.overlap_p2p_comm && !c.p2p_overlappable())
     r.fail("config.overlap_p2p_comm",
-           "false unless virtual_stages > 1 and pipeline_parallel > 1 (Megatron overlaps the "
-           "interleaved schedule's)");
+           "false unless the schedule is interleaved with virtual_stages > 1 and "
+           "pipeline_parallel > 1 (Megatron overlaps only that schedule's transfers)");
   if (c.overlap_param_gather && (c.zero_stage < 1 || c.zero_stage > 2))
     r.fail("config.overlap_param_gather",
            fmt::format("false unless zero_stage is 1 or 2, got zero_stage {}", c.zero_stage));

@@ -224,7 +224,7 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   // backward's input gradient); with overlap_p2p_comm (interleaved schedule over p > 1) only the
   // forward's, which it waits for to free the output (deallocate_pipeline_outputs). The
   // pipeline fill waits for each hop either way.
-  const int sends_held = par.overlap_p2p_comm && p > 1 && v > 1 ? 1 : 2;
+  const int sends_held = par.overlap_p2p_comm ? 1 : 2;  // only where p2p_overlappable()
   auto chunk_time = [&](const StageCosts& c, int sends = 2) {
     return std::max(c.f + e.tp_comm_f, pass_gather) +
            std::max(c.b + c.w + c.r + e.tp_comm_b, pass_gather) + sends * p2p;

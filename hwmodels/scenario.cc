@@ -405,10 +405,6 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
     }
     c.virtual_stages = per_stage / layers_per_virtual;
   }
-  if (c.overlap_p2p_comm && !(c.virtual_stages > 1 && c.pipeline_parallel > 1))
-    throw ConfigError(s->file, "parallel.overlap_p2p_comm",
-                      "true without the interleaved schedule over p > 1; expected false (Megatron "
-                      "overlaps only the interleaved schedule's sends and receives)");
   const long long per_step = 1LL * c.micro_batch_size * c.data_parallel;
   if (c.global_batch_size % per_step != 0) {
     throw ConfigError(
@@ -530,6 +526,11 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   if (!root.child("parallel").has("schedule")) {
     s.parallel.schedule = s.parallel.virtual_stages > 1 ? "interleaved" : "1f1b";
   }
+  // Checked once the schedule is known (written, or interleaved when there are chunks).
+  if (s.parallel.overlap_p2p_comm && !s.parallel.p2p_overlappable())
+    throw ConfigError(s.file, "parallel.overlap_p2p_comm",
+                      "true without the interleaved schedule over p > 1; expected false (Megatron "
+                      "overlaps only the interleaved schedule's sends and receives)");
   // Tokens per second per GPU is the step time of global_batch x seq_length tokens.
   if (s.published && s.published->tokens_per_s_per_gpu > 0)
     s.published->iteration_time_s = double(s.parallel.global_batch_size) * s.model.seq_length /

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/error.h"
 #include "sim/iteration_builder.h"
 
 namespace pw::detail {

@@ -390,11 +390,12 @@ void apply_config_flags(const ScenarioSimOptions& opts, ParallelConfig* c) {
   }
   if (opts.overlap_p2p_comm) {
     // The check the scenario loader makes of the key.
-    if (!(c->virtual_stages > 1 && c->pipeline_parallel > 1))
+    if (!c->p2p_overlappable())
       throw ConfigError("", "--overlap-p2p-comm",
-                        fmt::format("with p = {} and v = {}; expected the interleaved schedule "
-                                    "over p > 1 (Megatron overlaps only its transfers)",
-                                    c->pipeline_parallel, c->virtual_stages));
+                        fmt::format("with schedule {}, p = {} and v = {}; expected the "
+                                    "interleaved schedule over p > 1 (Megatron overlaps only its "
+                                    "transfers)",
+                                    c->schedule, c->pipeline_parallel, c->virtual_stages));
     c->overlap_p2p_comm = true;
   }
 }

@@ -16,12 +16,6 @@
 
 namespace pw {
 
-using detail::Flavor;
-using detail::megatron_split;
-using detail::native_name;
-using detail::nemo_recipe;
-using detail::torchtitan_flavor;
-
 namespace {
 
 // Megatron's --moe-layer-freq: an integer k (every k-th layer) or a Python list expression.
@@ -126,8 +120,7 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers) {
   if (pc.ddp_bucket_size > 0) num("--ddp-bucket-size", static_cast<long long>(pc.ddp_bucket_size));
   if (pc.tp_comm_overlap) arg("--tp-comm-overlap");
   // Megatron-LM overlaps the interleaved schedule's p2p by default.
-  if (pc.virtual_stages > 1 && pc.pipeline_parallel > 1 && !pc.overlap_p2p_comm)
-    arg("--no-overlap-p2p-communication");
+  if (pc.p2p_overlappable() && !pc.overlap_p2p_comm) arg("--no-overlap-p2p-communication");
   if (pc.zero_stage >= 2) {
     arg("--use-megatron-fsdp");
     arg("--data-parallel-sharding-strategy",

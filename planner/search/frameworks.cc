@@ -14,12 +14,6 @@
 
 namespace pw {
 
-using detail::Flavor;
-using detail::megatron_split;
-using detail::native_name;
-using detail::nemo_recipe;
-using detail::torchtitan_flavor;
-
 namespace {
 
 // Schedules each framework runs, by generator name. Megatron-LM's pipeline runtime has 1F1B

@@ -26,3 +26,12 @@ const char* native_name(Framework fw, const std::string& schedule);
 bool megatron_split(const std::vector<int>& layers, int p, int v, int* first, int* last);
 
 }  // namespace pw::detail
+
+// Both including files read these by their short names.
+namespace pw {
+using detail::Flavor;
+using detail::megatron_split;
+using detail::native_name;
+using detail::nemo_recipe;
+using detail::torchtitan_flavor;
+}  // namespace pw

@@ -110,7 +110,7 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.align_param_gather = !pc.overlap_param_gather || space.align_param_gather;
   pc.ddp_bucket_size = space.ddp_bucket_size;
   // Megatron overlaps the interleaved schedule's sends and receives only.
-  pc.overlap_p2p_comm = space.overlap_p2p_comm && pc.virtual_stages > 1 && pc.pipeline_parallel > 1;
+  pc.overlap_p2p_comm = space.overlap_p2p_comm && pc.p2p_overlappable();
   pc.tp_comm_overlap = space.tp_comm_overlap && pc.sequence_parallel && pc.tensor_parallel > 1;
   return pc;
 }

@@ -314,6 +314,17 @@ TEST(Estimate, OverlappedP2pSavesOneTransferPerChunkAndMicrobatch) {
   EXPECT_EQ(a.iteration_time - b.iteration_time, 96 * 3 * hop);
 }
 
+// overlap_p2p_comm is Megatron's interleaved schedule's alone: with chunks but another
+// schedule it would be priced nowhere, so it is refused naming the key.
+TEST(Scenario, OverlapP2pCommOnlyWithTheInterleavedSchedule) {
+  EXPECT_EQ(error_of(replace(kBase, "  schedule: interleaved\n",
+                             "  schedule: breadth-first\n  overlap_p2p_comm: true\n"))
+                .rfind("s.yaml: parallel.overlap_p2p_comm: true without the interleaved", 0),
+            0u)
+      << error_of(replace(kBase, "  schedule: interleaved\n",
+                          "  schedule: breadth-first\n  overlap_p2p_comm: true\n"));
+}
+
 TEST(Estimate, ReportsMemoryFlopsAndCollectives) {
   Scenario s = parse_scenario(kBase, "s.yaml", "");
   // Memory comes from the simulator (the caller passes its figures through unchanged).

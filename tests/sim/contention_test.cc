@@ -171,5 +171,43 @@ TEST(Contention, AFlowAloneOnItsLinksStartsAndEndsWithoutAReshare) {
   EXPECT_DOUBLE_EQ(net.link_bytes()[0], 1000.0 + 600.0);
 }
 
+// Re-sharing once per instant (FlowNetwork::defer_reshares, as the engine runs it) gives the
+// rates of re-sharing after every start and end. Link 0 carries 10 B/ps, link 1 30 B/ps; at
+// t = 0 A (1000 B over link 0), B (1000 B over links 0 and 1) and C (2000 B over link 1) start.
+// Max-min by hand: link 0 splits 10 between A and B (5 each), C takes link 1's remaining 25, so
+// C ends at 2000 / 25 = 80 ps; then B is still held to 5 by link 0, and A and B end at
+// 1000 / 5 = 200 ps. Deferred, B's and C's starts wait for one flush at t = 0 and C's end for
+// one at 80 ps; immediately, every start and end re-shares at once.
+TEST(Contention, ReSharingOncePerInstantGivesTheRatesOfReSharingEveryChange) {
+  const RouteHop a[] = {{0, 1.0f}};
+  const RouteHop b[] = {{0, 1.0f}, {1, 1.0f}};
+  const RouteHop c[] = {{1, 1.0f}};
+  for (const bool deferred : {false, true}) {
+    EventQueue q;
+    FlowNetwork net;
+    net.set_links({10e12, 30e12});
+    constexpr std::uint8_t kEnd = 0, kFlush = 1;
+    if (deferred) net.defer_reshares(kFlush);
+    net.start(q, kEnd, a, 1, 1000, 0);
+    net.start(q, kEnd, b, 2, 1000, 1);
+    net.start(q, kEnd, c, 1, 2000, 2);
+    TimePs end[3] = {-1, -1, -1};
+    int flushes = 0;
+    while (!q.empty()) {
+      const Event e = q.pop();
+      if (e.type == kFlush) {
+        net.flush(q, kEnd);
+        ++flushes;
+      } else if (net.finish(q, kEnd, e)) {
+        end[net.owner(e.target)] = e.time;
+      }
+    }
+    EXPECT_EQ(end[0], 200) << deferred;
+    EXPECT_EQ(end[1], 200) << deferred;
+    EXPECT_EQ(end[2], 80) << deferred;
+    EXPECT_EQ(flushes, deferred ? 3 : 0);  // t = 0, C's end at 80, A's and B's at 200
+  }
+}
+
 }  // namespace
 }  // namespace pw::des

@@ -473,7 +473,8 @@ TEST(ScenarioCommands, MegatronOverlapSettingsReachEveryTier) {
   EXPECT_LE(ms(keyed), ms(blocking));
   out.clear();
   EXPECT_EQ(sh(kTool + " simulate " + plain + " --overlap-p2p-comm", &out), 2) << out;
-  EXPECT_NE(out.find("--overlap-p2p-comm: with p = 1 and v = 1; expected the interleaved"),
+  EXPECT_NE(out.find("--overlap-p2p-comm: with schedule 1f1b, p = 1 and v = 1; expected the "
+                     "interleaved"),
             std::string::npos)
       << out;
   const std::string no_il = write("noil.yaml", model + fixed + ", overlap_p2p_comm: true}\n");
