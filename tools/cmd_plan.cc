@@ -193,8 +193,7 @@ void check_not_empty(const SearchConstraints& c, const SearchSpace& space, const
   for (const ScheduleOption& o : space.schedules) {
     if (o.max_devices > 0 && why.find("memory-controllable") == std::string::npos)
       why += "; memory-controllable schedules (" + o.name +
-             ", ...) are searched only for p <= " + std::to_string(o.max_devices) +
-             " and only when memory binds";
+             ", ...) are searched only for p <= " + std::to_string(o.max_devices);
     if (o.takes_v && why.find("p*v") == std::string::npos)
       why += "; " + o.name + " needs p*v <= the model's layers";
   }
@@ -437,7 +436,8 @@ int run_plan(const PlanOptions& o) {
                      sc.cluster_profile,
                      std::nullopt,
                      sc.published ? sc.published->source : std::string(),
-                     sc.published ? sc.published->tflops_per_gpu : 0.0};
+                     sc.published ? sc.published->tflops_per_gpu : 0.0,
+                     std::string()};
   const CostModel model(pr, space);
   // The published configuration is compared at its own batch and GPU count only.
   const ParallelConfig& pub = sc.parallel;

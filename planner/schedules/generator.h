@@ -80,6 +80,13 @@ struct GeneratorCaps {
   /// Largest pipeline size the search asks of it (0 = any): the building-block and offset
   /// searches take seconds per schedule beyond 16 devices.
   int max_devices = 0;
+  /// Memory-aware generators: the activation memory its schedule is defined with on p devices
+  /// (1F1B-stage units per device; ZB-1p p, ZB-2p 2p), which it keeps to without a limit. The
+  /// search passes a limit only below it: with that much free the generator runs as defined.
+  double (*own_budget)(int p) = nullptr;
+  /// Multi-pipeline generators (pipelines > 1): the placement they generate for p devices and
+  /// L layers, from which the search reads the devices that hold each stage.
+  Placement (*placement)(int p, int num_layers) = nullptr;
 };
 
 struct GeneratorInfo {

@@ -56,6 +56,12 @@ double CostModel::activation_unit(const SearchConfig& c) const {
   return layer_activation(c) * problem_.model.num_layers / c.p;
 }
 
+double CostModel::generator_units(const SearchConfig& c, const StageCosts& sc) const {
+  double max_static = 0;
+  for (double x : sc.static_mem) max_static = std::max(max_static, x);
+  return (problem_.limit() - max_static) / activation_unit(c);
+}
+
 double CostModel::model_flops(int global_batch) const {
   hw::WorkloadOptions wo;
   wo.flash_attention = problem_.sim.flash_attention;
@@ -88,7 +94,21 @@ bool CostModel::stage_costs(const SearchConfig& c, StageCosts* out, bool filled)
   if (c.p > 1 && so.takes_v && c.p * so.v > problem_.model.num_layers) return false;
   if (so.explicit_recompute && static_cast<Recompute>(c.recompute) != Recompute::kFull)
     return false;
-  if (!layer_split(c, &out->layers)) return false;
+  if (so.pipelines > 1) {
+    // A multi-pipeline placement runs as its generator lays the layers out (the plan keeps
+    // it: apply_layer_split leaves it), so its stages are that split and no uneven one.
+    if (c.end_trim > 0) return false;
+    const auto& by_p = pipe_layers_[c.schedule];
+    if (static_cast<std::size_t>(c.p) >= by_p.size() || by_p[c.p].empty()) {
+      if (!layer_split(c, &out->layers)) return false;
+    } else {
+      out->layers = by_p[c.p];
+      for (int l : out->layers)
+        if (l < 1) return false;
+    }
+  } else if (!layer_split(c, &out->layers)) {
+    return false;
+  }
   if (space_.framework != Framework::kAny) {
     const ParallelConfig pc = parallel_from_config(space_, c);
     FrameworkQuery q;
@@ -165,12 +185,19 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   // ZeRO-2/3: every microbatch's reduce-scatters and (ZeRO-3) gathers leave the node on one
   // route per rank, where the DES shares the bandwidth among them.
   const bool volume = c.zero >= 2 && dpc > 1;
+  // Microbatches each stage runs: a multi-pipeline placement (BitPipe) sends each microbatch
+  // down one of its pipelines, whose stages share the devices (`share` below).
+  const int stage_mbs = c.microbatches / std::max(1, so.pipelines);
+  const std::vector<int>* pipe_map = nullptr;
+  if (so.pipelines > 1 && static_cast<std::size_t>(c.schedule) < pipe_devices_.size() &&
+      static_cast<std::size_t>(P) < pipe_devices_[c.schedule].size() &&
+      pipe_devices_[c.schedule][P].size() == static_cast<std::size_t>(so.pipelines) * S)
+    pipe_map = &pipe_devices_[c.schedule][P];
   // Passes per microbatch and stage that gather its weights by layer: F, B (or BW), and R when
   // separate. By stage at least one gather per stage (the evaluator counts the sweeps).
-  const double gathers = z3_layer
-                             ? (so.explicit_recompute ? 3.0 * c.microbatches : 2.0 * c.microbatches)
-                         : z3 ? 1.0
-                              : 0.0;
+  const double gathers = z3_layer ? (so.explicit_recompute ? 3.0 : 2.0) * stage_mbs
+                         : z3     ? 1.0
+                                  : 0.0;
   const int D = P;
   const hw::CollectiveLine& reduce = c.zero == 0 ? net.dp_all_reduce : net.dp_reduce_scatter;
   hw::WorkloadOptions wo;
@@ -297,8 +324,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
           m.gather_link = m.one_gather;
         }
         const auto mb = reduce.route_seconds(grad), bucket = reduce.route_seconds(grad / nb);
-        for (int k = 0; k < 2; ++k)
-          m.stage_rs_link[k] = (c.microbatches - 1) * mb[k] + nb * bucket[k];
+        for (int k = 0; k < 2; ++k) m.stage_rs_link[k] = (stage_mbs - 1) * mb[k] + nb * bucket[k];
       }
     }
     // Recompute inside the backward re-creates one layer at a time (DES working buffer).
@@ -338,15 +364,23 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     const double gathered = m.gathered, stage_red = m.stage_red, stage_gather = m.stage_gather;
     const double stage_rs = m.stage_rs, buf = m.buf;
     const std::array<double, 2> one_gather = m.one_gather, stage_rs_link = m.stage_rs_link;
-    // The stage's device, or (dev < 0: a stage every device shares) all of them.
+    // The stage's device; in a multi-pipeline placement each pipeline's copy's device (a
+    // copy holds the stage's weights and runs its pipeline's microbatches, stage_mbs), or,
+    // where the option names no placement, every device with an even share.
     const int dev = out->device[i];
-    for (int d = dev >= 0 ? dev : 0; d < (dev >= 0 ? dev + 1 : D); ++d) {
-      const double share = dev >= 0 ? 1.0 : double(so.pipelines) / P;
+    const int n_on = dev >= 0 ? 1 : pipe_map != nullptr ? so.pipelines : D;
+    for (int k_on = 0; k_on < n_on; ++k_on) {
+      const int d = dev >= 0 ? dev : pipe_map != nullptr ? (*pipe_map)[k_on * S + i] : k_on;
+      const double share = dev >= 0 || pipe_map != nullptr ? 1.0 : double(so.pipelines) / P;
+      // ZeRO-2/3's per-microbatch reduce-scatters: (m - 1) * reduce_mb is what the device's
+      // stream carries before its tail; a copy carries stage_mbs - 1 of them.
+      const double rs_count =
+          dev >= 0 || c.microbatches < 2 ? 1.0 : double(stage_mbs - 1) / double(c.microbatches - 1);
       dev_params[d] += params * share;
       dev_expert[d] += expert * share;
       dev_layers[d] += layer_params * share;
       red[d] += stage_red * share;
-      out->reduce_mb[d] += stage_rs * share;
+      out->reduce_mb[d] += stage_rs * share * rs_count;
       if (param_overlap) {
         if (dev >= 0 && out->param_chunk[d] < 0) out->param_chunk[d] = stage_gather;
         if (i == 0) out->param_first_bucket = m.first_bucket;
@@ -432,8 +466,12 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   out->tp_share = pass_layer > 0 ? tp_layer / pass_layer : 0;
 }
 
-double generator_memory_limit(double units, int p) {
-  if (units >= 2.0 * p) return 0;
+double defined_budget(const ScheduleOption& so, int p) {
+  return so.own_budget ? so.own_budget(p) : 2.0 * p;
+}
+
+double generator_memory_limit(const ScheduleOption& so, double units, int p) {
+  if (units >= defined_budget(so, p)) return 0;
   const double step = units < 4 ? 0.5 : units < 8 ? 1 : units < 16 ? 2 : 4;
   return std::max(0.0, std::floor(units / step) * step);
 }
@@ -469,8 +507,6 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc, bool fille
   r.valid = r.costed = true;
   const ScheduleOption& so = space_.schedules[c.schedule];
   const int S = sc->num_stages, P = c.p, m = c.microbatches;
-  // The generators' memory unit (bytes of a 1F1B stage's microbatch), asked once.
-  const double unit = so.memory_aware ? activation_unit(c) : 0;
   double bound = 0;
   double mem = 0;
   for (double x : sc->state_mem) mem = std::max(mem, x);
@@ -550,9 +586,7 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc, bool fille
     // at least the round trip long and at most k at a time, span at least m * round trip / k
     // (Little's law; the DES runs the same order, no faster).
     if (so.memory_aware && so.pipelines == 1 && S > 0 && problem_.model.num_layers > 0) {
-      double max_static = 0;
-      for (double x : sc->static_mem) max_static = std::max(max_static, x);
-      const double limit = generator_memory_limit((problem_.limit() - max_static) / unit, P);
+      const double limit = generator_memory_limit(so, generator_units(c, *sc), P);
       const int L = problem_.model.num_layers;
       const double w0 = static_cast<double>(L / S) * P / L;  // the generator's even split
       if (limit > 0 && w0 > 0) {
@@ -568,12 +602,6 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc, bool fille
   // The building-block searches (adaptive offsets; V-Half and V-Min) take seconds per schedule
   // beyond 16 devices: keep them to p <= 16.
   if (so.max_devices > 0 && P > so.max_devices) {
-    r.valid = false;
-    return r;
-  }
-  if (so.memory_aware && (problem_.limit() - mem) / unit >= P) {
-    // Memory does not bind: a memory-controllable generator would pick its zero-bubble end,
-    // which the fixed zero-bubble schedules in the space already cover.
     r.valid = false;
     return r;
   }

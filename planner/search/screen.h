@@ -61,8 +61,10 @@ struct PlanProblem {
 struct StageCosts {
   int num_stages = 0;
   int num_devices = 0;
-  std::vector<int> layers;         ///< layers of each stage
-  std::vector<int> device;         ///< device of each stage (-1: unknown placement)
+  std::vector<int> layers;  ///< layers of each stage
+  /// Device of each stage; -1 in a multi-pipeline placement (BitPipe), where each pipeline has
+  /// a copy of every stage on a device of its own (CostModel reads them from the placement).
+  std::vector<int> device;
   std::vector<double> f, b, w;     ///< forward, backward-for-inputs (recompute included), weight
   std::vector<double> r;           ///< recomputation time included in b
   std::vector<double> act_r;       ///< bytes a recompute pass re-materialises
@@ -117,12 +119,16 @@ struct ScreenResult {
   double mem_lb = 0;    ///< peak bytes per GPU
 };
 
-/// The activation limit a memory-reading generator is given, in 1F1B-stage units, from the
-/// units free for activations on the fullest GPU: 0 (no limit) when they hold 2p units (the
-/// most any such generator is defined with), else rounded down to a grid that is fine where
-/// memory is scarce and coarse where it barely binds (steps of 0.5 units below 4, 1 below 8, 2
-/// below 16, then 4). The generators get it (search_eval) and the screen bounds by it.
-double generator_memory_limit(double units, int p);
+/// The activation limit a memory-reading generator (`so`) is given, in 1F1B-stage units, from
+/// the units free for activations on the fullest GPU: 0 (no limit: the generator runs as
+/// defined) when they hold the memory it is defined with (ScheduleOption::own_budget; 2p when
+/// it declares none), else rounded down to a grid that is fine where memory is scarce and
+/// coarse where it barely binds (steps of 0.5 units below 4, 1 below 8, 2 below 16, then 4).
+/// The generators get it (search_eval) and the screen bounds by it.
+double generator_memory_limit(const ScheduleOption& so, double units, int p);
+/// The activation units `so` is defined with on p devices (own_budget; 2p, the most any
+/// memory-reading generator is defined with, when it declares none).
+double defined_budget(const ScheduleOption& so, int p);
 
 /// The cost model of one problem and space, tabulated from hwmodels. Immutable; every method is
 /// safe to call from many threads.
@@ -155,6 +161,10 @@ class CostModel {
   /// Bytes of one microbatch's activations of a 1F1B stage (L/p layers): the generators'
   /// memory unit.
   double activation_unit(const SearchConfig& c) const;
+  /// Activation memory left for a memory-reading generator, in its units (activation_unit):
+  /// the usable memory less the fullest device's static memory (sc.static_mem). The generator's
+  /// limit (generator_memory_limit) and the screen's bound by it both read this.
+  double generator_units(const SearchConfig& c, const StageCosts& sc) const;
   /// Model FLOPs of one iteration (no recomputation; hw::iteration_flops), for MFU.
   double model_flops(int global_batch) const;
   /// Hardware FLOPs of one iteration of `c` (recomputation counted), for HFU.
@@ -202,6 +212,10 @@ class CostModel {
   std::vector<LayerEntry> layers_;  // [t][cp][ep][fp8][b][sp][rc]
   std::unordered_map<std::uint64_t, CellNet> nets_;
   std::vector<int> cost_class_;  // per schedule option
+  // Multi-pipeline options: [schedule][p] the devices of each (pipeline, stage), read from the
+  // option's placement (StageCosts::pipe_device); empty where not applicable.
+  std::vector<std::vector<std::vector<int>>> pipe_devices_;
+  std::vector<std::vector<std::vector<int>>> pipe_layers_;  // [schedule][p]: layers per stage
 };
 
 /// Evenly spread `layers` over `stages`, with `trim` fewer on the first and last stage (the

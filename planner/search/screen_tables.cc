@@ -40,6 +40,32 @@ CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
     while (key(space_.schedules[first]) != key(space_.schedules[i])) ++first;
     cost_class_.push_back(static_cast<int>(first));
   }
+  // Multi-pipeline options: which device holds each pipeline's copy of each stage and the
+  // layers of each stage, for every pipeline size the space can ask (the generator's own
+  // placement of this model, which the search runs as generated).
+  int max_p = problem.num_gpus;
+  for (int n : space_.gpu_counts) max_p = std::max(max_p, n);
+  pipe_devices_.resize(space_.schedules.size());
+  pipe_layers_.resize(space_.schedules.size());
+  for (std::size_t i = 0; i < space_.schedules.size(); ++i) {
+    const ScheduleOption& so = space_.schedules[i];
+    if (so.pipelines < 2 || so.placement == nullptr) continue;
+    const int top = so.max_devices > 0 ? std::min(so.max_devices, max_p) : max_p;
+    pipe_devices_[i].resize(top + 1);
+    pipe_layers_[i].resize(top + 1);
+    for (int p = 2; p <= top; ++p) {
+      const Placement pl = so.placement(p, problem_.model.num_layers);
+      const int per = pl.stages_per_pipeline();
+      std::vector<int>& map = pipe_devices_[i][p];
+      std::vector<int>& layers = pipe_layers_[i][p];
+      map.assign(static_cast<std::size_t>(so.pipelines) * per, -1);
+      layers.assign(per, 0);
+      for (const StageInfo& st : pl.stages) {
+        if (st.pipeline < so.pipelines) map[st.pipeline * per + st.index] = st.device;
+        if (st.pipeline == 0) layers[st.index] = st.layer_end - st.layer_begin;
+      }
+    }
+  }
   const ModelShape& m = problem_.model;
   // Tabulate every (t, b, sp, recompute) the space can ask for.
   int max_n = problem_.num_gpus;

@@ -15,13 +15,6 @@
 
 namespace pw {
 namespace detail {
-double memory_units_for_generator(const CostModel& model, const SearchConfig& c,
-                                  const StageCosts& sc) {
-  double max_static = 0;
-  for (double x : sc.static_mem) max_static = std::max(max_static, x);
-  return (model.problem().limit() - max_static) / model.activation_unit(c);
-}
-
 // Generator inputs of `c`; false (with why) when no generator should be asked.
 bool generator_params(const CostModel& model, const SearchConfig& c, const StageCosts& sc,
                       GeneratorParams* gp, std::string* why) {
@@ -43,15 +36,15 @@ bool generator_params(const CostModel& model, const SearchConfig& c, const Stage
   gp->costs.mw_over_mb = sc.act[mid] > 0 ? std::round(sc.act_w[mid] / sc.act[mid] * 8) / 8 : 0;
   if (so.memory_aware) {
     // The GPU's activation budget in 1F1B-stage units. Memory-reading generators get it only
-    // when it binds; with room for 2p units (the most any of them is defined with: ZB-2p) each
-    // runs at its own definition (ZB-1p at p, ZB-2p at 2p, V-ZB at 1F1B memory). Capping at p,
-    // as before, made ZB-2p a copy of ZB-1p.
+    // when it binds their own definition (ZB-1p at p, ZB-2p at 2p, V-ZB at 1F1B memory:
+    // GeneratorCaps::own_budget); with that much free each runs as defined. Capping at p, as
+    // before, made ZB-2p a copy of ZB-1p.
     // Each distinct limit is a schedule to generate (a V-shape search takes ~0.1 s at p = 16),
     // and a schedule made for slightly less memory than is free still fits: the limit is
     // rounded down to a grid (generator_memory_limit).
-    const double u = memory_units_for_generator(model, c, sc);
-    gp->memory_limit = generator_memory_limit(u, c.p);
-    if (u < 2.0 * c.p && gp->memory_limit <= 0) {
+    const double u = model.generator_units(c, sc);
+    gp->memory_limit = generator_memory_limit(so, u, c.p);
+    if (u < defined_budget(so, c.p) && gp->memory_limit <= 0) {
       *why = "no memory left for activations";
       return false;
     }
@@ -210,14 +203,11 @@ Evaluated finish(const CostModel& model, const SearchConfig& c, const PipeResult
     e.hfu = model.hardware_flops(c) / peak_time;
   }
   double peak = 0;
-  // Multi-pipeline placements (BitPipe) spread their stages' model state over the devices as an
-  // average, not a per-device figure: no memory bound from it.
-  const bool per_device = model.space().schedules[c.schedule].pipelines == 1;
   for (int d = 0; d < static_cast<int>(pipe.peak_act.size()); ++d) {
     const double st = d < static_cast<int>(sc.static_mem.size()) ? sc.static_mem[d] : 0;
     peak = std::max(peak, st + pipe.peak_act[d]);
     const double state = d < static_cast<int>(sc.state_mem.size()) ? sc.state_mem[d] : 0;
-    if (per_device) e.mem_bound = std::max(e.mem_bound, state + pipe.peak_act[d]);
+    e.mem_bound = std::max(e.mem_bound, state + pipe.peak_act[d]);
   }
   e.peak_memory = peak;
   e.bubble_rate = pipe.bubble_rate;

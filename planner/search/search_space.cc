@@ -40,6 +40,8 @@ std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
     o.overlap = c.overlap;
     o.holds_all_microbatches = c.holds_all_microbatches;
     o.max_devices = c.max_devices;
+    o.own_budget = c.own_budget;
+    o.placement = c.placement;
     if (!o.takes_v) {
       out.push_back(o);
       continue;

@@ -53,12 +53,14 @@ struct ScheduleOption {
   int pipelines = 1;     ///< model replicas in the pipeline (2 = BitPipe-style, 2x weights)
   bool v_shape = false;  ///< stage i and 2p-1-i on device i
   bool split_backward = false;
-  bool takes_v = false;                 ///< the generator honours GeneratorParams::v
-  bool memory_aware = false;            ///< the generator reads GeneratorParams::memory_limit
-  bool explicit_recompute = false;      ///< the schedule has R actions (full recomputation only)
-  bool overlap = false;                 ///< the schedule has OVERLAP_F_B actions (DualPipeV)
-  bool holds_all_microbatches = false;  ///< every forward before any backward (GPipe)
-  int max_devices = 0;                  ///< largest p searched (0 = any)
+  bool takes_v = false;                   ///< the generator honours GeneratorParams::v
+  bool memory_aware = false;              ///< the generator reads GeneratorParams::memory_limit
+  bool explicit_recompute = false;        ///< the schedule has R actions (full recomputation only)
+  bool overlap = false;                   ///< the schedule has OVERLAP_F_B actions (DualPipeV)
+  bool holds_all_microbatches = false;    ///< every forward before any backward (GPipe)
+  int max_devices = 0;                    ///< largest p searched (0 = any)
+  double (*own_budget)(int p) = nullptr;  ///< memory-aware: the activation units it is defined with
+  Placement (*placement)(int p, int num_layers) = nullptr;  ///< multi-pipeline: its placement
 };
 
 /// One option per (generator, valid v) from the capabilities each generator declares in its

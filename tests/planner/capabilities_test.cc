@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "planner/schedules/generator.h"
+#include "sim/evaluator.h"
 
 namespace pw {
 namespace {
@@ -50,6 +51,26 @@ TEST(GeneratorCaps, EveryDeclarationMatchesTheGeneratedSchedule) {
       reads = true;
     }
     EXPECT_EQ(reads, c.memory_aware) << g.name;
+    // A memory reader declares the memory it is defined with, and keeps to it without a limit
+    // (the search then gives it none): every device's peak, in 1F1B-stage units, at most that.
+    EXPECT_EQ(c.own_budget != nullptr, c.memory_aware) << g.name;
+    // A multi-pipeline generator declares its placement: the devices of every stage as
+    // generated (the search reads them to know what each device holds).
+    EXPECT_EQ(c.placement != nullptr, c.pipelines > 1) << g.name;
+    if (c.placement) {
+      const Placement pl = c.placement(gp.p, gp.num_layers);
+      ASSERT_EQ(pl.stages.size(), s.placement.stages.size()) << g.name;
+      for (std::size_t i = 0; i < pl.stages.size(); ++i) {
+        EXPECT_EQ(pl.stages[i].device, s.placement.stages[i].device) << g.name << " stage " << i;
+        EXPECT_EQ(pl.stages[i].pipeline, s.placement.stages[i].pipeline) << g.name;
+        EXPECT_EQ(pl.stages[i].index, s.placement.stages[i].index) << g.name;
+      }
+    }
+    if (c.own_budget) {
+      const EvalResult e = evaluate(s, make_uniform_cost_table(s.placement, gp.costs));
+      for (const DeviceStats& d : e.device)
+        EXPECT_LE(d.peak_memory, c.own_budget(gp.p) + 1e-9) << g.name;
+    }
   }
 }
 

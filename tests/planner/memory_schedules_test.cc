@@ -185,7 +185,9 @@ TEST(Adaptive, GeneratorUnderThePapersMemoryRuleMeetsThePublishedCurve) {
     const EvalResult r = run("v-adaptive", gp);
     EXPECT_LE(r.cost, published[limit - 4]) << "limit " << limit;
     EXPECT_LE(2 * max_peak(r), limit + 1e-9) << "limit " << limit;
-    if (limit == 4) EXPECT_LT(r.cost, 59);
+    if (limit == 4) {
+      EXPECT_LT(r.cost, 59);
+    }
   }
 }
 

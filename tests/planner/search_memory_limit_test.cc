@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
 
+#include "hwmodels/memory.h"
 #include "planner/search/search.h"
 #include "search_test_util.h"
 
@@ -101,6 +104,77 @@ TEST(Search, Zb2pRunsAtTwiceZb1pMemoryWhenItFits) {
   const Evaluated one = run("zb-1p"), two = run("zb-2p");
   EXPECT_GT(two.peak_memory, one.peak_memory);
   EXPECT_LE(two.iteration, one.iteration);
+}
+
+// Where memory does not bind, a memory-reading generator runs as it is defined (no limit). The
+// screen used to drop every such configuration ("its zero-bubble end is covered by the fixed
+// schedules"), so `plan --schedules zb-1p` on a GPU with room to spare answered "no feasible
+// plan", and in the full space ZB-1p, ZB-2p and V-ZB were searched only where memory was short.
+// Here 8 GPUs hold 7.5B with 400 GB each: every pipeline row of the three is searched, and ZB-1p
+// runs at its own definition (peak at most p, 1F1B's, in its units: never more memory than
+// 1F1B's row of the same configuration).
+TEST(Search, MemoryReadersAreSearchedWhereMemoryDoesNotBind) {
+  const GeneratorRegistry reg = default_registry();
+  for (const char* name : {"zb-1p", "zb-2p", "v-zb", "1f1b"})
+    if (!reg.find(name)) GTEST_SKIP() << name << " not registered";
+  PlanProblem pr = problem("megatron-7.5b", 8);
+  pr.profile.gpu.hbm_capacity = Bytes{400e9};
+  SearchSpace space = default_space(pr, reg, {64});
+  std::erase_if(space.schedules, [](const ScheduleOption& o) {
+    return o.name != "zb-1p" && o.name != "zb-2p" && o.name != "v-zb" && o.name != "1f1b";
+  });
+  space.recompute = {Recompute::kNone};
+  space.micro_batches = {1};  // memory binds no row: 64 sequences of 2,048 tokens per device
+  const CostModel model(pr, space);
+  for (const char* name : {"zb-1p", "zb-2p", "v-zb"}) {
+    StageCosts scratch;
+    EXPECT_TRUE(model.screen(pipeline_only(space, name, 8, 64), &scratch).valid) << name;
+  }
+  SearchOptions opt;
+  opt.top = 1000;
+  opt.des_top = 0;
+  const SearchResult r = run_search(pr, space, reg, opt);
+  std::map<std::string, int> rows;
+  for (const Evaluated& e : r.top)
+    if (e.config.p > 1) ++rows[space.schedules[e.config.schedule].name];
+  for (const char* name : {"zb-1p", "zb-2p", "v-zb"}) EXPECT_GT(rows[name], 0) << name;
+  // ZB-1p next to 1F1B at t = d = 1, p = 8, 64 microbatches: same memory or less, no slower.
+  const Evaluated zb = evaluate_config(model, reg, pipeline_only(space, "zb-1p", 8, 64));
+  const Evaluated one = evaluate_config(model, reg, pipeline_only(space, "1f1b", 8, 64));
+  ASSERT_TRUE(zb.feasible && one.feasible) << zb.why_not << one.why_not;
+  EXPECT_LE(zb.peak_memory, one.peak_memory * (1 + 1e-9));
+  EXPECT_LT(zb.iteration, one.iteration);
+}
+
+// BitPipe's two pipelines each keep a copy of every stage on a device of their own (device k and
+// 2p-1-k of the down V, mirrored for the up V): the search's per-device model state and tail
+// are those of the device's own four chunks, as the DES holds them, not an average over the
+// devices (which put part of the embedding and head on every device and made the evaluator's
+// time bound exceed the DES's: 5.52 s against 4.72 s for 7.5B at t2 p4 d1 mb2 with full
+// recomputation and offload, where the tail is the host optimizer step of the device's
+// parameters). Devices 0 and p-1 hold the embedding and the head (chunks 0 and 2p-1 of one
+// pipeline each); the middle devices hold layers only, and mirrored devices hold alike.
+TEST(Search, BitPipeDevicesHoldTheirOwnChunksState) {
+  const GeneratorRegistry reg = default_registry();
+  if (!reg.find("bitpipe")) GTEST_SKIP() << "bitpipe not registered";
+  PlanProblem pr = problem("megatron-7.5b", 4);
+  SearchSpace space = default_space(pr, reg, {32});
+  SearchConfig c = pipeline_only(space, "bitpipe", 4, 16);
+  StageCosts sc;
+  const CostModel model(pr, space);
+  ASSERT_TRUE(model.stage_costs(c, &sc));
+  ASSERT_EQ(sc.state_mem.size(), 4u);
+  EXPECT_GT(sc.state_mem[0], sc.state_mem[1] * 1.01);
+  EXPECT_DOUBLE_EQ(sc.state_mem[0], sc.state_mem[3]);
+  EXPECT_DOUBLE_EQ(sc.state_mem[1], sc.state_mem[2]);
+  // Together the four devices hold every stage twice: twice the model's state, as the average
+  // did. Without ZeRO a parameter costs bf16 weights 2 + gradients (fp32 main gradients 4, the
+  // space's default) + fp32 master weights and Adam moments 12 bytes.
+  double total = 0, params = 0;
+  for (double x : sc.state_mem) total += x;
+  for (double x : sc.params) params += x;
+  const double per_param = 2 + hw::grad_bytes_per_param(space.grad_reduce_in_fp32) + 12;
+  EXPECT_NEAR(total, 2 * params * per_param, 1e-6 * total);
 }
 
 // A 34 GB limit (without activation recomputation, as the controllable-memory paper compares

@@ -185,8 +185,9 @@ TEST(PlanCli, EveryRowSatisfiesTheConstraints) {
       EXPECT_NE(c["recompute"].get<std::string>(), "selective") << what;
       EXPECT_LE(c["zero_stage"].get<int>(), 1) << what;
       // The scenario does not overlap the parameter gather: ZeRO-1 rows say so.
-      if (c["zero_stage"].get<int>() == 1)
+      if (c["zero_stage"].get<int>() == 1) {
         EXPECT_FALSE(c["overlap_param_gather"].get<bool>()) << what;
+      }
       EXPECT_FALSE(c["sequence_parallel"].get<bool>()) << what;
       EXPECT_FALSE(c["optimizer_offload"].get<bool>()) << what;
       EXPECT_EQ(c["global_batch_size"].get<int>(), 512) << what;  // the scenario's
@@ -246,6 +247,29 @@ TEST(PlanCli, APublishedConfigurationOutsideTheSpaceIsNamedAsWritten) {
                        "feasible here"),
             std::string::npos)
       << r.out;
+}
+
+// ZB-1p is defined at 1F1B's memory (p microbatches of activations) and never slower than 1F1B
+// there (zero-bubble paper); where a GPU has that room the planner runs it as defined. On the
+// controllable-memory paper's 98.5B model at t2 p10 d2 (80 GB A100s, sequence 1024, no
+// recomputation) 1F1B fits, so ZB-1p's best row at that layout is at most 1F1B's. Before,
+// the screen dropped ZB-1p wherever its memory did not bind, and its best row was an uneven
+// split (ends-1) whose fuller middle stages left it 7 of its 10 units: 17.3 s against 1F1B's
+// 12.4 s.
+TEST(PlanCli, Zb1pRunsAsDefinedWhereItsMemoryFits) {
+  const std::string args = scenario("zero-bubble/cm-98.5b-s1024.yaml") +
+                           " --tp 2 --pp 10 --dp 2 --microbatch-size 1 --sequence-parallel on"
+                           " --recompute none --offload off --zero 1 --top 1 --format json";
+  const PlanRun zb = plan(args + " --schedules zb-1p");
+  const PlanRun one = plan(args + " --schedules 1f1b");
+  ASSERT_EQ(zb.rc, 0) << zb.err;
+  ASSERT_EQ(one.rc, 0) << one.err;
+  const nlohmann::json z = nlohmann::json::parse(zb.out), o = nlohmann::json::parse(one.out);
+  ASSERT_TRUE(z["feasible"].get<bool>()) << zb.out;
+  ASSERT_TRUE(o["feasible"].get<bool>()) << one.out;
+  const double tz = z["top"][0]["iteration_s"].get<double>();
+  const double to = o["top"][0]["iteration_s"].get<double>();
+  EXPECT_LE(tz, to) << z["top"][0]["config"].dump() << " against " << o["top"][0]["config"].dump();
 }
 
 // --shortest-time honours the constraints at every sweep point; a subset of each point's space
