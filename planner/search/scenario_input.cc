@@ -6,6 +6,9 @@
 #include "hwmodels/estimate.h"
 #include "hwmodels/transformer.h"
 #include "planner/schedules/generator.h"
+#include "planner/search/plan_emit.h"
+#include "planner/search/search.h"
+#include "planner/search/search_eval.h"
 
 namespace pw {
 namespace {
@@ -29,6 +32,27 @@ void apply_stage_layers(const hw::Scenario& s, const std::vector<int>& layers, P
     pl->stages[st].layer_end = begin;
   }
   pl->kind = PlacementKind::kExplicit;
+}
+
+// A memory-reading generator's inputs for the scenario's configuration as the planner gives
+// them (detail::generator_params: its cost ratios, the share of the activation W holds, the
+// hop and the GPU's activation budget), so that `simulate SCENARIO` runs the schedule `plan`
+// scores for it. False with `why` where the planner cannot express the configuration.
+bool planner_generator_params(const hw::Scenario& s, const GeneratorRegistry& reg,
+                              GeneratorParams* gp, std::string* why) {
+  const PlanProblem pr = plan_problem(s);
+  SearchSpace space = default_space(pr, reg, {static_cast<int>(s.parallel.global_batch_size)});
+  std::erase_if(space.schedules,
+                [&](const ScheduleOption& o) { return o.name != s.parallel.schedule; });
+  SearchConfig c;
+  if (!config_from_parallel(space, s.parallel, &c, why)) return false;
+  const CostModel model(pr, space);
+  StageCosts sc;
+  if (!model.stage_costs(c, &sc)) {
+    *why = "not a configuration the planner prices";
+    return false;
+  }
+  return detail::generator_params(model, c, sc, gp, why);
 }
 
 }  // namespace
@@ -74,6 +98,20 @@ IterationInput scenario_iteration_input(const hw::Scenario& s) {
       hw::stage_costs(s.model, gpu, wo, 0, std::max(1, per_stage), false, false);
   gp.costs = UniformCosts{std::max<TimePs>(c.f, 1), std::max<TimePs>(c.b, 1),
                           std::max<TimePs>(c.w, 1), c.r, 0};
+  // Memory-reading generators (ZB-1p, V-ZB, v-adaptive, ...) get what the planner gives them
+  // for this configuration: the share of each activation W holds and the GPU's activation
+  // budget decide their order (with W assumed to hold nothing, ZB-1p deferred every W and
+  // held 75 microbatches of activations where its definition allows p).
+  if (reg.find(s.parallel.schedule)->caps.memory_aware) {
+    GeneratorParams planned;
+    std::string why;
+    if (!planner_generator_params(s, reg, &planned, &why))
+      throw ConfigError(s.file, "parallel.schedule",
+                        fmt::format("'{}' reads the GPU's memory, and the planner cannot price "
+                                    "this configuration for it: {}",
+                                    s.parallel.schedule, why));
+    gp = planned;
+  }
   IterationInput in;
   in.model = s.model;
   in.parallel = s.parallel;
@@ -84,7 +122,24 @@ IterationInput scenario_iteration_input(const hw::Scenario& s) {
   } catch (const ConfigError& e) {
     throw ConfigError(s.file, "parallel.schedule", e.message());
   }
-  if (s.uneven_split()) apply_stage_layers(s, layers, &in.schedule.placement);
+  if (s.uneven_split()) {
+    apply_stage_layers(s, layers, &in.schedule.placement);
+  } else {
+    // Stages that do not divide the layers evenly (a V's 2p chunks of an odd L/p) take the
+    // planner's split (split_layers: the first stages one more), as `plan` runs them.
+    Placement& pl = in.schedule.placement;
+    const int per = pl.stages_per_pipeline();
+    std::vector<int> split;
+    if (pl.num_pipelines() == 1 && per > 0 && s.model.num_layers % per != 0 &&
+        split_layers(s.model.num_layers, per, 0, &split)) {
+      std::vector<int> begin(per + 1, 0);
+      for (int i = 0; i < per; ++i) begin[i + 1] = begin[i] + split[i];
+      for (StageInfo& st : pl.stages) {
+        st.layer_begin = begin[st.index];
+        st.layer_end = begin[st.index + 1];
+      }
+    }
+  }
   return in;
 }
 

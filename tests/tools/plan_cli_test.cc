@@ -413,5 +413,45 @@ TEST(PlanCli, PlanSimulateAndEstimateAgreeOnTimeMemoryAndMfu) {
   std::filesystem::remove_all(dir);
 }
 
+// A scenario naming a memory-reading schedule is simulated with the schedule `plan` scores for
+// it: the same generator inputs (the share of an activation W holds, the GPU's activation
+// budget, the cost ratios) and the same layer split, so `simulate` and `plan`'s published row
+// give one time and one fit. Before, `simulate` told ZB-1p that W held nothing: it deferred
+// every W and held 108 GB of activations per GPU where `plan` ran it in 60 GB; and V-shapes
+// whose 2p chunks do not divide the layers (78 over 12) ran another split than `plan`'s.
+TEST(PlanCli, SimulateRunsTheScheduleThePlannerScoresForAMemoryReader) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("pw_plan_zbsim_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string scen = (dir / "s.yaml").string();
+  auto run_json = [&](const std::string& args) {
+    const std::string out = (dir / "out.json").string();
+    const std::string cmd = pipewright() + " " + args + " --format json > " + out;
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return nlohmann::json::parse(read_file(out));
+  };
+  for (const char* schedule : {"zb-1p", "zb-2p", "v-zb", "zb-v", "v-adaptive"}) {
+    write_file_atomic(scen, std::string("model: {preset: cm-98.5b, seq_length: 1024, "
+                                        "use_flash_attn: true}\n"
+                                        "cluster: {profile: dgx-a100-80gb, nodes: 6}\n"
+                                        "parallel: {tensor_model_parallel_size: 4,\n"
+                                        "  pipeline_model_parallel_size: 6, micro_batch_size: 1,\n"
+                                        "  global_batch_size: 160, sequence_parallel: true,\n"
+                                        "  zero_stage: 1, schedule: ") +
+                                schedule + "}\n");
+    const nlohmann::json sim = run_json("simulate " + scen);
+    const nlohmann::json plan = run_json("plan " + scen + " --top 1");
+    ASSERT_TRUE(plan.contains("published")) << schedule;
+    const nlohmann::json& pub = plan["published"];
+    EXPECT_EQ(pub["tier"], "DES") << schedule;
+    EXPECT_NEAR(pub["iteration_s"].get<double>() * 1e3 / sim["iteration_ms"].get<double>(), 1.0,
+                1e-6)
+        << schedule;
+    EXPECT_TRUE(sim["fits"].get<bool>()) << schedule;
+    EXPECT_EQ(pub["fits"].get<bool>(), sim["fits"].get<bool>()) << schedule;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pw
