@@ -56,7 +56,11 @@ struct GeneratorParams {
   UniformCosts costs{1, 1, 1, 0, 0};  ///< per-stage pass costs, for cost-aware generators
   /// Optional real per-stage costs (overrides `costs` in cost-aware generators when non-null).
   const CostTable* stage_costs = nullptr;
-  double memory_limit = 0;        ///< activation limit per device; <= 0 means none
+  double memory_limit = 0;  ///< activation limit per device; <= 0 means none
+  /// Optional per-device limits (size p, same units) for the generators that keep each device
+  /// to its own (GeneratorCaps::per_device_limits: zb-1p, zb-2p, zb-v, v-zb); set, they replace
+  /// memory_limit there (which then holds their smallest, for the others).
+  std::vector<double> memory_caps;
   int group_size = 0;             ///< interleaved 1F1B group size g (0 = p); zeropp: microbatches
                                   ///< per weight-gather block (0 = m)
   GeneratorMemo* memo = nullptr;  ///< optional: shares memory-independent work between calls
@@ -87,6 +91,8 @@ struct GeneratorCaps {
   /// Multi-pipeline generators (pipelines > 1): the placement they generate for p devices and
   /// L layers, from which the search reads the devices that hold each stage.
   Placement (*placement)(int p, int num_layers) = nullptr;
+  /// Honours GeneratorParams::memory_caps (a limit per device).
+  bool per_device_limits = false;
 };
 
 struct GeneratorInfo {

@@ -28,7 +28,8 @@ void register_memory_generators(GeneratorRegistry& r) {
                        .split_backward = true,
                        .memory_aware = true,
                        .max_devices = 16,
-                       .own_budget = one_f_one_b_memory}});
+                       .own_budget = one_f_one_b_memory,
+                       .per_device_limits = true}});
   r.add({"v-adaptive", "V-shape offsets searched for the shortest schedule under --memory-limit",
          generate_v_adaptive,
          GeneratorCaps{.chunks = 2,
@@ -41,12 +42,14 @@ void register_memory_generators(GeneratorRegistry& r) {
          GeneratorCaps{.split_backward = true,
                        .memory_aware = true,
                        .max_devices = 16,
-                       .own_budget = one_f_one_b_memory}});
+                       .own_budget = one_f_one_b_memory,
+                       .per_device_limits = true}});
   r.add({"zb-2p", "ZB-2p: automatic zero-bubble schedule under memory limit 2p*M_B", generate_zb_2p,
          GeneratorCaps{.split_backward = true,
                        .memory_aware = true,
                        .max_devices = 16,
-                       .own_budget = twice_one_f_one_b_memory}});
+                       .own_budget = twice_one_f_one_b_memory,
+                       .per_device_limits = true}});
   r.add({"zb-v", "ZB-V: automatic zero-bubble schedule on the V placement at 1F1B memory",
          generate_zb_v,
          GeneratorCaps{.chunks = 2,
@@ -54,7 +57,8 @@ void register_memory_generators(GeneratorRegistry& r) {
                        .split_backward = true,
                        .memory_aware = true,
                        .max_devices = 16,
-                       .own_budget = one_f_one_b_memory}});
+                       .own_budget = one_f_one_b_memory,
+                       .per_device_limits = true}});
   r.add({"bitpipe", "BitPipe: two opposite V-shaped interleaved pipelines, 4 chunks per device",
          generate_bitpipe,
          GeneratorCaps{.chunks = 2,

@@ -110,7 +110,9 @@ namespace {
 Schedule v_zb(const GeneratorParams& gp, const CostTable& costs) {
   // 1F1B memory: p microbatches of each device's two chunks (its own, with uneven stages).
   ReorderOptions opt;
-  if (gp.memory_limit > 0)
+  if (static_cast<int>(gp.memory_caps.size()) == gp.p)
+    opt.caps = gp.memory_caps;
+  else if (gp.memory_limit > 0)
     opt.caps.assign(gp.p, gp.memory_limit);
   else
     opt.caps = own_stage_budgets(v_placement(gp.p, gp.num_layers), costs, 1);
@@ -152,6 +154,7 @@ Schedule generate_v_zb(const GeneratorParams& gp) {
     std::string file, key, message;
   };
   std::string key = fmt::format("v-zb/{}/{}/{}/{}", gp.p, gp.m, gp.num_layers, gp.memory_limit);
+  for (double c : gp.memory_caps) key += fmt::format("/{}", c);
   append_cost_key(costs, &key);
   const auto held = gp.memo->get<Outcome>(key, [&] {
     Outcome o;

@@ -13,6 +13,13 @@ namespace {
 // screen's lines do not.
 constexpr double kBoundMargin = 1e-7;
 
+// Activation units rounded down to the generators' grid: fine where memory is scarce, coarse
+// where it barely binds (each distinct limit is a schedule to generate).
+double units_on_grid(double units) {
+  const double step = units < 4 ? 0.5 : units < 8 ? 1 : units < 16 ? 2 : 4;
+  return std::max(0.0, std::floor(units / step) * step);
+}
+
 }  // namespace
 
 const char* objective_name(Objective o) {
@@ -54,6 +61,42 @@ double CostModel::layer_activation(const SearchConfig& c) const {
 
 double CostModel::activation_unit(const SearchConfig& c) const {
   return layer_activation(c) * problem_.model.num_layers / c.p;
+}
+
+std::vector<double> CostModel::generator_caps(const SearchConfig& c, const StageCosts& sc) const {
+  const ScheduleOption& so = space_.schedules[c.schedule];
+  const int S = sc.num_stages, P = c.p, L = problem_.model.num_layers;
+  std::vector<double> caps;
+  if (!so.per_device_limits || so.pipelines != 1 || S <= 0 || L <= 0 ||
+      static_cast<int>(sc.device.size()) != S || sc.device[0] < 0)
+    return caps;
+  std::vector<double> per_unit(P, 0.0), share(P, 0.0), step(P, 0.0);
+  for (int s = 0; s < S; ++s) {
+    const long long layers =
+        static_cast<long long>(s + 1) * L / S - static_cast<long long>(s) * L / S;
+    const double w = static_cast<double>(layers) * P / L;
+    const int d = sc.device[s];
+    if (w <= 0 || d < 0 || d >= P) continue;
+    share[d] += w;
+    per_unit[d] = std::max(per_unit[d], sc.act[s] / w);
+    step[d] = step[d] > 0 ? std::min(step[d], w) : w;
+  }
+  const double defined = defined_budget(so, P);
+  caps.assign(P, 0.0);
+  bool binds = false;
+  for (int d = 0; d < P; ++d) {
+    const double own = defined * share[d];
+    const double room = per_unit[d] > 0 ? (problem_.limit() - sc.static_mem[d]) / per_unit[d] : own;
+    if (room >= own) {
+      caps[d] = own;
+    } else {
+      binds = true;
+      // Whole microbatches of the device's smallest stage: what the generator can hold.
+      caps[d] = step[d] > 0 ? std::max(0.0, std::floor(room / step[d] + 1e-9) * step[d]) : 0.0;
+    }
+  }
+  if (!binds) caps.clear();
+  return caps;
 }
 
 double CostModel::generator_units(const SearchConfig& c, const StageCosts& sc) const {
@@ -472,8 +515,7 @@ double defined_budget(const ScheduleOption& so, int p) {
 
 double generator_memory_limit(const ScheduleOption& so, double units, int p) {
   if (units >= defined_budget(so, p)) return 0;
-  const double step = units < 4 ? 0.5 : units < 8 ? 1 : units < 16 ? 2 : 4;
-  return std::max(0.0, std::floor(units / step) * step);
+  return units_on_grid(units);
 }
 
 namespace {
@@ -586,7 +628,14 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc, bool fille
     // at least the round trip long and at most k at a time, span at least m * round trip / k
     // (Little's law; the DES runs the same order, no faster).
     if (so.memory_aware && so.pipelines == 1 && S > 0 && problem_.model.num_layers > 0) {
-      const double limit = generator_memory_limit(so, generator_units(c, *sc), P);
+      // Generators that take a limit per device hold stage 0's device to its own.
+      double limit = 0;
+      if (so.per_device_limits) {
+        const std::vector<double> caps = generator_caps(c, *sc);
+        limit = caps.empty() ? 0 : caps[0];
+      } else {
+        limit = generator_memory_limit(so, generator_units(c, *sc), P);
+      }
       const int L = problem_.model.num_layers;
       const double w0 = static_cast<double>(L / S) * P / L;  // the generator's even split
       if (limit > 0 && w0 > 0) {

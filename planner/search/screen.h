@@ -165,6 +165,17 @@ class CostModel {
   /// the usable memory less the fullest device's static memory (sc.static_mem). The generator's
   /// limit (generator_memory_limit) and the screen's bound by it both read this.
   double generator_units(const SearchConfig& c, const StageCosts& sc) const;
+  /// For generators that take a limit per device (ScheduleOption::per_device_limits) on one
+  /// pipeline: each device's own room in their units. A generator counts a microbatch of stage
+  /// s as its share of the layers in its even split (Placement::activation_weight); the DES
+  /// holds the stage's real activation (sc.act: this split, the embedding output and logits
+  /// where it has them), so device d fits U_d = (usable - static_d) / its stages' largest
+  /// bytes per unit. Each U_d is rounded down to whole microbatches of the device's smallest
+  /// stage (what the generator can hold; a coarser grid lost one of p) and kept at most the
+  /// device's defined budget (defined_budget x its stages' shares, as own_stage_budgets). Empty
+  /// when every device has its defined budget (the generator then runs as defined) or the option
+  /// does not take per-device limits; a device without room gets 0.
+  std::vector<double> generator_caps(const SearchConfig& c, const StageCosts& sc) const;
   /// Model FLOPs of one iteration (no recomputation; hw::iteration_flops), for MFU.
   double model_flops(int global_batch) const;
   /// Hardware FLOPs of one iteration of `c` (recomputation counted), for HFU.

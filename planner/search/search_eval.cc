@@ -42,21 +42,40 @@ bool generator_params(const CostModel& model, const SearchConfig& c, const Stage
     // Each distinct limit is a schedule to generate (a V-shape search takes ~0.1 s at p = 16),
     // and a schedule made for slightly less memory than is free still fits: the limit is
     // rounded down to a grid (generator_memory_limit).
-    const double u = model.generator_units(c, sc);
-    gp->memory_limit = generator_memory_limit(so, u, c.p);
-    if (u < defined_budget(so, c.p) && gp->memory_limit <= 0) {
-      *why = "no memory left for activations";
-      return false;
+    gp->memory_caps.clear();
+    if (so.per_device_limits && so.pipelines == 1) {
+      // Each device's own room (CostModel::generator_caps): none when every device has its
+      // defined budget.
+      gp->memory_caps = model.generator_caps(c, sc);
+      gp->memory_limit = 0;
+      if (!gp->memory_caps.empty()) {
+        gp->memory_limit = *std::min_element(gp->memory_caps.begin(), gp->memory_caps.end());
+        if (gp->memory_limit <= 0) {
+          *why = "no memory left for activations";
+          return false;
+        }
+      }
+    } else {
+      const double u = model.generator_units(c, sc);
+      gp->memory_limit = generator_memory_limit(so, u, c.p);
+      if (u < defined_budget(so, c.p) && gp->memory_limit <= 0) {
+        *why = "no memory left for activations";
+        return false;
+      }
     }
   }
   return true;
 }
 
 GenKey gen_key(const SearchConfig& c, const GeneratorParams& gp) {
+  std::uint64_t caps = 0;  // the per-device limits (whole microbatches of a stage), hashed
+  for (double x : gp.memory_caps)
+    caps = (caps ^ static_cast<std::uint64_t>(std::llround(x * 1e6) + 1)) * 1099511628211ull;
   return {(std::int64_t{c.schedule} << 40) | (std::int64_t{c.p} << 20) | c.microbatches,
           (gp.costs.b << 1) ^ gp.costs.w, gp.costs.comm,
-          static_cast<std::int64_t>(gp.memory_limit * 2) * 16 +
-              static_cast<std::int64_t>(gp.costs.mw_over_mb * 8)};
+          (static_cast<std::int64_t>(gp.memory_limit * 2) * 16 +
+           static_cast<std::int64_t>(gp.costs.mw_over_mb * 8)) ^
+              static_cast<std::int64_t>(caps << 16)};
 }
 
 // Layers per pipeline-stage index and device per index (-1 for multi-pipeline placements).

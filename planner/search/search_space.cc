@@ -42,6 +42,7 @@ std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
     o.max_devices = c.max_devices;
     o.own_budget = c.own_budget;
     o.placement = c.placement;
+    o.per_device_limits = c.per_device_limits;
     if (!o.takes_v) {
       out.push_back(o);
       continue;

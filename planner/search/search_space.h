@@ -61,6 +61,7 @@ struct ScheduleOption {
   int max_devices = 0;                    ///< largest p searched (0 = any)
   double (*own_budget)(int p) = nullptr;  ///< memory-aware: the activation units it is defined with
   Placement (*placement)(int p, int num_layers) = nullptr;  ///< multi-pipeline: its placement
+  bool per_device_limits = false;  ///< the generator takes a memory limit per device
 };
 
 /// One option per (generator, valid v) from the capabilities each generator declares in its

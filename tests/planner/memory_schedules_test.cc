@@ -512,6 +512,56 @@ TEST(MemoryFamily, EveryMemoryReadingGeneratorStaysWithinItsLimit) {
   EXPECT_GT(ran, 300) << ran << " ran, " << refused << " refused";
 }
 
+// Property: a generator that takes a limit per device (GeneratorCaps::per_device_limits, as the
+// planner gives each device its own room) keeps every device within its own, for random caps
+// between a third of 1F1B's and 1F1B's (1F1B-stage units), p = 2..8, m in {p, 2p, 4p}, random
+// costs. A device given room for fewer microbatches than another may not borrow the other's.
+TEST(MemoryFamily, PerDeviceLimitsHoldOnEveryDevice) {
+  const GeneratorRegistry reg = default_registry();
+  std::mt19937 rng(20261128);
+  int ran = 0, refused = 0, used_own = 0;
+  for (const GeneratorInfo& g : reg.all()) {
+    if (!g.caps.per_device_limits) continue;
+    EXPECT_TRUE(g.caps.memory_aware) << g.name;
+    for (int p = 2; p <= 8; ++p) {
+      for (int k : {1, 2, 4}) {
+        auto draw = [&](int lo, int hi) {
+          return lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1));
+        };
+        GeneratorParams gp;
+        gp.p = p;
+        gp.m = k * p;
+        constexpr TimePs kUnit = 1000;
+        gp.costs = UniformCosts{kUnit * draw(5, 15) / 10, kUnit * draw(5, 20) / 10,
+                                kUnit * draw(3, 12) / 10, 0, kUnit * draw(0, 3) / 10};
+        gp.costs.mw_over_mb = draw(0, 4) / 8.0;
+        for (int d = 0; d < p; ++d) gp.memory_caps.push_back(draw(2 * p, 6 * p) / 6.0);
+        gp.memory_limit = *std::min_element(gp.memory_caps.begin(), gp.memory_caps.end());
+        Schedule s;
+        try {
+          s = generate_schedule(reg, g.name, gp);
+        } catch (const ConfigError&) {
+          ++refused;
+          continue;
+        }
+        ++ran;
+        const EvalResult r = evaluate(s, make_uniform_cost_table(s.placement, gp.costs));
+        bool above_smallest = false;  // some device used room only its own cap gives
+        for (int d = 0; d < p; ++d) {
+          EXPECT_LE(r.device[d].peak_memory, gp.memory_caps[d] + 1e-9)
+              << g.name << " p=" << p << " m=" << gp.m << " device " << d;
+          above_smallest |= r.device[d].peak_memory > gp.memory_limit + 1e-9;
+        }
+        used_own += above_smallest;
+      }
+    }
+  }
+  EXPECT_GT(ran, 40) << ran << " ran, " << refused << " refused";
+  // The caps are used, not just their smallest (memory_limit): 62 of the 80 that ran when
+  // written (4 refused: a cap below what one microbatch needs somewhere).
+  EXPECT_GT(used_own, ran / 3) << used_own << " of " << ran;
+}
+
 TEST(MemoryFamily, EveryScheduleIsLegalOverASweepAndExportsWhereTheFormatAllows) {
   const char* names[] = {"v-min", "v-half",  "v-zb",      "v-adaptive", "zb-1p", "zb-2p",
                          "zb-v",  "bitpipe", "dualpipev", "zeropp",     "1f1b-r"};
