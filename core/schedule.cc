@@ -6,6 +6,10 @@
 #include "core/error.h"
 
 namespace pw {
+int even_split_begin(int s, int num_stages, int num_layers) {
+  return static_cast<int>(static_cast<long long>(s) * num_layers / num_stages);
+}
+
 namespace {
 
 constexpr std::array<std::string_view, kNumActionKinds> kKindNames = {
@@ -21,9 +25,8 @@ Placement make_placement(PlacementKind kind, int p, int num_stages, int num_laye
   pl.stages.resize(num_stages);
   for (int s = 0; s < num_stages; ++s) {
     StageInfo& st = pl.stages[s];
-    // Even split of layers; earlier stages take the remainder.
-    st.layer_begin = static_cast<int>(static_cast<long long>(s) * pl.num_layers / num_stages);
-    st.layer_end = static_cast<int>(static_cast<long long>(s + 1) * pl.num_layers / num_stages);
+    st.layer_begin = even_split_begin(s, num_stages, pl.num_layers);
+    st.layer_end = even_split_begin(s + 1, num_stages, pl.num_layers);
     st.index = s;
     st.pipeline = 0;
   }

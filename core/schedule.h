@@ -86,6 +86,10 @@ struct Placement {
   friend bool operator==(const Placement&, const Placement&) = default;
 };
 
+/// First layer of stage `s` when the generators' placements split `num_layers` layers over
+/// `num_stages` stages: floor(s * layers / stages) (stage s holds up to the next one's first).
+int even_split_begin(int s, int num_stages, int num_layers);
+
 /// p stages of equal size, stage s on device s. `num_layers` defaults to p.
 Placement linear_placement(int p, int num_layers = 0);
 /// p*v stages, stage s on device s mod p (interleaved / looped).

@@ -10,10 +10,6 @@
 namespace pw::exec {
 namespace {
 
-Action make(ActionKind k, int stage, int mb) {
-  return Action{k, static_cast<std::int16_t>(stage), mb};
-}
-
 // Pipeline device at the other end of a SEND/RECV (-1 for every other action).
 int peer_of(const Placement& pl, const Action& a) {
   auto device_of = [&](int stage) { return stage < 0 ? -1 : pl.stages[stage].device; };

@@ -63,17 +63,18 @@ double CostModel::activation_unit(const SearchConfig& c) const {
   return layer_activation(c) * problem_.model.num_layers / c.p;
 }
 
-std::vector<double> CostModel::generator_caps(const SearchConfig& c, const StageCosts& sc) const {
+void CostModel::generator_caps(const SearchConfig& c, const StageCosts& sc,
+                               std::vector<double>* out) const {
   const ScheduleOption& so = space_.schedules[c.schedule];
   const int S = sc.num_stages, P = c.p, L = problem_.model.num_layers;
-  std::vector<double> caps;
-  if (!so.per_device_limits || so.pipelines != 1 || S <= 0 || L <= 0 ||
+  std::vector<double>& caps = *out;
+  caps.clear();
+  if (!so.per_device_limits || so.pipelines != 1 || S <= 0 || L <= 0 || P > 256 ||
       static_cast<int>(sc.device.size()) != S || sc.device[0] < 0)
-    return caps;
-  std::vector<double> per_unit(P, 0.0), share(P, 0.0), step(P, 0.0);
+    return;
+  std::array<double, 256> per_unit{}, share{}, step{};  // per device (no allocation: the screen)
   for (int s = 0; s < S; ++s) {
-    const long long layers =
-        static_cast<long long>(s + 1) * L / S - static_cast<long long>(s) * L / S;
+    const int layers = even_split_begin(s + 1, S, L) - even_split_begin(s, S, L);
     const double w = static_cast<double>(layers) * P / L;
     const int d = sc.device[s];
     if (w <= 0 || d < 0 || d >= P) continue;
@@ -96,7 +97,6 @@ std::vector<double> CostModel::generator_caps(const SearchConfig& c, const Stage
     }
   }
   if (!binds) caps.clear();
-  return caps;
 }
 
 double CostModel::generator_units(const SearchConfig& c, const StageCosts& sc) const {
@@ -631,13 +631,15 @@ ScreenResult CostModel::screen(const SearchConfig& c, StageCosts* sc, bool fille
       // Generators that take a limit per device hold stage 0's device to its own.
       double limit = 0;
       if (so.per_device_limits) {
-        const std::vector<double> caps = generator_caps(c, *sc);
+        thread_local std::vector<double> caps;
+        generator_caps(c, *sc, &caps);
         limit = caps.empty() ? 0 : caps[0];
       } else {
         limit = generator_memory_limit(so, generator_units(c, *sc), P);
       }
       const int L = problem_.model.num_layers;
-      const double w0 = static_cast<double>(L / S) * P / L;  // the generator's even split
+      // Stage 0's share in the generator's even split (Placement::activation_weight).
+      const double w0 = static_cast<double>(even_split_begin(1, S, L)) * P / L;
       if (limit > 0 && w0 > 0) {
         const double k = std::floor(limit / w0 + 1e-9);
         if (k >= 1) bound = std::max(bound, m * (pre_f + pre_b) / k);

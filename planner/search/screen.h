@@ -175,7 +175,7 @@ class CostModel {
   /// device's defined budget (defined_budget x its stages' shares, as own_stage_budgets). Empty
   /// when every device has its defined budget (the generator then runs as defined) or the option
   /// does not take per-device limits; a device without room gets 0.
-  std::vector<double> generator_caps(const SearchConfig& c, const StageCosts& sc) const;
+  void generator_caps(const SearchConfig& c, const StageCosts& sc, std::vector<double>* out) const;
   /// Model FLOPs of one iteration (no recomputation; hw::iteration_flops), for MFU.
   double model_flops(int global_batch) const;
   /// Hardware FLOPs of one iteration of `c` (recomputation counted), for HFU.

@@ -46,7 +46,7 @@ bool generator_params(const CostModel& model, const SearchConfig& c, const Stage
     if (so.per_device_limits && so.pipelines == 1) {
       // Each device's own room (CostModel::generator_caps): none when every device has its
       // defined budget.
-      gp->memory_caps = model.generator_caps(c, sc);
+      model.generator_caps(c, sc, &gp->memory_caps);
       gp->memory_limit = 0;
       if (!gp->memory_caps.empty()) {
         gp->memory_limit = *std::min_element(gp->memory_caps.begin(), gp->memory_caps.end());

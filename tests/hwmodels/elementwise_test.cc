@@ -153,7 +153,9 @@ TEST(ElementwiseTime, LayerModelMemoryBoundOpsUseTheField) {
     }
     // W's memory-bound ops are the bias and layer-norm parameter reductions: 9h + f = 13312
     // parameters, each read over 512 tokens and written once, 2 bytes: 2 * 513 * 13312.
-    if (pass == Pass::kBackwardWeight) EXPECT_DOUBLE_EQ(bytes, 2.0 * 513 * (9 * 1024 + 4096));
+    if (pass == Pass::kBackwardWeight) {
+      EXPECT_DOUBLE_EQ(bytes, 2.0 * 513 * (9 * 1024 + 4096));
+    }
     // Pass time = GEMMs + memory-bound bytes / throughput (no kernel latency here); the GEMMs
     // are the same on both, the bytes go at 1.6e12 B/s without the field and 0.4e12 with it.
     const auto ops = layer_ops(m, o, pass);
