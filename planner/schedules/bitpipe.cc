@@ -126,8 +126,8 @@ Placement bitpipe_placement(int p, int num_layers) {
       StageInfo st;
       const int down = k < p ? k : 2 * p - 1 - k;
       st.device = pipe == 0 ? down : p - 1 - down;
-      st.layer_begin = static_cast<int>(static_cast<long long>(k) * pl.num_layers / chunks);
-      st.layer_end = static_cast<int>(static_cast<long long>(k + 1) * pl.num_layers / chunks);
+      st.layer_begin = even_split_begin(k, chunks, pl.num_layers);
+      st.layer_end = even_split_begin(k + 1, chunks, pl.num_layers);
       st.pipeline = pipe;
       st.index = k;
       pl.stages.push_back(st);
