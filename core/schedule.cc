@@ -10,6 +10,18 @@ int even_split_begin(int s, int num_stages, int num_layers) {
   return static_cast<int>(static_cast<long long>(s) * num_layers / num_stages);
 }
 
+void assign_stage_layers(const std::vector<int>& layers, Placement* pl) {
+  const int per = static_cast<int>(layers.size());
+  PW_ASSERT(pl->num_pipelines() == 1 && pl->stages_per_pipeline() == per,
+            "a layer split names every stage of one pipeline");
+  std::vector<int> begin(per + 1, 0);
+  for (int i = 0; i < per; ++i) begin[i + 1] = begin[i] + layers[i];
+  for (StageInfo& st : pl->stages) {
+    st.layer_begin = begin[st.index];
+    st.layer_end = begin[st.index + 1];
+  }
+}
+
 namespace {
 
 constexpr std::array<std::string_view, kNumActionKinds> kKindNames = {

@@ -90,6 +90,11 @@ struct Placement {
 /// `num_stages` stages: floor(s * layers / stages) (stage s holds up to the next one's first).
 int even_split_begin(int s, int num_stages, int num_layers);
 
+/// Gives each stage of one pipeline the layers `layers[index]` names, in pipeline order (stage
+/// with index i takes the layers after stages 0..i-1's): every tier's way to lay an uneven split
+/// onto a placement. `layers` holds one count per stage of the pipeline.
+void assign_stage_layers(const std::vector<int>& layers, Placement* pl);
+
 /// p stages of equal size, stage s on device s. `num_layers` defaults to p.
 Placement linear_placement(int p, int num_layers = 0);
 /// p*v stages, stage s on device s mod p (interleaved / looped).

@@ -41,6 +41,11 @@ Schedule generate_unvalidated(const GeneratorRegistry& registry, const std::stri
   const GeneratorInfo& g = registry.get(name);
   if (params.p <= 0) throw ConfigError("", "--pp", "expected a positive pipeline size");
   if (params.m <= 0) throw ConfigError("", "--microbatches", "expected a positive count");
+  // Per-device limits name every device or none (the generators read them by device).
+  if (!params.memory_caps.empty() && static_cast<int>(params.memory_caps.size()) != params.p)
+    throw ConfigError("", "memory_caps",
+                      fmt::format("{} per-device limits for {} devices; expected one per device",
+                                  params.memory_caps.size(), params.p));
   return g.generate(params);
 }
 

@@ -110,7 +110,7 @@ namespace {
 Schedule v_zb(const GeneratorParams& gp, const CostTable& costs) {
   // 1F1B memory: p microbatches of each device's two chunks (its own, with uneven stages).
   ReorderOptions opt;
-  if (static_cast<int>(gp.memory_caps.size()) == gp.p)
+  if (!gp.memory_caps.empty())
     opt.caps = gp.memory_caps;
   else if (gp.memory_limit > 0)
     opt.caps.assign(gp.p, gp.memory_limit);

@@ -452,8 +452,7 @@ namespace {
 Schedule zb_kp(const GeneratorParams& gp, int k, const char* name) {
   const CostTable costs = linear_cost_table(gp);
   const Placement pl = linear_placement(gp.p, gp.num_layers);
-  if (static_cast<int>(gp.memory_caps.size()) == gp.p)
-    return zb_auto(pl, gp.m, costs, gp.memory_caps, name);
+  if (!gp.memory_caps.empty()) return zb_auto(pl, gp.m, costs, gp.memory_caps, name);
   if (gp.memory_limit > 0) return zb_auto(pl, gp.m, costs, gp.memory_limit, name);
   return zb_auto(pl, gp.m, costs, own_stage_budgets(pl, costs, k), name);
 }
@@ -468,10 +467,10 @@ Schedule generate_zb_v(const GeneratorParams& gp) {
   const CostTable costs = v_cost_table(gp);
   // 1F1B memory: p microbatches of the device's two chunks (each device its own).
   const Placement pl = v_placement(gp.p, gp.num_layers);
-  const std::vector<double> limits =
-      static_cast<int>(gp.memory_caps.size()) == gp.p ? gp.memory_caps
-      : gp.memory_limit > 0                           ? std::vector<double>(gp.p, gp.memory_limit)
-                                                      : own_stage_budgets(pl, costs, 1);
+  const std::vector<double> limits = !gp.memory_caps.empty() ? gp.memory_caps
+                                     : gp.memory_limit > 0
+                                         ? std::vector<double>(gp.p, gp.memory_limit)
+                                         : own_stage_budgets(pl, costs, 1);
   auto compute = [&] { return zb_auto(pl, gp.m, costs, limits, "zb-v"); };
   if (!gp.memo) return compute();
   // V-ZB asks the same question of this generator (its greedy candidate): share the answer.

@@ -25,12 +25,7 @@ void apply_stage_layers(const hw::Scenario& s, const std::vector<int>& layers, P
                                   "(decoder_first/last_pipeline_num_layers) needs a schedule "
                                   "with one stage per device",
                                   s.parallel.schedule, pl->num_stages(), pl->num_devices));
-  int begin = 0;
-  for (int st = 0; st < p; ++st) {
-    pl->stages[st].layer_begin = begin;
-    begin += layers[st];
-    pl->stages[st].layer_end = begin;
-  }
+  assign_stage_layers(layers, pl);
   pl->kind = PlacementKind::kExplicit;
 }
 
@@ -89,28 +84,27 @@ IterationInput scenario_iteration_input(const hw::Scenario& s) {
   gp.m = static_cast<int>(s.num_microbatches());
   gp.v = s.parallel.virtual_stages > 1 ? s.parallel.virtual_stages : 0;
   gp.num_layers = s.model.num_layers;
-  // Cost-aware generators see the middle stage's pass times.
-  const hw::GpuModel gpu(s.profile.gpu);
-  const hw::WorkloadOptions wo = hw::workload_options(s.parallel, s.flash_attention);
   const std::vector<int> layers = s.stage_layers();
-  const int per_stage = layers[layers.size() / 2] / std::max(1, s.parallel.virtual_stages);
-  const hw::StageCosts c =
-      hw::stage_costs(s.model, gpu, wo, 0, std::max(1, per_stage), false, false);
-  gp.costs = UniformCosts{std::max<TimePs>(c.f, 1), std::max<TimePs>(c.b, 1),
-                          std::max<TimePs>(c.w, 1), c.r, 0};
-  // Memory-reading generators (ZB-1p, V-ZB, v-adaptive, ...) get what the planner gives them
-  // for this configuration: the share of each activation W holds and the GPU's activation
-  // budget decide their order (with W assumed to hold nothing, ZB-1p deferred every W and
-  // held 75 microbatches of activations where its definition allows p).
   if (reg.find(s.parallel.schedule)->caps.memory_aware) {
-    GeneratorParams planned;
+    // Memory-reading generators (ZB-1p, V-ZB, v-adaptive, ...) get what the planner gives them
+    // for this configuration: the share of each activation W holds and the GPU's activation
+    // budget decide their order (with W assumed to hold nothing, ZB-1p deferred every W and
+    // held 75 microbatches of activations where its definition allows p).
     std::string why;
-    if (!planner_generator_params(s, reg, &planned, &why))
+    if (!planner_generator_params(s, reg, &gp, &why))
       throw ConfigError(s.file, "parallel.schedule",
                         fmt::format("'{}' reads the GPU's memory, and the planner cannot price "
                                     "this configuration for it: {}",
                                     s.parallel.schedule, why));
-    gp = planned;
+  } else {
+    // Cost-aware generators see the middle stage's pass times.
+    const hw::GpuModel gpu(s.profile.gpu);
+    const hw::WorkloadOptions wo = hw::workload_options(s.parallel, s.flash_attention);
+    const int per_stage = layers[layers.size() / 2] / std::max(1, s.parallel.virtual_stages);
+    const hw::StageCosts c =
+        hw::stage_costs(s.model, gpu, wo, 0, std::max(1, per_stage), false, false);
+    gp.costs = UniformCosts{std::max<TimePs>(c.f, 1), std::max<TimePs>(c.b, 1),
+                            std::max<TimePs>(c.w, 1), c.r, 0};
   }
   IterationInput in;
   in.model = s.model;
@@ -131,14 +125,8 @@ IterationInput scenario_iteration_input(const hw::Scenario& s) {
     const int per = pl.stages_per_pipeline();
     std::vector<int> split;
     if (pl.num_pipelines() == 1 && per > 0 && s.model.num_layers % per != 0 &&
-        split_layers(s.model.num_layers, per, 0, &split)) {
-      std::vector<int> begin(per + 1, 0);
-      for (int i = 0; i < per; ++i) begin[i + 1] = begin[i] + split[i];
-      for (StageInfo& st : pl.stages) {
-        st.layer_begin = begin[st.index];
-        st.layer_end = begin[st.index + 1];
-      }
-    }
+        split_layers(s.model.num_layers, per, 0, &split))
+      assign_stage_layers(split, &pl);
   }
   return in;
 }

@@ -150,12 +150,7 @@ bool generate_for(const CostModel& model, const GeneratorRegistry& registry, con
 // Writes the configuration's layer split (uneven ends) into a single-pipeline placement.
 void apply_layer_split(const StageCosts& sc, Placement* pl) {
   if (pl->num_pipelines() != 1 || pl->stages_per_pipeline() != sc.num_stages) return;
-  std::vector<int> begin(sc.num_stages + 1, 0);
-  for (int i = 0; i < sc.num_stages; ++i) begin[i + 1] = begin[i] + sc.layers[i];
-  for (StageInfo& st : pl->stages) {
-    st.layer_begin = begin[st.index];
-    st.layer_end = begin[st.index + 1];
-  }
+  assign_stage_layers(sc.layers, pl);
 }
 
 PipeResult run_pipeline(const CostModel& model, const GeneratorRegistry& registry,

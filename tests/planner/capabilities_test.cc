@@ -74,5 +74,36 @@ TEST(GeneratorCaps, EveryDeclarationMatchesTheGeneratedSchedule) {
   }
 }
 
+// Per-device limits name every device or none: a list of another length is refused with the
+// parameter named (the generators read it by device index), for every generator alike.
+TEST(GeneratorCaps, PerDeviceLimitsOfAnotherLengthAreRefused) {
+  const GeneratorRegistry reg = default_registry();
+  for (const GeneratorInfo& g : reg.all()) {
+    GeneratorParams gp;
+    gp.p = 4;
+    gp.m = 8;
+    gp.memory_caps = {4, 4, 4};  // three limits for four devices
+    try {
+      generate_schedule(reg, g.name, gp);
+      ADD_FAILURE() << g.name << " accepted 3 limits for 4 devices";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "memory_caps") << g.name;
+    }
+  }
+}
+
+// The one way every tier lays a split onto a pipeline: stage i takes layers[i] after the stages
+// before it in pipeline order, wherever the placement puts it (a V: device 0 holds stages 0 and
+// 2p-1). Hand count for 2 + 3 + 4 + 5 = 14 layers over v_placement(2).
+TEST(GeneratorCaps, AStageSplitIsLaidInPipelineOrder) {
+  Placement pl = v_placement(2, 14);
+  assign_stage_layers({2, 3, 4, 5}, &pl);
+  const int begin[] = {0, 2, 5, 9}, end[] = {2, 5, 9, 14};
+  for (const StageInfo& st : pl.stages) {
+    EXPECT_EQ(st.layer_begin, begin[st.index]) << st.index;
+    EXPECT_EQ(st.layer_end, end[st.index]) << st.index;
+  }
+}
+
 }  // namespace
 }  // namespace pw
