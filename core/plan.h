@@ -30,6 +30,16 @@ struct ModelShape {
   bool rope = false;              ///< rotary positions: no learned position table
   bool bias = true;               ///< add_bias_linear: biases on the linear layers
   bool qkv_bias = false;          ///< add_qkv_bias: biases on q, k, v only (Qwen2)
+  // Multi-head latent attention (DeepSeek-V2/V3; Megatron --multi-latent-attention, its names):
+  // queries and keys/values pass through low-rank latents; on when kv_lora_rank > 0. Heads are
+  // full (no query groups); a head's query/key is qk_head_dim + qk_pos_emb_head_dim wide (the
+  // rotary part of the key shared by all heads), its value v_head_dim.
+  int q_lora_rank = 0;          ///< query latent width; 0 = queries projected from h directly
+  int kv_lora_rank = 0;         ///< key/value latent width
+  int qk_head_dim = 0;          ///< per-head query/key width without the rotary part
+  int qk_pos_emb_head_dim = 0;  ///< per-head rotary width of queries and keys
+  int v_head_dim = 0;           ///< per-head value width
+  bool mla() const { return kv_lora_rank > 0; }
   // Mixture of experts (0 experts = dense).
   int num_experts = 0;
   int moe_router_topk = 0;

@@ -67,6 +67,11 @@ const std::vector<std::string>& model_shape_keys() {
                                                  "position_embedding_type",
                                                  "add_bias_linear",
                                                  "add_qkv_bias",
+                                                 "q_lora_rank",
+                                                 "kv_lora_rank",
+                                                 "qk_head_dim",
+                                                 "qk_pos_emb_head_dim",
+                                                 "v_head_dim",
                                                  "num_experts",
                                                  "moe_router_topk",
                                                  "moe_ffn_hidden_size",
@@ -101,6 +106,13 @@ Doc model_to_doc(const ModelShape& m) {
   if (m.rope != def.rope) d["position_embedding_type"] = "rope";
   if (m.bias != def.bias) d["add_bias_linear"] = m.bias;
   if (m.qkv_bias != def.qkv_bias) d["add_qkv_bias"] = m.qkv_bias;
+  if (m.mla()) {
+    d["q_lora_rank"] = m.q_lora_rank;
+    d["kv_lora_rank"] = m.kv_lora_rank;
+    d["qk_head_dim"] = m.qk_head_dim;
+    d["qk_pos_emb_head_dim"] = m.qk_pos_emb_head_dim;
+    d["v_head_dim"] = m.v_head_dim;
+  }
   if (m.num_experts != def.num_experts) {
     d["num_experts"] = m.num_experts;
     d["moe_router_topk"] = m.moe_router_topk;
@@ -132,6 +144,11 @@ ModelShape model_from_doc(const Doc& d, const R& r) {
   };
   opt_int("num_query_groups", &m.num_query_groups);
   opt_int("kv_channels", &m.kv_channels);
+  opt_int("q_lora_rank", &m.q_lora_rank);
+  opt_int("kv_lora_rank", &m.kv_lora_rank);
+  opt_int("qk_head_dim", &m.qk_head_dim);
+  opt_int("qk_pos_emb_head_dim", &m.qk_pos_emb_head_dim);
+  opt_int("v_head_dim", &m.v_head_dim);
   opt_bool("qk_layernorm", &m.qk_layernorm);
   opt_bool("swiglu", &m.swiglu);
   if (r.find(d, "normalization")) {

@@ -220,6 +220,10 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
                       "learned or rotary positions, with or without linear biases, dense or "
                       "top-k MoE; expected no query/key norms and no q/k/v-only biases (plan "
                       "and simulate take them)");
+  if (shape.mla())
+    throw ConfigError(source, "model.kv_lora_rank",
+                      "the executor runs MHA/GQA/MQA attention; expected no multi-head latent "
+                      "attention (kv_lora_rank 0; plan and simulate take it)");
   if (const std::string problem = hw::model_shape_problem(shape); !problem.empty()) {
     const auto colon = problem.find(':');
     throw ConfigError(source, "model." + problem.substr(0, colon), problem.substr(colon + 2));

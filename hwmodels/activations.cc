@@ -55,6 +55,32 @@ double mlp_weight_grad_bytes(const ModelShape& m, const WorkloadOptions& o, cons
   return bytes;
 }
 
+// Attention's bytes held from F until B inside the TP region and, under multi-head latent
+// attention, at the latents (per rank). Inside: Q, K, V 2(q + k + v), the attention output (the
+// projection's input) 2o (o under FP8), q/k norm inputs. MLA's latents are formed on the rank's
+// own tokens (SP-sharded): each latent's norm input (16-bit) and output (the up projection's
+// input: 1 byte under FP8); the rotary key part needs nothing saved.
+double attention_activation_bytes(const ModelShape& m, const Dims& d, double lin) {
+  const double t = double(d.t);
+  double bytes = double(d.tokens) * (kAct * double(d.q + d.k + d.vw) + lin * double(d.o)) / t;
+  if (m.qk_layernorm) bytes += kAct * double(d.tokens) * double(d.q + d.k) / t;
+  if (m.mla()) bytes += double(d.tokens) * d.sp_div * (kAct + lin) * double(d.lq + d.lkv);
+  return bytes;
+}
+
+// The same for B until W: the column-parallel GEMMs' output gradients and the projection's
+// input (per rank); under MLA the up projections' outputs (each head's query, and its key's
+// non-rotary part and value), and at the latents the up projections' inputs and the down
+// projections' output gradients.
+double attention_weight_grad_bytes(const ModelShape& m, const Dims& d, double lin) {
+  const double t = double(d.t);
+  if (!m.mla()) return double(d.tokens) * (kAct * double(d.q + d.k + d.vw) + lin * double(d.o)) / t;
+  const double up_out = double(d.q + d.a * (d.dqk - d.rope + d.dv));
+  return double(d.tokens) * (kAct * up_out + lin * double(d.o)) / t +
+         double(d.tokens) * d.sp_div *
+             (lin * double(d.lq + d.lkv) + kAct * double(d.lq + d.lkv + d.rope));
+}
+
 }  // namespace
 
 Bytes layer_activation_bytes(const ModelShape& m, const WorkloadOptions& o, bool moe) {
@@ -67,10 +93,7 @@ Bytes layer_activation_bytes(const ModelShape& m, const WorkloadOptions& o, bool
   // masks 2.
   const double lin = linear_input_bytes(o);
   const double replicated = (4.0 + lin + (moe ? kAct : lin) + 2.0) * sbh;
-  // Inside: Q, K, V 2(q + 2kv); attention output (projection input) 2q (q under FP8); q/k norm
-  // inputs.
-  double parallel = double(d.tokens) * (kAct * double(d.q + 2 * d.kv) + lin * double(d.q)) / t;
-  if (m.qk_layernorm) parallel += kAct * double(d.tokens) * double(d.q + d.kv) / t;
+  const double parallel = attention_activation_bytes(m, d, lin);
   double bytes = d.sp ? replicated / t + parallel : replicated + parallel;
   bytes += mlp_activation_bytes(m, o, d, moe);
   bool keep_scores = o.recompute == Recompute::kNone && !o.flash_attention;
@@ -87,8 +110,7 @@ Bytes layer_weight_grad_bytes(const ModelShape& m, const WorkloadOptions& o, boo
   // proj 2, MLP up and down (2 of it outside the TP region).
   const double lin = linear_input_bytes(o);
   const double replicated = (lin + (moe ? kAct : lin) + 2.0 + (moe ? 0.0 : 2.0)) * sbh;
-  const double parallel =
-      double(d.tokens) * (kAct * double(d.q + 2 * d.kv) + lin * double(d.q)) / t;
+  const double parallel = attention_weight_grad_bytes(m, d, lin);
   const double mlp = mlp_weight_grad_bytes(m, o, d, moe);
   return {(d.sp ? replicated / t : replicated) + parallel + mlp};
 }

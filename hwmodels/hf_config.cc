@@ -18,38 +18,19 @@ namespace {
 using Json = nlohmann::json;
 
 // Fields that do not change a training step's cost or memory in pipewright's model.
-const std::set<std::string> kNeutral = {"architectures",
-                                        "model_type",
-                                        "bos_token_id",
-                                        "eos_token_id",
-                                        "pad_token_id",
-                                        "torch_dtype",
-                                        "dtype",
-                                        "transformers_version",
-                                        "initializer_range",
-                                        "rms_norm_eps",
-                                        "rope_theta",
-                                        "rope_scaling",
-                                        "use_cache",
-                                        "_name_or_path",
-                                        "max_position_embeddings",
-                                        "pretraining_tp",
-                                        "output_router_logits",
-                                        "router_aux_loss_coef",
-                                        "router_jitter_noise",
-                                        "norm_topk_prob",
-                                        "attention_dropout",
-                                        "max_window_layers",
-                                        "use_sliding_window",
-                                        "sliding_window",
-                                        "tie_word_embeddings",
-                                        "hidden_act",
-                                        "attention_bias",
-                                        "mlp_bias",
-                                        "head_dim",
-                                        "num_key_value_heads",
-                                        "layer_types",
-                                        "use_qk_norm"};
+const std::set<std::string> kNeutral = {
+    "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype",
+    "dtype", "transformers_version", "initializer_range", "rms_norm_eps", "rope_theta",
+    "rope_scaling", "use_cache", "_name_or_path", "max_position_embeddings", "pretraining_tp",
+    "output_router_logits", "router_aux_loss_coef", "router_jitter_noise", "norm_topk_prob",
+    "attention_dropout", "max_window_layers", "use_sliding_window", "sliding_window",
+    "tie_word_embeddings", "hidden_act", "attention_bias", "mlp_bias", "head_dim",
+    "num_key_value_heads", "layer_types", "use_qk_norm",
+    // DeepSeek: routing rules and losses (which experts a
+    // token picks, not how many), inference settings and
+    // the checkpoint's storage format.
+    "auto_map", "aux_loss_alpha", "seq_aux", "ep_size", "n_group", "topk_group", "topk_method",
+    "scoring_func", "routed_scaling_factor", "quantization_config"};
 
 class Reader {
  public:
@@ -100,21 +81,22 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
   if (!j.is_object()) throw ConfigError(file, "", "expected a JSON object (a config.json)");
   Reader r(j, file);
   const std::string type = r.text_or("model_type", "");
-  const std::set<std::string> types = {"llama", "mistral", "mixtral",
-                                       "qwen2", "qwen3",   "qwen3_moe"};
-  if (type == "deepseek_v3" || type == "deepseek_v2")
-    r.fail("model_type",
-           fmt::format("'{}' uses multi-head latent attention, which pipewright does not model; "
-                       "expected one of {}",
-                       type, kHfModelTypes));
+  const std::set<std::string> types = {"llama", "mistral",   "mixtral",     "qwen2",
+                                       "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
   if (!types.count(type))
     r.fail("model_type", fmt::format("'{}'; expected one of {}", type, kHfModelTypes));
 
   // Fields read per architecture; every other field must be neutral.
   std::set<std::string> read = {"num_hidden_layers", "hidden_size", "num_attention_heads",
                                 "intermediate_size", "vocab_size"};
-  const bool moe = type == "mixtral" || type == "qwen3_moe";
+  const bool deepseek = type == "deepseek_v2" || type == "deepseek_v3";
+  const bool moe = type == "mixtral" || type == "qwen3_moe" || deepseek;
   if (type == "mixtral") read.insert({"num_local_experts", "num_experts_per_tok"});
+  if (deepseek)
+    read.insert({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                 "v_head_dim", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+                 "n_shared_experts", "first_k_dense_replace", "moe_layer_freq",
+                 "num_nextn_predict_layers"});
   if (type == "qwen3_moe")
     read.insert({"num_experts", "num_experts_per_tok", "moe_intermediate_size",
                  "decoder_sparse_step", "mlp_only_layers"});
@@ -139,7 +121,23 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
   m.num_query_groups = r.integer_or("num_key_value_heads", 0);
   if (m.num_query_groups == m.num_attention_heads) m.num_query_groups = 0;
   const int hd = r.integer_or("head_dim", 0);
-  if (hd > 0 && hd * m.num_attention_heads != m.hidden_size) m.kv_channels = hd;
+  if (hd > 0 && hd * m.num_attention_heads != m.hidden_size && !deepseek) m.kv_channels = hd;
+  if (deepseek) {
+    // Multi-head latent attention (null q_lora_rank: queries projected from h directly).
+    m.q_lora_rank = r.integer_or("q_lora_rank", 0);
+    m.kv_lora_rank = r.integer("kv_lora_rank");
+    m.qk_head_dim = r.integer("qk_nope_head_dim");
+    m.qk_pos_emb_head_dim = r.integer("qk_rope_head_dim");
+    m.v_head_dim = r.integer("v_head_dim");
+    if (m.num_query_groups > 0)
+      r.fail("num_key_value_heads",
+             fmt::format("{} with multi-head latent attention; expected num_attention_heads ({})",
+                         m.num_query_groups, m.num_attention_heads));
+    if (r.integer_or("num_nextn_predict_layers", 0, 0) > 0)
+      r.fail("num_nextn_predict_layers",
+             "multi-token prediction modules are not modelled; expected 0 (set it to 0 to plan "
+             "the main model without them)");
+  }
   m.swiglu = true;  // every architecture read here has a gated MLP
   const std::string act = r.text_or("hidden_act", "silu");
   if (act != "silu" && act != "swish")
@@ -156,7 +154,14 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
            "sliding-window attention is not modelled; expected it off (null)");
   if (r.number_or("attention_dropout", 0) != 0)
     r.fail("attention_dropout", "expected 0 (dropout is not modelled for these architectures)");
-  if (moe) {
+  if (deepseek) {
+    m.num_experts = r.integer("n_routed_experts");
+    m.moe_router_topk = r.integer("num_experts_per_tok");
+    m.moe_ffn_hidden_size = r.integer("moe_intermediate_size");
+    m.moe_shared_expert_size = r.integer_or("n_shared_experts", 0, 0) * m.moe_ffn_hidden_size;
+    m.moe_layer_freq = r.integer_or("moe_layer_freq", 1);
+    m.moe_first_dense_layers = r.integer_or("first_k_dense_replace", 0, 0);
+  } else if (moe) {
     m.num_experts = r.integer(type == "mixtral" ? "num_local_experts" : "num_experts");
     m.moe_router_topk = r.integer("num_experts_per_tok");
     m.moe_ffn_hidden_size =
@@ -173,10 +178,14 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
     const std::string key = problem.substr(0, colon);
     const std::string field = key == "num_query_groups"  ? "num_key_value_heads"
                               : key == "moe_router_topk" ? "num_experts_per_tok"
-                              : key == "moe_layer_freq"  ? "decoder_sparse_step"
-                              : key == "num_experts"
-                                  ? (type == "mixtral" ? "num_local_experts" : "num_experts")
-                                  : key;
+                              : key == "moe_layer_freq"
+                                  ? (deepseek ? "moe_layer_freq" : "decoder_sparse_step")
+                              : key == "moe_first_dense_layers" ? "first_k_dense_replace"
+                              : key == "qk_head_dim"            ? "qk_nope_head_dim"
+                              : key == "num_experts" ? (type == "mixtral" ? "num_local_experts"
+                                                        : deepseek        ? "n_routed_experts"
+                                                                          : "num_experts")
+                                                     : key;
     throw ConfigError(file, field, problem.substr(colon + 2));
   }
   return m;

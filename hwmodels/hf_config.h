@@ -1,11 +1,13 @@
 #pragma once
-/// Hugging Face `config.json` import: the model shape of a llama, mistral, mixtral, qwen2, qwen3
-/// or qwen3_moe checkpoint in pipewright's (Megatron's) terms. Every field of the file is either
-/// read, or known not to change cost or memory (token ids, initialiser, RoPE base, norm epsilon,
-/// dtype), or an error naming the file and the field: a field this reader does not know could
-/// change the model (a sliding window, a biased MLP, multi-head latent attention), so it is
-/// never skipped silently. The training sequence length is not in the file (max_position_embeddings
-/// is the context the model supports), so the scenario gives seq_length.
+/// Hugging Face `config.json` import: the model shape of a llama, mistral, mixtral, qwen2, qwen3,
+/// qwen3_moe, deepseek_v2 or deepseek_v3 checkpoint in pipewright's (Megatron's) terms. Every
+/// field of the file is either read, or known not to change cost or memory (token ids,
+/// initialiser, RoPE base, norm epsilon, dtype, DeepSeek's routing rules), or an error naming the
+/// file and the field: a field this reader does not know could change the model (a sliding
+/// window, a biased MLP), so it is never skipped silently. DeepSeek's multi-token prediction
+/// modules are not modelled: num_nextn_predict_layers > 0 is refused. The training sequence length
+/// is not in the file (max_position_embeddings is the context the model supports), so the scenario
+/// gives seq_length.
 #include <string>
 
 #include "core/plan.h"
@@ -13,7 +15,8 @@
 namespace pw::hw {
 
 /// Architectures read (config.json `model_type`).
-inline constexpr const char* kHfModelTypes = "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe";
+inline constexpr const char* kHfModelTypes =
+    "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3";
 
 /// Parses config.json `text`; `file` names it in errors (ConfigError(file, field, ...)).
 /// `seq_length` is left 0 for the caller to set.

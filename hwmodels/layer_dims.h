@@ -13,7 +13,13 @@ constexpr double kFp8Cast = 3.0;  // bytes per element of a bf16 -> fp8 cast (re
 struct Dims {
   long long s;   // tokens of a sequence on this rank: seq_length / cp
   long long sf;  // whole sequence (keys each query may see)
-  long long b, h, a, dh, q, kv, f, v, t, cp, tokens;
+  long long b, h, a, f, v, t, cp, tokens;
+  // Attention widths over all heads: query q, key k, value vw, attention output o (the
+  // projection's input); per head dqk (query/key) and dv (value). MHA/GQA: dqk = dv = the
+  // head dim, o = q; MLA: dqk = qk_head_dim + qk_pos_emb_head_dim, dv = v_head_dim.
+  long long q, k, vw, o, dqk, dv;
+  // MLA only (0 otherwise): query latent (0 without one), key/value latent, rotary key width.
+  long long lq, lkv, rope;
   bool sp, gated, bias;
   double sp_div;  // tokens held per rank outside the TP region: 1/t with SP
 };

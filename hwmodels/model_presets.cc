@@ -35,6 +35,23 @@ ModelShape qwen3(ModelShape m) {
   return m;
 }
 
+// DeepSeek-V3 (671B): multi-head latent attention (128 heads, query latent 1536, key/value
+// latent 512, per-head query/key 128 + 64 rotary, value 128), three dense layers (FFN 18432)
+// then MoE layers of 256 routed experts (top 8, width 2048) and one shared expert; RMSNorm,
+// untied. Its multi-token prediction module is not part of the 671B and is not modelled.
+ModelShape deepseek_v3() {
+  ModelShape m = llama("deepseek-v3", 61, 7168, 128, 128, 18432, 4096, 129280);
+  m.q_lora_rank = 1536;
+  m.kv_lora_rank = 512;
+  m.qk_head_dim = 128;
+  m.qk_pos_emb_head_dim = 64;
+  m.v_head_dim = 128;
+  m = moe(m, 256, 8, 2048);
+  m.moe_shared_expert_size = 2048;
+  m.moe_first_dense_layers = 3;
+  return m;
+}
+
 // Nemotron-4: GQA, squared-ReLU MLP (not gated), LayerNorm, RoPE, untied, no biases.
 ModelShape nemotron(const char* name, int layers, int hidden, int heads, int ffn) {
   ModelShape m = llama(name, layers, hidden, heads, 8, ffn, 4096, 256000);
@@ -94,6 +111,9 @@ std::vector<ModelPreset> make_presets() {
        "shared/reference/h100-runs.md"},
       {qwen3(moe(llama("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 4096, 151936), 128, 8, 1536)),
        "Qwen3 technical report (2025), Qwen/Qwen3-235B-A22B config.json"},
+      {deepseek_v3(),
+       "DeepSeek-AI 2024 (DeepSeek-V3 technical report), deepseek-ai/DeepSeek-V3 config.json; "
+       "sequence 4096 is its pre-training length"},
       {nemotron("nemotron4-15b", 32, 6144, 48, 24576),
        "Parmar et al. 2024 (Nemotron-4 15B), Table 1"},
       {nemotron("nemotron4-340b", 96, 18432, 96, 73728),

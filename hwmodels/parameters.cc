@@ -13,7 +13,7 @@ namespace {
 // The weight tensors of one module as PyTorch holds them (element counts, in forward order):
 // the one place their shapes are written; the parameter counts below are their sums.
 struct Tensors {
-  std::array<double, 8> n{};
+  std::array<double, 10> n{};
   int size = 0;
   void push(double x) {
     if (x > 0) n[static_cast<std::size_t>(size++)] = x;
@@ -54,11 +54,34 @@ Tensors mlp_tensors(const ModelShape& m, double f, double split) {
 Tensors attention_tensors(const ModelShape& m, double tp) {
   const double h = m.hidden_size, q = double(query_width(m)), kv = double(kv_width(m));
   Tensors t;
+  if (m.mla()) {
+    // Multi-head latent attention: the down projections and the latents' norms are replicated
+    // over the TP group; the up projections (column-parallel) and the output projection
+    // (row-parallel) split by t. Each head's key/value up projection gives its key's
+    // non-rotary part and its value.
+    const double lq = m.q_lora_rank, lkv = m.kv_lora_rank, heads = m.num_attention_heads;
+    auto norm = [&](double w) {
+      t.push(w);
+      if (!m.rmsnorm) t.push(w);
+    };
+    if (lq > 0) {
+      t.push(h * lq);
+      norm(lq);
+      t.push(lq * q / tp);
+    } else {
+      t.push(h * q / tp);
+    }
+    t.push(h * (lkv + m.qk_pos_emb_head_dim));
+    norm(lkv);
+    t.push(lkv * heads * (m.qk_head_dim + m.v_head_dim) / tp);
+    t.push(double(attention_output_width(m)) * h / tp);
+    return t;
+  }
   t.push(h * (q + 2 * kv) / tp);
   if (m.bias || m.qkv_bias) t.push((q + 2 * kv) / tp);
   if (m.qk_layernorm)
     for (int k = 0; k < (m.rmsnorm ? 2 : 4); ++k) t.push(head_dim(m));
-  t.push(q * h / tp);
+  t.push(double(attention_output_width(m)) * h / tp);
   if (m.bias) t.push(h);
   return t;
 }

@@ -71,6 +71,11 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
     shape.rope = m.choice_or("position_embedding_type", "", {"learned_absolute", "rope"}) == "rope";
   flag("add_bias_linear", &shape.bias);
   flag("add_qkv_bias", &shape.qkv_bias);
+  field("q_lora_rank", &shape.q_lora_rank, true, 0);
+  field("kv_lora_rank", &shape.kv_lora_rank, true, 0);
+  field("qk_head_dim", &shape.qk_head_dim, true);
+  field("qk_pos_emb_head_dim", &shape.qk_pos_emb_head_dim, true);
+  field("v_head_dim", &shape.v_head_dim, true);
   field("num_experts", &shape.num_experts, true, 0);
   field("moe_router_topk", &shape.moe_router_topk, true);
   field("moe_ffn_hidden_size", &shape.moe_ffn_hidden_size, true);

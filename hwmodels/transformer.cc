@@ -67,11 +67,21 @@ int head_dim(const ModelShape& m) {
 int kv_heads(const ModelShape& m) {
   return m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads;
 }
+int qk_head_width(const ModelShape& m) {
+  return m.mla() ? m.qk_head_dim + m.qk_pos_emb_head_dim : head_dim(m);
+}
+int v_head_width(const ModelShape& m) { return m.mla() ? m.v_head_dim : head_dim(m); }
 long long query_width(const ModelShape& m) {
-  return static_cast<long long>(m.num_attention_heads) * head_dim(m);
+  return static_cast<long long>(m.num_attention_heads) * qk_head_width(m);
 }
 long long kv_width(const ModelShape& m) {
-  return static_cast<long long>(kv_heads(m)) * head_dim(m);
+  return static_cast<long long>(kv_heads(m)) * qk_head_width(m);
+}
+long long value_width(const ModelShape& m) {
+  return static_cast<long long>(kv_heads(m)) * v_head_width(m);
+}
+long long attention_output_width(const ModelShape& m) {
+  return static_cast<long long>(m.num_attention_heads) * v_head_width(m);
 }
 int expert_ffn_size(const ModelShape& m) {
   return m.moe_ffn_hidden_size > 0 ? m.moe_ffn_hidden_size : ffn_size(m);
@@ -105,6 +115,25 @@ std::string model_shape_problem(const ModelShape& m) {
         "num_query_groups: {} does not divide num_attention_heads {}; expected a "
         "divisor",
         m.num_query_groups, a);
+  if (m.q_lora_rank < 0 || m.kv_lora_rank < 0 || m.qk_head_dim < 0 || m.qk_pos_emb_head_dim < 0 ||
+      m.v_head_dim < 0)
+    return "kv_lora_rank: expected latent ranks and head widths >= 0";
+  if (m.mla()) {
+    if (m.qk_head_dim < 1 || m.qk_pos_emb_head_dim < 1 || m.v_head_dim < 1)
+      return "qk_head_dim: multi-head latent attention (kv_lora_rank > 0) needs qk_head_dim, "
+             "qk_pos_emb_head_dim and v_head_dim; expected positive widths";
+    if (m.num_query_groups > 0 && m.num_query_groups != a)
+      return "num_query_groups: multi-head latent attention has keys and values per head; "
+             "expected 0";
+    if (m.kv_channels > 0) return "kv_channels: expected 0 with multi-head latent attention";
+    if (m.bias || m.qkv_bias || m.qk_layernorm)
+      return "add_bias_linear: multi-head latent attention is modelled without linear biases "
+             "and q/k norms; expected add_bias_linear, add_qkv_bias and qk_layernorm false";
+  } else if (m.q_lora_rank > 0 || m.qk_head_dim > 0 || m.qk_pos_emb_head_dim > 0 ||
+             m.v_head_dim > 0) {
+    return "kv_lora_rank: q_lora_rank, qk_head_dim, qk_pos_emb_head_dim and v_head_dim "
+           "describe multi-head latent attention; expected kv_lora_rank > 0 with them";
+  }
   if (m.num_experts < 0) return "num_experts: expected an integer >= 0";
   if (m.num_experts == 0) {
     if (m.moe_router_topk != 0 || m.moe_ffn_hidden_size != 0 || m.moe_shared_expert_size != 0)
@@ -132,9 +161,17 @@ Dims dims(const ModelShape& m, const WorkloadOptions& o) {
   d.b = o.micro_batch;
   d.h = m.hidden_size;
   d.a = m.num_attention_heads;
-  d.dh = head_dim(m);
+  d.dqk = qk_head_width(m);
+  d.dv = v_head_width(m);
   d.q = query_width(m);
-  d.kv = kv_width(m);
+  d.k = kv_width(m);
+  d.vw = value_width(m);
+  d.o = attention_output_width(m);
+  if (m.mla()) {
+    d.lq = m.q_lora_rank;
+    d.lkv = m.kv_lora_rank;
+    d.rope = m.qk_pos_emb_head_dim;
+  }
   d.f = ffn_size(m);
   d.v = m.vocab_size;
   d.t = o.tp;
@@ -200,6 +237,28 @@ void push_mlp(std::vector<LayerOp>* ops, const Dims& d, const char* up, const ch
   ops->push_back(gemm(down, rows, n_out, width, batch, fp8));
 }
 
+// Multi-head latent attention's projections (Megatron's MLASelfAttention): the down
+// projections are replicated over the TP group and run on the rank's own tokens (SP-sharded),
+// the latents are normed there and gathered (the TP region's input) for the column-parallel up
+// projections, which give every head its query and its key/value (the key's rotary part comes
+// from the down projection, shared by the heads); rotary embedding of the query's and key's
+// rotary parts.
+void push_mla_projections(std::vector<LayerOp>* ops, const Dims& d, bool fp8) {
+  const long long own = static_cast<long long>(double(d.tokens) * d.sp_div);
+  const long long heads = d.a / d.t, nope = d.dqk - d.rope;
+  if (d.lq > 0) {
+    ops->push_back(gemm("q_down", own, d.lq, d.h, 1, fp8));
+    ops->push_back(mem("q_latent_norm", 2 * kAct * double(own * d.lq)));
+    ops->push_back(gemm("q_up", d.tokens, heads * d.dqk, d.lq, 1, fp8));
+  } else {
+    ops->push_back(gemm("q_up", d.tokens, heads * d.dqk, d.h, 1, fp8));
+  }
+  ops->push_back(gemm("kv_down", own, d.lkv + d.rope, d.h, 1, fp8));
+  ops->push_back(mem("kv_latent_norm", 2 * kAct * double(own * d.lkv)));
+  ops->push_back(gemm("kv_up", d.tokens, heads * (nope + d.dv), d.lkv, 1, fp8));
+  ops->push_back(mem("rope", 2 * kAct * double(d.tokens * (heads + 1) * d.rope)));
+}
+
 // The forward ops of one layer, in order.
 std::vector<LayerOp> forward_ops(const ModelShape& m, const WorkloadOptions& o, const Dims& d,
                                  bool moe, bool attention_core_only) {
@@ -211,22 +270,26 @@ std::vector<LayerOp> forward_ops(const ModelShape& m, const WorkloadOptions& o, 
   std::vector<LayerOp> ops;
   if (!attention_core_only) {
     ops.push_back(mem("layernorm1", 2 * kAct * th * d.sp_div));
-    ops.push_back(gemm("qkv", d.tokens, (d.q + 2 * d.kv) / d.t, d.h, 1, fp8));
-    if (m.qk_layernorm)
-      ops.push_back(mem("qk_layernorm", 2 * kAct * double(d.tokens * (d.q + d.kv) / d.t)));
-    if (m.rope) ops.push_back(mem("rope", 2 * kAct * double(d.tokens * (d.q + d.kv) / d.t)));
+    if (m.mla()) {
+      push_mla_projections(&ops, d, fp8);
+    } else {
+      ops.push_back(gemm("qkv", d.tokens, (d.q + d.k + d.vw) / d.t, d.h, 1, fp8));
+      if (m.qk_layernorm)
+        ops.push_back(mem("qk_layernorm", 2 * kAct * double(d.tokens * (d.q + d.k) / d.t)));
+      if (m.rope) ops.push_back(mem("rope", 2 * kAct * double(d.tokens * (d.q + d.k) / d.t)));
+    }
   }
-  ops.push_back(gemm("attn_scores", d.s, keys, d.dh, heads));
+  ops.push_back(gemm("attn_scores", d.s, keys, d.dqk, heads));
   ops.back().fused_attention = flash ? 1 : 0;
   if (!flash) {
     ops.push_back(mem("softmax", 2 * kAct * s2));
     ops.push_back(mem("attn_dropout", (2 * kAct + 1) * s2));
   }
-  ops.push_back(gemm("attn_context", d.s, d.dh, keys, heads));
+  ops.push_back(gemm("attn_context", d.s, d.dv, keys, heads));
   ops.back().fused_attention = flash ? 1 : 0;
   if (attention_core_only) return ops;
-  if (fp8) ops.push_back(mem("fp8_cast", kFp8Cast * double(d.tokens * d.q / d.t)));
-  ops.push_back(gemm("proj", d.tokens, d.h, d.q / d.t, 1, fp8));
+  if (fp8) ops.push_back(mem("fp8_cast", kFp8Cast * double(d.tokens * d.o / d.t)));
+  ops.push_back(gemm("proj", d.tokens, d.h, d.o / d.t, 1, fp8));
   ops.push_back(mem("dropout_residual1", (3 * kAct + 1) * th * d.sp_div));
   ops.push_back(mem("layernorm2", 2 * kAct * th * d.sp_div));
   if (!moe) {
@@ -256,7 +319,8 @@ std::vector<LayerOp> forward_ops(const ModelShape& m, const WorkloadOptions& o, 
 bool tp_paired(const LayerOp& op, Pass pass) {
   if (!op.gemm) return false;
   const std::string n = op.name;
-  const bool column = n == "qkv" || n == "mlp_up" || n == "shared_up";
+  const bool column =
+      n == "qkv" || n == "q_up" || n == "kv_up" || n == "mlp_up" || n == "shared_up";
   const bool row = n == "proj" || n == "mlp_down" || n == "shared_down";
   return pass == Pass::kBackwardWeight ? column : column || row;
 }
@@ -314,7 +378,7 @@ std::vector<LayerOp> backward_weight_ops(const ModelShape& m, const Dims& d,
   ops.push_back(mem("layernorm1_param_grad", kAct * (2 * sharded * h + norm_params)));
   ops.push_back(mem("layernorm2_param_grad", kAct * (2 * sharded * h + norm_params)));
   if (d.bias || m.qkv_bias)
-    ops.push_back(reduction("qkv_bias_grad", tokens, double((d.q + 2 * d.kv) / d.t)));
+    ops.push_back(reduction("qkv_bias_grad", tokens, double((d.q + d.k + d.vw) / d.t)));
   if (d.bias) {
     ops.push_back(reduction("proj_bias_grad", sharded, h));
     for (const LayerOp& f : fwd) {
@@ -360,7 +424,35 @@ std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o
   Dims d = dims(m, o);
   const bool fwd_like =
       pass == Pass::kForward || (pass == Pass::kRecompute && o.recompute == Recompute::kFull);
-  if (o.tp > 1) {
+  if (o.tp > 1 && m.mla()) {
+    // The attention region's column-parallel input is the latents (query latent, or h without
+    // one, key/value latent and the rotary key), its row-parallel output h; the MLP region as
+    // below.
+    const double size = kAct * double(d.tokens * d.h);
+    const double latent = kAct * double(d.tokens * ((d.lq > 0 ? d.lq : d.h) + d.lkv + d.rope));
+    const bool mlp_region = !(moe && m.moe_shared_expert_size == 0);
+    auto region = [&](double in, double out_size) {
+      if (pass == Pass::kBackwardWeight) {
+        if (d.sp)
+          add_comm(&out, CollectiveKind::kAllGather, in, 1, "sp re-gather of qkv/mlp_up inputs");
+      } else if (d.sp) {
+        add_comm(
+            &out, CollectiveKind::kAllGather, fwd_like ? in : out_size, 1,
+            fwd_like ? "sp all-gather before qkv/mlp_up" : "sp all-gather of output gradients");
+        add_comm(
+            &out, CollectiveKind::kReduceScatter, fwd_like ? out_size : in, 1,
+            fwd_like ? "sp reduce-scatter after proj/mlp" : "sp reduce-scatter of input grads");
+      } else {
+        add_comm(
+            &out, CollectiveKind::kAllReduce, fwd_like ? out_size : in, 1,
+            fwd_like ? "all-reduce after proj/mlp_down" : "all-reduce of qkv/mlp_up input grads");
+      }
+    };
+    if (fwd_like || pass == Pass::kBackwardInput || pass == Pass::kBackwardWeight) {
+      region(latent, size);
+      if (mlp_region) region(size, size);
+    }
+  } else if (o.tp > 1) {
     const double size = kAct * double(d.tokens * d.h);
     // Dense MLP (or MoE shared expert) and attention each have one TP region.
     const int regions = moe && m.moe_shared_expert_size == 0 ? 1 : 2;
@@ -393,7 +485,7 @@ std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o
   // ring form moves the same bytes step by step under the attention kernel), and the backward
   // returns their gradients (reduce-scatter).
   if (d.cp > 1 && pass != Pass::kBackwardWeight && (pass != Pass::kRecompute || fwd_like)) {
-    const double kv_all = kAct * 2.0 * double(d.kv / d.t) * double(d.tokens * d.cp);
+    const double kv_all = kAct * double((d.k + d.vw) / d.t) * double(d.tokens * d.cp);
     add_comm(&out, CollectiveKind::kAllGather, kv_all, 1, "cp key/value exchange", CommGroup::kCp);
     if (pass == Pass::kBackwardInput)
       add_comm(&out, CollectiveKind::kReduceScatter, kv_all, 1, "cp key/value gradients",
@@ -637,9 +729,10 @@ IterationFlops iteration_flops(const ModelShape& m, const WorkloadOptions& o,
   plain.flash_attention = false;
   const double full = per_sequence(routed, plain, false);
   // Attention-core FLOPs per sequence over all pairs, summed over the three passes: scores and
-  // context in F (4 s^2 a dh) and twice that in B.
-  const double core = 3.0 * 4.0 * double(m.seq_length) * double(m.seq_length) *
-                      double(m.num_attention_heads) * head_dim(m) * m.num_layers;
+  // context in F (2 s^2 a (dqk + dv), 4 s^2 a dh when both are the head dim) and twice that in B.
+  const double core = 3.0 * 2.0 * double(m.seq_length) * double(m.seq_length) *
+                      double(m.num_attention_heads) * (qk_head_width(m) + v_head_width(m)) *
+                      m.num_layers;
   const double b = static_cast<double>(global_batch);
   return IterationFlops{b * full, b * (full - core / 2), b * per_sequence(m, o, true)};
 }

@@ -106,11 +106,18 @@ bool is_moe_layer(const ModelShape& m, int layer);
 /// MoE layers in [begin, end).
 int moe_layers_in(const ModelShape& m, int begin, int end);
 /// Head dimension (kv_channels, or h / heads), query width heads x head dim, key/value width
-/// groups x head dim, key/value heads (num_query_groups, or heads).
+/// groups x head dim, key/value heads (num_query_groups, or heads). Under multi-head latent
+/// attention (ModelShape::mla) every head has its own keys and values, a query/key head is
+/// qk_head_dim + qk_pos_emb_head_dim wide (query_width, kv_width) and a value head v_head_dim
+/// (value_width; attention_output_width = heads x value head, the projection's input).
 int head_dim(const ModelShape& m);
 int kv_heads(const ModelShape& m);
+int qk_head_width(const ModelShape& m);
+int v_head_width(const ModelShape& m);
 long long query_width(const ModelShape& m);
 long long kv_width(const ModelShape& m);
+long long value_width(const ModelShape& m);
+long long attention_output_width(const ModelShape& m);
 /// Expert FFN width (moe_ffn_hidden_size, or ffn_hidden_size).
 int expert_ffn_size(const ModelShape& m);
 /// Kernels of the embedding (first stage) for `pass`.

@@ -56,6 +56,14 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers) {
     num("--num-query-groups", m.num_query_groups);
   }
   if (m.kv_channels > 0) num("--kv-channels", m.kv_channels);
+  if (m.mla()) {
+    arg("--multi-latent-attention");
+    if (m.q_lora_rank > 0) num("--q-lora-rank", m.q_lora_rank);
+    num("--kv-lora-rank", m.kv_lora_rank);
+    num("--qk-head-dim", m.qk_head_dim);
+    num("--qk-pos-emb-head-dim", m.qk_pos_emb_head_dim);
+    num("--v-head-dim", m.v_head_dim);
+  }
   num("--seq-length", m.seq_length);
   num("--max-position-embeddings", m.seq_length);
   if (m.swiglu) arg("--swiglu");

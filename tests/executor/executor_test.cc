@@ -311,6 +311,14 @@ TEST(StageModel, RefusesWhatItDoesNotRunNamingTheKey) {
   cfg.context_parallel = 2;
   EXPECT_EQ(key_of(shape, cfg), "config.context_parallel");
   cfg = ParallelConfig{};
+  // Multi-head latent attention is planned and simulated, not run.
+  ModelShape mla = shape;
+  mla.num_experts = mla.moe_router_topk = mla.moe_shared_expert_size = 0;
+  mla.moe_capacity_factor = 0;
+  mla.kv_lora_rank = 8;
+  mla.qk_head_dim = mla.v_head_dim = 4;
+  mla.qk_pos_emb_head_dim = 2;
+  EXPECT_EQ(key_of(mla, cfg), "model.kv_lora_rank");
   shape.num_experts = shape.moe_router_topk = shape.moe_shared_expert_size = 0;
   shape.moe_capacity_factor = 0;
   shape.bias = true;

@@ -136,7 +136,8 @@ std::vector<FuzzTarget> build_targets() {
                  hw::parse_profile(s, "profile.yaml");
                }});
   t.push_back({"hf-config",
-               {source("docs/examples/llama3-8b-config.json")},
+               {source("docs/examples/llama3-8b-config.json"),
+                source("docs/examples/deepseek-v3-config.json")},
                [](const std::string& s) { hw::parse_hf_config(s, "config.json"); }});
 
   auto f = std::make_shared<const PlanAndRun>(plan_and_run());

@@ -303,7 +303,7 @@ void expect_config_error(const std::string& text, const std::string& key) {
 TEST(ModernModels, HuggingFaceConfigErrorsNameTheField) {
   std::string t = kLlama3_8b;
   expect_config_error(R"({"model_type": "gpt_neox", "hidden_size": 8})", "model_type");
-  expect_config_error(R"({"model_type": "deepseek_v3", "hidden_size": 8})", "model_type");
+  expect_config_error(R"({"model_type": "gemma3", "hidden_size": 8})", "model_type");
   std::string extra = t;
   extra.insert(1, R"("sliding_windoww": 4096, )");
   expect_config_error(extra, "sliding_windoww");

@@ -101,6 +101,33 @@ std::string refusal_key(const Plan& plan, Framework fw) {
   return "";
 }
 
+TEST(Frameworks, MegatronArgumentsCarryMultiHeadLatentAttention) {
+  // DeepSeek-V3 (61 layers: 1 + 4 x 15 over p = 16): Megatron's MLA arguments (its names,
+  // megatron/training/arguments.py) with the preset's widths; no query groups.
+  std::vector<int> layers(16, 4);
+  layers[0] = 1;
+  const Plan plan = make_plan("deepseek-v3", "1f1b", 1, 1, 16, 1, 1, layers, 16);
+  const auto a = parse_args(export_plan(plan, Framework::kMegatron, "p", "").text);
+  EXPECT_EQ(a.count("--multi-latent-attention"), 1u);
+  EXPECT_EQ(a.at("--q-lora-rank"), "1536");
+  EXPECT_EQ(a.at("--kv-lora-rank"), "512");
+  EXPECT_EQ(a.at("--qk-head-dim"), "128");
+  EXPECT_EQ(a.at("--qk-pos-emb-head-dim"), "64");
+  EXPECT_EQ(a.at("--v-head-dim"), "128");
+  EXPECT_EQ(a.count("--group-query-attention"), 0u);
+  EXPECT_EQ(a.at("--num-experts"), "256");
+  EXPECT_EQ(a.at("--moe-shared-expert-intermediate-size"), "2048");
+  // NeMo and torchtitan build models from their recipes and flavors: refused, naming the model.
+  for (Framework fw : {Framework::kNemo, Framework::kTorchtitan}) {
+    try {
+      export_plan(plan, fw, "p", "");
+      ADD_FAILURE() << framework_name(fw);
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "model") << e.what();
+    }
+  }
+}
+
 TEST(Frameworks, MegatronArgumentsReadBackIntoThePlansConfiguration) {
   // Llama 3 70B (80 layers, GQA 64/8, SwiGLU 28672, RMSNorm, RoPE, untied, no bias) at t4 cp2
   // p4 d8 with 19/21/21/19 layers (one layer off each end stage), ZeRO-1, selective, FP8.
