@@ -455,9 +455,9 @@ int run_plan(const PlanOptions& o) {
         Evaluated e;
         e.config = pc;
         e.why_not = fmt::format(
-            "its uneven layer split (first stage {}, last stage {} layers) is not one the planner "
-            "searches (it trims both end stages equally); `pipewright simulate {}` simulates it",
-            sc.first_stage_layers, sc.last_stage_layers, sc.file);
+            "its uneven layer split ({} layers per stage) is not one the planner searches (it "
+            "trims both end stages equally); `pipewright simulate {}` simulates it",
+            fmt::join(sc.stage_layers(), "/"), sc.file);
         in.published = e;
       } else if (pub.zero_stage == 3 && pub.zero3_gather == "tensor") {
         Evaluated e;
