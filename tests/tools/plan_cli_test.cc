@@ -249,6 +249,29 @@ TEST(PlanCli, APublishedConfigurationOutsideTheSpaceIsNamedAsWritten) {
       << r.out;
 }
 
+// A scenario's uneven split (decoder_first_pipeline_num_layers) is not one the planner searches;
+// the reason names the split by its layers per stage: 3 on the first stage, the other 21 of
+// 24 layers 7 per stage (it read "first stage 3, last stage 0 layers").
+TEST(PlanCli, AnUnevenPublishedSplitIsNamedByItsLayersPerStage) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("pw_plan_split_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string scen = (dir / "s.yaml").string();
+  write_file_atomic(scen,
+                    "model: {preset: megatron-1.7b}\n"
+                    "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
+                    "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1,\n"
+                    "           decoder_first_pipeline_num_layers: 3, global_batch_size: 16}\n");
+  const std::string out = (dir / "out.txt").string();
+  const std::string cmd = std::string(PW_BINARY_DIR) + "/tools/pipewright plan " + scen +
+                          " --tp 1 --pp 4 --schedules 1f1b --des-top 0 --top 1 > " + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_NE(read_file(out).find("its uneven layer split (3/7/7/7 layers per stage)"),
+            std::string::npos)
+      << read_file(out);
+  std::filesystem::remove_all(dir);
+}
+
 // ZB-1p is defined at 1F1B's memory (p microbatches of activations) and never slower than 1F1B
 // there (zero-bubble paper); where a GPU has that room the planner runs it as defined. On the
 // controllable-memory paper's 98.5B model at t2 p10 d2 (80 GB A100s, sequence 1024, no
