@@ -275,13 +275,14 @@ std::string estimate_table(const Estimate& e) {
       fabric_kind_name(e.fabric.kind), e.fabric.leaf_ports, e.fabric.oversubscription,
       e.fabric_size.leaves, e.fabric_size.spines);
   out += fmt::format(
-      "parallel   t={}{} p={} d={}{} v={}  micro-batch {}  global batch {}  microbatches {}\n"
+      "parallel   t={}{} p={} d={}{}{} v={}  micro-batch {}  global batch {}  microbatches {}\n"
       "           sequence-parallel {}  recompute {}  ZeRO {}{}{}\n\n",
       p.tensor_parallel, p.context_parallel > 1 ? fmt::format(" cp={}", p.context_parallel) : "",
       p.pipeline_parallel, p.data_parallel,
-      p.expert_parallel > 1 ? fmt::format(" ep={}", p.expert_parallel) : "", p.virtual_stages,
-      p.micro_batch_size, p.global_batch_size, e.microbatches, p.sequence_parallel ? "on" : "off",
-      p.recompute,
+      p.expert_parallel > 1 ? fmt::format(" ep={}", p.expert_parallel) : "",
+      p.expert_tp() != p.tensor_parallel ? fmt::format(" etp={}", p.expert_tp()) : "",
+      p.virtual_stages, p.micro_batch_size, p.global_batch_size, e.microbatches,
+      p.sequence_parallel ? "on" : "off", p.recompute,
       p.zero_stage == 3 ? fmt::format("3 (gathers by {})", p.zero3_gather)
                         : fmt::format("{}", p.zero_stage),
       p.optimizer_offload ? " (optimizer offloaded)" : "",

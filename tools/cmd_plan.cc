@@ -53,7 +53,7 @@ struct PlanOptions {
   // Search constraints, as typed (comma-separated lists; parsed by parse_constraints).
   std::string tp, pp, dp, micro_batch, global_batch, schedules, recompute, zero;
   std::string sequence_parallel, offload;  ///< on | off | both
-  std::string cp, ep;                      ///< context / expert-parallel degrees
+  std::string cp, ep, etp;                 ///< context / expert-(tensor-)parallel degrees
   std::string fp8;                         ///< on | off | both
   std::string tp_comm_overlap;             ///< on | off (default: the scenario's)
   std::string overlap_p2p_comm;            ///< on | off (default: the scenario's)
@@ -122,6 +122,7 @@ SearchConstraints parse_constraints(const PlanOptions& o) {
   c.offload = on_off("--offload", o.offload);
   c.cp = int_list("--cp", o.cp);
   c.ep = int_list("--ep", o.ep);
+  c.etp = int_list("--etp", o.etp);
   c.fp8 = on_off("--fp8", o.fp8);
   c.param_gather = on_off("--overlap-param-gather", o.overlap_param_gather);
   if (!parse_framework(o.framework, &c.framework))
@@ -149,7 +150,8 @@ nlohmann::json constraints_json(const SearchConstraints& c) {
       {"global_batch_size", &c.global_batch},
       {"zero_stage", &c.zero},
       {"context_parallel", &c.cp},
-      {"expert_parallel", &c.ep}};
+      {"expert_parallel", &c.ep},
+      {"expert_tensor_parallel", &c.etp}};
   for (const auto& [key, list] : lists)
     if (!list->empty()) j[key] = *list;
   if (!c.schedules.empty()) j["schedule"] = c.schedules;
@@ -563,6 +565,9 @@ void register_plan(CLI::App& app, int* status) {
   sub->add_option("--ep", o->ep,
                   "allowed expert-parallel degrees (MoE; default powers of two dividing the "
                   "experts)");
+  sub->add_option("--etp", o->etp,
+                  "allowed expert-tensor-parallel degrees: 1 (experts whole, EP over the tensor "
+                  "and data ranks) and/or the tensor-parallel size (MoE; default both)");
   sub->add_option("--tp-comm-overlap", o->tp_comm_overlap,
                   "TP communication under the GEMMs (Megatron's tp_comm_overlap) for every "
                   "configuration with sequence parallelism and t > 1: on | off (default: the "

@@ -148,11 +148,12 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
   const ParallelConfig& p = s.parallel;
   line(source, s.file);
   line("configuration",
-       fmt::format("{} GPUs: t={}{} p={} d={}{} v={} b={} B={} schedule={} recompute={}{}{}{}",
+       fmt::format("{} GPUs: t={}{} p={} d={}{}{} v={} b={} B={} schedule={} recompute={}{}{}{}",
                    s.num_gpus(), p.tensor_parallel,
                    p.context_parallel > 1 ? fmt::format(" cp={}", p.context_parallel) : "",
                    p.pipeline_parallel, p.data_parallel,
                    p.expert_parallel > 1 ? fmt::format(" ep={}", p.expert_parallel) : "",
+                   p.expert_tp() != p.tensor_parallel ? fmt::format(" etp={}", p.expert_tp()) : "",
                    p.virtual_stages, p.micro_batch_size, p.global_batch_size, p.schedule,
                    p.recompute, p.sequence_parallel ? " sp" : "",
                    p.zero_stage == 3  ? fmt::format(" zero=3 (gathers by {})", p.zero3_gather)

@@ -54,12 +54,12 @@ bool config_from_parallel(const SearchSpace& space, const ParallelConfig& pc, Se
   c.cp = static_cast<std::uint8_t>(pc.context_parallel);
   c.ep = static_cast<std::uint16_t>(pc.expert_parallel);
   c.fp8 = pc.fp8 != "off" ? 1 : 0;
-  if (pc.expert_tp() != pc.tensor_parallel) {
-    *why =
-        fmt::format("expert_tensor_parallel {} differs from t = {} (the search keeps them equal)",
-                    pc.expert_tp(), pc.tensor_parallel);
+  if (pc.expert_tp() != pc.tensor_parallel && pc.expert_tp() != 1) {
+    *why = fmt::format("expert_tensor_parallel {} is neither 1 nor t = {} (what the search runs)",
+                       pc.expert_tp(), pc.tensor_parallel);
     return false;
   }
+  c.etp1 = pc.expert_tp() == 1 && pc.tensor_parallel > 1 ? 1 : 0;
   *out = c;
   return true;
 }

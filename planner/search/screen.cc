@@ -246,7 +246,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   hw::WorkloadOptions wo;
   wo.tp = c.t;
   wo.ep = c.ep;
-  wo.etp = c.t;
+  wo.etp = c.etp();
   std::vector<double>& dev_expert = out->device_expert;
   dev_expert.assign(P, 0.0);
   std::vector<double>& dev_layers = out->device_layers;
@@ -455,7 +455,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   for (int d = 0; d < D; ++d) {
     const double P_dev = dev_params[d];
     const double E_dev = dev_expert[d];
-    const int edp = std::max(1, dpc / c.ep);  // expert-data-parallel group (expert TP = t)
+    // Expert-data-parallel group: ranks holding the same experts, t*cp*d / (etp*ep).
+    const int edp = std::max(1, c.t * dpc / (c.etp() * c.ep));
     const hw::ModelStateBytes ms =
         hw::model_state_bytes(P_dev, E_dev, c.zero, dpc, edp, c.offload != 0, c.fp8 != 0,
                               hw::grad_bytes_per_param(space_.grad_reduce_in_fp32), dev_layers[d]);

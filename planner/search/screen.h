@@ -203,9 +203,9 @@ class CostModel {
   };
   bool layer_split(const SearchConfig& c, std::vector<int>* layers) const;
   void fill(const SearchConfig& c, StageCosts* out) const;
-  // One layer's figures for (t, cp, ep, fp8, b, sp, recompute); expert TP = t.
+  // One layer's figures for (t, cp, ep, expert TP 1 or t, fp8, b, sp, recompute).
   struct LayerKey {
-    int t = 1, cp = 1, ep = 1, fp8 = 0, b = 1;
+    int t = 1, cp = 1, ep = 1, etp1 = 0, fp8 = 0, b = 1;
     bool sp = false;
     hw::Recompute rc = hw::Recompute::kNone;
   };
@@ -219,8 +219,8 @@ class CostModel {
   hw::GpuModel gpu_;
   // value -> index along its axis of layers_, -1 if not tabulated
   std::vector<int> t_index_, b_index_, cp_index_, ep_index_;
-  int num_b_ = 0, num_cp_ = 0, num_ep_ = 0, num_fp8_ = 0;
-  std::vector<LayerEntry> layers_;  // [t][cp][ep][fp8][b][sp][rc]
+  int num_b_ = 0, num_cp_ = 0, num_ep_ = 0, num_etp_ = 0, num_fp8_ = 0;
+  std::vector<LayerEntry> layers_;  // [t][cp][ep][etp1][fp8][b][sp][rc]
   std::unordered_map<std::uint64_t, CellNet> nets_;
   std::vector<int> cost_class_;  // per schedule option
   // Multi-pipeline options: [schedule][p] the devices of each (pipeline, stage), read from the

@@ -90,22 +90,28 @@ CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
   num_b_ = static_cast<int>(bs.size());
   num_cp_ = static_cast<int>(cps.size());
   num_ep_ = static_cast<int>(eps.size());
+  num_etp_ = 2;
   num_fp8_ = 2;
+  auto searched = [](const std::vector<int>& v, int x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
   for (int t : ts)
     for (int cp : cps)
       for (int ep : eps)
-        for (int fp8 = 0; fp8 < 2; ++fp8)
-          for (int b : bs)
-            for (int sp = 0; sp < 2; ++sp)
-              for (int rc = 0; rc < 3; ++rc) {
-                // Only what the space can ask for is computed; the rest stays empty.
-                const bool wanted =
-                    std::find(space_.fp8.begin(), space_.fp8.end(), fp8) != space_.fp8.end() ||
-                    (space_.fp8.empty() && fp8 == 0);
-                layers_.push_back(wanted ? make_layer_entry({t, cp, ep, fp8, b, sp != 0,
-                                                             static_cast<hw::Recompute>(rc)})
-                                         : LayerEntry{});
-              }
+        for (int one = 0; one < 2; ++one)
+          for (int fp8 = 0; fp8 < 2; ++fp8)
+            for (int b : bs)
+              for (int sp = 0; sp < 2; ++sp)
+                for (int rc = 0; rc < 3; ++rc) {
+                  // Only what the space can ask for is computed; the rest stays empty (expert
+                  // TP 1 at t > 1 of MoE models only: at t = 1 the search marks it as t's).
+                  const bool wanted =
+                      (searched(space_.fp8, fp8) || (space_.fp8.empty() && fp8 == 0)) &&
+                      (one == 0 || (t > 1 && m.num_experts > 0 && space_.expert_tp_allowed(1)));
+                  layers_.push_back(wanted ? make_layer_entry({t, cp, ep, one, fp8, b, sp != 0,
+                                                               static_cast<hw::Recompute>(rc)})
+                                           : LayerEntry{});
+                }
   // The networks of every layout of every GPU count searched.
   std::vector<int> counts = space_.gpu_counts;
   counts.push_back(problem_.num_gpus);
@@ -124,6 +130,7 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
   par.recompute = hw::recompute_name(k.rc);
   par.context_parallel = k.cp;
   par.expert_parallel = k.ep;
+  par.expert_tensor_parallel = k.etp1 ? 1 : t;
   par.fp8 = k.fp8 ? "hybrid" : "off";
   const hw::WorkloadOptions wo = hw::workload_options(par, problem_.sim.flash_attention);
   const ModelShape& m = problem_.model;
@@ -133,8 +140,9 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
   e.first = hw::stage_costs(m, gpu_, wo, 0, 0, true, false);
   e.last = hw::stage_costs(m, gpu_, wo, 0, 0, false, true);
   if ((t > 1 || k.cp > 1 || k.ep > 1) && !problem_.sim.free_communication) {
-    // The groups as the DES lays them out: TP consecutive, CP and EP over consecutive data
-    // ranks (expert TP = t).
+    // The groups as the DES lays them out: TP consecutive, CP over consecutive data ranks,
+    // EP over the tensor-and-data ranks with expert TP fastest (expert TP t: consecutive data
+    // ranks; expert TP 1: consecutive ranks).
     const hw::Topology topo(job_topology(problem_.profile, 1LL * t * k.cp * k.ep));
     hw::RankLayout lay;
     lay.tp = t;
@@ -142,7 +150,7 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
     lay.gpus_per_node = topo.spec().node.gpus_per_node;
     lay.cp = k.cp;
     lay.ep = k.ep;
-    lay.etp = t;
+    lay.etp = k.etp1 ? 1 : t;
     hw::CommNetworks nets;
     nets.tp = hw::describe_group(topo, problem_.profile, lay.tp_group(0, 0));
     nets.cp = hw::describe_group(topo, problem_.profile, lay.cp_group(0, 0, 0));
@@ -208,15 +216,19 @@ const CostModel::LayerEntry& CostModel::layer_entry(const SearchConfig& c,
             ei = at(ep_index_, c.ep);
   const bool fp8_wanted =
       std::find(space_.fp8.begin(), space_.fp8.end(), int{c.fp8}) != space_.fp8.end();
-  if (ti >= 0 && bi >= 0 && ci >= 0 && ei >= 0 && fp8_wanted)
-    return layers_[(
-        ((((static_cast<std::size_t>(ti) * num_cp_ + ci) * num_ep_ + ei) * num_fp8_ + c.fp8) *
-             num_b_ +
-         bi) *
-            6 +
-        (c.sequence_parallel ? 3 : 0) + c.recompute)];
-  *scratch = make_layer_entry({c.t, c.cp, c.ep, c.fp8, c.micro_batch, c.sequence_parallel != 0,
-                               static_cast<hw::Recompute>(c.recompute)});
+  const bool etp_wanted =
+      c.etp1 == 0 || (c.t > 1 && problem_.model.num_experts > 0 && space_.expert_tp_allowed(1));
+  if (ti >= 0 && bi >= 0 && ci >= 0 && ei >= 0 && fp8_wanted && etp_wanted)
+    return layers_[(((((static_cast<std::size_t>(ti) * num_cp_ + ci) * num_ep_ + ei) * num_etp_ +
+                      c.etp1) *
+                         num_fp8_ +
+                     c.fp8) *
+                        num_b_ +
+                    bi) *
+                       6 +
+                   (c.sequence_parallel ? 3 : 0) + c.recompute];
+  *scratch = make_layer_entry({c.t, c.cp, c.ep, c.etp1, c.fp8, c.micro_batch,
+                               c.sequence_parallel != 0, static_cast<hw::Recompute>(c.recompute)});
   return *scratch;
 }
 

@@ -44,7 +44,7 @@ double now_seconds() {
 // One (t, p, d, microbatch size, global batch) combination; the screen's unit of parallel work.
 struct Cell {
   int t, p, d, b, m;
-  int cp = 1, ep = 1, fp8 = 0;
+  int cp = 1, ep = 1, etp1 = 0, fp8 = 0;
 };
 
 // The inner option lists, as a mixed-radix counter.
@@ -81,6 +81,7 @@ SearchConfig make_config(const SearchSpace& s, const Inner& in, const Cell& c, s
   x.d = c.d;
   x.cp = c.cp;
   x.ep = c.ep;
+  x.etp1 = static_cast<std::uint8_t>(c.etp1);
   x.fp8 = c.fp8;
   x.micro_batch = c.b;
   x.microbatches = c.m;
@@ -164,14 +165,15 @@ class Searcher {
                      [&](int a, int b) { return model_.cost_class(a) < model_.cost_class(b); });
     for (int n : sp.gpu_counts)
       for (const Tpd& f : space_factorisations(sp, n, pr.model))
-        for (int ep : cell_expert_parallel(sp, pr.model, f.t, f.cp, f.d))
+        for (const ExpertLayout& ex : cell_expert_parallel(sp, pr.model, f.t, f.cp, f.d))
           for (int fp8 : sp.fp8)
             for (int b : sp.micro_batches)
               for (int B : sp.global_batches)
                 if (B % (b * f.d) == 0 && B / (b * f.d) <= kMaxMicrobatches) {
                   Cell cell{f.t, f.p, f.d, b, B / (b * f.d)};
                   cell.cp = f.cp;
-                  cell.ep = ep;
+                  cell.ep = ex.ep;
+                  cell.etp1 = ex.etp1;
                   cell.fp8 = fp8;
                   cells_.push_back(cell);
                 }

@@ -291,6 +291,7 @@ std::string describe_config(const SearchSpace& space, const SearchConfig& c) {
       "t{}{} p{} d{}{} mb{} B{} {}", c.t, c.cp > 1 ? fmt::format(" cp{}", c.cp) : "", c.p, c.d,
       c.ep > 1 ? fmt::format(" ep{}", c.ep) : "", c.micro_batch, c.global_batch(), so.name);
   if (so.takes_v) s += fmt::format(" v{}", so.v);
+  if (c.etp1) s += " etp1";
   if (c.recompute) s += fmt::format(" rc={}", recompute_name(static_cast<Recompute>(c.recompute)));
   if (c.sequence_parallel) s += " sp";
   if (c.zero) s += fmt::format(" z{}", c.zero);

@@ -66,6 +66,7 @@ std::string diff(const SearchSpace& space, const SearchConfig& a, const SearchCo
   num("p", a.p, b.p);
   num("d", a.d, b.d);
   num("ep", a.ep, b.ep);
+  num("etp", a.etp(), b.etp());
   num("fp8", a.fp8, b.fp8);
   num("mb", a.micro_batch, b.micro_batch);
   num("B", a.global_batch(), b.global_batch());
@@ -282,6 +283,7 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
                  {"end_layers_trimmed", c.end_trim},
                  {"context_parallel", c.cp},
                  {"expert_parallel", c.ep},
+                 {"expert_tensor_parallel", c.etp()},
                  {"fp8", c.fp8 ? "hybrid" : "off"}};
   if (c.zero == 3) j["config"]["zero3_gather"] = c.zero3_stage ? "stage" : "layer";
   if (c.zero == 1 || c.zero == 2) j["config"]["overlap_param_gather"] = c.param_gather != 0;

@@ -104,6 +104,7 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.schedule = so.name;
   pc.context_parallel = c.cp;
   pc.expert_parallel = c.ep;
+  pc.expert_tensor_parallel = c.etp();
   pc.fp8 = c.fp8 ? "hybrid" : "off";
   pc.grad_reduce_in_fp32 = space.grad_reduce_in_fp32;
   pc.overlap_grad_reduce = space.overlap_grad_reduce;
@@ -144,12 +145,22 @@ void set_zero_mode(const SearchSpace& s, std::size_t k, SearchConfig* c) {
   PW_ASSERT(false, "sharding mode out of range");
 }
 
-std::vector<int> cell_expert_parallel(const SearchSpace& s, const ModelShape& model, int t, int cp,
-                                      int d) {
-  if (model.num_experts == 0) return {1};
-  std::vector<int> out;
+bool SearchSpace::expert_tp_allowed(int etp) const {
+  return expert_tp.empty() || std::find(expert_tp.begin(), expert_tp.end(), etp) != expert_tp.end();
+}
+
+std::vector<ExpertLayout> cell_expert_parallel(const SearchSpace& s, const ModelShape& model, int t,
+                                               int cp, int d) {
+  if (model.num_experts == 0) return {ExpertLayout{}};
+  std::vector<ExpertLayout> out;
   for (int ep : s.expert_parallel)
-    if (ep >= 1 && model.num_experts % ep == 0 && (t * cp * d) % (ep * t) == 0) out.push_back(ep);
+    for (int one = 0; one < (t > 1 ? 2 : 1); ++one) {  // at t = 1 both are expert-TP 1
+      const int etp = one ? 1 : t;
+      if (!s.expert_tp_allowed(etp) || ep < 1 || model.num_experts % ep != 0 ||
+          (t * cp * d) % (ep * etp) != 0)
+        continue;
+      out.push_back(ExpertLayout{ep, one});
+    }
   return out;
 }
 
@@ -435,6 +446,7 @@ void check_ranges(const SearchConstraints& c) {
                 {"--offload", c.offload, 0, 1, "0 (off) or 1 (on)"},
                 {"--cp", c.cp, 1, 255, "degrees 1..255"},
                 {"--ep", c.ep, 1, 65535, "degrees 1..65535"},
+                {"--etp", c.etp, 1, 65535, "degrees 1..65535 (1, or the tensor-parallel size)"},
                 {"--fp8", c.fp8, 0, 1, "0 (off) or 1 (on)"},
                 {"--overlap-param-gather", c.param_gather, 0, 1, "0 (off) or 1 (on)"}};
   for (const auto& r : ranges)
@@ -457,8 +469,8 @@ std::string SearchConstraints::describe() const {
        schedules.empty() ? "" : "--schedules " + join(schedules),
        rc.empty() ? "" : "--recompute " + join(rc), int_flag("--zero", zero),
        on_off_flag("--sequence-parallel", sequence_parallel), on_off_flag("--offload", offload),
-       int_flag("--cp", cp), int_flag("--ep", ep), on_off_flag("--fp8", fp8),
-       on_off_flag("--overlap-param-gather", param_gather),
+       int_flag("--cp", cp), int_flag("--ep", ep), int_flag("--etp", etp),
+       on_off_flag("--fp8", fp8), on_off_flag("--overlap-param-gather", param_gather),
        framework == Framework::kAny ? ""
                                     : fmt::format("--framework {}", framework_name(framework))});
 }
@@ -582,6 +594,25 @@ void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluste
                               : fmt::format("{} does not divide num_experts {}; expected a divisor",
                                             ep, m.num_experts));
     s->expert_parallel = sorted_unique(c.ep);
+  }
+  if (!c.etp.empty()) {
+    // Expert-TP is 1 or t: a degree k > 1 runs where t = k.
+    if (m.num_experts == 0 && *std::max_element(c.etp.begin(), c.etp.end()) > 1)
+      throw ConfigError("", int_flag("--etp", c.etp),
+                        "expert tensor parallelism for a dense model; expected 1");
+    for (int k : c.etp)
+      if (k > 1 && m.num_attention_heads % k != 0)
+        throw ConfigError("", int_flag("--etp", c.etp),
+                          fmt::format("{} is not a tensor-parallel size of this model (it does "
+                                      "not divide the {} attention heads); expected 1 or one",
+                                      k, m.num_attention_heads));
+    s->expert_tp = sorted_unique(c.etp);
+    const bool any_t = s->expert_tp.front() == 1;
+    if (!any_t && !c.tp.empty() &&
+        std::none_of(c.tp.begin(), c.tp.end(), [&](int t) { return s->expert_tp_allowed(t); }))
+      throw ConfigError("", flags({int_flag("--etp", c.etp), int_flag("--tp", c.tp)}),
+                        "expert tensor parallelism is 1 or the tensor-parallel size; expected "
+                        "--etp 1 or a degree --tp allows");
   }
   if (!c.fp8.empty()) s->fp8 = sorted_unique(c.fp8);
   if (!c.param_gather.empty()) {

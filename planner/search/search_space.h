@@ -22,11 +22,14 @@ std::vector<std::string> model_preset_names();
 using Recompute = hw::Recompute;
 using hw::recompute_name;
 
-/// One configuration. 23 bytes; the global batch is micro_batch * microbatches * d; the GPUs
+/// One configuration. 24 bytes; the global batch is micro_batch * microbatches * d; the GPUs
 /// t * cp * p * d (d counts data-parallel groups, as Megatron's data_parallel_size).
 struct SearchConfig {
   std::uint16_t t = 1, p = 1, d = 1;
-  std::uint16_t ep = 1;  ///< expert parallel (MoE; expert-TP = t)
+  std::uint16_t ep = 1;  ///< expert parallel (MoE)
+  /// MoE with t > 1: the experts are not split by tensor parallelism (expert-TP 1, EP over the
+  /// tensor-and-data ranks); 0 = expert-TP t, Megatron's default.
+  std::uint8_t etp1 = 0;
   std::uint8_t cp = 1;   ///< context parallel
   std::uint8_t fp8 = 0;  ///< FP8 GEMMs
   std::uint16_t micro_batch = 1;
@@ -41,6 +44,7 @@ struct SearchConfig {
   std::uint8_t offload = 0;
   std::uint8_t end_trim = 0;  ///< layers taken off the first and last stage (uneven split)
   int gpus() const { return int{t} * cp * p * d; }
+  int etp() const { return etp1 ? 1 : int{t}; }  ///< expert_tensor_parallel_size
   int global_batch() const { return int{micro_batch} * microbatches * d; }
   friend bool operator==(const SearchConfig&, const SearchConfig&) = default;
 };
@@ -93,6 +97,11 @@ struct SearchSpace {
   std::vector<int> context_parallel{1};
   bool fused_attention = false;  ///< the model uses fused attention (cp > 1 needs it)
   std::vector<int> expert_parallel{1};
+  /// Expert-TP degrees allowed (expert_tensor_parallel_size: 1, or t; a degree k > 1 allows
+  /// expert-TP t where t = k); empty = both 1 and t (SearchConfig::etp1).
+  std::vector<int> expert_tp;
+  /// True when expert-TP `etp` may run at tensor-parallel size t.
+  bool expert_tp_allowed(int etp) const;
   std::vector<int> fp8{0};
   /// Only configurations this framework runs (planner/search/frameworks.h; kAny = all).
   Framework framework = Framework::kAny;
@@ -120,10 +129,15 @@ std::size_t zero_mode_count(const SearchSpace& space);
 /// Writes mode k (0 <= k < zero_mode_count) into c's zero, zero3_stage and param_gather.
 void set_zero_mode(const SearchSpace& space, std::size_t k, SearchConfig* c);
 
-/// Expert-parallel sizes valid for a cell: in the space, dividing the experts and t*cp*d (1 for
-/// a dense model).
-std::vector<int> cell_expert_parallel(const SearchSpace& space, const ModelShape& model, int t,
-                                      int cp, int d);
+/// An expert layout: expert-parallel size and expert-TP mode (SearchConfig::etp1).
+struct ExpertLayout {
+  int ep = 1, etp1 = 0;
+};
+/// Expert layouts valid for a cell: ep in the space dividing the experts, expert-TP t or 1 as
+/// the space allows (one layout at t = 1, marked etp1 = 0), ep x expert-TP dividing t*cp*d
+/// ({1, 0} for a dense model).
+std::vector<ExpertLayout> cell_expert_parallel(const SearchSpace& space, const ModelShape& model,
+                                               int t, int cp, int d);
 
 /// Every (t, p, d) with t*p*d == n, t dividing the heads and t <= max_t, p <= layers.
 /// Ordered by (t, p) ascending.
@@ -154,6 +168,7 @@ struct SearchConstraints {
   std::vector<int> sequence_parallel;     ///< subset of {0, 1}
   std::vector<int> offload;               ///< subset of {0, 1}
   std::vector<int> cp, ep;                ///< context / expert-parallel degrees
+  std::vector<int> etp;                   ///< expert-TP degrees: 1 and/or t (written as its value)
   std::vector<int> fp8;                   ///< subset of {0, 1}
   std::vector<int> param_gather;          ///< overlap_param_gather: subset of {0, 1}
   Framework framework = Framework::kAny;  ///< only what this framework runs (`--framework`)

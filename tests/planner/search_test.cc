@@ -214,6 +214,7 @@ TEST(Search, ResultDoesNotDependOnThreadCount) {
 struct DesCheck {
   std::size_t checked = 0;  ///< configurations simulated by the DES
   int with_cp = 0, with_ep = 0, with_fp8 = 0, with_overlap = 0;
+  int with_etp1 = 0;                     ///< MoE at t > 1 with the experts whole (expert-TP 1)
   int with_param_gather = 0;             ///< overlap_param_gather configurations (ZeRO-1/2, d > 1)
   int param_gather_aligned = 0;          ///< ... of them interleaved over pp > 1 (aligned gathers)
   int z3_by_layer = 0, z3_by_stage = 0;  ///< ZeRO-3 configurations of each gather granularity
@@ -259,6 +260,7 @@ DesCheck check_bounds_against_des(const PlanProblem& pr, const SearchSpace& spac
     ++k.checked;
     k.with_cp += e.config.cp > 1;
     k.with_ep += e.config.ep > 1;
+    k.with_etp1 += e.config.etp1 != 0;
     k.with_fp8 += e.config.fp8;
     k.with_overlap += parallel_from_config(space, e.config).tp_comm_overlap;
     const bool pg =
@@ -350,10 +352,10 @@ PlanProblem llama_style_on_two_h100_nodes(const ModelShape& shape) {
   return pr;
 }
 
-// The same certificate with context parallelism, expert parallelism and FP8 in the space: a
-// small GQA + SwiGLU + RMSNorm MoE model (8 experts, top-2, its first layer dense) on two
-// DGX H100 nodes. Every bound is below the DES's figure and the search's first row is the
-// exhaustive DES winner.
+// The same certificate with context parallelism, expert parallelism (expert-TP t and 1) and FP8
+// in the space: a small GQA + SwiGLU + RMSNorm MoE model (8 experts, top-2, its first layer
+// dense) on two DGX H100 nodes. Every bound is below the DES's figure and the search's first
+// row is the exhaustive DES winner.
 TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
   const GeneratorRegistry reg = default_registry();
   PlanProblem pr =
@@ -381,6 +383,35 @@ TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
   EXPECT_GT(k.with_cp, 20);
   EXPECT_GT(k.with_ep, 20);
   EXPECT_GT(k.with_fp8, 20);
+  EXPECT_GT(k.with_etp1, 20);
+}
+
+// Expert layouts of a cell, by hand: 8 experts, t = 2, cp = 1, d = 4 (8 tensor-and-data
+// ranks). Expert-TP t = 2 leaves 4 ranks of experts: ep in {1, 2, 4}; expert-TP 1 spreads the
+// experts over all 8: ep in {1, 2, 4, 8}. At t = 1 the two are one layout per ep.
+TEST(Search, ExpertLayoutsCoverExpertTpOneAndT) {
+  SearchSpace s;
+  s.expert_parallel = {1, 2, 4, 8};
+  ModelShape m{"moe", 4, 256, 8, 512, 256, 1024};
+  m.num_experts = 8;
+  m.moe_router_topk = 2;
+  auto layouts = [&](int t, int d) {
+    std::vector<std::pair<int, int>> v;
+    for (const ExpertLayout& x : cell_expert_parallel(s, m, t, 1, d)) v.emplace_back(x.ep, x.etp1);
+    return v;
+  };
+  using L = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(layouts(2, 4), (L{{1, 0}, {1, 1}, {2, 0}, {2, 1}, {4, 0}, {4, 1}, {8, 1}}));
+  EXPECT_EQ(layouts(1, 8), (L{{1, 0}, {2, 0}, {4, 0}, {8, 0}}));
+  s.expert_tp = {1};  // --etp 1: at t = 2 only the whole experts
+  EXPECT_EQ(layouts(2, 4), (L{{1, 1}, {2, 1}, {4, 1}, {8, 1}}));
+  EXPECT_EQ(layouts(1, 8).size(), 4u);
+  s.expert_tp = {2};  // --etp 2: expert-TP t where t = 2; none at t = 1 or 4
+  EXPECT_EQ(layouts(2, 4), (L{{1, 0}, {2, 0}, {4, 0}}));
+  EXPECT_TRUE(layouts(1, 8).empty());
+  EXPECT_TRUE(layouts(4, 2).empty());
+  m.num_experts = 0;  // a dense model: one layout
+  EXPECT_EQ(layouts(2, 4), (L{{1, 0}}));
 }
 
 // Megatron's overlaps and bf16 gradients as the scenario's settings: tensor-parallel

@@ -272,6 +272,48 @@ TEST(PlanCli, AnUnevenPublishedSplitIsNamedByItsLayersPerStage) {
   std::filesystem::remove_all(dir);
 }
 
+// Expert-TP 1 at t > 1 (experts whole, EP over the tensor-and-data ranks) is in the search, and
+// a scenario naming it is scored by the planner as `simulate` runs it (the same iteration time);
+// it was refused as "differs from t". --etp keeps the search to it; a degree that is not a
+// tensor-parallel size of the model, or any for a dense model, is refused naming the flag.
+TEST(PlanCli, ExpertTensorParallelOneIsSearchedAndScoredAsSimulated) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("pw_plan_etp_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string scen = (dir / "s.yaml").string();
+  write_file_atomic(scen,
+                    "model: {preset: qwen3-30b-a3b, use_flash_attn: true}\n"
+                    "cluster: {profile: dgx-h100, nodes: 2}\n"
+                    "parallel: {tensor_model_parallel_size: 2, sequence_parallel: true,\n"
+                    "           expert_model_parallel_size: 8, expert_tensor_parallel_size: 1,\n"
+                    "           micro_batch_size: 1, global_batch_size: 64, zero_stage: 1}\n");
+  auto run_json = [&](const std::string& args) {
+    const std::string out = (dir / "out.json").string();
+    const std::string cmd = pipewright() + " " + args + " --format json > " + out;
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return nlohmann::json::parse(read_file(out));
+  };
+  const nlohmann::json plan = run_json("plan " + scen +
+                                       " --tp 2 --pp 1 --ep 8 --etp 1 --schedules 1f1b "
+                                       "--microbatch-size 1 --top 3");
+  ASSERT_TRUE(plan["published"]["fits"].get<bool>()) << plan["published"].dump();
+  EXPECT_EQ(plan["published"]["config"]["expert_tensor_parallel"], 1);
+  for (const nlohmann::json& row : plan["top"])
+    EXPECT_EQ(row["config"]["expert_tensor_parallel"], 1) << row.dump();
+  const nlohmann::json sim = run_json("simulate " + scen);
+  EXPECT_NEAR(
+      plan["published"]["iteration_s"].get<double>() * 1e3 / sim["iteration_ms"].get<double>(), 1.0,
+      1e-3);
+  for (const std::string bad : {"--etp 3", "--etp 4 --tp 2"}) {
+    const std::string cmd =
+        pipewright() + " plan " + scen + " " + bad + " 2> " + (dir / "err.txt").string();
+    EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2) << cmd;
+    EXPECT_NE(read_file((dir / "err.txt").string()).find("error: " + bad + ":"), std::string::npos)
+        << read_file((dir / "err.txt").string());
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // ZB-1p is defined at 1F1B's memory (p microbatches of activations) and never slower than 1F1B
 // there (zero-bubble paper); where a GPU has that room the planner runs it as defined. On the
 // controllable-memory paper's 98.5B model at t2 p10 d2 (80 GB A100s, sequence 1024, no
