@@ -48,6 +48,7 @@ struct PlanOptions {
   int threads = 0;
   int des_top = 32;
   int des_budget = 4000;
+  int max_evaluations = SearchOptions{}.max_evaluations;
   int max_gpus = 1 << 16;
   bool shortest_time = false;
   // Search constraints, as typed (comma-separated lists; parsed by parse_constraints).
@@ -280,6 +281,7 @@ PlanProblem make_problem(const PlanOptions& o, const hw::Scenario& sc) {
   if (o.max_gpus < 1) throw ConfigError("", "--max-gpus", "expected at least 1");
   if (o.des_top < 0) throw ConfigError("", "--des-top", "expected 0 (off) or more");
   if (o.des_budget < 1) throw ConfigError("", "--des-budget", "expected 1 or more");
+  if (o.max_evaluations < 1) throw ConfigError("", "--max-evaluations", "expected 1 or more");
   return pr;
 }
 
@@ -427,6 +429,7 @@ int run_plan(const PlanOptions& o) {
   opts.threads = o.threads;
   opts.des_top = o.des_top;
   opts.des_budget = o.des_budget;
+  opts.max_evaluations = o.max_evaluations;
   if (tty) opts.progress = progress_bar;
   const SearchResult result = run_search(pr, space, registry, opts);
   if (tty) std::fputs("\r\033[K", stderr);
@@ -539,6 +542,10 @@ void register_plan(CLI::App& app, int* status) {
       ->capture_default_str();
   sub->add_option("--des-budget", o->des_budget,
                   "most discrete-event simulations; the output says when it stops certification")
+      ->capture_default_str();
+  sub->add_option("--max-evaluations", o->max_evaluations,
+                  "most configurations scored by the evaluator (the second tier); the output says "
+                  "when it stops certification")
       ->capture_default_str();
   sub->add_flag("--shortest-time", o->shortest_time,
                 "fastest possible time to train with unlimited GPUs of this type");

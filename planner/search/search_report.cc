@@ -66,7 +66,8 @@ std::string diff(const SearchSpace& space, const SearchConfig& a, const SearchCo
   num("p", a.p, b.p);
   num("d", a.d, b.d);
   num("ep", a.ep, b.ep);
-  num("etp", a.etp(), b.etp());
+  if (a.etp1 != b.etp1)
+    d.push_back(fmt::format("etp {}->{}", a.etp1 ? "1" : "t", b.etp1 ? "1" : "t"));
   num("fp8", a.fp8, b.fp8);
   num("mb", a.micro_batch, b.micro_batch);
   num("B", a.global_batch(), b.global_batch());

@@ -104,7 +104,7 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.schedule = so.name;
   pc.context_parallel = c.cp;
   pc.expert_parallel = c.ep;
-  pc.expert_tensor_parallel = c.etp();
+  pc.expert_tensor_parallel = c.etp1 ? 1 : 0;  // 0: expert TP = t (Megatron's default)
   pc.fp8 = c.fp8 ? "hybrid" : "off";
   pc.grad_reduce_in_fp32 = space.grad_reduce_in_fp32;
   pc.overlap_grad_reduce = space.overlap_grad_reduce;
