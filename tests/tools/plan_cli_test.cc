@@ -195,6 +195,17 @@ TEST(PlanCli, EveryRowSatisfiesTheConstraints) {
   EXPECT_GT(rows, 5u);
 }
 
+// The evaluator's budget is the user's: a budget of one configuration stops the search and the
+// result says so; none is refused naming the flag.
+TEST(PlanCli, MaxEvaluationsBoundsTheSecondTier) {
+  const PlanRun r = plan("--tp 8 --pp 8 --top 1 --max-evaluations 1 --format json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["stats"]["budget_hit"].get<bool>()) << r.out;
+  const PlanRun bad = plan("--max-evaluations 0");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("--max-evaluations"), std::string::npos) << bad.err;
+}
+
 // Megatron's GPT-3 layout: t = 8, p = 8, interleaved. The constrained space is a subset of the
 // whole one, so its best cannot be faster. Both runs rank with the fixed-cost evaluator
 // (--des-top 0), whose ranking branch and bound makes exact; the DES tier re-simulates only the
