@@ -412,7 +412,9 @@ std::vector<LayerOp> layer_ops(const ModelShape& m, const WorkloadOptions& o, Pa
       return backward_weight_ops(m, d, forward_ops(m, o, d, moe, false));
     case Pass::kRecompute:
       if (o.recompute == Recompute::kFull) return forward_ops(m, o, d, moe, false);
-      if (o.recompute == Recompute::kSelective && !flash) return forward_ops(m, o, d, moe, true);
+      // Selective: the attention core again (Megatron checkpoints core attention; with fused
+      // attention that is the fused forward kernel, which held no s x s tensor to begin with).
+      if (o.recompute == Recompute::kSelective) return forward_ops(m, o, d, moe, true);
       return {};
   }
   return {};

@@ -107,6 +107,26 @@ TEST(ModernModels, FusedAttentionOpsSumToTheKernelFlopFormula) {
   EXPECT_EQ(fused_attention_flops(32, 8192, 8192, 128, false, false), 4 * gemm);
 }
 
+// Selective recomputation checkpoints the attention core (Megatron's core_attn); with fused
+// attention that re-runs the fused forward kernel in the backward (2 x 2 x 8192 x 4096 x 128
+// FLOPs per head, as in the forward above) and re-creates nothing, since the kernel holds no
+// s x s tensor: the same activation bytes as no recomputation, for the kernel's time.
+TEST(ModernModels, SelectiveRecomputeWithFusedAttentionRerunsTheFusedForward) {
+  const ModelShape& m = preset("llama3-8b");
+  WorkloadOptions o;
+  o.tp = 2;
+  o.micro_batch = 2;
+  o.flash_attention = true;
+  WorkloadOptions none = o;
+  o.recompute = Recompute::kSelective;
+  double fused = 0, other = 0;
+  for (const LayerOp& op : layer_ops(m, o, Pass::kRecompute))
+    (op.fused_attention == 1 ? fused : other) += op.flops.value;
+  EXPECT_EQ(fused, 2 * (2.0 * 8192 * 4096 * 128 * 32));
+  EXPECT_EQ(other, 0);
+  EXPECT_EQ(layer_activation_bytes(m, o).value, layer_activation_bytes(m, none).value);
+}
+
 TEST(ModernModels, ActivationMemoryOfGqaSwigluWithCpIsExactToTheByte) {
   // Llama 3 70B, t = 4 with SP, cp = 2, b = 1, fused attention, no recompute, per layer:
   // s = 8192 / 2 tokens; outside TP 10sbh / t; Q, K, V and the attention output
