@@ -14,6 +14,7 @@
 #include "hwmodels/model_presets.h"
 #include "hwmodels/scenario.h"
 #include "hwmodels/transformer.h"
+#include "tests/hwmodels/hf_config_test_util.h"
 
 namespace pw::hw {
 namespace {
@@ -157,15 +158,7 @@ constexpr const char* kDeepSeekV3 = R"({
   "torch_dtype": "bfloat16", "transformers_version": "4.33.1", "use_cache": true,
   "v_head_dim": 128, "vocab_size": 129280})";
 
-void expect_config_error(const std::string& text, const std::string& key) {
-  try {
-    parse_hf_config(text, "ds/config.json");
-    ADD_FAILURE() << "no error for " << key;
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.file(), "ds/config.json");
-    EXPECT_EQ(e.key(), key) << e.what();
-  }
-}
+using testing::expect_hf_config_error;
 
 TEST(Mla, DeepSeekV3ConfigGivesThePresetsShape) {
   ModelShape m = parse_hf_config(kDeepSeekV3, "DeepSeek-V3/config.json");
@@ -177,14 +170,14 @@ TEST(Mla, DeepSeekV3ConfigGivesThePresetsShape) {
   // refused naming the field, not dropped.
   std::string mtp = kDeepSeekV3;
   mtp.replace(mtp.find(R"("num_nextn_predict_layers": 0)"), 29, R"("num_nextn_predict_layers": 1)");
-  expect_config_error(mtp, "num_nextn_predict_layers");
+  expect_hf_config_error(mtp, "num_nextn_predict_layers");
   // DeepSeek-V2-Lite style: no query latent (null): queries projected from h.
   std::string lite = kDeepSeekV3;
   lite.replace(lite.find(R"("q_lora_rank": 1536)"), 19, R"("q_lora_rank": null)");
-  EXPECT_EQ(parse_hf_config(lite, "ds/config.json").q_lora_rank, 0);
+  EXPECT_EQ(parse_hf_config(lite, "c/config.json").q_lora_rank, 0);
   std::string groups = kDeepSeekV3;
   groups.replace(groups.find(R"("num_key_value_heads": 128)"), 26, R"("num_key_value_heads": 16)");
-  expect_config_error(groups, "num_key_value_heads");
+  expect_hf_config_error(groups, "num_key_value_heads");
 }
 
 void expect_scenario_error(const std::string& model, const std::string& key) {

@@ -12,6 +12,7 @@
 #include "hwmodels/model_presets.h"
 #include "hwmodels/scenario.h"
 #include "hwmodels/transformer.h"
+#include "tests/hwmodels/hf_config_test_util.h"
 
 namespace pw::hw {
 namespace {
@@ -310,27 +311,19 @@ TEST(ModernModels, HuggingFaceConfigGivesThePresetsShape) {
   EXPECT_EQ(m, preset("llama3-8b"));
 }
 
-void expect_config_error(const std::string& text, const std::string& key) {
-  try {
-    parse_hf_config(text, "c/config.json");
-    ADD_FAILURE() << "no error for " << key;
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.file(), "c/config.json");
-    EXPECT_EQ(e.key(), key) << e.what();
-  }
-}
+using testing::expect_hf_config_error;
 
 TEST(ModernModels, HuggingFaceConfigErrorsNameTheField) {
   std::string t = kLlama3_8b;
-  expect_config_error(R"({"model_type": "gpt_neox", "hidden_size": 8})", "model_type");
-  expect_config_error(R"({"model_type": "gemma3", "hidden_size": 8})", "model_type");
+  expect_hf_config_error(R"({"model_type": "gpt_neox", "hidden_size": 8})", "model_type");
+  expect_hf_config_error(R"({"model_type": "gemma3", "hidden_size": 8})", "model_type");
   std::string extra = t;
   extra.insert(1, R"("sliding_windoww": 4096, )");
-  expect_config_error(extra, "sliding_windoww");
+  expect_hf_config_error(extra, "sliding_windoww");
   std::string groups = t;
   groups.replace(groups.find(R"("num_key_value_heads": 8)"), 24, R"("num_key_value_heads": 7)");
-  expect_config_error(groups, "num_key_value_heads");
-  expect_config_error("{not json", "");
+  expect_hf_config_error(groups, "num_key_value_heads");
+  expect_hf_config_error("{not json", "");
 }
 
 // A scenario around a model section and a parallel section.
