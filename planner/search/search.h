@@ -23,8 +23,8 @@ namespace pw {
 
 /// Knobs of one search.
 struct SearchOptions {
-  int top = 10;                 ///< rows of the ranking
-  int threads = 0;              ///< 0 = all cores
+  int top = 10;     ///< rows of the ranking
+  int threads = 0;  ///< 0 = all cores
   /// Second-tier budget (the result says if it was hit; `plan --max-evaluations`). Qwen3-235B
   /// on 256 H100 with expert TP 1 in the space certifies after 24,000 (3.6 s).
   int max_evaluations = 50000;
