@@ -90,7 +90,8 @@ CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
   num_b_ = static_cast<int>(bs.size());
   num_cp_ = static_cast<int>(cps.size());
   num_ep_ = static_cast<int>(eps.size());
-  num_etp_ = 2;
+  // Expert TP 1 beside t: MoE models whose space allows it (entries at t = 1 stay empty).
+  num_etp_ = m.num_experts > 0 && space_.expert_tp_allowed(1) ? 2 : 1;
   num_fp8_ = 2;
   auto searched = [](const std::vector<int>& v, int x) {
     return std::find(v.begin(), v.end(), x) != v.end();
@@ -98,7 +99,7 @@ CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
   for (int t : ts)
     for (int cp : cps)
       for (int ep : eps)
-        for (int one = 0; one < 2; ++one)
+        for (int one = 0; one < num_etp_; ++one)
           for (int fp8 = 0; fp8 < 2; ++fp8)
             for (int b : bs)
               for (int sp = 0; sp < 2; ++sp)
@@ -107,7 +108,7 @@ CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
                   // TP 1 at t > 1 of MoE models only: at t = 1 the search marks it as t's).
                   const bool wanted =
                       (searched(space_.fp8, fp8) || (space_.fp8.empty() && fp8 == 0)) &&
-                      (one == 0 || (t > 1 && m.num_experts > 0 && space_.expert_tp_allowed(1)));
+                      (one == 0 || t > 1);
                   layers_.push_back(wanted ? make_layer_entry({t, cp, ep, one, fp8, b, sp != 0,
                                                                static_cast<hw::Recompute>(rc)})
                                            : LayerEntry{});
@@ -216,8 +217,7 @@ const CostModel::LayerEntry& CostModel::layer_entry(const SearchConfig& c,
             ei = at(ep_index_, c.ep);
   const bool fp8_wanted =
       std::find(space_.fp8.begin(), space_.fp8.end(), int{c.fp8}) != space_.fp8.end();
-  const bool etp_wanted =
-      c.etp1 == 0 || (c.t > 1 && problem_.model.num_experts > 0 && space_.expert_tp_allowed(1));
+  const bool etp_wanted = c.etp1 == 0 || (c.t > 1 && num_etp_ == 2);
   if (ti >= 0 && bi >= 0 && ci >= 0 && ei >= 0 && fp8_wanted && etp_wanted)
     return layers_[(((((static_cast<std::size_t>(ti) * num_cp_ + ci) * num_ep_ + ei) * num_etp_ +
                       c.etp1) *
