@@ -158,7 +158,14 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
     m.num_experts = r.integer("n_routed_experts");
     m.moe_router_topk = r.integer("num_experts_per_tok");
     m.moe_ffn_hidden_size = r.integer("moe_intermediate_size");
-    m.moe_shared_expert_size = r.integer_or("n_shared_experts", 0, 0) * m.moe_ffn_hidden_size;
+    const long long shared =
+        static_cast<long long>(r.integer_or("n_shared_experts", 0, 0)) * m.moe_ffn_hidden_size;
+    if (shared > std::numeric_limits<int>::max())
+      r.fail("n_shared_experts",
+             fmt::format("{} shared experts of width {}: beyond what "
+                         "pipewright models",
+                         shared / m.moe_ffn_hidden_size, m.moe_ffn_hidden_size));
+    m.moe_shared_expert_size = static_cast<int>(shared);
     m.moe_layer_freq = r.integer_or("moe_layer_freq", 1);
     m.moe_first_dense_layers = r.integer_or("first_k_dense_replace", 0, 0);
   } else if (moe) {

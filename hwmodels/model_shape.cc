@@ -15,10 +15,10 @@ int head_dim(const ModelShape& m) {
 int kv_heads(const ModelShape& m) {
   return m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads;
 }
-int qk_head_width(const ModelShape& m) {
-  return m.mla() ? m.qk_head_dim + m.qk_pos_emb_head_dim : head_dim(m);
+long long qk_head_width(const ModelShape& m) {
+  return m.mla() ? static_cast<long long>(m.qk_head_dim) + m.qk_pos_emb_head_dim : head_dim(m);
 }
-int v_head_width(const ModelShape& m) { return m.mla() ? m.v_head_dim : head_dim(m); }
+long long v_head_width(const ModelShape& m) { return m.mla() ? m.v_head_dim : head_dim(m); }
 long long query_width(const ModelShape& m) {
   return static_cast<long long>(m.num_attention_heads) * qk_head_width(m);
 }

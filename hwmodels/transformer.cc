@@ -643,7 +643,7 @@ IterationFlops iteration_flops(const ModelShape& m, const WorkloadOptions& o,
   // Attention-core FLOPs per sequence over all pairs, summed over the three passes: scores and
   // context in F (2 s^2 a (dqk + dv), 4 s^2 a dh when both are the head dim) and twice that in B.
   const double core = 3.0 * 2.0 * double(m.seq_length) * double(m.seq_length) *
-                      double(m.num_attention_heads) * (qk_head_width(m) + v_head_width(m)) *
+                      double(m.num_attention_heads) * double(qk_head_width(m) + v_head_width(m)) *
                       m.num_layers;
   const double b = static_cast<double>(global_batch);
   return IterationFlops{b * full, b * (full - core / 2), b * per_sequence(m, o, true)};

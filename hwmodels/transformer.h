@@ -112,8 +112,8 @@ int moe_layers_in(const ModelShape& m, int begin, int end);
 /// (value_width; attention_output_width = heads x value head, the projection's input).
 int head_dim(const ModelShape& m);
 int kv_heads(const ModelShape& m);
-int qk_head_width(const ModelShape& m);
-int v_head_width(const ModelShape& m);
+long long qk_head_width(const ModelShape& m);
+long long v_head_width(const ModelShape& m);
 long long query_width(const ModelShape& m);
 long long kv_width(const ModelShape& m);
 long long value_width(const ModelShape& m);

@@ -175,6 +175,10 @@ TEST(Mla, DeepSeekV3ConfigGivesThePresetsShape) {
   std::string lite = kDeepSeekV3;
   lite.replace(lite.find(R"("q_lora_rank": 1536)"), 19, R"("q_lora_rank": null)");
   EXPECT_EQ(parse_hf_config(lite, "c/config.json").q_lora_rank, 0);
+  // Shared experts x their width beyond an int: refused, not overflowed.
+  std::string shared = kDeepSeekV3;
+  shared.replace(shared.find(R"("n_shared_experts": 1)"), 21, R"("n_shared_experts": 2000000)");
+  expect_hf_config_error(shared, "n_shared_experts");
   std::string groups = kDeepSeekV3;
   groups.replace(groups.find(R"("num_key_value_heads": 128)"), 26, R"("num_key_value_heads": 16)");
   expect_hf_config_error(groups, "num_key_value_heads");
