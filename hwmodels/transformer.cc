@@ -336,61 +336,37 @@ std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o
   Dims d = dims(m, o);
   const bool fwd_like =
       pass == Pass::kForward || (pass == Pass::kRecompute && o.recompute == Recompute::kFull);
-  if (o.tp > 1 && m.mla()) {
-    // The attention region's column-parallel input is the latents (query latent, or h without
-    // one, key/value latent and the rotary key), its row-parallel output h; the MLP region as
-    // below.
-    const double size = kAct * double(d.tokens * d.h);
-    const double latent = kAct * double(d.tokens * ((d.lq > 0 ? d.lq : d.h) + d.lkv + d.rope));
-    const bool mlp_region = !(moe && m.moe_shared_expert_size == 0);
-    auto region = [&](double in, double out_size) {
+  if (o.tp > 1 && (fwd_like || pass == Pass::kBackwardInput || pass == Pass::kBackwardWeight)) {
+    // Each TP region: its column-parallel input `in` is gathered (SP) and its gradient reduced,
+    // its row-parallel output `out_size` reduced and its gradient gathered; Megatron keeps the
+    // layer-norm outputs sharded and gathers them again for dW. A dense MLP (or MoE shared
+    // expert) and attention each have one region; under MLA attention's input is its latents
+    // (query latent, or h without one, key/value latent and the rotary key).
+    auto region = [&](double in, double out_size, int count) {
       if (pass == Pass::kBackwardWeight) {
         if (d.sp)
-          add_comm(&out, CollectiveKind::kAllGather, in, 1, "sp re-gather of qkv/mlp_up inputs");
+          add_comm(&out, CollectiveKind::kAllGather, in, count,
+                   "sp re-gather of qkv/mlp_up inputs");
       } else if (d.sp) {
         add_comm(
-            &out, CollectiveKind::kAllGather, fwd_like ? in : out_size, 1,
+            &out, CollectiveKind::kAllGather, fwd_like ? in : out_size, count,
             fwd_like ? "sp all-gather before qkv/mlp_up" : "sp all-gather of output gradients");
         add_comm(
-            &out, CollectiveKind::kReduceScatter, fwd_like ? out_size : in, 1,
+            &out, CollectiveKind::kReduceScatter, fwd_like ? out_size : in, count,
             fwd_like ? "sp reduce-scatter after proj/mlp" : "sp reduce-scatter of input grads");
       } else {
         add_comm(
-            &out, CollectiveKind::kAllReduce, fwd_like ? out_size : in, 1,
+            &out, CollectiveKind::kAllReduce, fwd_like ? out_size : in, count,
             fwd_like ? "all-reduce after proj/mlp_down" : "all-reduce of qkv/mlp_up input grads");
       }
     };
-    if (fwd_like || pass == Pass::kBackwardInput || pass == Pass::kBackwardWeight) {
-      region(latent, size);
-      if (mlp_region) region(size, size);
-    }
-  } else if (o.tp > 1) {
     const double size = kAct * double(d.tokens * d.h);
-    // Dense MLP (or MoE shared expert) and attention each have one TP region.
     const int regions = moe && m.moe_shared_expert_size == 0 ? 1 : 2;
-    if (fwd_like) {
-      if (d.sp) {
-        add_comm(&out, CollectiveKind::kAllGather, size, regions,
-                 "sp all-gather before qkv/mlp_up");
-        add_comm(&out, CollectiveKind::kReduceScatter, size, regions,
-                 "sp reduce-scatter after proj/mlp");
-      } else {
-        add_comm(&out, CollectiveKind::kAllReduce, size, regions, "all-reduce after proj/mlp_down");
-      }
-    } else if (pass == Pass::kBackwardInput) {
-      if (d.sp) {
-        add_comm(&out, CollectiveKind::kAllGather, size, regions,
-                 "sp all-gather of output gradients");
-        add_comm(&out, CollectiveKind::kReduceScatter, size, regions,
-                 "sp reduce-scatter of input grads");
-      } else {
-        add_comm(&out, CollectiveKind::kAllReduce, size, regions,
-                 "all-reduce of qkv/mlp_up input grads");
-      }
-    } else if (pass == Pass::kBackwardWeight && d.sp) {
-      // Megatron keeps the layer-norm outputs sharded and gathers them again for dW.
-      add_comm(&out, CollectiveKind::kAllGather, size, regions,
-               "sp re-gather of qkv/mlp_up inputs");
+    if (!m.mla()) {
+      region(size, size, regions);
+    } else {
+      region(kAct * double(d.tokens * ((d.lq > 0 ? d.lq : d.h) + d.lkv + d.rope)), size, 1);
+      if (regions == 2) region(size, size, 1);
     }
   }
   // Context parallelism: every rank needs every rank's keys and values (all-gather form; the

@@ -14,7 +14,7 @@
 #include "hwmodels/model_presets.h"
 #include "hwmodels/scenario.h"
 #include "hwmodels/transformer.h"
-#include "tests/hwmodels/hf_config_test_util.h"
+#include "tests/hwmodels/test_util.h"
 
 namespace pw::hw {
 namespace {
@@ -118,24 +118,21 @@ TEST(Mla, TheTpRegionGathersTheLatentsNotTheHiddenState) {
   o.sequence_parallel = true;
   o.flash_attention = true;
   const double s = 4096;
-  double gathered = 0, scattered = 0;
-  for (const TpComm& c : layer_tp_comms(m, o, Pass::kForward, true)) {
-    if (c.group != CommGroup::kTp) continue;
-    if (c.kind == CollectiveKind::kAllGather) gathered += c.bytes.value * c.count;
-    if (c.kind == CollectiveKind::kReduceScatter) scattered += c.bytes.value * c.count;
-  }
-  EXPECT_EQ(gathered, 2 * s * (kLq + kLkv + kRope) + 2 * s * kH);
-  EXPECT_EQ(scattered, 2 * 2 * s * kH);
+  // Bytes of the pass's TP collectives of `kind`.
+  auto bytes = [&](Pass pass, CollectiveKind kind) {
+    double sum = 0;
+    for (const TpComm& c : layer_tp_comms(m, o, pass, true))
+      if (c.group == CommGroup::kTp && c.kind == kind) sum += c.bytes.value * c.count;
+    return sum;
+  };
+  EXPECT_EQ(bytes(Pass::kForward, CollectiveKind::kAllGather),
+            2 * s * (kLq + kLkv + kRope) + 2 * s * kH);
+  EXPECT_EQ(bytes(Pass::kForward, CollectiveKind::kReduceScatter), 2 * 2 * s * kH);
   // The backward mirrors it: gradients of the outputs gathered (2sh each), of the latents
   // reduce-scattered.
-  gathered = scattered = 0;
-  for (const TpComm& c : layer_tp_comms(m, o, Pass::kBackwardInput, true)) {
-    if (c.group != CommGroup::kTp) continue;
-    if (c.kind == CollectiveKind::kAllGather) gathered += c.bytes.value * c.count;
-    if (c.kind == CollectiveKind::kReduceScatter) scattered += c.bytes.value * c.count;
-  }
-  EXPECT_EQ(gathered, 2 * 2 * s * kH);
-  EXPECT_EQ(scattered, 2 * s * (kLq + kLkv + kRope) + 2 * s * kH);
+  EXPECT_EQ(bytes(Pass::kBackwardInput, CollectiveKind::kAllGather), 2 * 2 * s * kH);
+  EXPECT_EQ(bytes(Pass::kBackwardInput, CollectiveKind::kReduceScatter),
+            2 * s * (kLq + kLkv + kRope) + 2 * s * kH);
 }
 
 // deepseek-ai/DeepSeek-V3's config.json (its fields; auto_map and quantization_config
@@ -184,20 +181,10 @@ TEST(Mla, DeepSeekV3ConfigGivesThePresetsShape) {
   expect_hf_config_error(groups, "num_key_value_heads");
 }
 
-void expect_scenario_error(const std::string& model, const std::string& key) {
-  try {
-    parse_scenario("model: " + model +
-                       "\ncluster: {profile: dgx-h100, nodes: 1}\n"
-                       "parallel: {micro_batch_size: 1, global_batch_size: 8}\n",
-                   "s.yaml", "");
-    ADD_FAILURE() << "no error for " << key;
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key(), key) << e.what();
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
-  }
-}
-
 TEST(Mla, IncompleteLatentAttentionIsAnErrorNamingTheKey) {
+  auto expect_scenario_error = [](const std::string& model, const std::string& key) {
+    testing::expect_scenario_error(model, "{micro_batch_size: 1, global_batch_size: 8}", key);
+  };
   const std::string base =
       "{num_layers: 2, hidden_size: 64, num_attention_heads: 8, seq_length: 64, vocab_size: 128, "
       "add_bias_linear: false, ";

@@ -12,7 +12,7 @@
 #include "hwmodels/model_presets.h"
 #include "hwmodels/scenario.h"
 #include "hwmodels/transformer.h"
-#include "tests/hwmodels/hf_config_test_util.h"
+#include "tests/hwmodels/test_util.h"
 
 namespace pw::hw {
 namespace {
@@ -326,25 +326,8 @@ TEST(ModernModels, HuggingFaceConfigErrorsNameTheField) {
   expect_hf_config_error("{not json", "");
 }
 
-// A scenario around a model section and a parallel section.
-Scenario scenario(const std::string& model, const std::string& parallel, int nodes = 1) {
-  const std::string text = "model: " + model +
-                           "\ncluster: {profile: dgx-h100, nodes: " + std::to_string(nodes) +
-                           "}\nparallel: " + parallel + "\n";
-  return parse_scenario(text, "s.yaml", "");
-}
-
-void expect_scenario_error(const std::string& model, const std::string& parallel,
-                           const std::string& key) {
-  try {
-    scenario(model, parallel);
-    ADD_FAILURE() << "no error for " << key;
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.file(), "s.yaml");
-    EXPECT_EQ(e.key(), key) << e.what();
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
-  }
-}
+using testing::expect_scenario_error;
+using testing::scenario;
 
 TEST(ModernModels, BadShapesAndLayoutsAreOneLineErrorsNamingTheKey) {
   const std::string dense = "{micro_batch_size: 1, global_batch_size: 8}";

@@ -84,6 +84,14 @@ TEST(PlanCli, ReportDrawsEveryComputePassOfTheEmittedPlanAndThePareto) {
 
 std::string pipewright() { return std::string(PW_BINARY_DIR) + "/tools/pipewright"; }
 
+// `pipewright ARGS --format json`, run to success, its output parsed (written under `dir`).
+nlohmann::json json_of(const std::filesystem::path& dir, const std::string& args) {
+  const std::string out = (dir / "out.json").string();
+  const std::string cmd = pipewright() + " " + args + " --format json > " + out;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return nlohmann::json::parse(read_file(out));
+}
+
 // `plan --shortest-time` on the Megatron 1.7B scenario to 2.5 nats. Hand values (see
 // tests/planner/shortest_time_test.cc): B_crit = 2.1e8 / 2.5^(1/0.21) = 2.6746e6 tokens,
 // S_min = 2100 / (2.5 - 2.2719)^(1/0.76) = 14,679 steps, batches 2^7..2^13 sequences.
@@ -298,12 +306,7 @@ TEST(PlanCli, ExpertTensorParallelOneIsSearchedAndScoredAsSimulated) {
                     "parallel: {tensor_model_parallel_size: 2, sequence_parallel: true,\n"
                     "           expert_model_parallel_size: 8, expert_tensor_parallel_size: 1,\n"
                     "           micro_batch_size: 1, global_batch_size: 64, zero_stage: 1}\n");
-  auto run_json = [&](const std::string& args) {
-    const std::string out = (dir / "out.json").string();
-    const std::string cmd = pipewright() + " " + args + " --format json > " + out;
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    return nlohmann::json::parse(read_file(out));
-  };
+  auto run_json = [&](const std::string& args) { return json_of(dir, args); };
   const nlohmann::json plan = run_json("plan " + scen +
                                        " --tp 2 --pp 1 --ep 8 --etp 1 --schedules 1f1b "
                                        "--microbatch-size 1 --top 3");
@@ -463,12 +466,7 @@ TEST(PlanCli, PlanSimulateAndEstimateAgreeOnTimeMemoryAndMfu) {
                     "parallel: {tensor_model_parallel_size: 2, pipeline_model_parallel_size: 4,\n"
                     "           micro_batch_size: 1, global_batch_size: 32, zero_stage: 1,\n"
                     "           recompute_granularity: selective, sequence_parallel: true}\n");
-  auto run_json = [&](const std::string& args) {
-    const std::string out = (dir / "out.json").string();
-    const std::string cmd = pipewright() + " " + args + " --format json > " + out;
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    return nlohmann::json::parse(read_file(out));
-  };
+  auto run_json = [&](const std::string& args) { return json_of(dir, args); };
   const nlohmann::json plan =
       run_json("plan " + scen +
                " --tp 2 --pp 4 --dp 2 --microbatch-size 1 --schedules 1f1b --recompute selective "
@@ -509,12 +507,7 @@ TEST(PlanCli, SimulateRunsTheScheduleThePlannerScoresForAMemoryReader) {
       std::filesystem::temp_directory_path() / ("pw_plan_zbsim_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string scen = (dir / "s.yaml").string();
-  auto run_json = [&](const std::string& args) {
-    const std::string out = (dir / "out.json").string();
-    const std::string cmd = pipewright() + " " + args + " --format json > " + out;
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    return nlohmann::json::parse(read_file(out));
-  };
+  auto run_json = [&](const std::string& args) { return json_of(dir, args); };
   for (const char* schedule : {"zb-1p", "zb-2p", "v-zb", "zb-v", "v-adaptive"}) {
     write_file_atomic(scen, std::string("model: {preset: cm-98.5b, seq_length: 1024, "
                                         "use_flash_attn: true}\n"

@@ -1,0 +1,45 @@
+#pragma once
+// Shared by the hwmodels tests: input that must be refused with a one-line ConfigError naming the
+// file and `key` (a Hugging Face config.json text, or a scenario around a model and a parallel
+// section).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "hwmodels/hf_config.h"
+#include "hwmodels/scenario.h"
+
+namespace pw::hw::testing {
+
+inline void expect_hf_config_error(const std::string& text, const std::string& key) {
+  try {
+    parse_hf_config(text, "c/config.json");
+    ADD_FAILURE() << "no error for " << key;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.file(), "c/config.json");
+    EXPECT_EQ(e.key(), key) << e.what();
+  }
+}
+
+// A scenario of `model` and `parallel` on `nodes` DGX H100 nodes, read as "s.yaml".
+inline Scenario scenario(const std::string& model, const std::string& parallel, int nodes = 1) {
+  const std::string text = "model: " + model +
+                           "\ncluster: {profile: dgx-h100, nodes: " + std::to_string(nodes) +
+                           "}\nparallel: " + parallel + "\n";
+  return parse_scenario(text, "s.yaml", "");
+}
+
+inline void expect_scenario_error(const std::string& model, const std::string& parallel,
+                                  const std::string& key) {
+  try {
+    scenario(model, parallel);
+    ADD_FAILURE() << "no error for " << key;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.file(), "s.yaml");
+    EXPECT_EQ(e.key(), key) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace pw::hw::testing
