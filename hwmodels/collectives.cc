@@ -458,4 +458,12 @@ TimePs all_to_all_bandwidth_bound(CollectiveKind kind, Bytes s, const GroupNetwo
   return seconds_to_ps(secs * net.correction[static_cast<int>(kind)].at(s.value));
 }
 
+TimePs send_recv_bandwidth_bound(Bytes s, const GroupNetwork& net) {
+  if (net.n <= 1 || s.value <= 0) return 0;
+  const double bw = net.nodes > 1 ? net.single_nic_bw.value : net.intra_bw.value;
+  if (bw <= 0) return 0;
+  const int k = static_cast<int>(CollectiveKind::kSendRecv);
+  return seconds_to_ps(s.value / bw * net.correction[k].at(s.value));
+}
+
 }  // namespace pw::hw

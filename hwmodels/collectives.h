@@ -177,6 +177,10 @@ CollectiveLine collective_line(CollectiveKind kind, const GroupNetwork& net);
 /// whichever is longer; no latency. Screens use it as a lower bound where the simulator times the
 /// exchange with flows. 0 for other kinds.
 TimePs all_to_all_bandwidth_bound(CollectiveKind kind, Bytes s, const GroupNetwork& net);
+/// The same for one send/recv of `s` between neighbours of `net` (a context-parallel ring
+/// step): `s` over the slowest pair's bandwidth (one NIC across nodes, else the intra-node
+/// links), no latency.
+TimePs send_recv_bandwidth_bound(Bytes s, const GroupNetwork& net);
 
 /// The profile's size correction of `kind` at `bytes` for a group on one node (`multi_node`
 /// false) or across nodes: 1 when the profile has none (HardwareProfile::

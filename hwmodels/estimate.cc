@@ -37,19 +37,20 @@ void add_tp(const std::vector<TpComm>& comms, const char* pass, long long per_it
   }
 }
 
-// The collectives a pass waits for: CP exchanges run under the pass's compute (not counted).
 // What a pass of `compute` waits for: its TP collectives (with tp_comm_overlap only what
-// exceeds the GEMMs they run under) and its EP all-to-alls; CP runs beside the pass.
+// exceeds the GEMMs they run under), its EP all-to-alls, and the context-parallel ring's steps
+// that outlast the attention blocks they run under (cp_ring_exposed).
 TimePs exposed_comm(const std::vector<TpComm>& comms, const CommNetworks& nets, TimePs compute,
-                    TimePs hide, bool overlap) {
-  std::vector<TpComm> tp, ep;
+                    TimePs hide, TimePs attention, bool overlap) {
+  std::vector<TpComm> tp, cp, ep;
   for (const TpComm& c : comms) {
     if (c.group == CommGroup::kTp) tp.push_back(c);
+    if (c.group == CommGroup::kCp) cp.push_back(c);
     if (c.group == CommGroup::kEp) ep.push_back(c);
   }
   TimePs t = tp_comm_time(tp, nets);
   if (overlap) t = overlapped_pass_time(compute, hide, t) - compute;
-  return t + tp_comm_time(ep, nets);
+  return t + tp_comm_time(ep, nets) + cp_ring_exposed(attention, tp_comm_time(cp, nets), nets.cp.n);
 }
 
 // The data-parallel collectives of the GPU holding `params` (the first stage's when `first`):
@@ -152,10 +153,10 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
     nets.cp = describe_group(topo, s.profile, layout.cp_group(0, 0, 0));
     nets.ep = describe_group(topo, s.profile, layout.ep_group(0, 0, 0));
     const bool ov = par.tp_comm_overlap;
-    e.tp_comm_f = exposed_comm(middle.comm_f, nets, middle.f, middle.hide_f, ov);
-    e.tp_comm_b = exposed_comm(middle.comm_b, nets, middle.b, middle.hide_b, ov) +
-                  exposed_comm(middle.comm_w, nets, middle.w, middle.hide_w, ov) +
-                  exposed_comm(middle.comm_r, nets, middle.r, middle.hide_r, ov);
+    e.tp_comm_f = exposed_comm(middle.comm_f, nets, middle.f, middle.hide_f, middle.attn_f, ov);
+    e.tp_comm_b = exposed_comm(middle.comm_b, nets, middle.b, middle.hide_b, middle.attn_b, ov) +
+                  exposed_comm(middle.comm_w, nets, middle.w, middle.hide_w, middle.attn_w, ov) +
+                  exposed_comm(middle.comm_r, nets, middle.r, middle.hide_r, middle.attn_r, ov);
     add_tp(middle.comm_f, "F", mv, nets, &e.collectives);
     add_tp(middle.comm_b, "B", mv, nets, &e.collectives);
     add_tp(middle.comm_w, "W", mv, nets, &e.collectives);

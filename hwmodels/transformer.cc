@@ -240,6 +240,13 @@ bool is_attention_core(const LayerOp& op) {
   return n == "attn_scores" || n == "attn_context";
 }
 
+// The kernels of the attention core, GEMMs and the softmax/dropout between them (what a
+// context-parallel ring step runs under).
+bool in_attention_core(const LayerOp& op) {
+  const std::string n = op.name;
+  return is_attention_core(op) || n == "softmax" || n == "attn_dropout";
+}
+
 // B: for weight GEMMs the input gradient dX = dY W^T (m x k from m x n times n x k); for the
 // attention GEMMs both operands are activations, so both gradients are input gradients (flash
 // attention also recomputes the scores: 5 GEMMs instead of 4). Memory-bound backward kernels
@@ -369,14 +376,18 @@ std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o
       if (regions == 2) region(size, size, 1);
     }
   }
-  // Context parallelism: every rank needs every rank's keys and values (all-gather form; the
-  // ring form moves the same bytes step by step under the attention kernel), and the backward
-  // returns their gradients (reduce-scatter).
-  if (d.cp > 1 && pass != Pass::kBackwardWeight && (pass != Pass::kRecompute || fwd_like)) {
-    const double kv_all = kAct * double((d.k + d.vw) / d.t) * double(d.tokens * d.cp);
-    add_comm(&out, CollectiveKind::kAllGather, kv_all, 1, "cp key/value exchange", CommGroup::kCp);
+  // Context parallelism as a ring (cp_ring_exposed): every pass that runs the attention core
+  // (F, B, any recompute) makes cp - 1 steps in which each rank sends the keys and values it
+  // holds (its own tokens' at first) to the next rank; the backward's steps also carry the
+  // gradients of the keys and values the rank has seen, towards their owner.
+  if (d.cp > 1 && pass != Pass::kBackwardWeight &&
+      (pass != Pass::kRecompute || o.recompute != Recompute::kNone)) {
+    const double kv = kAct * double((d.k + d.vw) / d.t) * double(d.tokens);
     if (pass == Pass::kBackwardInput)
-      add_comm(&out, CollectiveKind::kReduceScatter, kv_all, 1, "cp key/value gradients",
+      add_comm(&out, CollectiveKind::kSendRecv, 2 * kv, d.cp - 1,
+               "cp ring step: keys/values and their gradients", CommGroup::kCp);
+    else
+      add_comm(&out, CollectiveKind::kSendRecv, kv, d.cp - 1, "cp ring step: keys/values",
                CommGroup::kCp);
   }
   // Expert parallelism: tokens go to the ranks holding their experts and come back (dispatch and
@@ -504,6 +515,7 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
                          Pass::kRecompute};
   TimePs* times[] = {&c.f, &c.b, &c.w, &c.r};
   TimePs* hides[] = {&c.hide_f, &c.hide_b, &c.hide_w, &c.hide_r};
+  TimePs* attns[] = {&c.attn_f, &c.attn_b, &c.attn_w, &c.attn_r};
   Flops* flops[] = {&c.f_flops, &c.b_flops, &c.w_flops, &c.r_flops};
   std::vector<TpComm>* comms[] = {&c.comm_f, &c.comm_b, &c.comm_w, &c.comm_r};
   for (int i = 0; i < 4; ++i) {
@@ -521,6 +533,10 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
         }
         *hides[i] += static_cast<TimePs>(layers) * hide;
       }
+      TimePs attn = 0;
+      for (const LayerOp& op : ops)
+        if (in_attention_core(op)) attn += ops_time({op}, gpu, o.dtype);
+      *attns[i] += static_cast<TimePs>(layers) * attn;
       *flops[i] += total_flops(ops) * double(layers);
       for (TpComm tc : layer_tp_comms(m, o, passes[i], moe)) {
         tc.count *= layers;

@@ -178,6 +178,9 @@ struct StageCosts {
   /// GEMMs beside the re-gather of their inputs in W). The ring's first (all-gather) or last
   /// (reduce-scatter) chunk of 1/t cannot overlap.
   TimePs hide_f = 0, hide_b = 0, hide_w = 0, hide_r = 0;
+  /// Per pass, the attention core's time (scores, softmax, context; the fused kernel): what a
+  /// context-parallel ring step runs under (cp_ring_exposed).
+  TimePs attn_f = 0, attn_b = 0, attn_w = 0, attn_r = 0;
 };
 
 /// Time of a pass that runs `hideable` of its `compute` under collectives of `comm` (both
@@ -187,6 +190,20 @@ template <typename T>
 T overlapped_pass_time(T compute, T hideable, T comm) {
   const T h = hideable < compute ? hideable : compute;
   return compute - h + (h > comm ? h : comm);
+}
+
+/// What a pass waits for beyond its compute when context parallelism runs as a ring (Megatron's
+/// `cp_comm_type: p2p`, Transformer Engine's KV-P2P attention): each layer's attention runs in
+/// cp equal blocks (causal load balancing gives every block the same work) and its cp - 1 ring
+/// steps each move the next block's keys and values (with their gradients in the backward)
+/// under the block before, so a step that outlasts its block shows. Summed over a pass's layers
+/// and steps, with `ring` the steps' total time and `attention` the pass's attention core:
+/// max(0, ring - attention x (cp - 1) / cp). One formula for every tier; the DES runs the steps.
+template <typename T>
+T cp_ring_exposed(T attention, T ring, int cp) {
+  if (cp <= 1) return T{0};
+  const T covered = attention * (cp - 1) / cp;
+  return ring > covered ? ring - covered : T{0};
 }
 
 StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,

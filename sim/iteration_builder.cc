@@ -131,6 +131,35 @@ void IterationBuilder::add_point_phase(int src, int dst, double bytes) {
   add_flow(src, dst, bytes);
 }
 
+void IterationBuilder::add_ring_step_phase(const std::vector<hw::TpComm>& comms, int steps,
+                                           const std::vector<int>& group) {
+  if (opt_.free_communication) return;
+  // Each pair's messages as hwmodels times a send/recv between them (collective_steps: the
+  // protocol, the size correction): their latencies in sequence, their bytes in one flow.
+  const int n = static_cast<int>(group.size());
+  TimePs latency = 0;
+  std::vector<double> seconds(n, 0.0);
+  for (int i = 0; i < n; ++i) {
+    const std::vector<int> pair{group[i], group[(i + 1) % n]};
+    TimePs pair_latency = 0;
+    for (const hw::TpComm& c : comms) {
+      PW_ASSERT(c.kind == hw::CollectiveKind::kSendRecv && c.count % steps == 0,
+                "a ring step is whole send/recv messages");
+      const int msgs = c.count / steps;
+      for (const hw::CollectiveStep& st :
+           step_plan(hw::CollectiveKind::kSendRecv, c.bytes.value, pair).steps) {
+        pair_latency += static_cast<TimePs>(msgs) * st.repeat * st.latency_hops * st.hop_latency;
+        seconds[i] += msgs * st.repeat * st.bytes_per_rank.value / st.bandwidth.value;
+      }
+    }
+    latency = std::max(latency, pair_latency);
+  }
+  out_.graph.add_phase(latency);
+  // Negative: seconds at step bandwidth (see add_collective_phases).
+  for (int i = 0; i < n; ++i)
+    if (is_member_simulated(i)) add_flow(group[i], group[(i + 1) % n], -seconds[i]);
+}
+
 const IterationBuilder::StepPlan& IterationBuilder::step_plan(hw::CollectiveKind kind, double bytes,
                                                               const std::vector<int>& group) {
   const auto found = step_plans_.find(

@@ -143,6 +143,11 @@ class IterationBuilder {
   const StepPlan& step_plan(hw::CollectiveKind kind, double bytes, const std::vector<int>& group);
   std::map<std::tuple<int, double, std::vector<int>>, StepPlan, std::less<>> step_plans_;
   void add_point_phase(int src, int dst, double bytes);
+  /// One step of a context-parallel ring (hw::cp_ring_exposed), to the last collective: every
+  /// simulated member sends to the next member of `group` the messages of `comms` (send/recv,
+  /// count over all `steps` steps), after the slowest pair's latency once per message.
+  void add_ring_step_phase(const std::vector<hw::TpComm>& comms, int steps,
+                           const std::vector<int>& group);
   void add_flow(int src, int dst, double bytes);
   int pair_of(int src, int dst);
   int sim_of(int tr, int dr, int pr) const;

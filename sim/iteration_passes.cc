@@ -26,9 +26,13 @@ struct PassCost {
   struct Part {
     TimePs dur = 0, hide = 0;
     const std::vector<hw::TpComm>* comms = nullptr;
+    TimePs attn = 0;  ///< of dur, the attention core
   };
   std::vector<Part> parts;
   std::vector<hw::TpComm> by_group[3];  ///< comms by hw::CommGroup
+  /// With a context-parallel ring (by_group[kCp] not empty): the attention core's time, which
+  /// runs in cp blocks after the rest of the pass (dur and parts exclude it).
+  TimePs attn = 0;
 };
 
 void append(std::vector<hw::TpComm>* out, const std::vector<hw::TpComm>& v) {
@@ -53,9 +57,9 @@ void IterationBuilder::build_passes() {
     auto backward = [&](int st, bool with_w) {
       const hw::StageCosts& c = costs_[st];
       pc.dur += c.b + (with_w ? c.w : 0) + (inline_r ? c.r : 0);
-      pc.parts.push_back({c.b, c.hide_b, &c.comm_b});
-      if (with_w) pc.parts.push_back({c.w, c.hide_w, &c.comm_w});
-      if (inline_r) pc.parts.push_back({c.r, c.hide_r, &c.comm_r});
+      pc.parts.push_back({c.b, c.hide_b, &c.comm_b, c.attn_b});
+      if (with_w) pc.parts.push_back({c.w, c.hide_w, &c.comm_w, c.attn_w});
+      if (inline_r) pc.parts.push_back({c.r, c.hide_r, &c.comm_r, c.attn_r});
       append(&pc.comms, c.comm_b);
       if (with_w) append(&pc.comms, c.comm_w);
       if (inline_r) append(&pc.comms, c.comm_r);
@@ -69,7 +73,8 @@ void IterationBuilder::build_passes() {
     switch (a.kind) {
       case ActionKind::kF:
         pc.dur = costs_[st].f;
-        pc.parts.push_back({costs_[st].f, costs_[st].hide_f, &costs_[st].comm_f});
+        pc.parts.push_back(
+            {costs_[st].f, costs_[st].hide_f, &costs_[st].comm_f, costs_[st].attn_f});
         pc.comms = costs_[st].comm_f;
         pc.mem_start = costs_[st].m_b.value;
         break;
@@ -81,19 +86,22 @@ void IterationBuilder::build_passes() {
         break;
       case ActionKind::kW:
         pc.dur = costs_[st].w;
-        pc.parts.push_back({costs_[st].w, costs_[st].hide_w, &costs_[st].comm_w});
+        pc.parts.push_back(
+            {costs_[st].w, costs_[st].hide_w, &costs_[st].comm_w, costs_[st].attn_w});
         pc.comms = costs_[st].comm_w;
         pc.mem_end = -costs_[st].m_w.value;
         break;
       case ActionKind::kR:
         pc.dur = costs_[st].r;
-        pc.parts.push_back({costs_[st].r, costs_[st].hide_r, &costs_[st].comm_r});
+        pc.parts.push_back(
+            {costs_[st].r, costs_[st].hide_r, &costs_[st].comm_r, costs_[st].attn_r});
         pc.comms = costs_[st].comm_r;
         pc.mem_start = costs_[st].m_r.value;
         break;
       case ActionKind::kOverlapFB: {
         pc.dur = costs_[st].f;
-        pc.parts.push_back({costs_[st].f, costs_[st].hide_f, &costs_[st].comm_f});
+        pc.parts.push_back(
+            {costs_[st].f, costs_[st].hide_f, &costs_[st].comm_f, costs_[st].attn_f});
         pc.comms = costs_[st].comm_f;
         const double m_f = costs_[st].m_b.value;
         backward(a.stage2, true);
@@ -104,6 +112,13 @@ void IterationBuilder::build_passes() {
         break;  // explicit communication / markers: the simulator models those itself
     }
     for (const hw::TpComm& c : pc.comms) pc.by_group[static_cast<int>(c.group)].push_back(c);
+    if (layout_.cp > 1 && !pc.by_group[static_cast<int>(hw::CommGroup::kCp)].empty()) {
+      for (PassCost::Part& part : pc.parts) {
+        pc.attn += part.attn;
+        part.dur -= part.attn;
+      }
+      pc.dur -= pc.attn;
+    }
     return pc;
   };
   // An action costs the same on every rank of its pipeline rank: priced once per action.
@@ -282,6 +297,34 @@ void IterationBuilder::build_passes() {
         pt.first = pt.last = add_compute(sim, pc.dur, pc.mem_start, pc.mem_end, a);
         out_.graph.add_effect(pt.first, {0, 0, pc.buffer, -pc.buffer});
       }
+      const auto& cp_comms = pc.by_group[static_cast<int>(hw::CommGroup::kCp)];
+      if (layout_.cp > 1 && !cp_comms.empty()) {
+        // The context-parallel ring (hw::cp_ring_exposed), after the rest of the pass: cp
+        // attention blocks; step k sends the keys and values block k + 1 needs while block k
+        // runs, after step k - 1 (it forwards what that step received). The pass's end effects
+        // move to its last block.
+        const int cp = layout_.cp;
+        const std::vector<int> group = layout_.cp_group(r.tr, r.dr, r.pr);
+        std::int32_t block = pt.last, step = -1;
+        for (int k = 0; k < cp; ++k) {
+          const std::int32_t next =
+              add_compute(sim, pc.attn / cp + (k == cp - 1 ? pc.attn % cp : 0), 0, 0, a);
+          out_.graph.add_dep(block, next);
+          if (step >= 0) out_.graph.add_dep(step, next);
+          if (k < cp - 1) {
+            bool fresh = false;
+            const std::int32_t c = keyed_collective({5, group.front(), id, k}, &fresh);
+            if (fresh) add_ring_step_phase(cp_comms, cp - 1, group);
+            const std::int32_t x = add_comm(sim, StreamKind::kTp, c, CommKind::kCp, a);
+            out_.graph.add_dep(k == 0 ? pt.last : step, x);
+            step = x;
+          }
+          block = next;
+        }
+        out_.graph.add_effect(pt.last, {0, -pc.mem_end, 0, pc.buffer});
+        out_.graph.add_effect(block, {0, pc.mem_end, 0, -pc.buffer});
+        pt.last = block;
+      }
       if (gather >= 0) out_.graph.add_dep(gather, pt.first);
       if (layer_gather >= 0) {
         out_.graph.add_dep(layer_gather, pt.first);
@@ -306,9 +349,8 @@ void IterationBuilder::build_passes() {
       }
       if (sweep_first < 0 && is_pass) sweep_first = pt.first;
       if (prev_last >= 0) out_.graph.add_dep(prev_last, pt.first);
-      // The pass's collectives by group: TP and EP ones follow the compute on the TP stream (an
-      // EP all-to-all sits between the router and the experts, nothing overlaps it); the CP
-      // key/value exchange runs beside the compute and the pass ends when both have.
+      // The pass's other collectives by group: TP and EP ones follow the compute on the TP
+      // stream (an EP all-to-all sits between the router and the experts, nothing overlaps it).
       const auto& by_group = pc.by_group;
       auto group_collective = [&](hw::CommGroup g, int key, const std::vector<int>& members) {
         bool fresh = false;
@@ -318,17 +360,6 @@ void IterationBuilder::build_passes() {
             add_collective_phases(tc.kind, tc.bytes.value, tc.count, members);
         return c;
       };
-      if (layout_.cp > 1 && !by_group[static_cast<int>(hw::CommGroup::kCp)].empty()) {
-        const std::int32_t c =
-            group_collective(hw::CommGroup::kCp, 5, layout_.cp_group(r.tr, r.dr, r.pr));
-        const std::int32_t tk = add_comm(sim, StreamKind::kTp, c, CommKind::kCp, a);
-        if (prev_last >= 0) out_.graph.add_dep(prev_last, tk);
-        if (gather >= 0) out_.graph.add_dep(gather, tk);
-        const std::int32_t join = add_compute(sim, 0, 0, 0, a);
-        out_.graph.add_dep(pt.last, join);
-        out_.graph.add_dep(tk, join);
-        pt.last = join;
-      }
       double tp_bytes = 0;
       for (const hw::TpComm& c : by_group[0]) tp_bytes += c.bytes.value * c.count;
       if (layout_.tp > 1 && tp_bytes > 0 && !tp_done) {

@@ -280,23 +280,25 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     // A pass with its TP collectives (run under its paired GEMMs with tp_comm_overlap, as the
     // DES does) and the EP all-to-all after them.
     const bool overlap = space_.tp_comm_overlap && c.sequence_parallel && c.t > 1;
-    auto pass = [&](TimePs hw::StageCosts::*field, TimePs hw::StageCosts::*hide, int k) {
+    auto pass = [&](TimePs hw::StageCosts::*field, TimePs hw::StageCosts::*hide,
+                    TimePs hw::StageCosts::*attn, int k) {
       const double compute = ps_to_seconds(sum_ps(field));
       const double tp = sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, k);
       const double ep = sum_of(le.ep, le.ep_moe, le.ep_first, le.ep_last, k);
       const double t = overlap ? hw::overlapped_pass_time(compute, ps_to_seconds(sum_ps(hide)), tp)
                                : compute + tp;
-      return t + ep;
+      return t + ep + hw::cp_ring_exposed(ps_to_seconds(sum_ps(attn)), layers * le.cp[k], c.cp);
     };
     auto sum_bytes = [&](Bytes hw::StageCosts::*field) {
       return n * (le.layer.*field).value + nm * (le.moe.*field).value +
              (first ? (le.first.*field).value : 0) + (last ? (le.last.*field).value : 0);
     };
     // As the DES: F = f + its TP collectives; B = b + inline recompute + theirs; W = w + its.
-    const double r = has_r ? pass(&hw::StageCosts::r, &hw::StageCosts::hide_r, 3) : 0;
-    m.f = pass(&hw::StageCosts::f, &hw::StageCosts::hide_f, 0);
-    m.b = pass(&hw::StageCosts::b, &hw::StageCosts::hide_b, 1) + r;
-    m.w = pass(&hw::StageCosts::w, &hw::StageCosts::hide_w, 2);
+    using SC = hw::StageCosts;
+    const double r = has_r ? pass(&SC::r, &SC::hide_r, &SC::attn_r, 3) : 0;
+    m.f = pass(&SC::f, &SC::hide_f, &SC::attn_f, 0);
+    m.b = pass(&SC::b, &SC::hide_b, &SC::attn_b, 1) + r;
+    m.w = pass(&SC::w, &SC::hide_w, &SC::attn_w, 2);
     m.r = r;
     m.act = sum_bytes(&hw::StageCosts::m_b);
     m.act_w = sum_bytes(&hw::StageCosts::m_w);

@@ -188,12 +188,14 @@ class CostModel {
 
  private:
   // hwmodels' figures of one layer, the embedding and the head for one (t, b, sp, recompute),
-  // with the TP collective time and the EP all-to-all bound of each pass (seconds; index =
-  // hw::Pass).
+  // with the TP collective time, the EP all-to-all bound and the CP ring's bound of each pass
+  // (seconds; index = hw::Pass).
   struct LayerEntry {
     hw::StageCosts layer, moe, first, last;  // a dense layer, an MoE layer (MoE models)
     double tp[4] = {}, tp_moe[4] = {}, tp_first[4] = {}, tp_last[4] = {};
     double ep[4] = {}, ep_moe[4] = {}, ep_first[4] = {}, ep_last[4] = {};
+    /// A layer's context-parallel ring steps, bandwidth bound (dense and MoE layers alike).
+    double cp[4] = {};
   };
   // The networks of one (t, p, d) layout: DP group collectives, the pipeline hop, the TP group's
   // all-gather (Megatron's scatter/gather of pipeline messages).

@@ -156,29 +156,32 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
     nets.tp = hw::describe_group(topo, problem_.profile, lay.tp_group(0, 0));
     nets.cp = hw::describe_group(topo, problem_.profile, lay.cp_group(0, 0, 0));
     nets.ep = hw::describe_group(topo, problem_.profile, lay.ep_group(0, 0, 0));
-    // What a pass waits for, as a lower bound: its TP collectives, and the EP all-to-all's
+    // What a pass waits for, as a lower bound: its TP collectives, the EP all-to-all's
     // bandwidth bound (the DES times it with flows on the routes, and a pairwise exchange across
     // nodes beats the alpha-beta line by 6% on two DGX H100 nodes: test
-    // Search.BoundsHoldWithContextAndExpertParallelism). The DES runs the CP exchange beside
-    // the pass, so the bound counts none of it.
-    auto tp = [&](const hw::StageCosts& c, double* out, double* out_ep) {
+    // Search.BoundsHoldWithContextAndExpertParallelism) and the CP ring steps' bandwidth bound
+    // (what of them outlasts the attention shows: hw::cp_ring_exposed).
+    auto tp = [&](const hw::StageCosts& c, double* out, double* out_ep, double* out_cp) {
       const std::vector<hw::TpComm>* lists[4] = {&c.comm_f, &c.comm_b, &c.comm_w, &c.comm_r};
       for (int i = 0; i < 4; ++i) {
         std::vector<hw::TpComm> waited;
-        TimePs ep = 0;
+        TimePs ep = 0, cp = 0;
         for (const hw::TpComm& tc : *lists[i]) {
           if (tc.group == hw::CommGroup::kTp) waited.push_back(tc);
           if (tc.group == hw::CommGroup::kEp)
             ep += tc.count * hw::all_to_all_bandwidth_bound(tc.kind, tc.bytes, nets.ep);
+          if (tc.group == hw::CommGroup::kCp)
+            cp += tc.count * hw::send_recv_bandwidth_bound(tc.bytes, nets.cp);
         }
         out[i] = ps_to_seconds(hw::tp_comm_time(waited, nets));
         out_ep[i] = ps_to_seconds(ep);
+        if (out_cp != nullptr) out_cp[i] = ps_to_seconds(cp);
       }
     };
-    tp(e.layer, e.tp, e.ep);
-    tp(e.moe, e.tp_moe, e.ep_moe);
-    tp(e.first, e.tp_first, e.ep_first);
-    tp(e.last, e.tp_last, e.ep_last);
+    tp(e.layer, e.tp, e.ep, e.cp);
+    tp(e.moe, e.tp_moe, e.ep_moe, nullptr);
+    tp(e.first, e.tp_first, e.ep_first, nullptr);
+    tp(e.last, e.tp_last, e.ep_last, nullptr);
   }
   return e;
 }

@@ -128,6 +128,27 @@ TEST(ModernModels, SelectiveRecomputeWithFusedAttentionRerunsTheFusedForward) {
   EXPECT_EQ(layer_activation_bytes(m, o).value, layer_activation_bytes(m, none).value);
 }
 
+// The attention core's time per pass (what a context-parallel ring step runs under): under
+// selective recompute with fused attention the recompute pass is that core and nothing else, so
+// its time is the recompute's and the forward's core; the weight-gradient pass has none; the
+// backward's core (five GEMMs) is part of it and longer than the forward's (two).
+TEST(ModernModels, AttentionCoreTimeIsWhatSelectiveRecomputeReruns) {
+  const ModelShape& m = preset("llama3-8b");
+  WorkloadOptions o;
+  o.tp = 2;
+  o.cp = 2;
+  o.flash_attention = true;
+  o.recompute = Recompute::kSelective;
+  const GpuModel gpu(resolve_profile("dgx-h100", "", "", "").gpu);
+  const StageCosts c = stage_costs(m, gpu, o, 0, 4, false, false);
+  EXPECT_GT(c.r, 0);
+  EXPECT_EQ(c.attn_r, c.r);
+  EXPECT_EQ(c.attn_f, c.r);
+  EXPECT_EQ(c.attn_w, 0);
+  EXPECT_GT(c.attn_b, c.attn_f);
+  EXPECT_LT(c.attn_b, c.b);
+}
+
 TEST(ModernModels, ActivationMemoryOfGqaSwigluWithCpIsExactToTheByte) {
   // Llama 3 70B, t = 4 with SP, cp = 2, b = 1, fused attention, no recompute, per layer:
   // s = 8192 / 2 tokens; outside TP 10sbh / t; Q, K, V and the attention output
@@ -264,21 +285,34 @@ TEST(ModernModels, Fp8GemmsRunOnTheFp8PeakAtTheProfilesEfficiency) {
 }
 
 TEST(ModernModels, CollectivesOfCpAndEpGoToTheirGroups) {
-  // Context parallelism: the forward gathers every rank's K and V: 2 x kv / t x s_local x cp x
-  // 2 bytes; the backward also reduce-scatters their gradients.
+  // Context parallelism, a ring of cp - 1 steps: in each the forward sends the K and V a rank
+  // holds, 2 x kv / t x s_local x 2 bytes (kv = 8 groups x 128 = 1024, s_local = 8192 / 2); the
+  // backward sends them with their gradients (twice that); W makes none.
   const ModelShape& m = preset("llama3-70b");
   WorkloadOptions o;
   o.tp = 4;
   o.sequence_parallel = true;
   o.cp = 2;
   o.flash_attention = true;
-  int cp_f = 0;
+  const double kv = 2.0 * (1024 / 4) * 4096 * 2;
+  for (const Pass pass : {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight}) {
+    int cp = 0;
+    for (const TpComm& c : layer_tp_comms(m, o, pass))
+      if (c.group == CommGroup::kCp) {
+        ++cp;
+        EXPECT_EQ(c.kind, CollectiveKind::kSendRecv);
+        EXPECT_EQ(c.count, 1);  // cp - 1
+        EXPECT_EQ(c.bytes.value, pass == Pass::kForward ? kv : 2 * kv);
+      }
+    EXPECT_EQ(cp, pass == Pass::kBackwardWeight ? 0 : 1);
+  }
+  // At cp = 4, three steps.
+  o.cp = 4;
   for (const TpComm& c : layer_tp_comms(m, o, Pass::kForward))
     if (c.group == CommGroup::kCp) {
-      ++cp_f;
-      EXPECT_EQ(c.bytes.value, 2.0 * 2 * (1024 / 4) * 4096 * 2);
+      EXPECT_EQ(c.count, 3);
+      EXPECT_EQ(c.bytes.value, kv / 2);  // s_local = 8192 / 4
     }
-  EXPECT_EQ(cp_f, 1);
   // Expert parallelism: dispatch and combine, each s x k x h x 2 bytes per rank.
   const ModelShape& q = preset("qwen3-30b-a3b");
   WorkloadOptions e;
