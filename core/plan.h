@@ -108,6 +108,11 @@ struct ParallelConfig {
   /// reduce-scatter is split into chunks that run under the GEMM next to it (needs sequence
   /// parallelism).
   bool tp_comm_overlap = false;
+  /// Megatron's `cp_comm_type` (with context_parallel > 1): "p2p", a ring of key/value
+  /// exchanges under the attention blocks (the default); "all_gather", the keys and values
+  /// gathered before attention and waited for; "a2a", DeepSpeed-Ulysses' all-to-alls of the
+  /// queries, keys and values (heads scattered, sequence gathered) and of the output back.
+  std::string cp_comm_type = "p2p";
   int num_gpus() const {
     return tensor_parallel * context_parallel * pipeline_parallel * data_parallel;
   }
@@ -117,6 +122,12 @@ struct ParallelConfig {
   friend bool operator==(const ParallelConfig&, const ParallelConfig&) = default;
 };
 
+/// The values of ParallelConfig::cp_comm_type: p2p, all_gather, a2a.
+const std::vector<std::string>& cp_comm_type_names();
+/// "p2p, all_gather or a2a", for messages.
+std::string cp_comm_type_choices();
+/// True when `t` is one of cp_comm_type_names().
+bool is_cp_comm_type(const std::string& t);
 /// The values of ParallelConfig::zero3_gather: layer, tensor, stage.
 const std::vector<std::string>& zero3_gather_names();
 /// "layer, tensor or stage", for messages.

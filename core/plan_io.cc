@@ -11,6 +11,18 @@
 
 namespace pw {
 
+const std::vector<std::string>& cp_comm_type_names() {
+  static const std::vector<std::string> names{"p2p", "all_gather", "a2a"};
+  return names;
+}
+
+std::string cp_comm_type_choices() { return "p2p, all_gather or a2a"; }
+
+bool is_cp_comm_type(const std::string& t) {
+  const auto& names = cp_comm_type_names();
+  return std::find(names.begin(), names.end(), t) != names.end();
+}
+
 const std::vector<std::string>& zero3_gather_names() {
   static const std::vector<std::string> names{"layer", "tensor", "stage"};
   return names;
@@ -210,6 +222,7 @@ Doc config_to_doc(const ParallelConfig& c) {
   if (c.ddp_bucket_size != def.ddp_bucket_size)
     d["ddp_bucket_size"] = static_cast<std::int64_t>(c.ddp_bucket_size);
   if (c.tp_comm_overlap != def.tp_comm_overlap) d["tp_comm_overlap"] = c.tp_comm_overlap;
+  if (c.cp_comm_type != def.cp_comm_type) d["cp_comm_type"] = c.cp_comm_type;
   if (c.zero_stage == 3) d["zero3_gather"] = c.zero3_gather;
   return d;
 }
@@ -239,6 +252,7 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
                  "ddp_bucket_size",
                  "overlap_p2p_comm",
                  "tp_comm_overlap",
+                 "cp_comm_type",
                  "zero3_gather"});
   ParallelConfig c;
   c.tensor_parallel = get_int(d, r, p, "tensor_parallel", 1);
@@ -279,6 +293,14 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
         static_cast<double>(r.as_int(*v, "config.ddp_bucket_size", 1, std::int64_t{1} << 50));
   if (const Doc* v = r.find(d, "tp_comm_overlap"))
     c.tp_comm_overlap = r.as_bool(*v, "config.tp_comm_overlap");
+  if (r.find(d, "cp_comm_type")) {
+    c.cp_comm_type = get_str(d, r, p, "cp_comm_type");
+    if (!is_cp_comm_type(c.cp_comm_type))
+      r.fail("config.cp_comm_type",
+             fmt::format("{}, got '{}'", cp_comm_type_choices(), c.cp_comm_type));
+    if (c.context_parallel <= 1 && c.cp_comm_type != ParallelConfig{}.cp_comm_type)
+      r.fail("config.cp_comm_type", "absent unless context_parallel > 1");
+  }
   if (r.find(d, "zero3_gather")) {
     c.zero3_gather = get_str(d, r, p, "zero3_gather");
     if (!is_zero3_gather(c.zero3_gather))

@@ -38,19 +38,24 @@ void add_tp(const std::vector<TpComm>& comms, const char* pass, long long per_it
 }
 
 // What a pass of `compute` waits for: its TP collectives (with tp_comm_overlap only what
-// exceeds the GEMMs they run under), its EP all-to-alls, and the context-parallel ring's steps
-// that outlast the attention blocks they run under (cp_ring_exposed).
+// exceeds the GEMMs they run under), its EP all-to-alls and CP all-gathers or all-to-alls, and
+// the context-parallel ring's steps that outlast the attention blocks they run under
+// (cp_ring_exposed).
 TimePs exposed_comm(const std::vector<TpComm>& comms, const CommNetworks& nets, TimePs compute,
                     TimePs hide, TimePs attention, bool overlap) {
-  std::vector<TpComm> tp, cp, ep;
+  std::vector<TpComm> tp, ring, waited;
   for (const TpComm& c : comms) {
-    if (c.group == CommGroup::kTp) tp.push_back(c);
-    if (c.group == CommGroup::kCp) cp.push_back(c);
-    if (c.group == CommGroup::kEp) ep.push_back(c);
+    if (c.group == CommGroup::kTp)
+      tp.push_back(c);
+    else if (c.group == CommGroup::kCp && c.kind == CollectiveKind::kSendRecv)
+      ring.push_back(c);
+    else
+      waited.push_back(c);
   }
   TimePs t = tp_comm_time(tp, nets);
   if (overlap) t = overlapped_pass_time(compute, hide, t) - compute;
-  return t + tp_comm_time(ep, nets) + cp_ring_exposed(attention, tp_comm_time(cp, nets), nets.cp.n);
+  return t + tp_comm_time(waited, nets) +
+         cp_ring_exposed(attention, tp_comm_time(ring, nets), nets.cp.n);
 }
 
 // The data-parallel collectives of the GPU holding `params` (the first stage's when `first`):

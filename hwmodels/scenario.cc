@@ -123,7 +123,7 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
 std::vector<std::string> shared_parallel_keys() {
   return {"grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather",
           "align_param_gather",  "ddp_bucket_size",     "overlap_p2p_comm",
-          "tp_comm_overlap"};
+          "tp_comm_overlap",     "cp_comm_type"};
 }
 
 void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
@@ -132,6 +132,12 @@ void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
   c->overlap_param_gather = p.boolean_or("overlap_param_gather", false);
   c->tp_comm_overlap = p.boolean_or("tp_comm_overlap", false);
   c->overlap_p2p_comm = p.boolean_or("overlap_p2p_comm", false);
+  c->cp_comm_type = p.text_or("cp_comm_type", "p2p");
+  if (!is_cp_comm_type(c->cp_comm_type))
+    p.fail("cp_comm_type",
+           fmt::format(
+               "'{}'; expected {}{}", c->cp_comm_type, cp_comm_type_choices(),
+               c->cp_comm_type == "a2a+p2p" ? " (the hierarchical a2a+p2p is not modelled)" : ""));
   // Megatron asserts it ("Must use --overlap-param-gather with --overlap-grad-reduce").
   if (c->overlap_param_gather && !c->overlap_grad_reduce)
     p.fail("overlap_param_gather",
@@ -344,6 +350,15 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                         fmt::format("{} needs fused attention; expected model.use_flash_attn: "
                                     "true",
                                     cp));
+    // Ulysses scatters each TP rank's heads and key/value heads over the CP group.
+    if (c.cp_comm_type == "a2a" && ((m.num_attention_heads / c.tensor_parallel) % cp != 0 ||
+                                    (kv_heads(m) / c.tensor_parallel) % cp != 0))
+      throw ConfigError(s->file, "parallel.cp_comm_type",
+                        fmt::format("a2a with cp = {}: each TP rank's {} heads and {} key/value "
+                                    "heads must split over the CP group; expected cp to divide "
+                                    "both, or p2p / all_gather",
+                                    cp, m.num_attention_heads / c.tensor_parallel,
+                                    kv_heads(m) / c.tensor_parallel));
   }
   const std::string ep_key = "parallel.expert_model_parallel_size";
   if (c.expert_parallel > 1 && m.num_experts == 0)

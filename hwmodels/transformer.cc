@@ -42,6 +42,10 @@ WorkloadOptions workload_options(const ParallelConfig& p, bool flash_attention) 
   PW_ASSERT(parse_recompute(p.recompute, &o.recompute), "unvalidated recompute " + p.recompute);
   o.flash_attention = flash_attention;
   o.cp = p.context_parallel;
+  PW_ASSERT(is_cp_comm_type(p.cp_comm_type), "unvalidated cp_comm_type " + p.cp_comm_type);
+  o.cp_comm = p.cp_comm_type == "all_gather" ? CpComm::kAllGather
+              : p.cp_comm_type == "a2a"      ? CpComm::kA2a
+                                             : CpComm::kP2p;
   o.ep = p.expert_parallel;
   o.etp = p.expert_tp();
   PW_ASSERT(p.fp8 == "off" || p.fp8 == "e4m3" || p.fp8 == "hybrid", "unvalidated fp8 " + p.fp8);
@@ -380,15 +384,41 @@ std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o
   // (F, B, any recompute) makes cp - 1 steps in which each rank sends the keys and values it
   // holds (its own tokens' at first) to the next rank; the backward's steps also carry the
   // gradients of the keys and values the rank has seen, towards their owner.
+  // The other forms are waited for: all_gather gathers every rank's keys and values before
+  // attention (the backward gathers them again and reduce-scatters their gradients); a2a
+  // (Ulysses) sends each rank's queries, keys and values for the heads another rank attends to
+  // (its tokens x (q + k + v) / t, an all-to-all) and the attention output back (tokens x o /
+  // t), the backward the same for the gradients.
   if (d.cp > 1 && pass != Pass::kBackwardWeight &&
       (pass != Pass::kRecompute || o.recompute != Recompute::kNone)) {
     const double kv = kAct * double((d.k + d.vw) / d.t) * double(d.tokens);
-    if (pass == Pass::kBackwardInput)
-      add_comm(&out, CollectiveKind::kSendRecv, 2 * kv, d.cp - 1,
-               "cp ring step: keys/values and their gradients", CommGroup::kCp);
-    else
-      add_comm(&out, CollectiveKind::kSendRecv, kv, d.cp - 1, "cp ring step: keys/values",
-               CommGroup::kCp);
+    const bool bwd = pass == Pass::kBackwardInput;
+    switch (o.cp_comm) {
+      case CpComm::kP2p:
+        if (bwd)
+          add_comm(&out, CollectiveKind::kSendRecv, 2 * kv, d.cp - 1,
+                   "cp ring step: keys/values and their gradients", CommGroup::kCp);
+        else
+          add_comm(&out, CollectiveKind::kSendRecv, kv, d.cp - 1, "cp ring step: keys/values",
+                   CommGroup::kCp);
+        break;
+      case CpComm::kAllGather:
+        add_comm(&out, CollectiveKind::kAllGather, kv * d.cp, 1, "cp all-gather of keys/values",
+                 CommGroup::kCp);
+        if (bwd)
+          add_comm(&out, CollectiveKind::kReduceScatter, kv * d.cp, 1,
+                   "cp reduce-scatter of key/value gradients", CommGroup::kCp);
+        break;
+      case CpComm::kA2a:
+        add_comm(&out, CollectiveKind::kAllToAll,
+                 kAct * double((d.q + d.k + d.vw) / d.t) * d.tokens, 1,
+                 bwd ? "cp all-to-all of query/key/value gradients" : "cp all-to-all of q/k/v",
+                 CommGroup::kCp);
+        add_comm(&out, CollectiveKind::kAllToAll, kAct * double(d.o / d.t) * d.tokens, 1,
+                 bwd ? "cp all-to-all of output gradients" : "cp all-to-all of the output",
+                 CommGroup::kCp);
+        break;
+    }
   }
   // Expert parallelism: tokens go to the ranks holding their experts and come back (dispatch and
   // combine, in the forward and again for the gradients in the backward).

@@ -26,6 +26,9 @@ const char* recompute_name(Recompute r);
 /// Passes of a stage, as the schedule IR splits them.
 enum class Pass { kForward, kBackwardInput, kBackwardWeight, kRecompute };
 
+/// How context parallelism exchanges keys and values (ParallelConfig::cp_comm_type).
+enum class CpComm : std::uint8_t { kP2p, kAllGather, kA2a };
+
 /// What the workload depends on besides the model shape.
 struct WorkloadOptions {
   int tp = 1;
@@ -34,7 +37,8 @@ struct WorkloadOptions {
   Recompute recompute = Recompute::kNone;
   bool flash_attention = false;  ///< fused attention: no s^2 tensors stored or streamed
   DType dtype = DType::kBf16;
-  int cp = 1;        ///< context parallel: each rank holds seq_length / cp tokens
+  int cp = 1;  ///< context parallel: each rank holds seq_length / cp tokens
+  CpComm cp_comm = CpComm::kP2p;
   int ep = 1;        ///< expert parallel: each rank holds num_experts / ep experts
   int etp = 1;       ///< expert tensor parallel: expert FFN width split etp ways
   bool fp8 = false;  ///< linear-layer GEMMs in FP8 (attention core stays bf16)

@@ -96,6 +96,7 @@ ReportInput compare_on_scenario(const hw::Scenario& sc, const std::vector<std::s
   space.ddp_bucket_size = pr.ddp_bucket_size;
   space.overlap_p2p_comm = pr.overlap_p2p_comm;
   space.tp_comm_overlap = pr.tp_comm_overlap;
+  space.cp_comm_type = pr.cp_comm_type;
   space.schedules = probe_schedules(registry, {2, 3, 4, 6, 8});
   const CostModel model(pr, space);
 

@@ -29,9 +29,10 @@ struct PassCost {
     TimePs attn = 0;  ///< of dur, the attention core
   };
   std::vector<Part> parts;
-  std::vector<hw::TpComm> by_group[3];  ///< comms by hw::CommGroup
-  /// With a context-parallel ring (by_group[kCp] not empty): the attention core's time, which
-  /// runs in cp blocks after the rest of the pass (dur and parts exclude it).
+  std::vector<hw::TpComm> by_group[3];  ///< comms by hw::CommGroup, CP's ring steps apart:
+  std::vector<hw::TpComm> ring;         ///< CP send/recv (hw::CpComm::kP2p)
+  /// With a context-parallel ring: the attention core's time, which runs in cp blocks after
+  /// the rest of the pass (dur and parts exclude it).
   TimePs attn = 0;
 };
 
@@ -111,8 +112,13 @@ void IterationBuilder::build_passes() {
       default:
         break;  // explicit communication / markers: the simulator models those itself
     }
-    for (const hw::TpComm& c : pc.comms) pc.by_group[static_cast<int>(c.group)].push_back(c);
-    if (layout_.cp > 1 && !pc.by_group[static_cast<int>(hw::CommGroup::kCp)].empty()) {
+    for (const hw::TpComm& c : pc.comms) {
+      if (c.group == hw::CommGroup::kCp && c.kind == hw::CollectiveKind::kSendRecv)
+        pc.ring.push_back(c);
+      else
+        pc.by_group[static_cast<int>(c.group)].push_back(c);
+    }
+    if (layout_.cp > 1 && !pc.ring.empty()) {
       for (PassCost::Part& part : pc.parts) {
         pc.attn += part.attn;
         part.dur -= part.attn;
@@ -297,8 +303,7 @@ void IterationBuilder::build_passes() {
         pt.first = pt.last = add_compute(sim, pc.dur, pc.mem_start, pc.mem_end, a);
         out_.graph.add_effect(pt.first, {0, 0, pc.buffer, -pc.buffer});
       }
-      const auto& cp_comms = pc.by_group[static_cast<int>(hw::CommGroup::kCp)];
-      if (layout_.cp > 1 && !cp_comms.empty()) {
+      if (layout_.cp > 1 && !pc.ring.empty()) {
         // The context-parallel ring (hw::cp_ring_exposed), after the rest of the pass: cp
         // attention blocks; step k sends the keys and values block k + 1 needs while block k
         // runs, after step k - 1 (it forwards what that step received). The pass's end effects
@@ -314,7 +319,7 @@ void IterationBuilder::build_passes() {
           if (k < cp - 1) {
             bool fresh = false;
             const std::int32_t c = keyed_collective({5, group.front(), id, k}, &fresh);
-            if (fresh) add_ring_step_phase(cp_comms, cp - 1, group);
+            if (fresh) add_ring_step_phase(pc.ring, cp - 1, group);
             const std::int32_t x = add_comm(sim, StreamKind::kTp, c, CommKind::kCp, a);
             out_.graph.add_dep(k == 0 ? pt.last : step, x);
             step = x;
@@ -349,8 +354,10 @@ void IterationBuilder::build_passes() {
       }
       if (sweep_first < 0 && is_pass) sweep_first = pt.first;
       if (prev_last >= 0) out_.graph.add_dep(prev_last, pt.first);
-      // The pass's other collectives by group: TP and EP ones follow the compute on the TP
-      // stream (an EP all-to-all sits between the router and the experts, nothing overlaps it).
+      // The pass's other collectives by group: TP, CP (all-gather and Ulysses forms) and EP ones
+      // follow the compute on the TP stream (they sit between the pass's kernels: the keys and
+      // values are gathered before attention, an EP all-to-all between the router and the
+      // experts; nothing overlaps them).
       const auto& by_group = pc.by_group;
       auto group_collective = [&](hw::CommGroup g, int key, const std::vector<int>& members) {
         bool fresh = false;
@@ -369,6 +376,13 @@ void IterationBuilder::build_passes() {
           for (const hw::TpComm& tc : by_group[0])
             add_collective_phases(tc.kind, tc.bytes.value, tc.count, layout_.tp_group(r.dr, r.pr));
         const std::int32_t tk = add_comm(sim, StreamKind::kTp, c, CommKind::kTp, a);
+        out_.graph.add_dep(pt.last, tk);
+        pt.last = tk;
+      }
+      if (layout_.cp > 1 && !by_group[static_cast<int>(hw::CommGroup::kCp)].empty()) {
+        const std::int32_t c =
+            group_collective(hw::CommGroup::kCp, 11, layout_.cp_group(r.tr, r.dr, r.pr));
+        const std::int32_t tk = add_comm(sim, StreamKind::kTp, c, CommKind::kCp, a);
         out_.graph.add_dep(pt.last, tk);
         pt.last = tk;
       }

@@ -57,6 +57,7 @@ struct PlanOptions {
   std::string cp, ep, etp;                 ///< context / expert-(tensor-)parallel degrees
   std::string fp8;                         ///< on | off | both
   std::string tp_comm_overlap;             ///< on | off (default: the scenario's)
+  std::string cp_comm_type;                ///< p2p | all_gather | a2a (default: the scenario's)
   std::string overlap_p2p_comm;            ///< on | off (default: the scenario's)
   std::string overlap_param_gather;        ///< on | off | both (default: the scenario's)
   std::string framework = "any";           ///< any | megatron | torchtitan
@@ -237,6 +238,12 @@ PlanProblem make_problem(const PlanOptions& o, const hw::Scenario& sc) {
                         "expected on or off (every configuration with sequence parallelism and "
                         "t > 1 overlaps, or none does)");
     pr.tp_comm_overlap = v[0] != 0;
+  }
+  if (!o.cp_comm_type.empty()) {
+    if (!is_cp_comm_type(o.cp_comm_type))
+      throw ConfigError("", "--cp-comm-type " + o.cp_comm_type,
+                        "expected " + cp_comm_type_choices());
+    pr.cp_comm_type = o.cp_comm_type;
   }
   if (!o.overlap_p2p_comm.empty()) {
     const std::vector<int> v = on_off("--overlap-p2p-comm", o.overlap_p2p_comm);
@@ -579,6 +586,10 @@ void register_plan(CLI::App& app, int* status) {
                   "TP communication under the GEMMs (Megatron's tp_comm_overlap) for every "
                   "configuration with sequence parallelism and t > 1: on | off (default: the "
                   "scenario's parallel.tp_comm_overlap)");
+  sub->add_option("--cp-comm-type", o->cp_comm_type,
+                  "How every configuration with context parallelism exchanges keys and values "
+                  "(Megatron's cp_comm_type): p2p (a ring under attention) | all_gather | a2a "
+                  "(Ulysses) (default: the scenario's parallel.cp_comm_type, else p2p)");
   sub->add_option("--overlap-p2p-comm", o->overlap_p2p_comm,
                   "Pipeline transfers of every interleaved configuration over p > 1 posted one "
                   "pass ahead and waited for late (Megatron's overlap_p2p_comm): on | off "

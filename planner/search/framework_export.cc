@@ -92,7 +92,7 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers) {
   num("--pipeline-model-parallel-size", pc.pipeline_parallel);
   if (pc.context_parallel > 1) {
     num("--context-parallel-size", pc.context_parallel);
-    arg("--cp-comm-type", "p2p");
+    arg("--cp-comm-type", pc.cp_comm_type);
   }
   if (m.num_experts > 0) {
     num("--expert-model-parallel-size", pc.expert_parallel);
@@ -179,6 +179,10 @@ std::string torchtitan_toml(const Plan& plan, const std::vector<int>& layers,
   // Async TP pipelines the TP collectives with the matmuls (it needs torch.compile).
   if (pc.tp_comm_overlap) out += "enable_async_tensor_parallel = true\n";
   out += fmt::format("context_parallel_degree = {}\n", pc.context_parallel);
+  // The ring passes shards on (its all-to-all rotation); all_gather gathers them.
+  if (pc.context_parallel > 1)
+    out += fmt::format("context_parallel_rotate_method = \"{}\"\n",
+                       pc.cp_comm_type == "all_gather" ? "allgather" : "alltoall");
   if (m.num_experts > 0) {
     out += fmt::format("expert_parallel_degree = {}\n", pc.expert_parallel);
     out += fmt::format("expert_tensor_parallel_degree = {}\n", pc.expert_tp());
@@ -246,6 +250,7 @@ std::string nemo_overrides(const Plan& plan, const std::vector<int>& layers) {
                                                      ? std::to_string(pc.virtual_stages)
                                                      : "None");
   num(s + "context_parallel_size", pc.context_parallel);
+  if (pc.context_parallel > 1) kv("model.config.cp_comm_type", pc.cp_comm_type);
   kv(s + "sequence_parallel", py_bool(pc.sequence_parallel && pc.tensor_parallel > 1));
   if (m.num_experts > 0) {
     num(s + "expert_model_parallel_size", pc.expert_parallel);

@@ -273,6 +273,11 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
         "config.zero3_gather: {} gathers ZeRO-3 weights one layer (FSDP unit) per collective, "
         "not in DeepSpeed's prefetch buckets of tensors; nearest: zero3_gather layer",
         framework_title(fw));
+  // torchtitan's context parallelism passes key/value shards (all-gather or all-to-all
+  // rotation, context_parallel_rotate_method); it has no Ulysses head scattering.
+  if (fw == Framework::kTorchtitan && pc.context_parallel > 1 && pc.cp_comm_type == "a2a")
+    return "config.cp_comm_type: torchtitan's context parallelism rotates key/value shards, it "
+           "does not scatter heads (Ulysses); nearest: cp_comm_type p2p";
   if (fw == Framework::kDeepspeed) {
     // DeepSpeed's own config: data parallelism with ZeRO (only 0/1 under its pipeline engine),
     // AutoTP tensor slicing without sequence parallelism, its 1F1B-style pipeline. Context
@@ -290,8 +295,8 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
              "optimizer step, not under the next step's forwards; nearest: overlap_param_gather "
              "false";
     if (pc.context_parallel > 1)
-      return "config.context_parallel: DeepSpeed's config has no context parallelism (Ulysses "
-             "splits attention heads, not the ring this plan prices); nearest: 1";
+      return "config.context_parallel: DeepSpeed's config has no context parallelism (its "
+             "Ulysses is model code, DistributedAttention); nearest: 1";
     if (pc.expert_parallel > 1)
       return "config.expert_parallel: DeepSpeed-MoE sets expert parallelism in the model code; "
              "nearest: 1";

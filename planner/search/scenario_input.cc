@@ -67,6 +67,7 @@ PlanProblem plan_problem(const hw::Scenario& s) {
   pr.ddp_bucket_size = s.parallel.ddp_bucket_size;
   pr.overlap_p2p_comm = s.parallel.overlap_p2p_comm;
   pr.tp_comm_overlap = s.parallel.tp_comm_overlap;
+  pr.cp_comm_type = s.parallel.cp_comm_type;
   return pr;
 }
 

@@ -49,6 +49,7 @@ struct PlanProblem {
   double ddp_bucket_size = 0;      ///< Megatron's --ddp-bucket-size (0: its default)
   bool overlap_p2p_comm = false;   ///< Megatron's overlap_p2p_comm (interleaved rows)
   bool tp_comm_overlap = false;
+  std::string cp_comm_type = "p2p";  ///< Megatron's cp_comm_type
   double limit() const {
     return memory_limit > 0 ? memory_limit : profile.gpu.usable_memory().value;
   }
@@ -188,7 +189,8 @@ class CostModel {
 
  private:
   // hwmodels' figures of one layer, the embedding and the head for one (t, b, sp, recompute),
-  // with the TP collective time, the EP all-to-all bound and the CP ring's bound of each pass
+  // with the TP collective time, the EP all-to-all bound (and the CP all-gather or all-to-all)
+  // and the CP ring's bound of each pass
   // (seconds; index = hw::Pass).
   struct LayerEntry {
     hw::StageCosts layer, moe, first, last;  // a dense layer, an MoE layer (MoE models)

@@ -130,6 +130,7 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
   par.sequence_parallel = k.sp && t > 1;
   par.recompute = hw::recompute_name(k.rc);
   par.context_parallel = k.cp;
+  if (k.cp > 1) par.cp_comm_type = space_.cp_comm_type;
   par.expert_parallel = k.ep;
   par.expert_tensor_parallel = k.etp1 ? 1 : t;
   par.fp8 = k.fp8 ? "hybrid" : "off";
@@ -170,8 +171,15 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
           if (tc.group == hw::CommGroup::kTp) waited.push_back(tc);
           if (tc.group == hw::CommGroup::kEp)
             ep += tc.count * hw::all_to_all_bandwidth_bound(tc.kind, tc.bytes, nets.ep);
-          if (tc.group == hw::CommGroup::kCp)
+          if (tc.group != hw::CommGroup::kCp) continue;
+          // The CP ring's steps (under attention), or the waited all-gather / all-to-all forms.
+          if (tc.kind == hw::CollectiveKind::kSendRecv)
             cp += tc.count * hw::send_recv_bandwidth_bound(tc.bytes, nets.cp);
+          else if (tc.kind == hw::CollectiveKind::kAllToAll)
+            ep += tc.count * hw::all_to_all_bandwidth_bound(tc.kind, tc.bytes, nets.cp);
+          else
+            ep += tc.count *
+                  hw::collective_time(tc.kind, hw::CollectiveAlgo::kAuto, tc.bytes, nets.cp);
         }
         out[i] = ps_to_seconds(hw::tp_comm_time(waited, nets));
         out_ep[i] = ps_to_seconds(ep);

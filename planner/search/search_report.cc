@@ -287,6 +287,7 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
                  {"expert_tensor_parallel", c.etp()},
                  {"fp8", c.fp8 ? "hybrid" : "off"}};
   if (c.zero == 3) j["config"]["zero3_gather"] = c.zero3_stage ? "stage" : "layer";
+  if (c.cp > 1) j["config"]["cp_comm_type"] = in.space->cp_comm_type;
   if (c.zero == 1 || c.zero == 2) j["config"]["overlap_param_gather"] = c.param_gather != 0;
   j["iteration_s"] = e.iteration;
   j["tier"] = tier_name(e.tier);

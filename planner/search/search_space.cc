@@ -78,6 +78,10 @@ std::vector<Tpd> space_factorisations(const SearchSpace& s, int n, const ModelSh
     for (int cp : s.context_parallel) {
       if (cp < 1 || f.d % cp != 0) continue;
       if (cp > 1 && model.seq_length % (2 * cp) != 0) continue;
+      // Ulysses (a2a) scatters each TP rank's heads and key/value heads over the CP group.
+      if (cp > 1 && s.cp_comm_type == "a2a" &&
+          ((model.num_attention_heads / f.t) % cp != 0 || (hw::kv_heads(model) / f.t) % cp != 0))
+        continue;
       const Tpd g{f.t, f.p, f.d / cp, cp};
       if (allowed(s.tensor_parallel, g.t) && allowed(s.pipeline_parallel, g.p) &&
           allowed(s.data_parallel, g.d))
@@ -116,6 +120,7 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   // Megatron overlaps the interleaved schedule's sends and receives only.
   pc.overlap_p2p_comm = space.overlap_p2p_comm && pc.p2p_overlappable();
   pc.tp_comm_overlap = space.tp_comm_overlap && pc.sequence_parallel && pc.tensor_parallel > 1;
+  if (pc.context_parallel > 1) pc.cp_comm_type = space.cp_comm_type;
   return pc;
 }
 

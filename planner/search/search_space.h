@@ -117,6 +117,8 @@ struct SearchSpace {
   double ddp_bucket_size = 0;      ///< Megatron's --ddp-bucket-size (0: its default)
   bool overlap_p2p_comm = false;   ///< Megatron's overlap_p2p_comm (interleaved rows)
   bool tp_comm_overlap = false;
+  /// Megatron's cp_comm_type for the configurations with context parallelism.
+  std::string cp_comm_type = "p2p";
 };
 
 /// The core ParallelConfig of a search configuration (config_from_parallel in plan_emit.h is the

@@ -48,7 +48,7 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
   for (const char* key :
        {"num_query_groups", "swiglu", "num_experts", "use_flash_attn", "context_parallel",
         "expert_parallel", "fp8", "grad_reduce_in_fp32", "overlap_grad_reduce",
-        "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm"})
+        "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm", "cp_comm_type"})
     EXPECT_EQ(gpt.find(key), std::string::npos) << key;
   p.model.num_query_groups = 2;
   p.model.kv_channels = 96;
@@ -81,6 +81,28 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
   p.config.ddp_bucket_size = 134217728;
   for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
     EXPECT_EQ(parse_plan(plan_to_text(p, f), f, "t"), p);
+  // Megatron's cp_comm_type: the ring (p2p) is the default and not written; the others are.
+  EXPECT_EQ(plan_to_text(p, DocFormat::kYaml).find("cp_comm_type"), std::string::npos);
+  for (const char* form : {"all_gather", "a2a"}) {
+    Plan q = p;
+    q.config.cp_comm_type = form;
+    EXPECT_NE(plan_to_text(q, DocFormat::kYaml).find(std::string("cp_comm_type: ") + form),
+              std::string::npos);
+    for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
+      EXPECT_EQ(parse_plan(plan_to_text(q, f), f, "t"), q);
+  }
+  // An unknown form, or a form without context parallelism, is refused by key.
+  for (int variant = 0; variant < 2; ++variant) {
+    Plan q = p;
+    q.config.cp_comm_type = variant == 0 ? "ring" : "all_gather";
+    if (variant == 1) q.config.context_parallel = 1;
+    try {
+      parse_plan(plan_to_text(q, DocFormat::kYaml), DocFormat::kYaml, "plan.yaml");
+      ADD_FAILURE() << "cp_comm_type accepted, variant " << variant;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("config.cp_comm_type"), std::string::npos) << e.what();
+    }
+  }
   // The bucket size and the alignment tune the overlaps: refused without them.
   {
     Plan q = p;

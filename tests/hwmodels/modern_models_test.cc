@@ -313,6 +313,35 @@ TEST(ModernModels, CollectivesOfCpAndEpGoToTheirGroups) {
       EXPECT_EQ(c.count, 3);
       EXPECT_EQ(c.bytes.value, kv / 2);  // s_local = 8192 / 4
     }
+  // all_gather: the forward gathers every rank's keys and values (kv / 2 from each of 4), the
+  // backward gathers them again and reduce-scatters their gradients.
+  o.cp_comm = CpComm::kAllGather;
+  auto cp_comms = [&](Pass pass) {
+    std::vector<TpComm> out;
+    for (const TpComm& c : layer_tp_comms(m, o, pass))
+      if (c.group == CommGroup::kCp) out.push_back(c);
+    return out;
+  };
+  std::vector<TpComm> f = cp_comms(Pass::kForward), b = cp_comms(Pass::kBackwardInput);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].kind, CollectiveKind::kAllGather);
+  EXPECT_EQ(f[0].bytes.value, 2 * kv);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].kind, CollectiveKind::kAllGather);
+  EXPECT_EQ(b[1].kind, CollectiveKind::kReduceScatter);
+  EXPECT_EQ(b[1].bytes.value, 2 * kv);
+  // a2a (Ulysses): q, k, v of the rank's 2,048 tokens, (8192 + 1024 + 1024) / 4 columns, and
+  // the attention output, 8192 / 4 columns, 2 bytes each, as all-to-alls in F and again in B.
+  o.cp_comm = CpComm::kA2a;
+  for (const Pass pass : {Pass::kForward, Pass::kBackwardInput}) {
+    const std::vector<TpComm> u = cp_comms(pass);
+    ASSERT_EQ(u.size(), 2u);
+    EXPECT_EQ(u[0].kind, CollectiveKind::kAllToAll);
+    EXPECT_EQ(u[0].bytes.value, 2.0 * (8192 + 1024 + 1024) / 4 * 2048);
+    EXPECT_EQ(u[1].kind, CollectiveKind::kAllToAll);
+    EXPECT_EQ(u[1].bytes.value, 2.0 * 8192 / 4 * 2048);
+  }
+  EXPECT_TRUE(cp_comms(Pass::kBackwardWeight).empty());
   // Expert parallelism: dispatch and combine, each s x k x h x 2 bytes per rank.
   const ModelShape& q = preset("qwen3-30b-a3b");
   WorkloadOptions e;
@@ -389,6 +418,19 @@ TEST(ModernModels, BadShapesAndLayoutsAreOneLineErrorsNamingTheKey) {
                         "parallel.tensor_model_parallel_size");
   expect_scenario_error("{preset: llama3-8b}",
                         "{fp8: e5m2, micro_batch_size: 1, global_batch_size: 8}", "parallel.fp8");
+  // Megatron's cp_comm_type: its hierarchical a2a+p2p is not modelled; a2a needs each TP
+  // rank's heads and key/value heads (6 here) to split over the CP group (4).
+  for (const char* form : {"ring", "a2a+p2p"})
+    expect_scenario_error("{preset: llama3-8b, use_flash_attn: true}",
+                          std::string("{context_parallel_size: 2, cp_comm_type: ") + form +
+                              ", micro_batch_size: 1, global_batch_size: 8}",
+                          "parallel.cp_comm_type");
+  expect_scenario_error(
+      "{num_layers: 2, hidden_size: 768, num_attention_heads: 6, "
+      "seq_length: 2048, vocab_size: 32000, use_flash_attn: true}",
+      "{context_parallel_size: 4, cp_comm_type: a2a, micro_batch_size: 1, "
+      "global_batch_size: 8}",
+      "parallel.cp_comm_type");
 }
 
 TEST(ModernModels, ContextParallelSplitsTheDataParallelSize) {

@@ -154,6 +154,13 @@ TEST(Frameworks, MegatronArgumentsReadBackIntoThePlansConfiguration) {
   EXPECT_EQ(a.at("--tensor-model-parallel-size"), "4");
   EXPECT_EQ(a.at("--pipeline-model-parallel-size"), "4");
   EXPECT_EQ(a.at("--context-parallel-size"), "2");
+  EXPECT_EQ(a.at("--cp-comm-type"), "p2p");
+  {
+    Plan ag = plan;
+    ag.config.cp_comm_type = "all_gather";
+    EXPECT_EQ(parse_args(export_plan(ag, Framework::kMegatron, "p", "").text).at("--cp-comm-type"),
+              "all_gather");
+  }
   EXPECT_EQ(a.count("--sequence-parallel"), 1u);
   EXPECT_EQ(a.count("--num-layers-per-virtual-pipeline-stage"), 0u);
   EXPECT_EQ(a.at("--decoder-first-pipeline-num-layers"), "19");
@@ -325,6 +332,7 @@ TEST(Frameworks, NemoOverridesReadBackIntoThePlansConfiguration) {
   EXPECT_EQ(o.at(s + "ddp.grad_reduce_in_fp32"), "True");
   EXPECT_EQ(o.at("trainer.plugins.grad_reduce_in_fp32"), "True");
   EXPECT_EQ(o.at("model.config.tp_comm_overlap"), "False");
+  EXPECT_EQ(o.at("model.config.cp_comm_type"), "p2p");
   EXPECT_EQ(o.at(s + "ddp.overlap_param_gather"), "False");
   Plan tuned = plan;
   tuned.config.grad_reduce_in_fp32 = false;
@@ -427,6 +435,19 @@ TEST(Frameworks, TorchtitanTomlReadsBackIntoThePlansConfiguration) {
   EXPECT_EQ(t.at("parallelism.fsdp_reshard_after_forward"), "\"always\"");
   EXPECT_EQ(t.at("parallelism.tensor_parallel_degree"), "2");
   EXPECT_EQ(t.at("parallelism.context_parallel_degree"), "2");
+  // The ring rotates shards with all-to-alls in torchtitan (its default gathers them all).
+  EXPECT_EQ(t.at("parallelism.context_parallel_rotate_method"), "\"alltoall\"");
+  {
+    Plan ag = plan;
+    ag.config.cp_comm_type = "all_gather";
+    EXPECT_EQ(parse_toml(export_plan(ag, Framework::kTorchtitan, "p", "p.csv").text)
+                  .at("parallelism.context_parallel_rotate_method"),
+              "\"allgather\"");
+    Plan ul = plan;
+    ul.config.cp_comm_type = "a2a";
+    EXPECT_EQ(refusal_key(ul, Framework::kTorchtitan).rfind("config.cp_comm_type | ", 0), 0u);
+    EXPECT_EQ(refusal_key(ul, Framework::kMegatron), "");
+  }
   EXPECT_EQ(t.at("parallelism.pipeline_parallel_degree"), "4");
   EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule"), "\"Interleaved1F1B\"");
   EXPECT_EQ(t.at("parallelism.pipeline_parallel_microbatch_size"), "1");

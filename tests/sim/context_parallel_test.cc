@@ -1,8 +1,10 @@
 // Context parallelism as a ring in the DES (hw::cp_ring_exposed): each pass's attention runs in
 // cp blocks and its cp - 1 ring steps each move the next block's keys and values under the
 // block before, so what a step needs beyond its block shows as exposed CP time.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "hwmodels/collectives.h"
 #include "hwmodels/rank_layout.h"
 #include "hwmodels/topology.h"
@@ -19,14 +21,15 @@ namespace {
 // gradients), over one NIC; one head's attention block of 1024 queries is far shorter, so every
 // step shows: per pass max(0, ring - attention x (cp - 1) / cp), ring = the pass's messages
 // (2 layers x 1 step) x the send/recv time.
-hw::Scenario short_context() {
-  return hw::parse_scenario(R"(
-model: {num_layers: 2, hidden_size: 1024, num_attention_heads: 8, seq_length: 2048,
-        vocab_size: 32000, use_flash_attn: true}
-cluster: {profile: dgx-h100, nodes: 2}
-parallel: {tensor_model_parallel_size: 8, context_parallel_size: 2, micro_batch_size: 1,
-           global_batch_size: 4}
+hw::Scenario short_context(const std::string& form = "p2p", int heads = 8) {
+  return hw::parse_scenario(fmt::format(R"(
+model: {{num_layers: 2, hidden_size: 1024, num_attention_heads: {}, seq_length: 2048,
+        vocab_size: 32000, use_flash_attn: true}}
+cluster: {{profile: dgx-h100, nodes: 2}}
+parallel: {{tensor_model_parallel_size: 8, context_parallel_size: 2, micro_batch_size: 1,
+           global_batch_size: 4, cp_comm_type: {}}}
 )",
+                                        heads, form),
                             "cp.yaml", ".");
 }
 
@@ -67,6 +70,43 @@ TEST(ContextParallel, RingStepsShowWhereTheyOutlastTheirAttentionBlocks) {
   EXPECT_NEAR(static_cast<double>(a.exposed[static_cast<int>(CommKind::kCp)]),
               static_cast<double>(r.exposed[static_cast<int>(CommKind::kCp)]), 8.0);
   EXPECT_EQ(a.iteration, r.iteration);
+}
+
+// Megatron's other forms are waited for whole (nothing overlaps them): all_gather gathers the
+// keys and values before attention, 2 x 128 columns x 1024 tokens x 2 bytes from each of the
+// 2 ranks (1 MiB gathered), again in the backward with a reduce-scatter of their gradients;
+// a2a (Ulysses) sends each rank's q, k and v (3 x 128 columns) and its output (128 columns)
+// for 1024 tokens, in F and again in B (16 heads of 64 here: Ulysses splits each TP rank's 2
+// heads over the CP pair; with 8 heads, 1 per rank, the scenario is refused). Per microbatch,
+// 2 layers of each.
+TEST(ContextParallel, AllGatherAndUlyssesFormsAreWaitedFor) {
+  IterationOptions opt;
+  opt.flash_attention = true;
+  opt.comm_compute_slowdown = 0;
+  const hw::Scenario s = short_context("all_gather");
+  const hw::Topology topo(s.topology);
+  const hw::GroupNetwork net = hw::describe_group(topo, s.profile, {0, 8});
+  auto time = [&](hw::CollectiveKind k, double bytes) {
+    return static_cast<double>(
+        hw::collective_time(k, hw::CollectiveAlgo::kAuto, Bytes{bytes}, net));
+  };
+  using K = hw::CollectiveKind;
+  const double gathered = 2.0 * 128 * 1024 * 2 * 2;
+  const double ag = 2 * (2 * time(K::kAllGather, gathered) + time(K::kReduceScatter, gathered));
+  const IterationResult g = simulate_iteration(testing::input_for(s), opt);
+  EXPECT_NEAR(static_cast<double>(g.exposed[static_cast<int>(CommKind::kCp)]), 4 * ag, 16.0);
+
+  try {
+    short_context("a2a");
+    ADD_FAILURE() << "a2a with 1 head per TP rank accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.cp_comm_type"), std::string::npos) << e.what();
+  }
+  const hw::Scenario u = short_context("a2a", 16);
+  const double a2a =
+      2 * 2 * (time(K::kAllToAll, 3 * 128 * 1024 * 2.0) + time(K::kAllToAll, 128 * 1024 * 2.0));
+  const IterationResult a = simulate_iteration(testing::input_for(u), opt);
+  EXPECT_NEAR(static_cast<double>(a.exposed[static_cast<int>(CommKind::kCp)]), 4 * a2a, 16.0);
 }
 
 // The formula: nothing shows while the steps fit under (cp - 1)/cp of the attention, then each

@@ -328,6 +328,46 @@ TEST(PlanCli, ExpertTensorParallelOneIsSearchedAndScoredAsSimulated) {
   std::filesystem::remove_all(dir);
 }
 
+// Megatron's cp_comm_type travels from the scenario (or --cp-comm-type) into every searched
+// configuration with context parallelism, the published one is scored as `simulate` runs it,
+// and a form the model cannot run or an unknown one is refused.
+TEST(PlanCli, ContextParallelFormIsSearchedAsTheScenarioNamesIt) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("pw_plan_cpform_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string scen = (dir / "s.yaml").string();
+  write_file_atomic(scen,
+                    "model: {num_layers: 4, hidden_size: 1024, num_attention_heads: 16,\n"
+                    "        seq_length: 4096, vocab_size: 32000, use_flash_attn: true}\n"
+                    "cluster: {profile: dgx-h100, nodes: 1}\n"
+                    "parallel: {tensor_model_parallel_size: 2, context_parallel_size: 2,\n"
+                    "           sequence_parallel: true, cp_comm_type: all_gather,\n"
+                    "           micro_batch_size: 1, global_batch_size: 16}\n");
+  const nlohmann::json plan =
+      json_of(dir, "plan " + scen + " --tp 2 --cp 2 --pp 1 --schedules 1f1b --top 3");
+  ASSERT_TRUE(plan["published"]["fits"].get<bool>()) << plan["published"].dump();
+  EXPECT_EQ(plan["published"]["config"]["cp_comm_type"], "all_gather");
+  ASSERT_FALSE(plan["top"].empty());
+  for (const nlohmann::json& row : plan["top"])
+    EXPECT_EQ(row["config"]["cp_comm_type"], "all_gather") << row.dump();
+  const nlohmann::json sim = json_of(dir, "simulate " + scen);
+  EXPECT_NEAR(
+      plan["published"]["iteration_s"].get<double>() * 1e3 / sim["iteration_ms"].get<double>(), 1.0,
+      1e-3);
+  // --cp-comm-type overrides the scenario's.
+  const nlohmann::json ring = json_of(
+      dir, "plan " + scen + " --tp 2 --cp 2 --pp 1 --schedules 1f1b --top 1 --cp-comm-type p2p");
+  EXPECT_EQ(ring["top"][0]["config"]["cp_comm_type"], "p2p") << ring["top"][0].dump();
+  for (const std::string bad : {"--cp-comm-type ring", "--cp-comm-type a2a+p2p"}) {
+    const std::string cmd =
+        pipewright() + " plan " + scen + " " + bad + " 2> " + (dir / "err.txt").string();
+    EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2) << cmd;
+    EXPECT_NE(read_file((dir / "err.txt").string()).find("error: " + bad + ":"), std::string::npos)
+        << read_file((dir / "err.txt").string());
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // ZB-1p is defined at 1F1B's memory (p microbatches of activations) and never slower than 1F1B
 // there (zero-bubble paper); where a GPU has that room the planner runs it as defined. On the
 // controllable-memory paper's 98.5B model at t2 p10 d2 (80 GB A100s, sequence 1024, no
