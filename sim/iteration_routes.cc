@@ -128,11 +128,21 @@ IterationBuilder::ParamGathers IterationBuilder::param_gathers(int sim) {
   g.first.assign(S, -1);
   g.rest.assign(S, -1);
   g.chunk.assign(S, -1);
-  for (int st = 0; st < S; ++st)
-    if (pl.stages[st].device == r.pr) {
-      g.chunk[st] = static_cast<int>(g.by_chunk.size());
-      g.by_chunk.push_back(st);
-    }
+  // The device's chunks in the order its first forwards run them (Megatron's model-chunk
+  // order for interleaving and V shapes; BitPipe's two pipelines start their chunks in another
+  // order, and chunk k's pre-hook dispatching chunk k + 1's gather must follow the passes).
+  std::vector<std::uint8_t> seen(S, 0);
+  auto add_chunk = [&](int st) {
+    if (st < 0 || st >= S || seen[st] || pl.stages[st].device != r.pr) return;
+    seen[st] = 1;
+    g.chunk[st] = static_cast<int>(g.by_chunk.size());
+    g.by_chunk.push_back(st);
+  };
+  for (int id = dep_.device_begin[r.pr]; id < dep_.device_begin[r.pr + 1]; ++id) {
+    const Action& a = dep_.action[id];
+    if (a.kind == ActionKind::kF || a.kind == ActionKind::kOverlapFB) add_chunk(a.stage);
+  }
+  for (int st = 0; st < S; ++st) add_chunk(st);
   g.aligned = hw::param_gather_aligned(layout_.pp, static_cast<int>(g.by_chunk.size()),
                                        in_.parallel.align_param_gather);
   const std::vector<int> group = layout_.dp_group(r.tr, r.pr);

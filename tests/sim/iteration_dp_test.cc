@@ -163,6 +163,23 @@ TEST(Iteration, OverlappedParamGatherWaitsForTheInputUnlessAligned) {
   EXPECT_GT(unaligned.iteration, aligned.iteration);
 }
 
+// BitPipe's two pipelines start a GPU's chunks out of stage order (its first forward at p = 2
+// is not its lowest stage's): the aligned gathers follow the order the chunks' first forwards
+// run (chunk k's pre-hook dispatches chunk k + 1's), so the step completes, and gathering
+// under the forwards is no slower than after the optimizer step. Stage order deadlocked here:
+// a later chunk's gather waited, in the in-order gather stream, for a pre-hook that ran after it.
+TEST(Iteration, OverlappedParamGatherFollowsTheChunksFirstForwardsUnderBitPipe) {
+  auto run = [](bool overlap) {
+    IterationInput in = testing::input_for(small_scenario(
+        2, 2, 1, 16, "  zero_stage: 1\n  overlap_grad_reduce: true\n  schedule: bitpipe"));
+    in.parallel.overlap_param_gather = overlap;
+    return simulate_iteration(in, IterationOptions{});
+  };
+  const IterationResult plain = run(false), overlapped = run(true);
+  EXPECT_GT(overlapped.iteration, 0);
+  EXPECT_LE(overlapped.iteration, plain.iteration);
+}
+
 // ZeRO-3, one stage of 8 layers, d = 16 over two nodes, 4 microbatches of 128 tokens (little
 // compute, so the gathers show), no recomputation. By layer (FSDP): each pass
 // holds two layers' gathered bf16 weights, 2 x 2 x P/8 bytes, and every F and B pass
