@@ -51,6 +51,15 @@ cluster: {profile: dgx-h100, nodes: 2}
 parallel: {tensor_model_parallel_size: 2, context_parallel_size: 2, pipeline_model_parallel_size: 2,
            micro_batch_size: 1, global_batch_size: 8, zero_stage: 3, zero3_gather: layer,
            fp8: hybrid, schedule: 1f1b})",
+    // Megatron's overlaps (gradient reduce, parameter gather, TP) and a context-parallel form.
+    R"(model: {num_layers: 8, hidden_size: 1024, num_attention_heads: 16, seq_length: 4096,
+        vocab_size: 32000, use_flash_attn: true}
+cluster: {profile: dgx-h100, nodes: 2}
+parallel: {tensor_model_parallel_size: 2, context_parallel_size: 2, pipeline_model_parallel_size: 2,
+           num_layers_per_virtual_pipeline_stage: 2, micro_batch_size: 1, global_batch_size: 16,
+           sequence_parallel: true, use_distributed_optimizer: true, overlap_grad_reduce: true,
+           overlap_param_gather: true, tp_comm_overlap: true, cp_comm_type: p2p,
+           schedule: interleaved})",
     // Mixture of experts with expert parallelism, first layer dense, zero-bubble schedule.
     R"(model: {num_layers: 6, hidden_size: 1024, num_attention_heads: 16, seq_length: 2048,
         vocab_size: 32000, num_experts: 8, moe_router_topk: 2, moe_ffn_hidden_size: 512,
@@ -123,6 +132,9 @@ const std::vector<std::string> kValues = {"0",
                                           "bitpipe",
                                           "breadth-first",
                                           "zeropp",
+                                          "p2p",
+                                          "all_gather",
+                                          "a2a",
                                           "e4m3",
                                           "hybrid",
                                           "off",
