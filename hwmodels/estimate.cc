@@ -311,7 +311,7 @@ std::string estimate_table(const Estimate& e) {
     out += fmt::format("  {:<28} {:7.3f} {:7.3f} {:7.3f} {:7.3f}\n", label, ps_to_millis(c->f),
                        ps_to_millis(c->b), ps_to_millis(c->w), ps_to_millis(c->r));
   }
-  out += fmt::format("  TP communication per chunk     F {:.3f}  B+W {:.3f}\n\n",
+  out += fmt::format("  TP/CP/EP waited per chunk     F {:.3f}  B+W {:.3f}\n\n",
                      ps_to_millis(e.tp_comm_f), ps_to_millis(e.tp_comm_b));
   out +=
       fmt::format("collectives{:<34} {:>6} {:>5} {:>12} {:>8} {:>13} {:>10} {:>12}\n", "", "ranks",

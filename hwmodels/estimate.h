@@ -58,8 +58,9 @@ struct Estimate {
   /// Per microbatch, a chunk with neither the embedding nor the head: the other v - 1 chunks
   /// of the first and last devices under interleaving, and every chunk of the devices between.
   StageCosts middle_costs;
-  /// Exposed TP (and EP) collectives of F on a middle stage, per microbatch per chunk (with
-  /// tp_comm_overlap what exceeds the GEMMs they run under), and of B, W and R together.
+  /// Exposed TP, CP and EP collectives of F on a middle stage, per microbatch per chunk (with
+  /// tp_comm_overlap what exceeds the GEMMs they run under; of a CP ring what outlasts its
+  /// attention blocks), and of B, W and R together.
   TimePs tp_comm_f = 0;
   TimePs tp_comm_b = 0;
   std::vector<CollectiveEstimate> collectives;
