@@ -11,6 +11,12 @@
 
 namespace pw {
 
+namespace {
+bool one_of(const std::vector<std::string>& names, const std::string& x) {
+  return std::find(names.begin(), names.end(), x) != names.end();
+}
+}  // namespace
+
 const std::vector<std::string>& cp_comm_type_names() {
   static const std::vector<std::string> names{"p2p", "all_gather", "a2a"};
   return names;
@@ -18,10 +24,7 @@ const std::vector<std::string>& cp_comm_type_names() {
 
 std::string cp_comm_type_choices() { return "p2p, all_gather or a2a"; }
 
-bool is_cp_comm_type(const std::string& t) {
-  const auto& names = cp_comm_type_names();
-  return std::find(names.begin(), names.end(), t) != names.end();
-}
+bool is_cp_comm_type(const std::string& t) { return one_of(cp_comm_type_names(), t); }
 
 const std::vector<std::string>& zero3_gather_names() {
   static const std::vector<std::string> names{"layer", "tensor", "stage"};
@@ -30,10 +33,7 @@ const std::vector<std::string>& zero3_gather_names() {
 
 std::string zero3_gather_choices() { return "layer, tensor or stage"; }
 
-bool is_zero3_gather(const std::string& g) {
-  const auto& names = zero3_gather_names();
-  return std::find(names.begin(), names.end(), g) != names.end();
-}
+bool is_zero3_gather(const std::string& g) { return one_of(zero3_gather_names(), g); }
 namespace {
 
 constexpr const char* kPlanFormat = "pipewright-plan";

@@ -379,20 +379,18 @@ void IterationBuilder::build_passes() {
         out_.graph.add_dep(pt.last, tk);
         pt.last = tk;
       }
-      if (layout_.cp > 1 && !by_group[static_cast<int>(hw::CommGroup::kCp)].empty()) {
-        const std::int32_t c =
-            group_collective(hw::CommGroup::kCp, 11, layout_.cp_group(r.tr, r.dr, r.pr));
-        const std::int32_t tk = add_comm(sim, StreamKind::kTp, c, CommKind::kCp, a);
+      // The waited CP forms, then the EP all-to-all: each after what came before it.
+      auto waited = [&](hw::CommGroup g, int key, const std::vector<int>& members, CommKind k) {
+        if (by_group[static_cast<int>(g)].empty()) return;
+        const std::int32_t tk =
+            add_comm(sim, StreamKind::kTp, group_collective(g, key, members), k, a);
         out_.graph.add_dep(pt.last, tk);
         pt.last = tk;
-      }
-      if (layout_.ep > 1 && !by_group[static_cast<int>(hw::CommGroup::kEp)].empty()) {
-        const std::int32_t c =
-            group_collective(hw::CommGroup::kEp, 6, layout_.ep_group(r.tr, r.dr, r.pr));
-        const std::int32_t tk = add_comm(sim, StreamKind::kTp, c, CommKind::kEp, a);
-        out_.graph.add_dep(pt.last, tk);
-        pt.last = tk;
-      }
+      };
+      if (layout_.cp > 1)
+        waited(hw::CommGroup::kCp, 11, layout_.cp_group(r.tr, r.dr, r.pr), CommKind::kCp);
+      if (layout_.ep > 1)
+        waited(hw::CommGroup::kEp, 6, layout_.ep_group(r.tr, r.dr, r.pr), CommKind::kEp);
       pass_[out_.action_slot(sim, id)] = pt;
       const int grad_stage = a.kind == ActionKind::kW || a.kind == ActionKind::kBW ? int{a.stage}
                              : a.kind == ActionKind::kOverlapFB                    ? int{a.stage2}

@@ -291,6 +291,16 @@ TEST(PlanCli, AnUnevenPublishedSplitIsNamedByItsLayersPerStage) {
   std::filesystem::remove_all(dir);
 }
 
+// `plan SCEN BAD` exits 2 with one error line naming BAD.
+void expect_flag_refused(const std::filesystem::path& dir, const std::string& scen,
+                         const std::string& bad) {
+  const std::string cmd =
+      pipewright() + " plan " + scen + " " + bad + " 2> " + (dir / "err.txt").string();
+  EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2) << cmd;
+  EXPECT_NE(read_file((dir / "err.txt").string()).find("error: " + bad + ":"), std::string::npos)
+      << read_file((dir / "err.txt").string());
+}
+
 // Expert-TP 1 at t > 1 (experts whole, EP over the tensor-and-data ranks) is in the search, and
 // a scenario naming it is scored by the planner as `simulate` runs it (the same iteration time);
 // it was refused as "differs from t". --etp keeps the search to it; a degree that is not a
@@ -318,13 +328,7 @@ TEST(PlanCli, ExpertTensorParallelOneIsSearchedAndScoredAsSimulated) {
   EXPECT_NEAR(
       plan["published"]["iteration_s"].get<double>() * 1e3 / sim["iteration_ms"].get<double>(), 1.0,
       1e-3);
-  for (const std::string bad : {"--etp 3", "--etp 4 --tp 2"}) {
-    const std::string cmd =
-        pipewright() + " plan " + scen + " " + bad + " 2> " + (dir / "err.txt").string();
-    EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2) << cmd;
-    EXPECT_NE(read_file((dir / "err.txt").string()).find("error: " + bad + ":"), std::string::npos)
-        << read_file((dir / "err.txt").string());
-  }
+  for (const std::string bad : {"--etp 3", "--etp 4 --tp 2"}) expect_flag_refused(dir, scen, bad);
   std::filesystem::remove_all(dir);
 }
 
@@ -358,13 +362,8 @@ TEST(PlanCli, ContextParallelFormIsSearchedAsTheScenarioNamesIt) {
   const nlohmann::json ring = json_of(
       dir, "plan " + scen + " --tp 2 --cp 2 --pp 1 --schedules 1f1b --top 1 --cp-comm-type p2p");
   EXPECT_EQ(ring["top"][0]["config"]["cp_comm_type"], "p2p") << ring["top"][0].dump();
-  for (const std::string bad : {"--cp-comm-type ring", "--cp-comm-type a2a+p2p"}) {
-    const std::string cmd =
-        pipewright() + " plan " + scen + " " + bad + " 2> " + (dir / "err.txt").string();
-    EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2) << cmd;
-    EXPECT_NE(read_file((dir / "err.txt").string()).find("error: " + bad + ":"), std::string::npos)
-        << read_file((dir / "err.txt").string());
-  }
+  for (const std::string bad : {"--cp-comm-type ring", "--cp-comm-type a2a+p2p"})
+    expect_flag_refused(dir, scen, bad);
   std::filesystem::remove_all(dir);
 }
 
