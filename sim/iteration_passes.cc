@@ -29,11 +29,15 @@ struct PassCost {
     TimePs attn = 0;  ///< of dur, the attention core
   };
   std::vector<Part> parts;
-  std::vector<hw::TpComm> by_group[3];  ///< comms by hw::CommGroup, CP's ring steps apart:
-  std::vector<hw::TpComm> ring;         ///< CP send/recv (hw::CpComm::kP2p)
-  /// With a context-parallel ring: the attention core's time, which runs in cp blocks after
-  /// the rest of the pass (dur and parts exclude it).
-  TimePs attn = 0;
+  std::vector<hw::TpComm> by_group[3];  ///< comms by hw::CommGroup, CP's ring steps apart
+  /// Context-parallel rings (hw::CpComm::kP2p), one per workload pass that runs attention (F;
+  /// B and an inline recompute each their own): the pass's attention core, which runs in cp
+  /// blocks after the rest of the action (dur and parts exclude it), and its send/recv steps.
+  struct Ring {
+    TimePs attn = 0;
+    std::vector<hw::TpComm> steps;
+  };
+  std::vector<Ring> rings;
 };
 
 void append(std::vector<hw::TpComm>* out, const std::vector<hw::TpComm>& v) {
@@ -112,19 +116,21 @@ void IterationBuilder::build_passes() {
       default:
         break;  // explicit communication / markers: the simulator models those itself
     }
-    for (const hw::TpComm& c : pc.comms) {
-      if (c.group == hw::CommGroup::kCp && c.kind == hw::CollectiveKind::kSendRecv)
-        pc.ring.push_back(c);
-      else
-        pc.by_group[static_cast<int>(c.group)].push_back(c);
-    }
-    if (layout_.cp > 1 && !pc.ring.empty()) {
+    auto ring_step = [](const hw::TpComm& c) {
+      return c.group == hw::CommGroup::kCp && c.kind == hw::CollectiveKind::kSendRecv;
+    };
+    for (const hw::TpComm& c : pc.comms)
+      if (!ring_step(c)) pc.by_group[static_cast<int>(c.group)].push_back(c);
+    if (layout_.cp > 1)
       for (PassCost::Part& part : pc.parts) {
-        pc.attn += part.attn;
+        PassCost::Ring ring{part.attn, {}};
+        for (const hw::TpComm& c : *part.comms)
+          if (ring_step(c)) ring.steps.push_back(c);
+        if (ring.steps.empty()) continue;
         part.dur -= part.attn;
+        pc.dur -= part.attn;
+        pc.rings.push_back(std::move(ring));
       }
-      pc.dur -= pc.attn;
-    }
     return pc;
   };
   // An action costs the same on every rank of its pipeline rank: priced once per action.
@@ -303,28 +309,34 @@ void IterationBuilder::build_passes() {
         pt.first = pt.last = add_compute(sim, pc.dur, pc.mem_start, pc.mem_end, a);
         out_.graph.add_effect(pt.first, {0, 0, pc.buffer, -pc.buffer});
       }
-      if (layout_.cp > 1 && !pc.ring.empty()) {
-        // The context-parallel ring (hw::cp_ring_exposed), after the rest of the pass: cp
-        // attention blocks; step k sends the keys and values block k + 1 needs while block k
-        // runs, after step k - 1 (it forwards what that step received). The pass's end effects
-        // move to its last block.
+      if (!pc.rings.empty()) {
+        // The context-parallel rings (hw::cp_ring_exposed), one after another after the rest
+        // of the action: each runs its attention in cp blocks; step k sends the keys and values
+        // block k + 1 needs while block k runs, after step k - 1 (it forwards what that step
+        // received). The action's end effects move to its last block.
         const int cp = layout_.cp;
         const std::vector<int> group = layout_.cp_group(r.tr, r.dr, r.pr);
-        std::int32_t block = pt.last, step = -1;
-        for (int k = 0; k < cp; ++k) {
-          const std::int32_t next =
-              add_compute(sim, pc.attn / cp + (k == cp - 1 ? pc.attn % cp : 0), 0, 0, a);
-          out_.graph.add_dep(block, next);
-          if (step >= 0) out_.graph.add_dep(step, next);
-          if (k < cp - 1) {
-            bool fresh = false;
-            const std::int32_t c = keyed_collective({5, group.front(), id, k}, &fresh);
-            if (fresh) add_ring_step_phase(pc.ring, cp - 1, group);
-            const std::int32_t x = add_comm(sim, StreamKind::kTp, c, CommKind::kCp, a);
-            out_.graph.add_dep(k == 0 ? pt.last : step, x);
-            step = x;
+        std::int32_t block = pt.last;
+        for (std::size_t ri = 0; ri < pc.rings.size(); ++ri) {
+          const PassCost::Ring& ring = pc.rings[ri];
+          std::int32_t step = -1;
+          const std::int32_t start = block;
+          for (int k = 0; k < cp; ++k) {
+            const std::int32_t next =
+                add_compute(sim, ring.attn / cp + (k == cp - 1 ? ring.attn % cp : 0), 0, 0, a);
+            out_.graph.add_dep(block, next);
+            if (step >= 0) out_.graph.add_dep(step, next);
+            if (k < cp - 1) {
+              bool fresh = false;
+              const std::int32_t c =
+                  keyed_collective({5, group.front(), id, static_cast<int>(ri), k}, &fresh);
+              if (fresh) add_ring_step_phase(ring.steps, cp - 1, group);
+              const std::int32_t x = add_comm(sim, StreamKind::kTp, c, CommKind::kCp, a);
+              out_.graph.add_dep(k == 0 ? start : step, x);
+              step = x;
+            }
+            block = next;
           }
-          block = next;
         }
         out_.graph.add_effect(pt.last, {0, -pc.mem_end, 0, pc.buffer});
         out_.graph.add_effect(block, {0, pc.mem_end, 0, -pc.buffer});

@@ -62,6 +62,15 @@ TEST(ContextParallel, RingStepsShowWhereTheyOutlastTheirAttentionBlocks) {
               4.0 * static_cast<double>(per_microbatch), 4.0 * 2)
       << "ring_f " << ring_f << " attn_f " << c.attn_f;
 
+  // Full recomputation re-runs the forward inside each backward, with its own ring: one more
+  // forward's exposure per microbatch.
+  hw::Scenario rc = s;
+  rc.parallel.recompute = "full";
+  const IterationResult f = simulate_iteration(testing::input_for(rc), opt);
+  EXPECT_NEAR(static_cast<double>(f.exposed[static_cast<int>(CommKind::kCp)]),
+              4.0 * static_cast<double>(per_microbatch + hw::cp_ring_exposed(c.attn_f, ring_f, 2)),
+              4.0 * 3);
+
   // Every GPU simulated: the same exposure (each CP pair's steps run on their own NICs).
   IterationOptions all = opt;
   all.representative = false;
