@@ -128,6 +128,9 @@ const std::vector<std::string>& cp_comm_type_names();
 std::string cp_comm_type_choices();
 /// True when `t` is one of cp_comm_type_names().
 bool is_cp_comm_type(const std::string& t);
+/// " cp=N" for a configuration with context parallelism (" cp=N all_gather" or " cp=N a2a"
+/// for the forms other than the ring), "" without: how the CLI prints it.
+std::string cp_label(const ParallelConfig& c);
 /// The values of ParallelConfig::zero3_gather: layer, tensor, stage.
 const std::vector<std::string>& zero3_gather_names();
 /// "layer, tensor or stage", for messages.

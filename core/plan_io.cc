@@ -26,6 +26,12 @@ std::string cp_comm_type_choices() { return "p2p, all_gather or a2a"; }
 
 bool is_cp_comm_type(const std::string& t) { return one_of(cp_comm_type_names(), t); }
 
+std::string cp_label(const ParallelConfig& c) {
+  if (c.context_parallel <= 1) return "";
+  return fmt::format(" cp={}{}", c.context_parallel,
+                     c.cp_comm_type == "p2p" ? "" : " " + c.cp_comm_type);
+}
+
 const std::vector<std::string>& zero3_gather_names() {
   static const std::vector<std::string> names{"layer", "tensor", "stage"};
   return names;

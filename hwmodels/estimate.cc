@@ -283,8 +283,7 @@ std::string estimate_table(const Estimate& e) {
   out += fmt::format(
       "parallel   t={}{} p={} d={}{}{} v={}  micro-batch {}  global batch {}  microbatches {}\n"
       "           sequence-parallel {}  recompute {}  ZeRO {}{}{}\n\n",
-      p.tensor_parallel, p.context_parallel > 1 ? fmt::format(" cp={}", p.context_parallel) : "",
-      p.pipeline_parallel, p.data_parallel,
+      p.tensor_parallel, cp_label(p), p.pipeline_parallel, p.data_parallel,
       p.expert_parallel > 1 ? fmt::format(" ep={}", p.expert_parallel) : "",
       p.expert_tp() != p.tensor_parallel ? fmt::format(" etp={}", p.expert_tp()) : "",
       p.virtual_stages, p.micro_batch_size, p.global_batch_size, e.microbatches,

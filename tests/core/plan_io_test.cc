@@ -91,6 +91,15 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
     for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
       EXPECT_EQ(parse_plan(plan_to_text(q, f), f, "t"), q);
   }
+  // How the CLI names the form: the ring plainly, the others by name; nothing without CP.
+  {
+    ParallelConfig c;
+    EXPECT_EQ(cp_label(c), "");
+    c.context_parallel = 4;
+    EXPECT_EQ(cp_label(c), " cp=4");
+    c.cp_comm_type = "a2a";
+    EXPECT_EQ(cp_label(c), " cp=4 a2a");
+  }
   // An unknown form, or a form without context parallelism, is refused by key.
   for (int variant = 0; variant < 2; ++variant) {
     Plan q = p;
