@@ -187,10 +187,15 @@ std::string render_table(const PlanReportInput& in) {
   const SearchResult& r = *in.result;
   const SearchStats& st = r.stats;
   std::string o;
-  o += fmt::format("pipewright plan: {} ({:.1f}B parameters) on {} x {} ({} GPUs), objective {}\n",
-                   pr.model.name, hw::parameter_count(pr.model) / 1e9,
-                   pr.num_gpus / pr.gpus_per_node(), in.cluster, pr.num_gpus,
-                   objective_name(pr.objective));
+  // The context-parallel form every cp > 1 row shares, when not the ring.
+  const bool cp_form = in.space->cp_comm_type != "p2p" &&
+                       std::any_of(in.space->context_parallel.begin(),
+                                   in.space->context_parallel.end(), [](int cp) { return cp > 1; });
+  o += fmt::format(
+      "pipewright plan: {} ({:.1f}B parameters) on {} x {} ({} GPUs), objective {}{}\n",
+      pr.model.name, hw::parameter_count(pr.model) / 1e9, pr.num_gpus / pr.gpus_per_node(),
+      in.cluster, pr.num_gpus, objective_name(pr.objective),
+      cp_form ? fmt::format(", context parallelism as {}", in.space->cp_comm_type) : "");
   o += fmt::format(
       "searched {} configurations ({} well formed, {} fit the screen's memory bound) in {:.2f} s "
       "on {} threads; {} simulated ({} schedules generated) in {:.2f} s{}\n",

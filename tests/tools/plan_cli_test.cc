@@ -358,6 +358,14 @@ TEST(PlanCli, ContextParallelFormIsSearchedAsTheScenarioNamesIt) {
   EXPECT_NEAR(
       plan["published"]["iteration_s"].get<double>() * 1e3 / sim["iteration_ms"].get<double>(), 1.0,
       1e-3);
+  // The text ranking names the form in its header.
+  const std::string text = (dir / "plan.txt").string();
+  ASSERT_EQ(std::system((pipewright() + " plan " + scen +
+                         " --tp 2 --cp 2 --pp 1 --schedules 1f1b --top 1 > " + text)
+                            .c_str()),
+            0);
+  EXPECT_NE(read_file(text).find("context parallelism as all_gather"), std::string::npos)
+      << read_file(text);
   // --cp-comm-type overrides the scenario's.
   const nlohmann::json ring = json_of(
       dir, "plan " + scen + " --tp 2 --cp 2 --pp 1 --schedules 1f1b --top 1 --cp-comm-type p2p");
