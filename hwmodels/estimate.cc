@@ -47,7 +47,7 @@ TimePs exposed_comm(const std::vector<TpComm>& comms, const CommNetworks& nets, 
   for (const TpComm& c : comms) {
     if (c.group == CommGroup::kTp)
       tp.push_back(c);
-    else if (c.group == CommGroup::kCp && c.kind == CollectiveKind::kSendRecv)
+    else if (is_cp_ring_step(c))
       ring.push_back(c);
     else
       waited.push_back(c);

@@ -81,6 +81,13 @@ struct TpComm {
   CommGroup group = CommGroup::kTp;
 };
 
+/// Whether `c` is a step of the context-parallel ring (a CP send/recv, run under the attention
+/// block before it: cp_ring_exposed) rather than a collective the pass waits for. One test for
+/// every tier.
+inline bool is_cp_ring_step(const TpComm& c) {
+  return c.group == CommGroup::kCp && c.kind == CollectiveKind::kSendRecv;
+}
+
 /// The networks of a rank's TP, CP and EP groups.
 struct CommNetworks {
   GroupNetwork tp, cp, ep;

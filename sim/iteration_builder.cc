@@ -143,7 +143,7 @@ void IterationBuilder::add_ring_step_phase(const std::vector<hw::TpComm>& comms,
     const std::vector<int> pair{group[i], group[(i + 1) % n]};
     TimePs pair_latency = 0;
     for (const hw::TpComm& c : comms) {
-      PW_ASSERT(c.kind == hw::CollectiveKind::kSendRecv && c.count % steps == 0,
+      PW_ASSERT(hw::is_cp_ring_step(c) && c.count % steps == 0,
                 "a ring step is whole send/recv messages");
       const int msgs = c.count / steps;
       for (const hw::CollectiveStep& st :

@@ -116,16 +116,13 @@ void IterationBuilder::build_passes() {
       default:
         break;  // explicit communication / markers: the simulator models those itself
     }
-    auto ring_step = [](const hw::TpComm& c) {
-      return c.group == hw::CommGroup::kCp && c.kind == hw::CollectiveKind::kSendRecv;
-    };
     for (const hw::TpComm& c : pc.comms)
-      if (!ring_step(c)) pc.by_group[static_cast<int>(c.group)].push_back(c);
+      if (!hw::is_cp_ring_step(c)) pc.by_group[static_cast<int>(c.group)].push_back(c);
     if (layout_.cp > 1)
       for (PassCost::Part& part : pc.parts) {
         PassCost::Ring ring{part.attn, {}};
         for (const hw::TpComm& c : *part.comms)
-          if (ring_step(c)) ring.steps.push_back(c);
+          if (hw::is_cp_ring_step(c)) ring.steps.push_back(c);
         if (ring.steps.empty()) continue;
         part.dur -= part.attn;
         pc.dur -= part.attn;

@@ -173,7 +173,7 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
             ep += tc.count * hw::all_to_all_bandwidth_bound(tc.kind, tc.bytes, nets.ep);
           if (tc.group != hw::CommGroup::kCp) continue;
           // The CP ring's steps (under attention), or the waited all-gather / all-to-all forms.
-          if (tc.kind == hw::CollectiveKind::kSendRecv)
+          if (hw::is_cp_ring_step(tc))
             cp += tc.count * hw::send_recv_bandwidth_bound(tc.bytes, nets.cp);
           else if (tc.kind == hw::CollectiveKind::kAllToAll)
             ep += tc.count * hw::all_to_all_bandwidth_bound(tc.kind, tc.bytes, nets.cp);
