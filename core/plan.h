@@ -48,6 +48,11 @@ struct ModelShape {
   int moe_layer_freq = 1;          ///< every k-th layer is MoE (after the first dense ones)
   int moe_first_dense_layers = 0;  ///< the first k layers are dense (DeepSeek's first_k_dense)
   double moe_capacity_factor = 0;  ///< 0 = dropless (tokens routed as the router says)
+  /// Multi-token prediction (DeepSeek-V3; Megatron --mtp-num-layers): depths after the main
+  /// model, each an embedding of the shifted tokens, two norms, a projection of their
+  /// concatenation (2h -> h), one transformer layer of the last layer's kind, a final norm and the
+  /// shared output head with its loss; on the last pipeline stage (Megatron's default).
+  int mtp_num_layers = 0;
   friend bool operator==(const ModelShape&, const ModelShape&) = default;
 };
 

@@ -97,6 +97,7 @@ const std::vector<std::string>& model_shape_keys() {
                                                  "moe_layer_freq",
                                                  "moe_first_dense_layers",
                                                  "moe_expert_capacity_factor",
+                                                 "mtp_num_layers",
                                                  "use_flash_attn"};
   return kKeys;
 }
@@ -140,6 +141,7 @@ Doc model_to_doc(const ModelShape& m) {
     d["moe_first_dense_layers"] = m.moe_first_dense_layers;
     d["moe_expert_capacity_factor"] = m.moe_capacity_factor;
   }
+  if (m.mtp_num_layers != def.mtp_num_layers) d["mtp_num_layers"] = m.mtp_num_layers;
   return d;
 }
 
@@ -190,6 +192,7 @@ ModelShape model_from_doc(const Doc& d, const R& r) {
   opt_int("moe_shared_expert_intermediate_size", &m.moe_shared_expert_size);
   opt_int("moe_layer_freq", &m.moe_layer_freq, 1);
   opt_int("moe_first_dense_layers", &m.moe_first_dense_layers);
+  opt_int("mtp_num_layers", &m.mtp_num_layers);
   if (const Doc* v = r.find(d, "moe_expert_capacity_factor")) {
     m.moe_capacity_factor = r.as_double(*v, "model.moe_expert_capacity_factor");
     if (!(m.moe_capacity_factor >= 0 && m.moe_capacity_factor <= 1e6))

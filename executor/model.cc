@@ -224,6 +224,10 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
     throw ConfigError(source, "model.kv_lora_rank",
                       "the executor runs MHA/GQA/MQA attention; expected no multi-head latent "
                       "attention (kv_lora_rank 0; plan and simulate take it)");
+  if (shape.mtp_num_layers > 0)
+    throw ConfigError(source, "model.mtp_num_layers",
+                      "the executor runs the main model's loss; expected no multi-token "
+                      "prediction depths (0; plan and simulate take them)");
   if (const std::string problem = hw::model_shape_problem(shape); !problem.empty()) {
     const auto colon = problem.find(':');
     throw ConfigError(source, "model." + problem.substr(0, colon), problem.substr(colon + 2));

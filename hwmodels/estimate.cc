@@ -130,6 +130,8 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   WorkloadOptions o = workload_options(par, s.flash_attention);
   e.params = parameter_count(m);
   e.active_params = active_parameter_count(m);
+  e.mtp_params = mtp_parameter_count(m);
+  e.mtp_layers = m.mtp_num_layers;
   e.flops = iteration_flops(m, o, par.global_batch_size);
   const int p = par.pipeline_parallel, v = std::max(1, par.virtual_stages);
   e.first = first;
@@ -292,10 +294,14 @@ std::string estimate_table(const Estimate& e) {
                         : fmt::format("{}", p.zero_stage),
       p.optimizer_offload ? " (optimizer offloaded)" : "",
       p.fp8 != "off" ? fmt::format("  FP8 {}", p.fp8) : "");
-  out += fmt::format("parameters            {:.3f} B{}\n", e.params / 1e9,
-                     e.active_params < e.params
-                         ? fmt::format(" ({:.3f} B active per token)", e.active_params / 1e9)
-                         : "");
+  out += fmt::format(
+      "parameters            {:.3f} B{}{}\n", e.params / 1e9,
+      e.active_params < e.params
+          ? fmt::format(" ({:.3f} B active per token)", e.active_params / 1e9)
+          : "",
+      e.mtp_params > 0 ? fmt::format("; of them {:.3f} B multi-token prediction ({} depth{})",
+                                     e.mtp_params / 1e9, e.mtp_layers, e.mtp_layers > 1 ? "s" : "")
+                       : "");
   out += fmt::format("FLOPs per iteration   model {:.4g}   hardware {:.4g}\n\n", e.flops.model,
                      e.flops.hardware);
   out += fmt::format("memory per GPU (GB)   {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
@@ -373,6 +379,7 @@ nlohmann::ordered_json estimate_json(const Estimate& e) {
       {"microbatches", e.microbatches},
       {"parameters", e.params},
       {"active_parameters", e.active_params},
+      {"mtp_parameters", e.mtp_params},
       {"flops_per_iteration", {{"model", e.flops.model}, {"hardware", e.flops.hardware}}},
       {"memory", {{"first_stage", mem(e.first)}, {"last_stage", mem(e.last)}}},
       {"pass_times", {{"first_stage", costs(e.first_costs)}, {"last_stage", costs(e.last_costs)}}},

@@ -50,6 +50,8 @@ struct Estimate {
   long long microbatches = 0;
   double params = 0;
   double active_params = 0;  ///< parameters one token uses (MoE: top-k experts)
+  double mtp_params = 0;     ///< of params: the multi-token prediction depths'
+  int mtp_layers = 0;        ///< multi-token prediction depths
   IterationFlops flops;
   GpuMemoryFigures first;  ///< GPU of the first pipeline stage
   GpuMemoryFigures last;   ///< GPU of the last pipeline stage

@@ -133,10 +133,8 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
       r.fail("num_key_value_heads",
              fmt::format("{} with multi-head latent attention; expected num_attention_heads ({})",
                          m.num_query_groups, m.num_attention_heads));
-    if (r.integer_or("num_nextn_predict_layers", 0, 0) > 0)
-      r.fail("num_nextn_predict_layers",
-             "multi-token prediction modules are not modelled; expected 0 (set it to 0 to plan "
-             "the main model without them)");
+    // Multi-token prediction depths (DeepSeek-V3's config has 1; Megatron's mtp_num_layers).
+    m.mtp_num_layers = r.integer_or("num_nextn_predict_layers", 0, 0);
   }
   m.swiglu = true;  // every architecture read here has a gated MLP
   const std::string act = r.text_or("hidden_act", "silu");
@@ -189,6 +187,7 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
                                   ? (deepseek ? "moe_layer_freq" : "decoder_sparse_step")
                               : key == "moe_first_dense_layers" ? "first_k_dense_replace"
                               : key == "qk_head_dim"            ? "qk_nope_head_dim"
+                              : key == "mtp_num_layers"         ? "num_nextn_predict_layers"
                               : key == "num_experts" ? (type == "mixtral" ? "num_local_experts"
                                                         : deepseek        ? "n_routed_experts"
                                                                           : "num_experts")

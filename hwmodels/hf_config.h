@@ -5,7 +5,7 @@
 /// initialiser, RoPE base, norm epsilon, dtype, DeepSeek's routing rules), or an error naming the
 /// file and the field: a field this reader does not know could change the model (a sliding
 /// window, a biased MLP), so it is never skipped silently. DeepSeek's multi-token prediction
-/// modules are not modelled: num_nextn_predict_layers > 0 is refused. The training sequence length
+/// depths (num_nextn_predict_layers) become mtp_num_layers. The training sequence length
 /// is not in the file (max_position_embeddings is the context the model supports), so the scenario
 /// gives seq_length.
 #include <string>

@@ -38,7 +38,8 @@ ModelShape qwen3(ModelShape m) {
 // DeepSeek-V3 (671B): multi-head latent attention (128 heads, query latent 1536, key/value
 // latent 512, per-head query/key 128 + 64 rotary, value 128), three dense layers (FFN 18432)
 // then MoE layers of 256 routed experts (top 8, width 2048) and one shared expert; RMSNorm,
-// untied. Its multi-token prediction module is not part of the 671B and is not modelled.
+// untied; one multi-token prediction depth (its config's num_nextn_predict_layers), whose
+// module DeepSeek counts apart from the 671B.
 ModelShape deepseek_v3() {
   ModelShape m = llama("deepseek-v3", 61, 7168, 128, 128, 18432, 4096, 129280);
   m.q_lora_rank = 1536;
@@ -49,6 +50,7 @@ ModelShape deepseek_v3() {
   m = moe(m, 256, 8, 2048);
   m.moe_shared_expert_size = 2048;
   m.moe_first_dense_layers = 3;
+  m.mtp_num_layers = 1;
   return m;
 }
 

@@ -50,6 +50,8 @@ int moe_layers_in(const ModelShape& m, int begin, int end) {
   return below(end) - below(lo);
 }
 
+bool mtp_layer_is_moe(const ModelShape& m) { return is_moe_layer(m, m.num_layers - 1); }
+
 std::string model_shape_problem(const ModelShape& m) {
   const int a = m.num_attention_heads;
   if (a <= 0) return "num_attention_heads: expected a positive integer";
@@ -82,6 +84,12 @@ std::string model_shape_problem(const ModelShape& m) {
     return "kv_lora_rank: q_lora_rank, qk_head_dim, qk_pos_emb_head_dim and v_head_dim "
            "describe multi-head latent attention; expected kv_lora_rank > 0 with them";
   }
+  if (m.mtp_num_layers < 0 || m.mtp_num_layers > m.num_layers)
+    return fmt::format("mtp_num_layers: expected 0..num_layers ({}), got {}", m.num_layers,
+                       m.mtp_num_layers);
+  if (m.mtp_num_layers > 0 && !m.rope)
+    return "mtp_num_layers: multi-token prediction needs rotary positions (Megatron refuses "
+           "learned absolute ones); expected position_embedding_type rope";
   if (m.num_experts < 0) return "num_experts: expected an integer >= 0";
   if (m.num_experts == 0) {
     if (m.moe_router_topk != 0 || m.moe_ffn_hidden_size != 0 || m.moe_shared_expert_size != 0)

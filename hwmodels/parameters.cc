@@ -126,14 +126,23 @@ double non_embedding_parameter_count(const ModelShape& m) {
          moe * layer_parameter_count(m, true);
 }
 
+double mtp_parameter_count(const ModelShape& m) {
+  if (m.mtp_num_layers <= 0) return 0;
+  const double h = m.hidden_size;
+  return m.mtp_num_layers *
+         (layer_parameter_count(m, mtp_layer_is_moe(m)) + 2 * h * h + 3 * norm_parameter_count(m));
+}
+
 double parameter_count(const ModelShape& m) {
   const double out = m.untie_embeddings ? double(m.vocab_size) * m.hidden_size : 0.0;
-  return non_embedding_parameter_count(m) + embedding_params(m) + norm_parameter_count(m) + out;
+  return non_embedding_parameter_count(m) + embedding_params(m) + norm_parameter_count(m) + out +
+         mtp_parameter_count(m);
 }
 
 double active_parameter_count(const ModelShape& m) {
   if (m.num_experts == 0) return parameter_count(m);
-  const int moe = moe_layers_in(m, 0, m.num_layers);
+  const int moe =
+      moe_layers_in(m, 0, m.num_layers) + (mtp_layer_is_moe(m) ? std::max(0, m.mtp_num_layers) : 0);
   // Per MoE layer, top-k experts instead of all of them.
   const double per_expert = mlp_params(m, expert_ffn_size(m), 1);
   return parameter_count(m) - double(moe) * (m.num_experts - m.moe_router_topk) * per_expert;
@@ -161,6 +170,16 @@ double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int 
     p += norm_parameter_count(m);
     // Output layer: its own when untied; a copy of the input embedding when tied and p > 1.
     if (m.untie_embeddings || pp > 1) p += double(m.vocab_size) * h / t;
+    if (m.mtp_num_layers > 0) {
+      // Per depth: two norms, the projection (column-parallel), one layer, the final norm; and
+      // a copy of the input embedding for the shifted tokens when untied and p > 1 (tied, the
+      // copy above serves both).
+      double one_expert = 0;
+      const double layer = layer_params(m, mtp_layer_is_moe(m), t, o.ep, o.etp, &one_expert);
+      p += m.mtp_num_layers * (layer + 2 * h * h / t + 3 * norm_parameter_count(m));
+      if (expert) *expert += m.mtp_num_layers * one_expert;
+      if (m.untie_embeddings && pp > 1) p += double(m.vocab_size) * h / t;
+    }
   }
   return p;
 }
@@ -198,6 +217,15 @@ std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOpti
   if (is_last) {
     norm_tensors(m).append_to(&out);
     if (m.untie_embeddings || pipeline_parallel > 1) out.push_back(double(m.vocab_size) * h / o.tp);
+    for (int k = 0; k < m.mtp_num_layers; ++k) {  // as stage_parameter_count
+      if (k == 0 && m.untie_embeddings && pipeline_parallel > 1)
+        out.push_back(double(m.vocab_size) * h / o.tp);
+      norm_tensors(m).append_to(&out);
+      norm_tensors(m).append_to(&out);
+      out.push_back(2 * h * h / o.tp);
+      layer_tensors(m, mtp_layer_is_moe(m), o, &out);
+      norm_tensors(m).append_to(&out);
+    }
   }
   return out;
 }

@@ -84,6 +84,7 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
   field("moe_first_dense_layers", &shape.moe_first_dense_layers, true, 0);
   if (m.has("moe_expert_capacity_factor"))
     shape.moe_capacity_factor = m.positive("moe_expert_capacity_factor");
+  field("mtp_num_layers", &shape.mtp_num_layers, true, 0);
   if (shape.ffn_hidden_size == 0) shape.ffn_hidden_size = 4 * shape.hidden_size;
   if (shape.num_experts > 0 && shape.moe_router_topk == 0 && !m.has("moe_router_topk"))
     m.fail("moe_router_topk", "missing; expected the experts each token is routed to");

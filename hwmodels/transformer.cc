@@ -233,8 +233,8 @@ std::vector<LayerOp> forward_ops(const ModelShape& m, const WorkloadOptions& o, 
 bool tp_paired(const LayerOp& op, Pass pass) {
   if (!op.gemm) return false;
   const std::string n = op.name;
-  const bool column =
-      n == "qkv" || n == "q_up" || n == "kv_up" || n == "mlp_up" || n == "shared_up";
+  const bool column = n == "qkv" || n == "q_up" || n == "kv_up" || n == "mlp_up" ||
+                      n == "shared_up" || n == "mtp_eh_proj";
   const bool row = n == "proj" || n == "mlp_down" || n == "shared_down";
   return pass == Pass::kBackwardWeight ? column : column || row;
 }
@@ -498,6 +498,66 @@ std::vector<TpComm> head_tp_comms(const ModelShape& m, const WorkloadOptions& o,
   return out;
 }
 
+namespace {
+
+// One multi-token prediction depth's forward kernels besides its transformer layer, embedding
+// and head (Megatron's MultiTokenPredictionLayer): the norms of the shifted tokens' embedding
+// and of the hidden state, their concatenation (2h on the rank's own tokens, sharded with SP),
+// and the column-parallel projection 2h -> h/t without bias (under FP8 when the layers are).
+std::vector<LayerOp> mtp_forward_ops(const WorkloadOptions& o, const Dims& d) {
+  const double own = double(d.tokens * d.h) * d.sp_div;
+  std::vector<LayerOp> ops{mem("mtp_norms", 2 * 2 * kAct * own),
+                           mem("mtp_concat", 2 * 2 * kAct * own)};
+  if (o.fp8) ops.push_back(mem("fp8_cast", kFp8Cast * 2 * own));
+  ops.push_back(gemm("mtp_eh_proj", d.tokens, d.h / d.t, 2 * d.h, 1, o.fp8));
+  return ops;
+}
+
+}  // namespace
+
+std::vector<LayerOp> mtp_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass) {
+  if (m.mtp_num_layers <= 0) return {};
+  Dims d = dims(m, o);
+  switch (pass) {
+    case Pass::kForward:
+      return mtp_forward_ops(o, d);
+    case Pass::kBackwardInput:
+      return backward_input_ops(mtp_forward_ops(o, d), false);
+    case Pass::kBackwardWeight: {  // the projection's weights and the two norms' parameters
+      const double own = double(d.tokens * d.h) * d.sp_div;
+      return {gemm("mtp_eh_proj", 2 * d.h, d.h / d.t, d.tokens, 1, o.fp8),
+              mem("mtp_norms_param_grad", 2 * kAct * (2 * own + norm_parameter_count(m)))};
+    }
+    case Pass::kRecompute:  // full recomputation checkpoints the depth at its inputs
+      if (o.recompute == Recompute::kFull) return mtp_forward_ops(o, d);
+      return {};
+  }
+  return {};
+}
+
+std::vector<TpComm> mtp_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass) {
+  std::vector<TpComm> out;
+  if (m.mtp_num_layers <= 0 || o.tp <= 1) return out;
+  Dims d = dims(m, o);
+  const double h = kAct * double(d.tokens * d.h);
+  const bool fwd_like =
+      pass == Pass::kForward || (pass == Pass::kRecompute && o.recompute == Recompute::kFull);
+  // The projection's output (h/t wide) is gathered over TP, then split again by SP (free): in
+  // F an all-gather of its input (SP) and of its output; in B the split's gradient gathered
+  // (SP) and the input gradient reduced; in W its input gathered again (SP).
+  if (fwd_like) {
+    if (d.sp) add_comm(&out, CollectiveKind::kAllGather, 2 * h, 1, "mtp all-gather before eh_proj");
+    add_comm(&out, CollectiveKind::kAllGather, h, 1, "mtp all-gather of eh_proj output");
+  } else if (pass == Pass::kBackwardInput) {
+    if (d.sp) add_comm(&out, CollectiveKind::kAllGather, h, 1, "mtp all-gather of sp gradients");
+    add_comm(&out, d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, 2 * h, 1,
+             "mtp eh_proj input gradient");
+  } else if (pass == Pass::kBackwardWeight && d.sp) {
+    add_comm(&out, CollectiveKind::kAllGather, 2 * h, 1, "mtp re-gather of eh_proj input");
+  }
+  return out;
+}
+
 Flops total_flops(const std::vector<LayerOp>& ops) {
   Flops f;
   for (const LayerOp& op : ops) f += op.flops;
@@ -540,6 +600,10 @@ StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadO
 StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
                            int dense_layers, int moe_layers, bool is_first, bool is_last) {
   PW_ASSERT(dense_layers >= 0 && moe_layers >= 0, "bad layer counts");
+  // The multi-token prediction depths sit on the last stage: each one transformer layer of the
+  // last layer's kind, plus its own kernels, the embedding of the shifted tokens and the head.
+  const int mtp = is_last ? std::max(0, m.mtp_num_layers) : 0;
+  (mtp_layer_is_moe(m) ? moe_layers : dense_layers) += mtp;
   StageCosts c;
   const Pass passes[] = {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight,
                          Pass::kRecompute};
@@ -585,6 +649,28 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
       *flops[i] += total_flops(hd);
       for (const TpComm& tc : head_tp_comms(m, o, passes[i])) comms[i]->push_back(tc);
     }
+    if (mtp > 0) {
+      std::vector<LayerOp> ops = mtp_ops(m, o, passes[i]);
+      std::vector<TpComm> depth = mtp_tp_comms(m, o, passes[i]);
+      if (o.sequence_parallel && o.tp > 1)
+        for (const LayerOp& op : ops)
+          if (tp_paired(op, passes[i])) {
+            const TimePs g = ops_time({op}, gpu, o.dtype);
+            *hides[i] += static_cast<TimePs>(mtp) * (g - g / o.tp);
+          }
+      if (passes[i] != Pass::kRecompute) {
+        for (auto&& part : {embedding_ops(m, o, passes[i]), head_ops(m, o, passes[i])})
+          ops.insert(ops.end(), part.begin(), part.end());
+        for (auto&& part : {embedding_tp_comms(m, o, passes[i]), head_tp_comms(m, o, passes[i])})
+          depth.insert(depth.end(), part.begin(), part.end());
+      }
+      *times[i] += static_cast<TimePs>(mtp) * ops_time(ops, gpu, o.dtype);
+      *flops[i] += total_flops(ops) * double(mtp);
+      for (TpComm tc : depth) {
+        tc.count *= mtp;
+        comms[i]->push_back(tc);
+      }
+    }
   }
   for (const TpComm& tc : c.comm_f) c.comm_bytes_f += tc.bytes * tc.count;
   for (const TpComm& tc : c.comm_b) c.comm_bytes_b += tc.bytes * tc.count;
@@ -605,8 +691,23 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
   if (is_first) c.m_b += Bytes{sbh * d.sp_div};  // embedding dropout mask (1 byte/element)
   if (is_last) {
     const double logits = double(d.tokens) * double(d.v) / double(d.t);
-    c.m_b += Bytes{2.0 * sbh * d.sp_div + 4.0 * logits};  // final LN input, fp32 logits
-    c.m_w += Bytes{2.0 * sbh + 2.0 * logits};             // logits-GEMM input and output grad
+    // Per head (the model's and each MTP depth's): final LN input, fp32 logits; from B until W
+    // the logits-GEMM input and output gradient.
+    const double heads = 1.0 + mtp;
+    c.m_b += Bytes{heads * (2.0 * sbh * d.sp_div + 4.0 * logits)};
+    c.m_w += Bytes{heads * (2.0 * sbh + 2.0 * logits)};
+    if (mtp > 0) {
+      // Per MTP depth beside its layer: the two norms' inputs and the projection's input (2h:
+      // FP8 casts under FP8), all on the rank's own tokens; under full recomputation only the
+      // depth's inputs (the hidden state is the layer count's checkpoint; the embedding here).
+      // From B until W the projection's input and output gradient (h/t).
+      const double own = sbh * d.sp_div;
+      const double lin = o.fp8 ? 1.0 : kAct;
+      const double held = (2 * kAct + 2 * lin) * own;
+      c.m_b += Bytes{mtp * (o.recompute == Recompute::kFull ? kAct * own : held)};
+      if (o.recompute == Recompute::kFull) c.m_r += Bytes{mtp * (held - kAct * own)};
+      c.m_w += Bytes{mtp * (2 * lin * own + kAct * sbh / d.t)};
+    }
   }
   c.p2p_bytes = {2.0 * sbh * d.sp_div};
   return c;
@@ -631,7 +732,11 @@ TimePs tp_comm_time(const std::vector<TpComm>& comms, const GroupNetwork& tp_gro
 IterationFlops iteration_flops(const ModelShape& m, const WorkloadOptions& o,
                                long long global_batch) {
   // Per sequence on an unsplit model (FLOPs do not depend on t, cp, ep or the microbatch size).
-  const int moe_layers = moe_layers_in(m, 0, m.num_layers);
+  // The multi-token prediction depths count as Megatron counts them: a layer of the last
+  // layer's kind, the projection and a second logits GEMM per depth (norms are not FLOPs).
+  const int mtp = std::max(0, m.mtp_num_layers);
+  const int moe_layers = moe_layers_in(m, 0, m.num_layers) + (mtp_layer_is_moe(m) ? mtp : 0);
+  const int all_layers = m.num_layers + mtp;
   auto per_sequence = [&](const ModelShape& shape, WorkloadOptions w, bool with_recompute) {
     w.tp = 1;
     w.micro_batch = 1;
@@ -641,16 +746,18 @@ IterationFlops iteration_flops(const ModelShape& m, const WorkloadOptions& o,
     w.etp = 1;
     double total = 0;
     for (Pass p : {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight}) {
-      total += (m.num_layers - moe_layers) * total_flops(layer_ops(shape, w, p, false)).value;
+      total += (all_layers - moe_layers) * total_flops(layer_ops(shape, w, p, false)).value;
       if (moe_layers > 0) total += moe_layers * total_flops(layer_ops(shape, w, p, true)).value;
-      total +=
-          total_flops(head_ops(shape, w, p)).value + total_flops(embedding_ops(shape, w, p)).value;
+      total += (1 + mtp) * (total_flops(head_ops(shape, w, p)).value +
+                            total_flops(embedding_ops(shape, w, p)).value) +
+               mtp * total_flops(mtp_ops(shape, w, p)).value;
     }
     if (with_recompute) {
       auto r = [&](bool moe) {
         return total_flops(layer_ops(shape, w, Pass::kRecompute, moe)).value;
       };
-      total += (m.num_layers - moe_layers) * r(false) + (moe_layers > 0 ? moe_layers * r(true) : 0);
+      total += (all_layers - moe_layers) * r(false) + (moe_layers > 0 ? moe_layers * r(true) : 0) +
+               mtp * total_flops(mtp_ops(shape, w, Pass::kRecompute)).value;
     }
     return total;
   };
@@ -666,7 +773,7 @@ IterationFlops iteration_flops(const ModelShape& m, const WorkloadOptions& o,
   // context in F (2 s^2 a (dqk + dv), 4 s^2 a dh when both are the head dim) and twice that in B.
   const double core = 3.0 * 2.0 * double(m.seq_length) * double(m.seq_length) *
                       double(m.num_attention_heads) * double(qk_head_width(m) + v_head_width(m)) *
-                      m.num_layers;
+                      all_layers;
   const double b = static_cast<double>(global_batch);
   return IterationFlops{b * full, b * (full - core / 2), b * per_sequence(m, o, true)};
 }

@@ -116,6 +116,9 @@ std::vector<TpComm> layer_tp_comms(const ModelShape& m, const WorkloadOptions& o
 bool is_moe_layer(const ModelShape& m, int layer);
 /// MoE layers in [begin, end).
 int moe_layers_in(const ModelShape& m, int begin, int end);
+/// True when the multi-token prediction depths' transformer layers are MoE: they take the last
+/// layer's kind (Megatron's spec and FLOPs count; DeepSeek-V3's MTP layer is MoE).
+bool mtp_layer_is_moe(const ModelShape& m);
 /// Head dimension (kv_channels, or h / heads), query width heads x head dim, key/value width
 /// groups x head dim, key/value heads (num_query_groups, or heads). Under multi-head latent
 /// attention (ModelShape::mla) every head has its own keys and values, a query/key head is
@@ -138,6 +141,16 @@ std::vector<LayerOp> embedding_ops(const ModelShape& m, const WorkloadOptions& o
 std::vector<LayerOp> head_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass);
 std::vector<TpComm> embedding_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass);
 std::vector<TpComm> head_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass);
+/// One multi-token prediction depth's own kernels for `pass` (empty without MTP): the norms of
+/// the shifted tokens' embedding and of the hidden state, their concatenation and the projection
+/// 2h -> h (column-parallel, no bias); full recomputation reruns them. A depth also runs one
+/// transformer layer (mtp_layer_is_moe), embedding_ops and head_ops: stage_costs adds all four
+/// to the last stage, once per depth.
+std::vector<LayerOp> mtp_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass);
+/// The TP collectives of mtp_ops: the projection's input gathered (SP) and its output gathered
+/// over TP in F; the split's gradient gathered (SP) and the input gradient reduced in B; the
+/// input gathered again for dW (SP).
+std::vector<TpComm> mtp_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass);
 
 /// Sum of the ops' FLOPs.
 Flops total_flops(const std::vector<LayerOp>& ops);
@@ -242,8 +255,14 @@ double active_parameter_count(const ModelShape& m);
 /// with biases, 3hf gated) or the router (h x E), experts and shared expert. GPT-3 style:
 /// 4h^2 + 2hf + 9h + f.
 double layer_parameter_count(const ModelShape& m, bool moe = false);
-/// Sum of layer_parameter_count over the layers: the N of scaling laws (embeddings excluded).
+/// Sum of layer_parameter_count over the layers: the N of scaling laws (embeddings excluded;
+/// the multi-token prediction depths too: they are a training objective, not the model).
 double non_embedding_parameter_count(const ModelShape& m);
+/// Parameters of the multi-token prediction depths (0 without): per depth one transformer layer
+/// (mtp_layer_is_moe), the projection 2h x h and three norms (embedding, hidden state, final);
+/// the embedding and output layer are the model's own. parameter_count includes them; DeepSeek
+/// reports them apart (671B + the MTP module).
+double mtp_parameter_count(const ModelShape& m);
 /// Element counts of the weight tensors one rank of that stage holds, in the order its forward
 /// uses them (the embedding and learned positions; per layer the input norm's, the fused qkv
 /// weight and bias, q/k norms, the output projection and bias, the second norm, then the MLP's

@@ -64,6 +64,7 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers) {
     num("--qk-pos-emb-head-dim", m.qk_pos_emb_head_dim);
     num("--v-head-dim", m.v_head_dim);
   }
+  if (m.mtp_num_layers > 0) num("--mtp-num-layers", m.mtp_num_layers);
   num("--seq-length", m.seq_length);
   num("--max-position-embeddings", m.seq_length);
   if (m.swiglu) arg("--swiglu");

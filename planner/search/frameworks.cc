@@ -247,6 +247,12 @@ std::string framework_nearest_schedule(Framework fw, const std::string& schedule
 }
 
 std::string framework_model_problem(Framework fw, const ModelShape& m) {
+  // Multi-token prediction is Megatron's (--mtp-num-layers); DeepSpeed's config has no model.
+  if (m.mtp_num_layers > 0 && (fw == Framework::kTorchtitan || fw == Framework::kNemo))
+    return fmt::format(
+        "model.mtp_num_layers: {} builds no multi-token prediction depths from its {}; nearest: "
+        "0",
+        framework_title(fw), fw == Framework::kNemo ? "recipes" : "flavors");
   if (fw == Framework::kTorchtitan) return torchtitan_model_problem(m);
   if (fw == Framework::kNemo) return nemo_model_problem(m);
   return {};

@@ -319,6 +319,13 @@ TEST(StageModel, RefusesWhatItDoesNotRunNamingTheKey) {
   mla.qk_head_dim = mla.v_head_dim = 4;
   mla.qk_pos_emb_head_dim = 2;
   EXPECT_EQ(key_of(mla, cfg), "model.kv_lora_rank");
+  // So are multi-token prediction depths.
+  ModelShape mtp = shape;
+  mtp.num_experts = mtp.moe_router_topk = mtp.moe_shared_expert_size = 0;
+  mtp.moe_capacity_factor = 0;
+  mtp.rope = true;
+  mtp.mtp_num_layers = 1;
+  EXPECT_EQ(key_of(mtp, cfg), "model.mtp_num_layers");
   shape.num_experts = shape.moe_router_topk = shape.moe_shared_expert_size = 0;
   shape.moe_capacity_factor = 0;
   shape.bias = true;

@@ -41,14 +41,27 @@ TEST(Mla, DeepSeekV3HasItsPublished671BParametersAnd37BActive) {
   const double dense = kAttention + 2 * kH + 3 * kH * kF;
   const double moe = kAttention + 2 * kH + kH * kE + kE * expert + expert;  // router, shared
   const double total = 3 * dense + 58 * moe + 2 * kV * kH + kH;             // untied; final norm
-  EXPECT_EQ(parameter_count(deepseek_v3()), total);
+  // The multi-token prediction depth: an MoE layer (the last layer's kind), the projection
+  // 2h x h and three RMSNorms (embedding, hidden state, final); embedding and head are shared.
+  const double mtp = moe + 2 * kH * kH + 3 * kH;
+  EXPECT_EQ(mtp_parameter_count(deepseek_v3()), mtp);
+  EXPECT_EQ(parameter_count(deepseek_v3()), total + mtp);
   EXPECT_EQ(total, 671'026'404'352.0);  // the sums above, by hand
   // DeepSeek-V3 technical report: "671B total parameters, of which 37B are activated for each
-  // token" (the multi-token prediction module's 14B are outside the 671B).
+  // token" (the multi-token prediction module outside the 671B). Its model card: "685B, which
+  // includes 671B of the Main Model weights and 14B of the Multi-Token Prediction (MTP) Module
+  // weights", the checkpoint's MTP module holding its own copies of the embedding and head.
   EXPECT_NEAR(total / 1e9, 671, 0.5);
+  EXPECT_NEAR((mtp + 2 * kV * kH) / 1e9, 14, 1.0);
+  EXPECT_NEAR((total + mtp + 2 * kV * kH) / 1e9, 685, 1.0);
   const double active = total - 58 * (kE - kTopk) * expert;
-  EXPECT_EQ(active_parameter_count(deepseek_v3()), active);
   EXPECT_NEAR(active / 1e9, 37, 0.6);
+  // A token's active parameters: the MTP layer's routed experts are top-8 too.
+  EXPECT_EQ(active_parameter_count(deepseek_v3()), active + mtp - (kE - kTopk) * expert);
+  ModelShape main = deepseek_v3();
+  main.mtp_num_layers = 0;
+  EXPECT_EQ(parameter_count(main), total);
+  EXPECT_EQ(active_parameter_count(main), active);
 }
 
 TEST(Mla, TheDownProjectionsAreReplicatedAndTheRestSplitByT) {
@@ -72,6 +85,7 @@ TEST(Mla, FlopsPerTokenFollowTheFormula) {
   m.num_layers = 4;
   m.num_experts = m.moe_router_topk = m.moe_ffn_hidden_size = m.moe_shared_expert_size = 0;
   m.moe_first_dense_layers = 0;
+  m.mtp_num_layers = 0;
   const double s = m.seq_length, L = 4;
   const double linear = L * (kAttention - kLq - kLkv + 3 * kH * kF) + kV * kH;
   const double core = 6 * L * s * kA * (kNope + kRope + kDv);
@@ -136,7 +150,7 @@ TEST(Mla, TheTpRegionGathersTheLatentsNotTheHiddenState) {
 }
 
 // deepseek-ai/DeepSeek-V3's config.json (its fields; auto_map and quantization_config
-// shortened), with num_nextn_predict_layers set to 0 (see below).
+// shortened).
 constexpr const char* kDeepSeekV3 = R"({
   "architectures": ["DeepseekV3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
   "auto_map": {"AutoConfig": "configuration_deepseek.DeepseekV3Config"},
@@ -146,7 +160,7 @@ constexpr const char* kDeepSeekV3 = R"({
   "max_position_embeddings": 163840, "model_type": "deepseek_v3", "moe_intermediate_size": 2048,
   "moe_layer_freq": 1, "n_group": 8, "n_routed_experts": 256, "n_shared_experts": 1,
   "norm_topk_prob": true, "num_attention_heads": 128, "num_experts_per_tok": 8,
-  "num_hidden_layers": 61, "num_key_value_heads": 128, "num_nextn_predict_layers": 0,
+  "num_hidden_layers": 61, "num_key_value_heads": 128, "num_nextn_predict_layers": 1,
   "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
   "quantization_config": {"quant_method": "fp8"}, "rms_norm_eps": 1e-06,
   "rope_scaling": {"type": "yarn", "factor": 40}, "rope_theta": 10000,
@@ -163,11 +177,19 @@ TEST(Mla, DeepSeekV3ConfigGivesThePresetsShape) {
   m.name = "deepseek-v3";
   m.seq_length = 4096;
   EXPECT_EQ(m, deepseek_v3());
-  // The checkpoint's own config has one multi-token prediction module, which is not modelled:
-  // refused naming the field, not dropped.
-  std::string mtp = kDeepSeekV3;
-  mtp.replace(mtp.find(R"("num_nextn_predict_layers": 0)"), 29, R"("num_nextn_predict_layers": 1)");
-  expect_hf_config_error(mtp, "num_nextn_predict_layers");
+  EXPECT_EQ(m.mtp_num_layers, 1);  // the checkpoint's one multi-token prediction module
+  std::string no_mtp = kDeepSeekV3;
+  no_mtp.replace(no_mtp.find(R"("num_nextn_predict_layers": 1)"), 29,
+                 R"("num_nextn_predict_layers": 0)");
+  EXPECT_EQ(parse_hf_config(no_mtp, "c/config.json").mtp_num_layers, 0);
+  std::string negative = kDeepSeekV3;
+  negative.replace(negative.find(R"("num_nextn_predict_layers": 1)"), 29,
+                   R"("num_nextn_predict_layers": -1)");
+  expect_hf_config_error(negative, "num_nextn_predict_layers");
+  std::string deep = kDeepSeekV3;
+  deep.replace(deep.find(R"("num_nextn_predict_layers": 1)"), 29,
+               R"("num_nextn_predict_layers": 99)");
+  expect_hf_config_error(deep, "num_nextn_predict_layers");
   // DeepSeek-V2-Lite style: no query latent (null): queries projected from h.
   std::string lite = kDeepSeekV3;
   lite.replace(lite.find(R"("q_lora_rank": 1536)"), 19, R"("q_lora_rank": null)");

@@ -117,15 +117,26 @@ TEST(Frameworks, MegatronArgumentsCarryMultiHeadLatentAttention) {
   EXPECT_EQ(a.count("--group-query-attention"), 0u);
   EXPECT_EQ(a.at("--num-experts"), "256");
   EXPECT_EQ(a.at("--moe-shared-expert-intermediate-size"), "2048");
-  // NeMo and torchtitan build models from their recipes and flavors: refused, naming the model.
+  EXPECT_EQ(a.at("--mtp-num-layers"), "1");  // its one multi-token prediction depth
+  // NeMo and torchtitan build models from their recipes and flavors: refused, naming the
+  // multi-token prediction depths first, then (without them) the model.
   for (Framework fw : {Framework::kNemo, Framework::kTorchtitan}) {
-    try {
-      export_plan(plan, fw, "p", "");
-      ADD_FAILURE() << framework_name(fw);
-    } catch (const ConfigError& e) {
-      EXPECT_EQ(e.key(), "model") << e.what();
+    for (const int mtp : {1, 0}) {
+      Plan p = plan;
+      p.model.mtp_num_layers = mtp;
+      try {
+        export_plan(p, fw, "p", "");
+        ADD_FAILURE() << framework_name(fw);
+      } catch (const ConfigError& e) {
+        EXPECT_EQ(e.key(), mtp > 0 ? "model.mtp_num_layers" : "model") << e.what();
+      }
     }
   }
+  Plan main = plan;
+  main.model.mtp_num_layers = 0;
+  EXPECT_EQ(
+      parse_args(export_plan(main, Framework::kMegatron, "p", "").text).count("--mtp-num-layers"),
+      0u);
 }
 
 TEST(Frameworks, MegatronArgumentsReadBackIntoThePlansConfiguration) {

@@ -1,0 +1,181 @@
+// Multi-token prediction (DeepSeek-V3; Megatron's --mtp-num-layers) in the one workload model:
+// each depth on the last pipeline stage runs the embedding of the shifted tokens, two norms, the
+// projection of their concatenation 2h -> h (column-parallel, no bias), one transformer layer of
+// the last layer's kind, a final norm and the shared output head with its loss. Expected values
+// are formulas written beside each test (Megatron's FLOPs count for MTP: a layer, 2h^2 and a
+// logits GEMM h V per token and depth, times 6).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/plan_io.h"
+#include "hwmodels/model_presets.h"
+#include "hwmodels/profile.h"
+#include "hwmodels/transformer.h"
+#include "tests/hwmodels/test_util.h"
+
+namespace pw::hw {
+namespace {
+
+// A small Llama-style model: h 512, 8 heads in 2 groups of 64, SwiGLU 1536, 4 layers, s 1024,
+// V 32000, untied; the layers dense unless the test makes them MoE.
+ModelShape small(int mtp) {
+  ModelShape m;
+  m.name = "small";
+  m.num_layers = 4;
+  m.hidden_size = 512;
+  m.num_attention_heads = 8;
+  m.num_query_groups = 2;
+  m.ffn_hidden_size = 1536;
+  m.seq_length = 1024;
+  m.vocab_size = 32000;
+  m.swiglu = m.rmsnorm = m.rope = m.untie_embeddings = true;
+  m.bias = false;
+  m.mtp_num_layers = mtp;
+  return m;
+}
+
+constexpr double kH = 512, kF = 1536, kV = 32000, kS = 1024, kQ = 512, kKv = 128;
+// One dense layer: q, k, v and output projections, SwiGLU MLP, two RMSNorms.
+constexpr double kLayer = kH * (kQ + 2 * kKv) + kQ * kH + 3 * kH * kF + 2 * kH;
+
+TEST(Mtp, ParametersAreALayerTheProjectionAndThreeNorms) {
+  const double depth = kLayer + 2 * kH * kH + 3 * kH;
+  EXPECT_EQ(mtp_parameter_count(small(2)), 2 * depth);
+  EXPECT_EQ(parameter_count(small(2)) - parameter_count(small(0)), 2 * depth);
+  EXPECT_EQ(non_embedding_parameter_count(small(2)), non_embedding_parameter_count(small(0)));
+  // The last of p = 2 stages (layers 2..3) on t = 2: its layers, final norm and output layer,
+  // then per depth the projection (split by t), a layer (split as the others) and three norms,
+  // and once a copy of the input embedding for the shifted tokens (untied); tied, the output
+  // layer's copy of the embedding serves both.
+  WorkloadOptions o;
+  o.tp = 2;
+  const double layer_t2 = kH * (kQ + 2 * kKv) / 2 + kQ * kH / 2 + 3 * kH * kF / 2 + 2 * kH;
+  const double last = 2 * layer_t2 + kH + kV * kH / 2;
+  const double depth_t2 = layer_t2 + 2 * kH * kH / 2 + 3 * kH;
+  EXPECT_EQ(stage_parameter_count(small(0), o, 2, 4, false, true, 2), last);
+  EXPECT_EQ(stage_parameter_count(small(1), o, 2, 4, false, true, 2),
+            last + depth_t2 + kV * kH / 2);
+  ModelShape tied = small(1);
+  tied.untie_embeddings = false;
+  EXPECT_EQ(stage_parameter_count(tied, o, 2, 4, false, true, 2), last + depth_t2);
+  // One stage: the embedding is already there.
+  EXPECT_EQ(stage_parameter_count(small(1), o, 0, 4, true, true, 1) -
+                stage_parameter_count(small(0), o, 0, 4, true, true, 1),
+            depth_t2);
+  // The tensors a rank holds sum to its count (ZeRO-3 gathers them by tensor).
+  for (const int pp : {1, 2}) {
+    double sum = 0;
+    for (double n : stage_weight_tensors(small(2), o, 2, 4, pp == 1, true, pp)) sum += n;
+    EXPECT_EQ(sum, stage_parameter_count(small(2), o, 2, 4, pp == 1, true, pp)) << pp;
+  }
+}
+
+TEST(Mtp, FlopsAddALayerTheProjectionAndALogitsGemmPerDepth) {
+  // Model FLOPs per token: 6 x (GEMM weights per layer + the output layer h V) + attention over
+  // all s x s pairs, 2 s (q + v) per layer forward (scores and context) and twice that backward.
+  // MTP adds per depth a layer, the projection 2h x h and a logits GEMM h V (Megatron's count).
+  const double gemms = kLayer - 2 * kH;  // the norms are not FLOPs
+  const double core = 3 * 2 * kS * (kQ + kQ);
+  auto per_token = [&](double layers, double heads, double proj) {
+    return 6 * (layers * gemms + heads * kH * kV + proj) + layers * core;
+  };
+  const IterationFlops base = iteration_flops(small(0), WorkloadOptions{}, 2);
+  const IterationFlops two = iteration_flops(small(2), WorkloadOptions{}, 2);
+  EXPECT_NEAR(base.model / (2 * kS * per_token(4, 1, 0)), 1.0, 1e-12);
+  EXPECT_NEAR(two.model / (2 * kS * per_token(6, 3, 2 * 2 * kH * kH)), 1.0, 1e-12);
+  // Full recomputation reruns every layer's forward, the depths' layers and projections too
+  // (not the heads): per token 2 x GEMM weights + 2 s (q + v) per layer, 2 x 2h^2 per depth.
+  WorkloadOptions full;
+  full.recompute = Recompute::kFull;
+  const IterationFlops r = iteration_flops(small(2), full, 2);
+  const double rerun = 6 * (2 * gemms + 2 * kS * (kQ + kQ)) + 2 * 2 * (2 * kH * kH);
+  EXPECT_NEAR((r.hardware - two.hardware) / (2 * kS * rerun), 1.0, 1e-12);
+}
+
+TEST(Mtp, TheLastStageCarriesEachDepth) {
+  // t = 2 with SP, b = 1, fused attention: the last stage with one depth against the same stage
+  // without, pass by pass.
+  const GpuModel gpu(resolve_profile("dgx-h100", "", "", "").gpu);
+  WorkloadOptions o;
+  o.tp = 2;
+  o.sequence_parallel = true;
+  o.flash_attention = true;
+  const StageCosts with = stage_costs(small(1), gpu, o, 2, 4, false, true);
+  const StageCosts without = stage_costs(small(0), gpu, o, 2, 4, false, true);
+  const StageCosts layer = stage_costs_for(small(0), gpu, o, 1, 0, false, false);
+  // F FLOPs: a layer, the projection 2 s (2h) (h / t) and the logits 2 s h (V / t).
+  EXPECT_EQ(with.f_flops.value - without.f_flops.value,
+            layer.f_flops.value + 2 * kS * 2 * kH * kH / 2 + 2 * kS * kH * kV / 2);
+  // W: the same GEMMs' weight gradients.
+  EXPECT_EQ(with.w_flops.value - without.w_flops.value,
+            layer.w_flops.value + 2 * kS * 2 * kH * kH / 2 + 2 * kS * kH * kV / 2);
+  EXPECT_GT(with.f, without.f + layer.f);
+  // Held from F until B, per depth: a layer's activations, the head's (final norm input 2sh /
+  // t, fp32 logits 4 s V / t) and the two norms' inputs and the projection's input (2 x 2sh and
+  // 2 x 2sh, on the rank's s / t tokens). From B until W: a layer's, the head's (2sh + 2 s V /
+  // t) and the projection's input (2 x 2sh / t) and output gradient (2 s h / t).
+  EXPECT_EQ(with.m_b.value - without.m_b.value,
+            layer.m_b.value + 2 * kS * kH / 2 + 4 * kS * kV / 2 + 8 * kS * kH / 2);
+  EXPECT_EQ(with.m_w.value - without.m_w.value,
+            layer.m_w.value + 2 * kS * kH + 2 * kS * kV / 2 + 4 * kS * kH / 2 + 2 * kS * kH / 2);
+  // Its TP collectives, beside the layer's, the embedding's and the head's: F gathers the
+  // projection's input (2 x 2sh) and output (2sh); B gathers the split's gradient (2sh) and
+  // reduce-scatters the input gradient (2 x 2sh); W gathers the input again.
+  auto bytes = [](const std::vector<TpComm>& comms, CollectiveKind k) {
+    double b = 0;
+    for (const TpComm& c : comms)
+      if (c.kind == k && std::string(c.where).rfind("mtp", 0) == 0) b += c.bytes.value * c.count;
+    return b;
+  };
+  EXPECT_EQ(bytes(with.comm_f, CollectiveKind::kAllGather), 2 * 2 * kS * kH + 2 * kS * kH);
+  EXPECT_EQ(bytes(with.comm_b, CollectiveKind::kAllGather), 2 * kS * kH);
+  EXPECT_EQ(bytes(with.comm_b, CollectiveKind::kReduceScatter), 2 * 2 * kS * kH);
+  EXPECT_EQ(bytes(with.comm_w, CollectiveKind::kAllGather), 2 * 2 * kS * kH);
+  // Other stages carry none of it.
+  const StageCosts first = stage_costs(small(1), gpu, o, 0, 2, true, false);
+  EXPECT_EQ(first.f, stage_costs(small(0), gpu, o, 0, 2, true, false).f);
+}
+
+TEST(Mtp, DeepSeekV3sDepthIsAnMoeLayer) {
+  const ModelShape& m = find_model_preset("deepseek-v3")->shape;
+  EXPECT_EQ(m.mtp_num_layers, 1);
+  EXPECT_TRUE(mtp_layer_is_moe(m));
+  ModelShape dense = small(1);
+  EXPECT_FALSE(mtp_layer_is_moe(dense));
+}
+
+TEST(Mtp, ScenariosAndPlansCarryTheDepths) {
+  const std::string model =
+      "{num_layers: 4, hidden_size: 512, num_attention_heads: 8, seq_length: 1024, "
+      "vocab_size: 32000, position_embedding_type: rope, ";
+  const Scenario s = testing::scenario(model + "mtp_num_layers: 2}",
+                                       "{micro_batch_size: 1, global_batch_size: 8}");
+  EXPECT_EQ(s.model.mtp_num_layers, 2);
+  testing::expect_scenario_error(model + "mtp_num_layers: -1}",
+                                 "{micro_batch_size: 1, global_batch_size: 8}",
+                                 "model.mtp_num_layers");
+  testing::expect_scenario_error(model + "mtp_num_layers: 5}",
+                                 "{micro_batch_size: 1, global_batch_size: 8}",
+                                 "model.mtp_num_layers");
+  // Megatron refuses MTP with learned absolute positions.
+  testing::expect_scenario_error(
+      "{num_layers: 4, hidden_size: 512, num_attention_heads: 8, seq_length: 1024, "
+      "vocab_size: 32000, mtp_num_layers: 1}",
+      "{micro_batch_size: 1, global_batch_size: 8}", "model.mtp_num_layers");
+  // A plan's model section writes the key when there are depths and reads it back.
+  Plan plan;
+  plan.model = small(2);
+  plan.config.pipeline_parallel = 1;
+  plan.schedule.placement = linear_placement(1, plan.model.num_layers);
+  plan.schedule.num_microbatches = 1;
+  plan.schedule.actions = {{Action{ActionKind::kF, 0, 0}, Action{ActionKind::kBW, 0, 0}}};
+  const std::string text = plan_to_text(plan, DocFormat::kYaml);
+  EXPECT_NE(text.find("mtp_num_layers: 2"), std::string::npos) << text;
+  EXPECT_EQ(parse_plan(text, DocFormat::kYaml, "p.yaml").model, plan.model);
+  plan.model.mtp_num_layers = 0;
+  EXPECT_EQ(plan_to_text(plan, DocFormat::kYaml).find("mtp_num_layers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pw::hw
