@@ -175,11 +175,15 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
     e.collectives.push_back(timed("PP send/recv (activation or gradient)",
                                   CollectiveKind::kSendRecv, middle.p2p_bytes, 2 * mv, net));
     p2p = e.collectives.back().time;
-    GroupNetwork emb =
-        describe_group(topo, s.profile, {layout.gpu(0, 0, 0), layout.gpu(0, 0, p - 1)});
-    e.collectives.push_back(
-        timed("embedding gradient all-reduce (first/last)", CollectiveKind::kAllReduce,
-              Bytes{2.0 * m.vocab_size * m.hidden_size / par.tensor_parallel}, 1, emb));
+    // The last stage's copy of the input embedding (the tied output layer, or the multi-token
+    // prediction depths' embedding) has its gradient summed with the first stage's.
+    if (!m.untie_embeddings || m.mtp_num_layers > 0) {
+      GroupNetwork emb =
+          describe_group(topo, s.profile, {layout.gpu(0, 0, 0), layout.gpu(0, 0, p - 1)});
+      e.collectives.push_back(
+          timed("embedding gradient all-reduce (first/last)", CollectiveKind::kAllReduce,
+                Bytes{2.0 * m.vocab_size * m.hidden_size / par.tensor_parallel}, 1, emb));
+    }
   }
   TimePs dp_time = 0;
   TimePs pass_gather = 0;  // ZeRO-3 by layer: each F and B pass lasts at least its gather

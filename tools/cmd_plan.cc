@@ -172,6 +172,15 @@ nlohmann::json constraints_json(const SearchConstraints& c) {
 
 // The rendered report with the constraints named: a line under the table's first line, or a
 // "constraints" member of the JSON object.
+// The end trims the search lays out, for messages: "0, 1 or 2 layers (first/last)".
+std::string trims_searched(const SearchSpace& space) {
+  std::vector<std::string> labels;
+  for (const int code : space.end_trim)
+    labels.push_back(end_trim_label(static_cast<std::uint8_t>(code)));
+  return fmt::format("{} layers{}", fmt::join(labels, ", "),
+                     labels.size() > 3 ? " (first/last)" : "");
+}
+
 std::string with_constraints(const std::string& report, const SearchConstraints& c, bool json) {
   if (c.empty()) return report;
   if (json) {
@@ -463,13 +472,28 @@ int run_plan(const PlanOptions& o) {
     // Scored by the same engine as the ranking's first row.
     const bool des = !result.top.empty() && result.top[0].tier == Tier::kDes;
     if (config_from_parallel(space, sc.parallel, &pc, &why)) {
-      if (sc.first_stage_layers > 0 || sc.last_stage_layers > 0) {
+      // An uneven split is scored when it is one the search lays out (an end trim).
+      bool searched_split = !sc.uneven_split();
+      for (const int code : space.end_trim) {
+        std::vector<int> split;
+        if (searched_split) break;
+        if (split_layers(sc.model.num_layers,
+                         sc.parallel.pipeline_parallel * sc.parallel.virtual_stages,
+                         first_trim(static_cast<std::uint8_t>(code)),
+                         last_trim(static_cast<std::uint8_t>(code)), &split) &&
+            split == sc.stage_layers()) {
+          pc.end_trim = static_cast<std::uint8_t>(code);
+          searched_split = true;
+        }
+      }
+      if (!searched_split) {
         Evaluated e;
         e.config = pc;
         e.why_not = fmt::format(
-            "its uneven layer split ({} layers per stage) is not one the planner searches (it "
-            "trims both end stages equally); `pipewright simulate {}` simulates it",
-            fmt::join(sc.stage_layers(), "/"), sc.file);
+            "its uneven layer split ({} layers per stage) is not one the planner searches (an "
+            "even split with the end stages trimmed, by {}); `pipewright simulate {}` simulates "
+            "it",
+            fmt::join(sc.stage_layers(), "/"), trims_searched(space), sc.file);
         in.published = e;
       } else if (pub.zero_stage == 3 && pub.zero3_gather == "tensor") {
         Evaluated e;

@@ -35,19 +35,24 @@ const char* objective_name(Objective o) {
 }
 
 bool split_layers(int layers, int stages, int trim, std::vector<int>* out) {
+  return split_layers(layers, stages, trim, trim, out);
+}
+
+bool split_layers(int layers, int stages, int trim_first, int trim_last, std::vector<int>* out) {
   out->assign(stages, 0);
   if (stages <= 0 || layers < stages) return false;
-  if (stages < 3 && trim > 0) return false;
   const int q = layers / stages;
-  const int ends = trim > 0 ? q - trim : 0;
-  if (trim > 0 && ends < 1) return false;
-  const int first_mid = trim > 0 ? 1 : 0;
-  const int mids = stages - 2 * first_mid;
-  const int rest = layers - 2 * ends;
+  const int lo = trim_first > 0 ? 1 : 0, hi = trim_last > 0 ? 1 : 0;
+  const int first = lo ? q - trim_first : 0, last = hi ? q - trim_last : 0;
+  if ((lo && first < 1) || (hi && last < 1)) return false;
+  const int mids = stages - lo - hi;
+  if (mids < 1) return false;
+  const int rest = layers - first - last;
   const int mq = rest / mids, mr = rest % mids;
   if (mq < 1) return false;
-  for (int i = 0; i < mids; ++i) (*out)[first_mid + i] = mq + (i < mr ? 1 : 0);
-  if (trim > 0) (*out)[0] = (*out)[stages - 1] = ends;
+  for (int i = 0; i < mids; ++i) (*out)[lo + i] = mq + (i < mr ? 1 : 0);
+  if (lo) (*out)[0] = first;
+  if (hi) (*out)[stages - 1] = last;
   return true;
 }
 
@@ -124,7 +129,8 @@ double CostModel::peak_flops() const {
 
 bool CostModel::layer_split(const SearchConfig& c, std::vector<int>* layers) const {
   const ScheduleOption& so = space_.schedules[c.schedule];
-  return split_layers(problem_.model.num_layers, c.p * so.v, c.end_trim, layers);
+  return split_layers(problem_.model.num_layers, c.p * so.v, first_trim(c.end_trim),
+                      last_trim(c.end_trim), layers);
 }
 
 bool CostModel::stage_costs(const SearchConfig& c, StageCosts* out, bool filled) const {

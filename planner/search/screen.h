@@ -236,5 +236,8 @@ class CostModel {
 /// Evenly spread `layers` over `stages`, with `trim` fewer on the first and last stage (the
 /// embedding and logits stages); false when a stage would get no layer.
 bool split_layers(int layers, int stages, int trim, std::vector<int>* out);
+/// The same with `trim_first` fewer (than an even share, layers / stages) on the first stage
+/// and `trim_last` fewer on the last.
+bool split_layers(int layers, int stages, int trim_first, int trim_last, std::vector<int>* out);
 
 }  // namespace pw

@@ -297,7 +297,7 @@ std::string describe_config(const SearchSpace& space, const SearchConfig& c) {
   if (c.zero) s += fmt::format(" z{}", c.zero);
   if (c.zero == 3 && c.zero3_stage) s += "-stage";
   if (c.offload) s += " offload";
-  if (c.end_trim) s += fmt::format(" ends-{}", c.end_trim);
+  if (c.end_trim) s += " ends-" + end_trim_label(c.end_trim);
   if (c.param_gather) s += " opg";
   if (c.fp8) s += " fp8";
   return s;
@@ -334,6 +334,23 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   s.expert_parallel = {1};
   for (int ep = 2; ep <= 64 && pr.model.num_experts > 0; ep *= 2)
     if (pr.model.num_experts % ep == 0) s.expert_parallel.push_back(ep);
+  // The last stage runs the multi-token prediction depths besides its layers and head: each
+  // end trim is searched again with the last stage trimmed further by the depths' work in
+  // layers (their model FLOPs over a mean layer's, at least one).
+  if (const double depths = pr.model.mtp_num_layers; depths > 0) {
+    ModelShape main = pr.model;
+    main.mtp_num_layers = 0;
+    hw::WorkloadOptions wo;
+    wo.flash_attention = pr.sim.flash_attention;
+    const double with = hw::iteration_flops(pr.model, wo, 1).model;
+    const double without = hw::iteration_flops(main, wo, 1).model;
+    ModelShape no_head = main;
+    no_head.vocab_size = 0;
+    const double layer = hw::iteration_flops(no_head, wo, 1).model / main.num_layers;
+    const int extra = std::clamp(static_cast<int>(std::lround((with - without) / layer)), 1, 15);
+    for (const int trim : std::vector<int>(s.end_trim))
+      s.end_trim.push_back(end_trim_code(trim, extra));
+  }
   s.schedules = probe_schedules(registry, {2, 3, 4, 6, 8}, skipped);
   // The p = 1 configurations use the first schedule: put a plain linear one first.
   std::stable_partition(s.schedules.begin(), s.schedules.end(), [](const ScheduleOption& o) {

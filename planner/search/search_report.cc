@@ -84,7 +84,8 @@ std::string diff(const SearchSpace& space, const SearchConfig& a, const SearchCo
     d.push_back(a.zero3_stage ? "z3 gather stage->layer" : "z3 gather layer->stage");
   num("opg", a.param_gather, b.param_gather);
   num("offload", a.offload, b.offload);
-  num("ends", a.end_trim, b.end_trim);
+  if (a.end_trim != b.end_trim)
+    d.push_back(fmt::format("ends {}->{}", end_trim_label(a.end_trim), end_trim_label(b.end_trim)));
   std::string s;
   for (std::size_t i = 0; i < d.size() && i < 3; ++i) s += (i ? ", " : "") + d[i];
   if (d.size() > 3) s += ", ...";
@@ -286,7 +287,8 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
                  {"sequence_parallel", c.sequence_parallel != 0},
                  {"zero_stage", c.zero},
                  {"optimizer_offload", c.offload != 0},
-                 {"end_layers_trimmed", c.end_trim},
+                 {"end_layers_trimmed", first_trim(c.end_trim)},
+                 {"last_stage_layers_trimmed", last_trim(c.end_trim)},
                  {"context_parallel", c.cp},
                  {"expert_parallel", c.ep},
                  {"expert_tensor_parallel", c.etp()},

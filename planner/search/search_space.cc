@@ -13,6 +13,11 @@
 #include "hwmodels/transformer.h"
 
 namespace pw {
+
+std::string end_trim_label(std::uint8_t code) {
+  const int first = first_trim(code), last = last_trim(code);
+  return first == last ? fmt::format("{}", first) : fmt::format("{}/{}", first, last);
+}
 bool model_preset(const std::string& name, ModelShape* out) {
   const hw::ModelPreset* p = hw::find_model_preset(name);
   if (p) *out = p->shape;

@@ -42,12 +42,24 @@ struct SearchConfig {
   /// ZeRO-1/2: Megatron's overlap_param_gather (the re-gather under the next step's forwards).
   std::uint8_t param_gather = 0;
   std::uint8_t offload = 0;
-  std::uint8_t end_trim = 0;  ///< layers taken off the first and last stage (uneven split)
+  /// Layers taken off the end stages (uneven split), an end_trim_code: off the first and last
+  /// stage alike, and off the last one further (the work of its multi-token prediction depths).
+  std::uint8_t end_trim = 0;
   int gpus() const { return int{t} * cp * p * d; }
   int etp() const { return etp1 ? 1 : int{t}; }  ///< expert_tensor_parallel_size
   int global_batch() const { return int{micro_batch} * microbatches * d; }
   friend bool operator==(const SearchConfig&, const SearchConfig&) = default;
 };
+
+/// SearchConfig::end_trim: `trim` layers off the first and last stage (below an even share),
+/// and `last_extra` more off the last one.
+constexpr std::uint8_t end_trim_code(int trim, int last_extra) {
+  return static_cast<std::uint8_t>(trim + 16 * last_extra);
+}
+constexpr int first_trim(std::uint8_t code) { return code & 15; }
+constexpr int last_trim(std::uint8_t code) { return (code & 15) + (code >> 4); }
+/// "2" for a trim of both ends alike, "1/3" (first/last) otherwise.
+std::string end_trim_label(std::uint8_t code);
 
 /// A registered schedule as the search uses it: name, chunks per device (v) and its declared
 /// capabilities (planner/schedules/generator.h GeneratorCaps).
@@ -88,6 +100,8 @@ struct SearchSpace {
   /// 1 = by stage, once per sweep. Each ZeRO-3 configuration is searched with each.
   std::vector<int> zero3_gather{0, 1};
   std::vector<int> offload{0, 1};
+  /// end_trim_code values searched: both ends trimmed alike by 0-2 layers (default_space adds
+  /// the same with the last stage trimmed further when it carries multi-token prediction).
   std::vector<int> end_trim{0, 1, 2};
   int max_tensor_parallel = 64;  ///< t limit (heads must divide as well)
   /// Allowed t, p and d (empty = any that multiplies to a GPU count): set by constrain_space.

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "hwmodels/profile.h"
+#include "planner/search/screen.h"
 #include "planner/search/search.h"
 
 namespace pw {
@@ -255,6 +256,47 @@ TEST(SearchConstraints, DescribeSpellsTheCommandLine) {
   EXPECT_EQ(c.describe(),
             "--gpus 512 --tp 8 --pp 2,4 --schedules 1f1b,zb-h1 --recompute selective "
             "--sequence-parallel both --offload off");
+}
+
+}  // namespace
+}  // namespace pw
+
+namespace pw {
+namespace {
+
+// Uneven splits: `trim` layers below an even share on the first stage and on the last.
+TEST(SearchSplit, EndStagesAreTrimmedAloneOrTogether) {
+  std::vector<int> s;
+  ASSERT_TRUE(split_layers(24, 4, 1, 1, &s));  // 6 a stage; 5 on each end, 14 over the middle
+  EXPECT_EQ(s, (std::vector<int>{5, 7, 7, 5}));
+  ASSERT_TRUE(split_layers(24, 4, 0, 1, &s));  // 5 on the last, 19 over three: 7/6/6
+  EXPECT_EQ(s, (std::vector<int>{7, 6, 6, 5}));
+  ASSERT_TRUE(split_layers(61, 16, 0, 2, &s));  // 3 a stage; 1 on the last, 60 over 15
+  std::vector<int> deepseek(15, 4);
+  deepseek.push_back(1);
+  EXPECT_EQ(s, deepseek);
+  ASSERT_TRUE(split_layers(8, 2, 0, 1, &s));  // two stages: only the last trimmed
+  EXPECT_EQ(s, (std::vector<int>{5, 3}));
+  EXPECT_FALSE(split_layers(8, 2, 1, 1, &s));    // no middle stage to take the rest
+  EXPECT_FALSE(split_layers(61, 16, 0, 3, &s));  // the last stage would hold no layer
+  EXPECT_EQ(end_trim_label(end_trim_code(1, 0)), "1");
+  EXPECT_EQ(end_trim_label(end_trim_code(1, 2)), "1/3");
+}
+
+// A model with multi-token prediction has each end trim searched again with the last stage
+// trimmed further by the depths' work in layers. DeepSeek-V3 at s = 4096, per token, model
+// FLOPs: a mean layer about 6 x 0.58 B (GEMM weights a token uses: MLA 0.19 B, 9 experts'
+// 3 x 7168 x 2048) + 6 s a (dqk + dv) = 1.0 G of attention, so 4.5 G; the depth a layer plus
+// 6 x (2h^2 + hV) = 6.2 G: 10.7 / 4.5 = 2.4 layers, 2.
+TEST(SearchSplit, MultiTokenPredictionTrimsTheLastStageFurther) {
+  const GeneratorRegistry reg = default_registry();
+  PlanProblem pr = problem("deepseek-v3", 2048);
+  pr.sim.flash_attention = true;
+  const SearchSpace with = default_space(pr, reg, {15360});
+  EXPECT_EQ(with.end_trim, (std::vector<int>{0, 1, 2, end_trim_code(0, 2), end_trim_code(1, 2),
+                                             end_trim_code(2, 2)}));
+  pr.model.mtp_num_layers = 0;
+  EXPECT_EQ(default_space(pr, reg, {15360}).end_trim, (std::vector<int>{0, 1, 2}));
 }
 
 }  // namespace

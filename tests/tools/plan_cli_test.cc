@@ -288,6 +288,19 @@ TEST(PlanCli, AnUnevenPublishedSplitIsNamedByItsLayersPerStage) {
   EXPECT_NE(read_file(out).find("its uneven layer split (3/7/7/7 layers per stage)"),
             std::string::npos)
       << read_file(out);
+  // A split the search lays out (an even 6 per stage less one on each end: 5/7/7/5) is scored
+  // as the planner scores its own rows, named by its trim.
+  write_file_atomic(scen,
+                    "model: {preset: megatron-1.7b}\n"
+                    "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
+                    "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1,\n"
+                    "           decoder_first_pipeline_num_layers: 5,\n"
+                    "           decoder_last_pipeline_num_layers: 5, global_batch_size: 16}\n");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_NE(read_file(out).find("published configuration (scenario): t1 p4 d2 mb1 B16 1f1b ends-1 "
+                                "-> "),
+            std::string::npos)
+      << read_file(out);
   std::filesystem::remove_all(dir);
 }
 
