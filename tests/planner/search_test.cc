@@ -386,6 +386,35 @@ TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
   EXPECT_GT(k.with_etp1, 20);
 }
 
+// The same certificate for a model with a multi-token prediction depth on its last stage (an
+// MoE layer, the projection and a second head), over the end trims the search adds for it (the
+// last stage trimmed further, `ends-0/k`).
+TEST(Search, BoundsHoldWithMultiTokenPrediction) {
+  const GeneratorRegistry reg = default_registry();
+  PlanProblem pr =
+      llama_style_on_two_h100_nodes(ModelShape{"tiny-mtp", 12, 1024, 16, 2816, 4096, 32000});
+  pr.model.num_experts = 8;
+  pr.model.moe_router_topk = 2;
+  pr.model.moe_ffn_hidden_size = 1408;
+  pr.model.mtp_num_layers = 1;
+  SearchSpace space = default_space(pr, reg, {64});
+  ASSERT_EQ(space.end_trim.size(), 6u);  // 0, 1, 2 and each with the last stage trimmed further
+  space.gpu_counts = {16};
+  space.micro_batches = {1};
+  space.zero = {0, 1};
+  space.offload = {0};
+  space.recompute = {Recompute::kNone, Recompute::kFull};
+  space.context_parallel = {1, 2};
+  space.expert_parallel = {1, 4};
+  std::vector<ScheduleOption> kept;
+  for (const ScheduleOption& o : space.schedules)
+    if (o.name == "1f1b" || o.name == "zb-h1") kept.push_back(o);
+  space.schedules = kept;
+  const DesCheck k = check_bounds_against_des(pr, space, reg);
+  EXPECT_GT(k.checked, 50u);
+  EXPECT_GT(k.with_ep, 10);
+}
+
 // Expert layouts of a cell, by hand: 8 experts, t = 2, cp = 1, d = 4 (8 tensor-and-data
 // ranks). Expert-TP t = 2 leaves 4 ranks of experts: ep in {1, 2, 4}; expert-TP 1 spreads the
 // experts over all 8: ep in {1, 2, 4, 8}. At t = 1 the two are one layout per ep.
