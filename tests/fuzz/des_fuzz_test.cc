@@ -2,7 +2,8 @@
 // the readers' fuzzing covers and which rarely gets past the YAML parser) are loaded, their
 // schedule generated and their iteration simulated by the discrete-event simulator, as the CLI
 // does. Seeds are small scenarios that between them use every part of the model: dense and
-// modern layers (GQA, SwiGLU, RMSNorm, untied embeddings), MoE with expert parallelism, context
+// modern layers (GQA, SwiGLU, RMSNorm, untied embeddings), MoE with expert parallelism and
+// multi-token prediction, context
 // parallelism, FP8, ZeRO 1-3, offload, recomputation, every schedule family, uneven splits and
 // heterogeneous clusters (slow GPUs, degraded and failed NICs, failed spine links, background
 // flows). Each mutation sets one or two keys of the model, cluster or parallel section to a
@@ -60,10 +61,12 @@ parallel: {tensor_model_parallel_size: 2, context_parallel_size: 2, pipeline_mod
            sequence_parallel: true, use_distributed_optimizer: true, overlap_grad_reduce: true,
            overlap_param_gather: true, tp_comm_overlap: true, cp_comm_type: p2p,
            schedule: interleaved})",
-    // Mixture of experts with expert parallelism, first layer dense, zero-bubble schedule.
+    // Mixture of experts with expert parallelism, first layer dense, a multi-token prediction
+    // depth, zero-bubble schedule.
     R"(model: {num_layers: 6, hidden_size: 1024, num_attention_heads: 16, seq_length: 2048,
         vocab_size: 32000, num_experts: 8, moe_router_topk: 2, moe_ffn_hidden_size: 512,
-        moe_shared_expert_intermediate_size: 512, moe_first_dense_layers: 1, swiglu: true}
+        moe_shared_expert_intermediate_size: 512, moe_first_dense_layers: 1, swiglu: true,
+        position_embedding_type: rope, mtp_num_layers: 1}
 cluster: {profile: dgx-h100, nodes: 1}
 parallel: {tensor_model_parallel_size: 1, pipeline_model_parallel_size: 2,
            expert_model_parallel_size: 4, micro_batch_size: 1, global_batch_size: 16,
