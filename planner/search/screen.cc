@@ -41,7 +41,9 @@ bool split_layers(int layers, int stages, int trim, std::vector<int>* out) {
 bool split_layers(int layers, int stages, int trim_first, int trim_last, std::vector<int>* out) {
   out->assign(stages, 0);
   if (stages <= 0 || layers < stages) return false;
-  const int q = layers / stages;
+  // Trims count from an even share rounded up, as published layouts trim (Llama 3 405B's 126
+  // layers over 16 stages: 7 on each end, 8 elsewhere).
+  const int q = (layers + stages - 1) / stages;
   const int lo = trim_first > 0 ? 1 : 0, hi = trim_last > 0 ? 1 : 0;
   const int first = lo ? q - trim_first : 0, last = hi ? q - trim_last : 0;
   if ((lo && first < 1) || (hi && last < 1)) return false;

@@ -233,11 +233,13 @@ class CostModel {
   std::vector<std::vector<std::vector<int>>> pipe_layers_;  // [schedule][p]: layers per stage
 };
 
-/// Evenly spread `layers` over `stages`, with `trim` fewer on the first and last stage (the
-/// embedding and logits stages); false when a stage would get no layer.
+/// Evenly spread `layers` over `stages`, with `trim` fewer (than ceil(layers / stages)) on the
+/// first and last stage (the embedding and logits stages); false when a stage would get no
+/// layer.
 bool split_layers(int layers, int stages, int trim, std::vector<int>* out);
-/// The same with `trim_first` fewer (than an even share, layers / stages) on the first stage
-/// and `trim_last` fewer on the last.
+/// The same with `trim_first` fewer (than an even share rounded up, ceil(layers / stages)) on
+/// the first stage and `trim_last` fewer on the last; the middle stages share the rest evenly
+/// (the earlier ones one more where it does not divide).
 bool split_layers(int layers, int stages, int trim_first, int trim_last, std::vector<int>* out);
 
 }  // namespace pw

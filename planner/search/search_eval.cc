@@ -336,7 +336,7 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
     if (pr.model.num_experts % ep == 0) s.expert_parallel.push_back(ep);
   // The last stage runs the multi-token prediction depths besides its layers and head: each
   // end trim is searched again with the last stage trimmed further by the depths' work in
-  // layers (their model FLOPs over a mean layer's, at least one).
+  // layers (their model FLOPs over a mean layer's, at least one), rounded down and up.
   if (const double depths = pr.model.mtp_num_layers; depths > 0) {
     ModelShape main = pr.model;
     main.mtp_num_layers = 0;
@@ -347,9 +347,16 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
     ModelShape no_head = main;
     no_head.vocab_size = 0;
     const double layer = hw::iteration_flops(no_head, wo, 1).model / main.num_layers;
-    const int extra = std::clamp(static_cast<int>(std::lround((with - without) / layer)), 1, 15);
-    for (const int trim : std::vector<int>(s.end_trim))
-      s.end_trim.push_back(end_trim_code(trim, extra));
+    const double work = (with - without) / layer;
+    const int low = std::clamp(static_cast<int>(std::floor(work)), 1, 13);
+    const int high = std::clamp(static_cast<int>(std::ceil(work)), 1, 13);
+    for (const int extra : {low, high}) {
+      for (const int trim : {0, 1}) {  // the first stage (embedding) trimmed little if at all
+        const int code = end_trim_code(trim, extra);
+        if (std::find(s.end_trim.begin(), s.end_trim.end(), code) == s.end_trim.end())
+          s.end_trim.push_back(code);
+      }
+    }
   }
   s.schedules = probe_schedules(registry, {2, 3, 4, 6, 8}, skipped);
   // The p = 1 configurations use the first schedule: put a plain linear one first.

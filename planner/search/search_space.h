@@ -101,7 +101,7 @@ struct SearchSpace {
   std::vector<int> zero3_gather{0, 1};
   std::vector<int> offload{0, 1};
   /// end_trim_code values searched: both ends trimmed alike by 0-2 layers (default_space adds
-  /// the same with the last stage trimmed further when it carries multi-token prediction).
+  /// 0 and 1 with the last stage trimmed further when it carries multi-token prediction).
   std::vector<int> end_trim{0, 1, 2};
   int max_tensor_parallel = 64;  ///< t limit (heads must divide as well)
   /// Allowed t, p and d (empty = any that multiplies to a GPU count): set by constrain_space.

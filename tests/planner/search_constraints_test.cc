@@ -264,37 +264,52 @@ TEST(SearchConstraints, DescribeSpellsTheCommandLine) {
 namespace pw {
 namespace {
 
-// Uneven splits: `trim` layers below an even share on the first stage and on the last.
+// Uneven splits: `trim` layers below an even share rounded up on the first stage and on the
+// last; the middle stages share the rest evenly, the earlier ones one more.
 TEST(SearchSplit, EndStagesAreTrimmedAloneOrTogether) {
   std::vector<int> s;
   ASSERT_TRUE(split_layers(24, 4, 1, 1, &s));  // 6 a stage; 5 on each end, 14 over the middle
   EXPECT_EQ(s, (std::vector<int>{5, 7, 7, 5}));
   ASSERT_TRUE(split_layers(24, 4, 0, 1, &s));  // 5 on the last, 19 over three: 7/6/6
   EXPECT_EQ(s, (std::vector<int>{7, 6, 6, 5}));
-  ASSERT_TRUE(split_layers(61, 16, 0, 2, &s));  // 3 a stage; 1 on the last, 60 over 15
+  // Published layouts: Llama 3 405B's 126 layers over 16 stages, one fewer on each end than
+  // the 8 elsewhere; the zero-bubble paper's 1.5B model, 22 layers over 8 stages as 2/3/.../2.
+  std::vector<int> llama(16, 8);
+  llama.front() = llama.back() = 7;
+  ASSERT_TRUE(split_layers(126, 16, 1, 1, &s));
+  EXPECT_EQ(s, llama);
+  ASSERT_TRUE(split_layers(22, 8, 1, 1, &s));
+  EXPECT_EQ(s, (std::vector<int>{2, 3, 3, 3, 3, 3, 3, 2}));
+  // DeepSeek-V3's 61 layers over 16 stages (4 a stage rounded up): 3 off the last leaves it 1
+  // and 4 on every other; 2 off leaves it 2, and 59 over 15 is 4 on 14 and 3 on one.
   std::vector<int> deepseek(15, 4);
   deepseek.push_back(1);
+  ASSERT_TRUE(split_layers(61, 16, 0, 3, &s));
+  EXPECT_EQ(s, deepseek);
+  deepseek.back() = 2;
+  deepseek[14] = 3;
+  ASSERT_TRUE(split_layers(61, 16, 0, 2, &s));
   EXPECT_EQ(s, deepseek);
   ASSERT_TRUE(split_layers(8, 2, 0, 1, &s));  // two stages: only the last trimmed
   EXPECT_EQ(s, (std::vector<int>{5, 3}));
   EXPECT_FALSE(split_layers(8, 2, 1, 1, &s));    // no middle stage to take the rest
-  EXPECT_FALSE(split_layers(61, 16, 0, 3, &s));  // the last stage would hold no layer
+  EXPECT_FALSE(split_layers(61, 16, 0, 4, &s));  // the last stage would hold no layer
   EXPECT_EQ(end_trim_label(end_trim_code(1, 0)), "1");
   EXPECT_EQ(end_trim_label(end_trim_code(1, 2)), "1/3");
 }
 
-// A model with multi-token prediction has each end trim searched again with the last stage
-// trimmed further by the depths' work in layers. DeepSeek-V3 at s = 4096, per token, model
-// FLOPs: a mean layer about 6 x 0.58 B (GEMM weights a token uses: MLA 0.19 B, 9 experts'
-// 3 x 7168 x 2048) + 6 s a (dqk + dv) = 1.0 G of attention, so 4.5 G; the depth a layer plus
-// 6 x (2h^2 + hV) = 6.2 G: 10.7 / 4.5 = 2.4 layers, 2.
+// A model with multi-token prediction has the trims 0 and 1 searched again with the last stage
+// trimmed further by the depths' work in layers, rounded down and up. DeepSeek-V3 at s = 4096,
+// per token, model FLOPs: a mean layer about 6 x 0.58 B (GEMM weights a token uses: MLA 0.19 B,
+// 9 experts' 3 x 7168 x 2048) + 6 s a (dqk + dv) = 1.0 G of attention, so 4.5 G; the depth a
+// layer plus 6 x (2h^2 + hV) = 6.2 G: 10.7 / 4.5 = 2.4 layers, so 2 and 3.
 TEST(SearchSplit, MultiTokenPredictionTrimsTheLastStageFurther) {
   const GeneratorRegistry reg = default_registry();
   PlanProblem pr = problem("deepseek-v3", 2048);
   pr.sim.flash_attention = true;
   const SearchSpace with = default_space(pr, reg, {15360});
   EXPECT_EQ(with.end_trim, (std::vector<int>{0, 1, 2, end_trim_code(0, 2), end_trim_code(1, 2),
-                                             end_trim_code(2, 2)}));
+                                             end_trim_code(0, 3), end_trim_code(1, 3)}));
   pr.model.mtp_num_layers = 0;
   EXPECT_EQ(default_space(pr, reg, {15360}).end_trim, (std::vector<int>{0, 1, 2}));
 }
