@@ -220,14 +220,12 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
                       "learned or rotary positions, with or without linear biases, dense or "
                       "top-k MoE; expected no query/key norms and no q/k/v-only biases (plan "
                       "and simulate take them)");
-  if (shape.mla())
-    throw ConfigError(source, "model.kv_lora_rank",
-                      "the executor runs MHA/GQA/MQA attention; expected no multi-head latent "
-                      "attention (kv_lora_rank 0; plan and simulate take it)");
-  if (shape.mtp_num_layers > 0)
-    throw ConfigError(source, "model.mtp_num_layers",
-                      "the executor runs the main model's loss; expected no multi-token "
-                      "prediction depths (0; plan and simulate take them)");
+  if (shape.mla() || shape.mtp_num_layers > 0)
+    throw ConfigError(source, shape.mla() ? "model.kv_lora_rank" : "model.mtp_num_layers",
+                      shape.mla() ? "the executor runs MHA/GQA/MQA attention; expected no "
+                                    "multi-head latent attention (plan and simulate take it)"
+                                  : "the executor runs the main model's loss; expected no "
+                                    "multi-token prediction depths (plan and simulate take them)");
   if (const std::string problem = hw::model_shape_problem(shape); !problem.empty()) {
     const auto colon = problem.find(':');
     throw ConfigError(source, "model." + problem.substr(0, colon), problem.substr(colon + 2));

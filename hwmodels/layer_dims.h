@@ -1,7 +1,7 @@
 #pragma once
-/// Internal to hwmodels' workload model (transformer.cc: operations and costs; activations.cc:
-/// bytes held between passes): one microbatch's shapes on one rank and the element sizes both
-/// read. Not part of the hwmodels interface.
+/// Internal to hwmodels' workload model (transformer.cc: operations; stage_costs.cc: a stage's
+/// costs; activations.cc: bytes held between passes): one microbatch's shapes on one rank and the
+/// element sizes both read. Not part of the hwmodels interface.
 #include "hwmodels/transformer.h"
 
 namespace pw::hw::detail {
@@ -30,5 +30,13 @@ Dims dims(const ModelShape& m, const WorkloadOptions& o);
 // Rows of the grouped expert GEMMs on this rank: its tokens (SP-sharded) times top-k, gathered
 // over the expert-TP group, times the capacity factor when tokens are padded to capacity.
 double expert_rows(const ModelShape& m, const WorkloadOptions& o, const Dims& d);
+
+// The GEMMs a sequence-parallel collective of `pass` is paired with (see StageCosts::hide_f).
+bool tp_paired(const LayerOp& op, Pass pass);
+// Attention-core GEMMs (scores, context): both operands are activations.
+bool is_attention_core(const LayerOp& op);
+// The kernels of the attention core, GEMMs and the softmax/dropout between them (what a
+// context-parallel ring step runs under).
+bool in_attention_core(const LayerOp& op);
 
 }  // namespace pw::hw::detail
