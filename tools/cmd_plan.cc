@@ -170,17 +170,21 @@ nlohmann::json constraints_json(const SearchConstraints& c) {
   return j;
 }
 
-// The rendered report with the constraints named: a line under the table's first line, or a
-// "constraints" member of the JSON object.
-// The end trims the search lays out, for messages: "0, 1 or 2 layers (first/last)".
+// The end trims the search lays out, for messages: "0, 1, 2 layers", or with asymmetric ones
+// "0, 1, 2, 0/2, 1/3 layers (first/last)".
 std::string trims_searched(const SearchSpace& space) {
   std::vector<std::string> labels;
-  for (const int code : space.end_trim)
-    labels.push_back(end_trim_label(static_cast<std::uint8_t>(code)));
-  return fmt::format("{} layers{}", fmt::join(labels, ", "),
-                     labels.size() > 3 ? " (first/last)" : "");
+  bool asymmetric = false;
+  for (const int code : space.end_trim) {
+    const auto c = static_cast<std::uint8_t>(code);
+    labels.push_back(end_trim_label(c));
+    asymmetric = asymmetric || first_trim(c) != last_trim(c);
+  }
+  return fmt::format("{} layers{}", fmt::join(labels, ", "), asymmetric ? " (first/last)" : "");
 }
 
+// The rendered report with the constraints named: a line under the table's first line, or a
+// "constraints" member of the JSON object.
 std::string with_constraints(const std::string& report, const SearchConstraints& c, bool json) {
   if (c.empty()) return report;
   if (json) {
@@ -475,8 +479,8 @@ int run_plan(const PlanOptions& o) {
       // An uneven split is scored when it is one the search lays out (an end trim).
       bool searched_split = !sc.uneven_split();
       for (const int code : space.end_trim) {
-        std::vector<int> split;
         if (searched_split) break;
+        std::vector<int> split;
         if (split_layers(sc.model.num_layers,
                          sc.parallel.pipeline_parallel * sc.parallel.virtual_stages,
                          first_trim(static_cast<std::uint8_t>(code)),

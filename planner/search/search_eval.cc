@@ -337,7 +337,7 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   // The last stage runs the multi-token prediction depths besides its layers and head: each
   // end trim is searched again with the last stage trimmed further by the depths' work in
   // layers (their model FLOPs over a mean layer's, at least one), rounded down and up.
-  if (const double depths = pr.model.mtp_num_layers; depths > 0) {
+  if (pr.model.mtp_num_layers > 0) {
     ModelShape main = pr.model;
     main.mtp_num_layers = 0;
     hw::WorkloadOptions wo;
