@@ -26,6 +26,9 @@ struct Tensors {
   void append_to(std::vector<double>* out) const {
     out->insert(out->end(), n.begin(), n.begin() + size);
   }
+  void append(const Tensors& o) {
+    for (int i = 0; i < o.size; ++i) push(o.n[static_cast<std::size_t>(i)]);
+  }
 };
 
 // A LayerNorm's scale and shift, or an RMSNorm's scale.
@@ -86,6 +89,19 @@ Tensors attention_tensors(const ModelShape& m, double tp) {
   return t;
 }
 
+// One multi-token prediction depth's own weights besides its layer: the embedding's and the
+// hidden state's norms, the projection 2h -> h (column-parallel, split by `tp`, no bias), then
+// (after the layer) the final norm.
+Tensors mtp_input_tensors(const ModelShape& m, double tp) {
+  Tensors t = norm_tensors(m);
+  t.append(norm_tensors(m));
+  t.push(2.0 * m.hidden_size * m.hidden_size / tp);
+  return t;
+}
+double mtp_own_params(const ModelShape& m, double tp) {
+  return mtp_input_tensors(m, tp).sum() + norm_parameter_count(m);
+}
+
 double router_params(const ModelShape& m) { return double(m.hidden_size) * m.num_experts; }
 
 double mlp_params(const ModelShape& m, double f, double split) {
@@ -128,9 +144,7 @@ double non_embedding_parameter_count(const ModelShape& m) {
 
 double mtp_parameter_count(const ModelShape& m) {
   if (m.mtp_num_layers <= 0) return 0;
-  const double h = m.hidden_size;
-  return m.mtp_num_layers *
-         (layer_parameter_count(m, mtp_layer_is_moe(m)) + 2 * h * h + 3 * norm_parameter_count(m));
+  return m.mtp_num_layers * (layer_parameter_count(m, mtp_layer_is_moe(m)) + mtp_own_params(m, 1));
 }
 
 double parameter_count(const ModelShape& m) {
@@ -176,7 +190,7 @@ double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int 
       // copy above serves both).
       double one_expert = 0;
       const double layer = layer_params(m, mtp_layer_is_moe(m), t, o.ep, o.etp, &one_expert);
-      p += m.mtp_num_layers * (layer + 2 * h * h / t + 3 * norm_parameter_count(m));
+      p += m.mtp_num_layers * (layer + mtp_own_params(m, t));
       if (expert) *expert += m.mtp_num_layers * one_expert;
       if (m.untie_embeddings && pp > 1) p += double(m.vocab_size) * h / t;
     }
@@ -220,9 +234,7 @@ std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOpti
     for (int k = 0; k < m.mtp_num_layers; ++k) {  // as stage_parameter_count
       if (k == 0 && m.untie_embeddings && pipeline_parallel > 1)
         out.push_back(double(m.vocab_size) * h / o.tp);
-      norm_tensors(m).append_to(&out);
-      norm_tensors(m).append_to(&out);
-      out.push_back(2 * h * h / o.tp);
+      mtp_input_tensors(m, o.tp).append_to(&out);
       layer_tensors(m, mtp_layer_is_moe(m), o, &out);
       norm_tensors(m).append_to(&out);
     }
