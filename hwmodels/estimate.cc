@@ -169,20 +169,23 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
     add_tp(middle.comm_w, "W", mv, nets, &e.collectives);
     add_tp(middle.comm_r, "R", mv, nets, &e.collectives);
   }
-  TimePs p2p = 0;
+  TimePs p2p = 0, embedding_sync = 0;
   if (p > 1) {
     GroupNetwork net = describe_group(topo, s.profile, {layout.gpu(0, 0, 0), layout.gpu(0, 0, 1)});
     e.collectives.push_back(timed("PP send/recv (activation or gradient)",
                                   CollectiveKind::kSendRecv, middle.p2p_bytes, 2 * mv, net));
     p2p = e.collectives.back().time;
     // The last stage's copy of the input embedding (the tied output layer, or the multi-token
-    // prediction depths' embedding) has its gradient summed with the first stage's.
-    if (!m.untie_embeddings || m.mtp_num_layers > 0) {
+    // prediction depths' embedding) has its gradient summed with the first stage's after the
+    // data-parallel reduction, before the optimizer step: exposed.
+    const double copy = embedding_copy_parameters(m, par.tensor_parallel, p);
+    if (copy > 0) {
       GroupNetwork emb =
           describe_group(topo, s.profile, {layout.gpu(0, 0, 0), layout.gpu(0, 0, p - 1)});
-      e.collectives.push_back(
-          timed("embedding gradient all-reduce (first/last)", CollectiveKind::kAllReduce,
-                Bytes{2.0 * m.vocab_size * m.hidden_size / par.tensor_parallel}, 1, emb));
+      e.collectives.push_back(timed("embedding gradient all-reduce (first/last)",
+                                    CollectiveKind::kAllReduce,
+                                    Bytes{grad_bytes_per_param(par) * copy}, 1, emb));
+      embedding_sync = e.collectives.back().time;
     }
   }
   TimePs dp_time = 0;
@@ -254,7 +257,7 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
                                           : std::max(chunk_time(e.first_costs, sends_held),
                                                      chunk_time(e.last_costs, sends_held)) +
                                                 rest;
-  e.iteration_time = e.microbatches * busiest + (p - 1) * slowest + dp_time;
+  e.iteration_time = e.microbatches * busiest + (p - 1) * slowest + dp_time + embedding_sync;
   e.tflops_per_gpu = e.flops.hardware / (e.gpus * ps_to_seconds(e.iteration_time)) / 1e12;
   return e;
 }

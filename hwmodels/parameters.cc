@@ -162,6 +162,11 @@ double active_parameter_count(const ModelShape& m) {
   return parameter_count(m) - double(moe) * (m.num_experts - m.moe_router_topk) * per_expert;
 }
 
+double embedding_copy_parameters(const ModelShape& m, int tp, int pp) {
+  if (pp <= 1 || (m.untie_embeddings && m.mtp_num_layers == 0)) return 0;
+  return double(m.vocab_size) * m.hidden_size / tp;
+}
+
 double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int layer_begin,
                              int layer_end, bool is_first, bool is_last, int pp, double* expert) {
   const double t = o.tp, h = m.hidden_size;
@@ -183,7 +188,7 @@ double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int 
   if (is_last) {
     p += norm_parameter_count(m);
     // Output layer: its own when untied; a copy of the input embedding when tied and p > 1.
-    if (m.untie_embeddings || pp > 1) p += double(m.vocab_size) * h / t;
+    p += m.untie_embeddings ? double(m.vocab_size) * h / t : embedding_copy_parameters(m, o.tp, pp);
     if (m.mtp_num_layers > 0) {
       // Per depth: two norms, the projection (column-parallel), one layer, the final norm; and
       // a copy of the input embedding for the shifted tokens when untied and p > 1 (tied, the
@@ -192,7 +197,7 @@ double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int 
       const double layer = layer_params(m, mtp_layer_is_moe(m), t, o.ep, o.etp, &one_expert);
       p += m.mtp_num_layers * (layer + mtp_own_params(m, t));
       if (expert) *expert += m.mtp_num_layers * one_expert;
-      if (m.untie_embeddings && pp > 1) p += double(m.vocab_size) * h / t;
+      if (m.untie_embeddings) p += embedding_copy_parameters(m, o.tp, pp);
     }
   }
   return p;
@@ -230,10 +235,13 @@ std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOpti
   for (int l = layer_begin; l < layer_end; ++l) layer_tensors(m, is_moe_layer(m, l), o, &out);
   if (is_last) {
     norm_tensors(m).append_to(&out);
-    if (m.untie_embeddings || pipeline_parallel > 1) out.push_back(double(m.vocab_size) * h / o.tp);
+    const double copy = embedding_copy_parameters(m, o.tp, pipeline_parallel);
+    if (m.untie_embeddings)
+      out.push_back(double(m.vocab_size) * h / o.tp);
+    else if (copy > 0)
+      out.push_back(copy);
     for (int k = 0; k < m.mtp_num_layers; ++k) {  // as stage_parameter_count
-      if (k == 0 && m.untie_embeddings && pipeline_parallel > 1)
-        out.push_back(double(m.vocab_size) * h / o.tp);
+      if (k == 0 && m.untie_embeddings && copy > 0) out.push_back(copy);
       mtp_input_tensors(m, o.tp).append_to(&out);
       layer_tensors(m, mtp_layer_is_moe(m), o, &out);
       norm_tensors(m).append_to(&out);

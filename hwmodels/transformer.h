@@ -272,6 +272,11 @@ double mtp_parameter_count(const ModelShape& m);
 std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOptions& o,
                                          int layer_begin, int layer_end, bool is_first,
                                          bool is_last, int pipeline_parallel);
+/// Parameters per tensor rank of the last stage's copy of the input embedding, whose gradient
+/// is summed with the first stage's after the backward (Megatron's embedding group: the first and
+/// last pipeline ranks): the tied output layer, or the multi-token prediction depths' embedding
+/// of the shifted tokens. 0 without a copy (p = 1; untied without multi-token prediction).
+double embedding_copy_parameters(const ModelShape& m, int tp, int pp);
 /// Parameters held by one rank of a stage holding layers [layer_begin, layer_end) (TP-split
 /// weights, replicated norms and row-parallel biases; experts split by ep and etp; the
 /// embedding on the first stage, the final norm and the output layer on the last: a separate

@@ -271,6 +271,7 @@ BuiltIteration IterationBuilder::build() {
   build_passes();
   build_transfers();
   build_data_parallel();
+  build_embedding_sync();
   build_optimizer();
   resolve_routes();
   // Every GPU simulated and nothing kept that names tasks by id (labels, action map, arrows):

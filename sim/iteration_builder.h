@@ -104,6 +104,7 @@ class IterationBuilder {
   };
   P2pCalls p2p_calls() const;
   void build_data_parallel();
+  void build_embedding_sync();
   void build_optimizer();
   /// overlap_param_gather (ZeRO-1/2, d > 1): one simulated rank's all-gathers of its chunks'
   /// updated weights at the start of the step, on its DP gather stream in chunk order, per

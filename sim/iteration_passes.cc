@@ -467,4 +467,30 @@ void IterationBuilder::build_data_parallel() {
   }
 }
 
+// The last stage's copy of the input embedding (hw::embedding_copy_parameters) has its gradient
+// summed with the first stage's by an all-reduce of the two pipeline ranks (Megatron's embedding
+// group, finalize_model_grads), after the data-parallel reduction, before the optimizer step.
+// Nothing when both stages sit on one device (a V placement holds one embedding).
+void IterationBuilder::build_embedding_sync() {
+  const Placement& pl = in_.schedule.placement;
+  const int first = pl.stages.front().device, last = pl.stages.back().device;
+  const double copy = hw::embedding_copy_parameters(in_.model, layout_.tp, layout_.pp);
+  if (first == last || copy <= 0) return;
+  for (int sim = 0; sim < static_cast<int>(out_.ranks.size()); ++sim) {
+    const SimRank& r = out_.ranks[sim];
+    if (r.pr != first && r.pr != last) continue;
+    bool fresh = false;
+    const std::int32_t c = keyed_collective({12, r.tr, r.dr}, &fresh);
+    if (fresh)
+      add_collective_phases(hw::CollectiveKind::kAllReduce,
+                            copy * hw::grad_bytes_per_param(in_.parallel), 1,
+                            {layout_.gpu(r.tr, r.dr, first), layout_.gpu(r.tr, r.dr, last)});
+    const std::int32_t tk =
+        add_comm(sim, StreamKind::kDp, c, CommKind::kDp, label(ActionKind::kReduceGrad, -1, -1));
+    out_.graph.add_dep(last_compute_[sim], tk);
+    for (std::int32_t t : dp_tasks_[sim]) out_.graph.add_dep(t, tk);
+    dp_tasks_[sim].push_back(tk);
+  }
+}
+
 }  // namespace pw::detail

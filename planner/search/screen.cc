@@ -455,6 +455,16 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       }
     }
   }
+  // The embedding copy's gradient all-reduce of the first and last stages' devices (the DES's
+  // build_embedding_sync), after their data-parallel reduction.
+  const double copy = hw::embedding_copy_parameters(pr.model, c.t, P);
+  const int first_dev = out->device[0], last_dev = out->device[S - 1];
+  if (copy > 0 && first_dev >= 0 && last_dev >= 0 && first_dev != last_dev) {
+    const double sync = net.embedding_all_reduce.seconds(
+        copy * hw::grad_bytes_per_param(space_.grad_reduce_in_fp32));
+    red[first_dev] += sync;
+    red[last_dev] += sync;
+  }
   if (param_overlap) {
     int chunks0 = 0;
     for (int i = 0; i < S; ++i) chunks0 += out->device[i] == 0 ? 1 : 0;

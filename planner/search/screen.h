@@ -200,9 +200,11 @@ class CostModel {
     double cp[4] = {};
   };
   // The networks of one (t, p, d) layout: DP group collectives, the pipeline hop, the TP group's
-  // all-gather (Megatron's scatter/gather of pipeline messages).
+  // all-gather (Megatron's scatter/gather of pipeline messages), the all-reduce of the first and
+  // last pipeline ranks (the embedding copy's gradient).
   struct CellNet {
     hw::CollectiveLine dp_all_reduce, dp_reduce_scatter, dp_all_gather, tp_all_gather;
+    hw::CollectiveLine embedding_all_reduce;
     double hop_alpha = 0, hop_beta = 0;  // seconds, seconds per byte
   };
   bool layer_split(const SearchConfig& c, std::vector<int>* layers) const;

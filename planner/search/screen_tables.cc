@@ -215,6 +215,9 @@ CostModel::CellNet CostModel::make_cell_net(int t, int p, int d) const {
     const hw::PathInfo pi = topo.path_info(lay.gpu(0, 0, 0), lay.gpu(0, 0, 1));
     net.hop_alpha = ps_to_seconds(pi.latency + problem_.profile.collective_step_latency);
     net.hop_beta = 1.0 / pi.bottleneck.value;
+    const hw::GroupNetwork ends =
+        hw::describe_group(topo, problem_.profile, {lay.gpu(0, 0, 0), lay.gpu(0, 0, p - 1)});
+    net.embedding_all_reduce = hw::collective_line(hw::CollectiveKind::kAllReduce, ends);
   }
   return net;
 }

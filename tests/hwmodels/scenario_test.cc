@@ -314,6 +314,32 @@ TEST(Estimate, OverlappedP2pSavesOneTransferPerChunkAndMicrobatch) {
   EXPECT_EQ(a.iteration_time - b.iteration_time, 96 * 3 * hop);
 }
 
+// The tied output layer on the last stage is a copy of the input embedding whose gradient is
+// all-reduced with the first stage's after the DP reduction, exposed before the optimizer step:
+// GPT-3 175B at t = 8, p = 8 holds V h / t = 51,200 x 12,288 / 8 = 78,643,200 parameters of it
+// per rank (the preset's vocabulary, padded as Megatron pads it), 4 bytes each
+// (grad_reduce_in_fp32, the default): 314,572,800 bytes. Untied, the
+// last stage holds its own output layer instead (as many parameters, the same passes), so the
+// two estimates differ by that all-reduce alone.
+TEST(Estimate, TheTiedCopysGradientAllReduceIsExposed) {
+  const Scenario tied = parse_scenario(kBase, "t.yaml", "");
+  Scenario u = tied;
+  u.model.untie_embeddings = true;
+  GpuMemoryFigures first, last;
+  const Estimate a = make_estimate(tied, first, last), b = make_estimate(u, first, last);
+  const CollectiveEstimate* sync = nullptr;
+  for (const auto& c : a.collectives)
+    if (c.purpose.find("embedding gradient") != std::string::npos) sync = &c;
+  ASSERT_NE(sync, nullptr);
+  EXPECT_DOUBLE_EQ(sync->bytes.value, 314572800.0);
+  EXPECT_GT(sync->time, 0);
+  for (const auto& c : b.collectives)
+    EXPECT_EQ(c.purpose.find("embedding gradient"), std::string::npos);
+  EXPECT_EQ(a.first.params, b.first.params);
+  EXPECT_EQ(a.last.params, b.last.params);
+  EXPECT_EQ(a.iteration_time - b.iteration_time, sync->time);
+}
+
 // overlap_p2p_comm is Megatron's interleaved schedule's alone: with chunks but another
 // schedule it would be priced nowhere, so it is refused naming the key.
 TEST(Scenario, OverlapP2pCommOnlyWithTheInterleavedSchedule) {

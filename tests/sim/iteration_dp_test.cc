@@ -39,6 +39,7 @@ TEST(Iteration, OverlappedGradientReductionIsNotSlower) {
 // LayerNorm (2h) and the tied output copy: 102,815,744. Without overlap each stage's buffer is
 // one all-reduce after the backward; with overlap Megatron cuts stage 0 into buckets of
 // max(40M, 1M x 8) = 40M parameters, ceil(103,862,272 / 4e7) = 3, and leaves stage 1 whole.
+// (The tied copy's all-reduce with the first stage, stage -1 on the DP stream, is not a bucket.)
 TEST(Iteration, GradientBucketsAreTheFrameworksOwn) {
   auto reductions = [](bool overlap) {
     IterationInput in = testing::input_for(small_scenario(1, 2, 2, 64));
@@ -48,11 +49,57 @@ TEST(Iteration, GradientBucketsAreTheFrameworksOwn) {
     const IterationResult r = simulate_iteration(in, o);
     std::vector<int> n(r.trace.process_names.size(), 0);
     for (const TraceSlice& sl : r.trace.slices)
-      if (r.trace.thread_names[sl.pid][sl.tid] == "dp") ++n[sl.pid];
+      if (r.trace.thread_names[sl.pid][sl.tid] == "dp" && sl.stage >= 0) ++n[sl.pid];
     return n;
   };
   EXPECT_EQ(reductions(false), (std::vector<int>{1, 1}));
   EXPECT_EQ(reductions(true), (std::vector<int>{3, 1}));
+}
+
+// The last stage's tied copy of the embedding has its gradient summed with the first stage's
+// (Megatron's embedding group) after the data-parallel reduction and before the optimizer step:
+// t = 1, p = 2 on one DGX A100 node (d = 4), so the pair is GPUs 0 and 4 (gpu = t_rank + t (d_rank
+// + d p_rank)). The all-reduce moves the fp32 gradient of V h = 51,200 x 1,024 parameters,
+// 209,715,200 bytes, and runs alone (both ends' reductions have ended when it starts), so it
+// lasts the collective model's time for that group; each end runs one. Untied, or with both ends
+// on one device (ZB-V's V placement), there is none.
+TEST(Iteration, TheTiedCopysGradientIsSummedWithTheFirstStagesAfterTheReduction) {
+  const hw::Scenario s = small_scenario(1, 2, 1, 16);
+  auto embedding_syncs = [](const IterationInput& in) {
+    IterationOptions o;
+    o.trace = true;
+    const IterationResult r = simulate_iteration(in, o);
+    std::vector<TraceSlice> out;
+    for (const TraceSlice& sl : r.trace.slices)
+      if (r.trace.thread_names[sl.pid][sl.tid] == "dp" && sl.stage < 0) out.push_back(sl);
+    return std::pair{out, r};
+  };
+  const IterationInput in = testing::input_for(s);
+  const auto [syncs, r] = embedding_syncs(in);
+  ASSERT_EQ(syncs.size(), 2u);
+  const hw::Topology topo(s.topology);
+  const hw::GroupNetwork net = hw::describe_group(topo, s.profile, {0, 4});
+  const Bytes bytes{4.0 * 51200 * 1024};
+  ASSERT_DOUBLE_EQ(bytes.value, 209715200.0);
+  const TimePs expected = hw::collective_time(
+      hw::CollectiveKind::kAllReduce,
+      hw::choose_algorithm(hw::CollectiveKind::kAllReduce, bytes, net), bytes, net);
+  for (const TraceSlice& sl : syncs) {
+    EXPECT_NEAR(static_cast<double>(sl.duration), static_cast<double>(expected),
+                1e-6 * static_cast<double>(expected));
+    EXPECT_EQ(sl.start, syncs[0].start);  // one collective: both ends start it together
+  }
+  // Untied (its own output layer, no copy) and ZB-V (both ends on device 0): none.
+  IterationInput untied = in;
+  untied.model.untie_embeddings = true;
+  EXPECT_TRUE(embedding_syncs(untied).first.empty());
+  GeneratorParams gp;
+  gp.p = 2;
+  gp.m = static_cast<int>(s.num_microbatches());
+  gp.num_layers = s.model.num_layers;
+  IterationInput zbv = in;
+  zbv.schedule = generate_schedule(default_registry(), "zb-v", gp);
+  EXPECT_TRUE(embedding_syncs(zbv).first.empty());
 }
 
 TEST(Iteration, GradientBytesFollowTheConfigurationInMemoryAndReduction) {
