@@ -170,19 +170,6 @@ nlohmann::json constraints_json(const SearchConstraints& c) {
   return j;
 }
 
-// The end trims the search lays out, for messages: "0, 1, 2 layers", or with asymmetric ones
-// "0, 1, 2, 0/2, 1/3 layers (first/last)".
-std::string trims_searched(const SearchSpace& space) {
-  std::vector<std::string> labels;
-  bool asymmetric = false;
-  for (const int code : space.end_trim) {
-    const auto c = static_cast<std::uint8_t>(code);
-    labels.push_back(end_trim_label(c));
-    asymmetric = asymmetric || first_trim(c) != last_trim(c);
-  }
-  return fmt::format("{} layers{}", fmt::join(labels, ", "), asymmetric ? " (first/last)" : "");
-}
-
 // The rendered report with the constraints named: a line under the table's first line, or a
 // "constraints" member of the JSON object.
 std::string with_constraints(const std::string& report, const SearchConstraints& c, bool json) {
@@ -394,7 +381,7 @@ int run_plan(const PlanOptions& o) {
     throw ConfigError("", "--csv-form",
                       "expected compute_only or compute_comms, got '" + o.csv_form + "'");
   const hw::Scenario sc = resolve_scenario(o);
-  const PlanProblem pr = make_problem(o, sc);
+  PlanProblem pr = make_problem(o, sc);
   SearchConstraints cons = parse_constraints(o);
   // A scenario that trains in FP8 keeps FP8 unless --fp8 says otherwise.
   if (cons.fp8.empty() && sc.has_parallel && sc.parallel.fp8 != "off") cons.fp8 = {1};
@@ -463,6 +450,8 @@ int run_plan(const PlanOptions& o) {
                      sc.published ? sc.published->source : std::string(),
                      sc.published ? sc.published->tflops_per_gpu : 0.0,
                      std::string()};
+  // A published uneven split that no trim gives is scored as written (end_trim kOwnSplit).
+  if (sc.has_parallel && sc.uneven_split()) pr.own_split = sc.stage_layers();
   const CostModel model(pr, space);
   // The published configuration is compared at its own batch and GPU count only.
   const ParallelConfig& pub = sc.parallel;
@@ -476,7 +465,8 @@ int run_plan(const PlanOptions& o) {
     // Scored by the same engine as the ranking's first row.
     const bool des = !result.top.empty() && result.top[0].tier == Tier::kDes;
     if (config_from_parallel(space, sc.parallel, &pc, &why)) {
-      // An uneven split is scored when it is one the search lays out (an end trim).
+      // An uneven split is named by its trim when it is one the search lays out, and scored as
+      // written otherwise.
       bool searched_split = !sc.uneven_split();
       for (const int code : space.end_trim) {
         if (searched_split) break;
@@ -490,16 +480,8 @@ int run_plan(const PlanOptions& o) {
           searched_split = true;
         }
       }
-      if (!searched_split) {
-        Evaluated e;
-        e.config = pc;
-        e.why_not = fmt::format(
-            "its uneven layer split ({} layers per stage) is not one the planner searches (an "
-            "even split with the end stages trimmed, by {}); `pipewright simulate {}` simulates "
-            "it",
-            fmt::join(sc.stage_layers(), "/"), trims_searched(space), sc.file);
-        in.published = e;
-      } else if (pub.zero_stage == 3 && pub.zero3_gather == "tensor") {
+      if (!searched_split) pc.end_trim = kOwnSplit;
+      if (pub.zero_stage == 3 && pub.zero3_gather == "tensor") {
         Evaluated e;
         e.config = pc;
         e.why_not = fmt::format(

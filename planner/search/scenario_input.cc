@@ -25,8 +25,9 @@ void apply_stage_layers(const hw::Scenario& s, const std::vector<int>& layers, P
                                   "(decoder_first/last_pipeline_num_layers) needs a schedule "
                                   "with one stage per device",
                                   s.parallel.schedule, pl->num_stages(), pl->num_devices));
+  // The placement stays what the generator made it (linear): the split moves layers, not
+  // stages, and the simulator runs Megatron's pipeline calls for a linear 1F1B as `plan` does.
   assign_stage_layers(layers, pl);
-  pl->kind = PlacementKind::kExplicit;
 }
 
 // A memory-reading generator's inputs for the scenario's configuration as the planner gives

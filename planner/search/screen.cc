@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "hwmodels/memory.h"
 #include "hwmodels/optimizer.h"
@@ -131,6 +132,15 @@ double CostModel::peak_flops() const {
 
 bool CostModel::layer_split(const SearchConfig& c, std::vector<int>* layers) const {
   const ScheduleOption& so = space_.schedules[c.schedule];
+  if (c.end_trim == kOwnSplit) {
+    const std::vector<int>& own = problem_.own_split;
+    if (static_cast<int>(own.size()) != c.p * so.v ||
+        std::accumulate(own.begin(), own.end(), 0) != problem_.model.num_layers ||
+        std::any_of(own.begin(), own.end(), [](int l) { return l < 1; }))
+      return false;
+    *layers = own;
+    return true;
+  }
   return split_layers(problem_.model.num_layers, c.p * so.v, first_trim(c.end_trim),
                       last_trim(c.end_trim), layers);
 }

@@ -50,6 +50,9 @@ struct PlanProblem {
   bool overlap_p2p_comm = false;   ///< Megatron's overlap_p2p_comm (interleaved rows)
   bool tp_comm_overlap = false;
   std::string cp_comm_type = "p2p";  ///< Megatron's cp_comm_type
+  /// Layers per stage of the split SearchConfig::end_trim kOwnSplit names (a scenario's own
+  /// uneven split; empty: none).
+  std::vector<int> own_split;
   double limit() const {
     return memory_limit > 0 ? memory_limit : profile.gpu.usable_memory().value;
   }

@@ -297,7 +297,10 @@ std::string describe_config(const SearchSpace& space, const SearchConfig& c) {
   if (c.zero) s += fmt::format(" z{}", c.zero);
   if (c.zero == 3 && c.zero3_stage) s += "-stage";
   if (c.offload) s += " offload";
-  if (c.end_trim) s += " ends-" + end_trim_label(c.end_trim);
+  if (c.end_trim == kOwnSplit)
+    s += " own-split";
+  else if (c.end_trim)
+    s += " ends-" + end_trim_label(c.end_trim);
   if (c.param_gather) s += " opg";
   if (c.fp8) s += " fp8";
   return s;

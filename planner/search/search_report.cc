@@ -183,6 +183,19 @@ RankingTable ranking_table(const PlanReportInput& in) {
   return t;
 }
 
+namespace {
+
+// The published configuration as the report names it: its search description, and its layers
+// per stage where it keeps the scenario's own split.
+std::string published_name(const PlanReportInput& in, const Evaluated& p) {
+  std::string s = describe_config(*in.space, p.config);
+  if (p.config.end_trim == kOwnSplit)
+    s += fmt::format(" ({} layers per stage)", fmt::join(in.problem->own_split, "/"));
+  return s;
+}
+
+}  // namespace
+
 std::string render_table(const PlanReportInput& in) {
   const PlanProblem& pr = *in.problem;
   const SearchResult& r = *in.result;
@@ -237,12 +250,11 @@ std::string render_table(const PlanReportInput& in) {
       o += fmt::format(
           "published configuration ({}): {} -> {:.3f} s per iteration ({}); the planner's "
           "choice is {}\n",
-          in.published_source.empty() ? "scenario" : in.published_source,
-          describe_config(*in.space, p.config), p.iteration, tier_name(p.tier), verdict);
+          in.published_source.empty() ? "scenario" : in.published_source, published_name(in, p),
+          p.iteration, tier_name(p.tier), verdict);
     } else {
       o += fmt::format("published configuration: {} is not feasible here: {}\n",
-                       in.published_outside.empty() ? describe_config(*in.space, p.config)
-                                                    : in.published_outside,
+                       in.published_outside.empty() ? published_name(in, p) : in.published_outside,
                        p.why_not);
     }
   }
@@ -287,12 +299,16 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
                  {"sequence_parallel", c.sequence_parallel != 0},
                  {"zero_stage", c.zero},
                  {"optimizer_offload", c.offload != 0},
-                 {"end_layers_trimmed", first_trim(c.end_trim)},
-                 {"last_stage_layers_trimmed", last_trim(c.end_trim)},
                  {"context_parallel", c.cp},
                  {"expert_parallel", c.ep},
                  {"expert_tensor_parallel", c.etp()},
                  {"fp8", c.fp8 ? "hybrid" : "off"}};
+  if (c.end_trim == kOwnSplit) {
+    j["config"]["stage_layers"] = pr.own_split;
+  } else {
+    j["config"]["end_layers_trimmed"] = first_trim(c.end_trim);
+    j["config"]["last_stage_layers_trimmed"] = last_trim(c.end_trim);
+  }
   if (c.zero == 3) j["config"]["zero3_gather"] = c.zero3_stage ? "stage" : "layer";
   if (c.cp > 1) j["config"]["cp_comm_type"] = in.space->cp_comm_type;
   if (c.zero == 1 || c.zero == 2) j["config"]["overlap_param_gather"] = c.param_gather != 0;

@@ -56,6 +56,10 @@ struct SearchConfig {
 constexpr std::uint8_t end_trim_code(int trim, int last_extra) {
   return static_cast<std::uint8_t>(trim + 16 * last_extra);
 }
+/// SearchConfig::end_trim naming the problem's own split (PlanProblem::own_split: a scenario's
+/// uneven layout that no trim gives), for scoring a published configuration as written; the
+/// search never lays it out, and first_trim/last_trim do not apply to it.
+inline constexpr std::uint8_t kOwnSplit = 255;
 constexpr int first_trim(std::uint8_t code) { return code & 15; }
 constexpr int last_trim(std::uint8_t code) { return (code & 15) + (code >> 4); }
 /// "2" for a trim of both ends alike, "1/3" (first/last) otherwise.

@@ -268,10 +268,12 @@ TEST(PlanCli, APublishedConfigurationOutsideTheSpaceIsNamedAsWritten) {
       << r.out;
 }
 
-// A scenario's uneven split (decoder_first_pipeline_num_layers) is not one the planner searches;
-// the reason names the split by its layers per stage: 3 on the first stage, the other 21 of
-// 24 layers 7 per stage (it read "first stage 3, last stage 0 layers").
-TEST(PlanCli, AnUnevenPublishedSplitIsNamedByItsLayersPerStage) {
+// A scenario's uneven split (decoder_first_pipeline_num_layers) that no end trim gives is scored
+// as written, by the engine that ranks the top row, and named by its layers per stage: 3 on the
+// first stage, the other 21 of 24 layers 7 per stage. Its iteration time is what `simulate` gives
+// the scenario (it read "... is not one the planner searches" and went unscored). In JSON the
+// split is the config's `stage_layers`.
+TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("pw_plan_split_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -283,11 +285,21 @@ TEST(PlanCli, AnUnevenPublishedSplitIsNamedByItsLayersPerStage) {
                     "           decoder_first_pipeline_num_layers: 3, global_batch_size: 16}\n");
   const std::string out = (dir / "out.txt").string();
   const std::string cmd = std::string(PW_BINARY_DIR) + "/tools/pipewright plan " + scen +
-                          " --tp 1 --pp 4 --schedules 1f1b --des-top 0 --top 1 > " + out;
+                          " --tp 1 --pp 4 --schedules 1f1b --top 1 > " + out;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  EXPECT_NE(read_file(out).find("its uneven layer split (3/7/7/7 layers per stage)"),
+  EXPECT_NE(read_file(out).find("published configuration (scenario): t1 p4 d2 mb1 B16 1f1b "
+                                "own-split (3/7/7/7 layers per stage) -> "),
             std::string::npos)
       << read_file(out);
+  const std::string args = " --tp 1 --pp 4 --schedules 1f1b --top 1";
+  const nlohmann::json plan = json_of(dir, "plan " + scen + args);
+  ASSERT_TRUE(plan["published"]["fits"].get<bool>()) << plan["published"].dump();
+  EXPECT_EQ(plan["published"]["tier"], "DES");
+  EXPECT_EQ(plan["published"]["config"]["stage_layers"], (std::vector<int>{3, 7, 7, 7}));
+  const nlohmann::json sim = json_of(dir, "simulate " + scen);
+  EXPECT_NEAR(
+      plan["published"]["iteration_s"].get<double>() * 1e3 / sim["iteration_ms"].get<double>(), 1.0,
+      1e-9);
   // A split the search lays out (an even 6 per stage less one on each end: 5/7/7/5) is scored
   // as the planner scores its own rows, named by its trim.
   write_file_atomic(scen,
