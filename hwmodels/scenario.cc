@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/pipeline_layout.h"
 #include "core/plan_io.h"
 #include "hwmodels/config_map.h"
 #include "hwmodels/hf_config.h"
@@ -192,6 +193,10 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
   c.schedule = p.text_or("schedule", c.virtual_stages > 1 ? "interleaved" : "1f1b");
   s->first_stage_layers = static_cast<int>(p.integer_or("decoder_first_pipeline_num_layers", 0, 1));
   s->last_stage_layers = static_cast<int>(p.integer_or("decoder_last_pipeline_num_layers", 0, 1));
+  s->pipeline_layout = p.text_or("pipeline_model_parallel_layout", "");
+  if (p.has("pipeline_model_parallel_layout") && s->pipeline_layout.empty())
+    p.fail("pipeline_model_parallel_layout",
+           "empty; expected a layout such as \"Et*4|(t*4|)*6,t*4L\"");
   return x;
 }
 
@@ -286,6 +291,7 @@ double published_error_pct(const PublishedFigures& pub, double predicted_tflops_
 }
 
 std::vector<int> Scenario::stage_layers() const {
+  if (!layout_layers.empty()) return layout_layers;
   const int p = std::max(1, parallel.pipeline_parallel), L = model.num_layers;
   if (!uneven_split()) return std::vector<int>(static_cast<std::size_t>(p), L / p);
   const int middle = p - (first_stage_layers > 0 ? 1 : 0) - (last_stage_layers > 0 ? 1 : 0);
@@ -294,6 +300,63 @@ std::vector<int> Scenario::stage_layers() const {
   if (first_stage_layers > 0) out.front() = first_stage_layers;
   if (last_stage_layers > 0) out.back() = last_stage_layers;
   return out;
+}
+
+// Megatron's pipeline_model_parallel_layout: its stages (a multiple of p; v = stages / p chunks
+// per device) as Megatron checks them (E first, L last, once each; the model's transformer and
+// multi-token prediction layers, these after those), in the form the workload model has: every
+// stage with a transformer layer, the multi-token prediction layers and the loss on the last.
+// Sets virtual_stages and, when the stages differ, layout_layers.
+void apply_pipeline_layout(Scenario* s, const std::string& pp_key, int layers_per_virtual) {
+  const std::string key = "parallel.pipeline_model_parallel_layout";
+  ParallelConfig& c = s->parallel;
+  if (layers_per_virtual > 0 || s->first_stage_layers > 0 || s->last_stage_layers > 0)
+    throw ConfigError(
+        s->file, key,
+        fmt::format("given with {}; expected one of them (Megatron takes one)",
+                    layers_per_virtual > 0 ? "num_layers_per_virtual_pipeline_stage"
+                                           : "decoder_first/last_pipeline_num_layers"));
+  std::vector<std::string> stages;
+  std::string problem;
+  if (!parse_pipeline_layout(s->pipeline_layout, &stages, &problem))
+    throw ConfigError(s->file, key, problem);
+  const int S = static_cast<int>(stages.size()), p = c.pipeline_parallel;
+  if (S % p != 0)
+    throw ConfigError(
+        s->file, key,
+        fmt::format("{} stages over {} = {}; expected a multiple of it", S, pp_key, p));
+  std::string flat;
+  for (const std::string& st : stages) flat += st;
+  auto count = [&](char ch) { return static_cast<int>(std::count(flat.begin(), flat.end(), ch)); };
+  if (flat.front() != 'E' || flat.back() != 'L' || count('E') != 1 || count('L') != 1)
+    throw ConfigError(s->file, key,
+                      "expected the embedding E once, first, and the loss L once, last");
+  if (count('t') != s->model.num_layers || count('m') != s->model.mtp_num_layers)
+    throw ConfigError(
+        s->file, key,
+        fmt::format("{} transformer layers (t) and {} multi-token prediction layers "
+                    "(m); expected model.num_layers {} and mtp_num_layers {}",
+                    count('t'), count('m'), s->model.num_layers, s->model.mtp_num_layers));
+  std::vector<int> layers(S);
+  for (int i = 0; i < S; ++i) {
+    const std::string& st = stages[i];
+    layers[i] = static_cast<int>(std::count(st.begin(), st.end(), 't'));
+    if (layers[i] == 0)
+      throw ConfigError(s->file, key,
+                        fmt::format("stage {} ('{}') holds no transformer layer; expected at least "
+                                    "one t per stage (a stage of only the embedding, the loss or "
+                                    "multi-token prediction layers is not modelled)",
+                                    i, st));
+    if (i < S - 1 && st.find('m') != std::string::npos)
+      throw ConfigError(s->file, key,
+                        fmt::format("stage {} ('{}') holds multi-token prediction layers; expected "
+                                    "them on the last stage, with L (as Megatron places them "
+                                    "without a layout)",
+                                    i, st));
+  }
+  c.virtual_stages = S / p;
+  s->layout_layers.clear();
+  if (std::count(layers.begin(), layers.end(), layers.front()) != S) s->layout_layers = layers;
 }
 
 void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool from_cli) {
@@ -401,7 +464,9 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                       fmt::format("{}, but profile {} gives no FP8 peak (gpu.peak_tflops.fp8); "
                                   "expected off",
                                   c.fp8, s->profile.name));
-  if (s->uneven_split()) {
+  if (!s->pipeline_layout.empty()) {
+    apply_pipeline_layout(s, pp_key, layers_per_virtual);
+  } else if (s->uneven_split()) {
     validate_uneven_split(*s, pp_key, layers_per_virtual);
   } else if (m.num_layers % c.pipeline_parallel != 0) {
     throw ConfigError(s->file, pp_key,
@@ -411,7 +476,7 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                                   c.pipeline_parallel, m.num_layers));
   }
   const int per_stage = m.num_layers / c.pipeline_parallel;
-  c.virtual_stages = 1;
+  if (s->pipeline_layout.empty()) c.virtual_stages = 1;
   if (layers_per_virtual > 0) {
     if (c.pipeline_parallel < 2) {
       throw ConfigError(s->file, "parallel.num_layers_per_virtual_pipeline_stage",
@@ -461,6 +526,7 @@ std::vector<std::string> scenario_keys(const std::string& section) {
             "pipeline_model_parallel_size",
             "data_parallel_size",
             "num_layers_per_virtual_pipeline_stage",
+            "pipeline_model_parallel_layout",
             "micro_batch_size",
             "global_batch_size",
             "sequence_parallel",

@@ -53,15 +53,22 @@ struct Scenario {
   /// the rest spread evenly over the stages between; 0 = not given.
   int first_stage_layers = 0;
   int last_stage_layers = 0;
+  /// Megatron's parallel.pipeline_model_parallel_layout as written (core/pipeline_layout.h;
+  /// empty: not given), and the transformer layers of each of its p*v stages in layer order
+  /// when they are not all equal (empty otherwise: an even split, v chunks per device).
+  std::string pipeline_layout;
+  std::vector<int> layout_layers;
   std::optional<PublishedFigures> published;
   /// `group`: the comparison this scenario belongs to (e.g. "weak scaling"); `validate` reports
   /// each group's rows, mean and worst error together. Empty = not given.
   std::string group;
 
-  /// Transformer layers of each pipeline stage in model order (p entries, summing to
-  /// num_layers): num_layers / p each, or the uneven split above.
+  /// Transformer layers of each pipeline stage in model order (summing to num_layers): p
+  /// entries of num_layers / p each, the uneven split above, or the layout's p*v stages.
   std::vector<int> stage_layers() const;
-  bool uneven_split() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  bool uneven_split() const {
+    return first_stage_layers > 0 || last_stage_layers > 0 || !layout_layers.empty();
+  }
 
   int num_gpus() const { return topology.nodes * topology.node.gpus_per_node; }
   /// Microbatches per iteration per pipeline: B / (b * d).

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/pipeline_layout.h"
 #include "core/pytorch_csv.h"
 #include "hwmodels/memory.h"
 #include "hwmodels/model_presets.h"
@@ -102,10 +103,14 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers) {
   if (pc.sequence_parallel && pc.tensor_parallel > 1) arg("--sequence-parallel");
   if (pc.pipeline_parallel > 1) {
     int first = 0, last = 0;
-    megatron_split(layers, pc.pipeline_parallel, pc.virtual_stages, &first, &last);
-    if (pc.virtual_stages > 1) num("--num-layers-per-virtual-pipeline-stage", layers.front());
-    if (first > 0) num("--decoder-first-pipeline-num-layers", first);
-    if (last > 0) num("--decoder-last-pipeline-num-layers", last);
+    if (megatron_split(layers, pc.pipeline_parallel, pc.virtual_stages, &first, &last)) {
+      if (pc.virtual_stages > 1) num("--num-layers-per-virtual-pipeline-stage", layers.front());
+      if (first > 0) num("--decoder-first-pipeline-num-layers", first);
+      if (last > 0) num("--decoder-last-pipeline-num-layers", last);
+    } else {
+      // Any other split (interleaved chunks of their own sizes): the layout names every stage.
+      arg("--pipeline-model-parallel-layout", pipeline_layout_string(layers, m.mtp_num_layers));
+    }
   }
   out += "# batch\n";
   num("--micro-batch-size", pc.micro_batch_size);

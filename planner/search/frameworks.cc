@@ -327,8 +327,10 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
         !pc.overlap_p2p_comm)
       return "config.overlap_p2p_comm: Megatron-LM runs the interleaved schedule over p = 2 only "
              "with overlap_p2p_comm (without it p must exceed 2); nearest: overlap_p2p_comm true";
+    // Megatron-LM lays any split out with --pipeline-model-parallel-layout; NeMo's recipes
+    // take the even split or a first and last stage of their own size.
     int first = 0, last = 0;
-    if (pc.pipeline_parallel > 1 &&
+    if (fw == Framework::kNemo && pc.pipeline_parallel > 1 &&
         !megatron_split(*q.stage_layers, pc.pipeline_parallel, pc.virtual_stages, &first, &last))
       return fmt::format(
           "schedule.placement: {} splits layers evenly over the stages (non-interleaved: evenly "

@@ -13,18 +13,21 @@
 namespace pw {
 namespace {
 
-/// Lays the scenario's uneven split onto a placement with one stage per device in pipeline
-/// order (the split names pipeline stages; multi-chunk placements have no such mapping).
+/// Lays the scenario's uneven split onto a placement whose stages run in layer order on devices
+/// 0, 1, ..., p-1, 0, 1, ... (one stage per device, or Megatron's interleaved chunks: the split
+/// names its stages so; V and multi-pipeline placements have no such mapping).
 void apply_stage_layers(const hw::Scenario& s, const std::vector<int>& layers, Placement* pl) {
-  const int p = static_cast<int>(layers.size());
-  bool linear = pl->num_stages() == p && pl->num_pipelines() == 1;
-  for (int st = 0; linear && st < p; ++st) linear = pl->stages[st].index == st;
-  if (!linear)
+  const int n = static_cast<int>(layers.size());
+  bool looped = pl->num_stages() == n && pl->num_pipelines() == 1;
+  for (int st = 0; looped && st < n; ++st)
+    looped = pl->stages[st].index == st && pl->stages[st].device == st % pl->num_devices;
+  if (!looped)
     throw ConfigError(s.file, "parallel.schedule",
                       fmt::format("'{}' places {} stages on {} devices; an uneven split "
-                                  "(decoder_first/last_pipeline_num_layers) needs a schedule "
-                                  "with one stage per device",
-                                  s.parallel.schedule, pl->num_stages(), pl->num_devices));
+                                  "(decoder_first/last_pipeline_num_layers, or a "
+                                  "pipeline_model_parallel_layout of {} stages) needs a schedule "
+                                  "that runs stage i on device i mod p",
+                                  s.parallel.schedule, pl->num_stages(), pl->num_devices, n));
   // The placement stays what the generator made it (linear): the split moves layers, not
   // stages, and the simulator runs Megatron's pipeline calls for a linear 1F1B as `plan` does.
   assign_stage_layers(layers, pl);

@@ -62,7 +62,7 @@ parallel: {tensor_model_parallel_size: 2, context_parallel_size: 2, pipeline_mod
            overlap_param_gather: true, tp_comm_overlap: true, cp_comm_type: p2p,
            schedule: interleaved})",
     // Mixture of experts with expert parallelism, first layer dense, a multi-token prediction
-    // depth, zero-bubble schedule.
+    // depth, zero-bubble schedule, Megatron's pipeline layout (2 and 4 layers).
     R"(model: {num_layers: 6, hidden_size: 1024, num_attention_heads: 16, seq_length: 2048,
         vocab_size: 32000, num_experts: 8, moe_router_topk: 2, moe_ffn_hidden_size: 512,
         moe_shared_expert_intermediate_size: 512, moe_first_dense_layers: 1, swiglu: true,
@@ -70,7 +70,8 @@ parallel: {tensor_model_parallel_size: 2, context_parallel_size: 2, pipeline_mod
 cluster: {profile: dgx-h100, nodes: 1}
 parallel: {tensor_model_parallel_size: 1, pipeline_model_parallel_size: 2,
            expert_model_parallel_size: 4, micro_batch_size: 1, global_batch_size: 16,
-           use_distributed_optimizer: true, schedule: zb-h1})",
+           pipeline_model_parallel_layout: "Et*2|t*4mL", use_distributed_optimizer: true,
+           schedule: zb-h1})",
     // Offload, ZeRO-2, full recompute, uneven split, V-shape schedule.
     R"(model: {num_layers: 10, hidden_size: 1024, num_attention_heads: 16, seq_length: 1024,
         vocab_size: 32000}

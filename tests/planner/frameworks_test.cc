@@ -255,13 +255,18 @@ TEST(Frameworks, RefusalsNameTheSettingAndTheNearestRunnableOne) {
   const Plan vh = make_plan("llama3-8b", "v-half", 1, 1, 4, 2, 1, std::vector<int>(8, 4));
   why = refusal_key(vh, Framework::kMegatron);
   EXPECT_NE(why.find("nearest it can: 'interleaved'"), std::string::npos) << why;
-  // An uneven interleaved split is not one Megatron's --num-layers-per-virtual-pipeline-stage
-  // can express.
+  // An uneven interleaved split is not one --num-layers-per-virtual-pipeline-stage or NeMo's
+  // first/last stage sizes can express; Megatron-LM takes it as its pipeline layout: E and 3
+  // layers, six stages of 4 (folded), the last 5 and the loss L.
   const Plan uneven =
       make_plan("llama3-8b", "interleaved", 1, 1, 4, 2, 2, {3, 4, 4, 4, 4, 4, 4, 5});
-  why = refusal_key(uneven, Framework::kMegatron);
+  why = refusal_key(uneven, Framework::kNemo);
   EXPECT_EQ(why.rfind("schedule.placement | ", 0), 0u) << why;
   EXPECT_NE(why.find("3/4/4/4/4/4/4/5"), std::string::npos) << why;
+  EXPECT_EQ(refusal_key(uneven, Framework::kMegatron), "");
+  const auto args = parse_args(export_plan(uneven, Framework::kMegatron, "p", "").text);
+  EXPECT_EQ(args.at("--pipeline-model-parallel-layout"), "Et*3|(t*4|)*6,t*5L");
+  EXPECT_EQ(args.count("--num-layers-per-virtual-pipeline-stage"), 0u);
   // torchtitan: no ZeRO-1, TP always with sequence parallelism, no GPT-3 flavor, one pipeline.
   Plan z1 = make_plan("llama3-8b", "1f1b", 2, 1, 4, 2, 1, std::vector<int>(4, 8));
   z1.config.zero_stage = 1;

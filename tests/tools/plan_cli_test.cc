@@ -300,6 +300,21 @@ TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
   EXPECT_NEAR(
       plan["published"]["iteration_s"].get<double>() * 1e3 / sim["iteration_ms"].get<double>(), 1.0,
       1e-9);
+  // Megatron's pipeline layout with two chunks per device (2, six of 3, 4): the interleaved
+  // schedule with its own chunk sizes, scored as `simulate` runs it.
+  write_file_atomic(scen,
+                    "model: {preset: megatron-1.7b}\n"
+                    "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
+                    "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1,\n"
+                    "           pipeline_model_parallel_layout: \"Et*2|(t*3|)*6,t*4L\",\n"
+                    "           global_batch_size: 16}\n");
+  const nlohmann::json il = json_of(dir, "plan " + scen + " --tp 1 --pp 4 --top 1");
+  EXPECT_EQ(il["published"]["config"]["schedule"], "interleaved");
+  EXPECT_EQ(il["published"]["config"]["stage_layers"], (std::vector<int>{2, 3, 3, 3, 3, 3, 3, 4}));
+  const nlohmann::json il_sim = json_of(dir, "simulate " + scen);
+  EXPECT_NEAR(
+      il["published"]["iteration_s"].get<double>() * 1e3 / il_sim["iteration_ms"].get<double>(),
+      1.0, 1e-9);
   // A split the search lays out (an even 6 per stage less one on each end: 5/7/7/5) is scored
   // as the planner scores its own rows, named by its trim.
   write_file_atomic(scen,

@@ -1,0 +1,98 @@
+// A scenario's parallel.pipeline_model_parallel_layout (Megatron's --pipeline-model-parallel-
+// layout): the split and the chunks per device it names, and the layouts refused (each naming
+// the key in one line).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "hwmodels/scenario.h"
+#include "test_util.h"
+
+namespace pw::hw {
+namespace {
+
+using testing::expect_scenario_error;
+using testing::scenario;
+
+// Megatron 1.7B: 24 layers, learned positions; on one DGX H100 (8 GPUs), p = 4, d = 2.
+const char* kModel = "{preset: megatron-1.7b}";
+std::string parallel(const std::string& extra) {
+  return "{pipeline_model_parallel_size: 4, micro_batch_size: 1, global_batch_size: 16, " + extra +
+         "}";
+}
+
+// "Et*3|(t*7|)*2,t*7L" is 3/7/7/7, the split decoder_first_pipeline_num_layers: 3 gives (24 - 3 =
+// 21 over the other three stages); one chunk per device, 1F1B.
+TEST(PipelineLayoutScenario, AFirstStageOfItsOwnSizeIsTheDecoderFirstSplit) {
+  const Scenario a =
+      scenario(kModel, parallel("pipeline_model_parallel_layout: \"Et*3|(t*7|)*2,t*7L\""));
+  const Scenario b = scenario(kModel, parallel("decoder_first_pipeline_num_layers: 3"));
+  EXPECT_EQ(a.stage_layers(), (std::vector<int>{3, 7, 7, 7}));
+  EXPECT_EQ(a.stage_layers(), b.stage_layers());
+  EXPECT_TRUE(a.uneven_split());
+  EXPECT_EQ(a.parallel.virtual_stages, 1);
+  EXPECT_EQ(a.parallel.schedule, "1f1b");
+}
+
+// Eight stages over p = 4 are two chunks per device, Megatron's interleaved schedule: 2, six of
+// 3, 4 (24 layers). Eight equal stages of 3 are the even interleaved split (no uneven split).
+TEST(PipelineLayoutScenario, StagesBeyondTheDevicesAreInterleavedChunks) {
+  const Scenario a =
+      scenario(kModel, parallel("pipeline_model_parallel_layout: \"Et*2|(t*3|)*6,t*4L\""));
+  EXPECT_EQ(a.parallel.virtual_stages, 2);
+  EXPECT_EQ(a.parallel.schedule, "interleaved");
+  EXPECT_EQ(a.stage_layers(), (std::vector<int>{2, 3, 3, 3, 3, 3, 3, 4}));
+  const Scenario even =
+      scenario(kModel, parallel("pipeline_model_parallel_layout: \"Et*3|(t*3|)*6,t*3L\""));
+  EXPECT_EQ(even.parallel.virtual_stages, 2);
+  EXPECT_FALSE(even.uneven_split());
+  EXPECT_EQ(even.stage_layers(), (std::vector<int>{6, 6, 6, 6}));
+}
+
+// Llama 3 8B (32 layers, RoPE) with one multi-token prediction layer: the m goes with L on the
+// last stage, as Megatron places it without a layout.
+TEST(PipelineLayoutScenario, MultiTokenPredictionLayersGoWithTheLoss) {
+  const Scenario a = scenario("{preset: llama3-8b, mtp_num_layers: 1}",
+                              parallel("pipeline_model_parallel_layout: \"Et*7|(t*8|)*2,t*9mL\""));
+  EXPECT_EQ(a.stage_layers(), (std::vector<int>{7, 8, 8, 9}));
+  const std::string key = "parallel.pipeline_model_parallel_layout";
+  // A stage of its own for them (Megatron's "standalone" MTP) is not modelled, nor a stage
+  // without transformer layers; m before the last stage neither.
+  expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
+                        parallel("pipeline_model_parallel_layout: \"Et*8|t*8|t*16|mL\""), key);
+  expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
+                        parallel("pipeline_model_parallel_layout: \"Et*8|t*8|t*8m|t*8L\""), key);
+  // One m too many, or none for the model's one.
+  expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
+                        parallel("pipeline_model_parallel_layout: \"Et*8|t*8|t*8|t*8mmL\""), key);
+  expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
+                        parallel("pipeline_model_parallel_layout: \"Et*8|t*8|t*8|t*8L\""), key);
+}
+
+TEST(PipelineLayoutScenario, RefusesLayoutsTheModelOrMegatronCannotRun) {
+  const std::string key = "parallel.pipeline_model_parallel_layout";
+  for (const char* bad : {
+           "\"Et*3|(t*7|)*2,t*6L\"",       // 23 layers of 24
+           "\"Et*3|(t*7|)*2,t*6|tL\"",     // 5 stages over p = 4
+           "\"t*3|E(t*7|)*2,t*7L\"",       // E not first
+           "\"Et*3|(t*7|)*2,Lt*7\"",       // L not last
+           "\"E|t*3|(t*7|)*2,t*4|t*3L\"",  // a stage of the embedding alone (and 6 stages)
+           "\"Et*3|(t*7|)*2,t*7Lx\"",      // not a layer letter
+           "\"\"",                         // empty
+       })
+    expect_scenario_error(kModel, parallel(std::string("pipeline_model_parallel_layout: ") + bad),
+                          key);
+  // Megatron takes one of the layout, the first/last stage sizes and the layers per chunk.
+  expect_scenario_error(kModel,
+                        parallel("pipeline_model_parallel_layout: \"Et*3|(t*7|)*2,t*7L\", "
+                                 "decoder_first_pipeline_num_layers: 3"),
+                        key);
+  expect_scenario_error(kModel,
+                        parallel("pipeline_model_parallel_layout: \"Et*3|(t*7|)*2,t*7L\", "
+                                 "num_layers_per_virtual_pipeline_stage: 3"),
+                        key);
+}
+
+}  // namespace
+}  // namespace pw::hw
