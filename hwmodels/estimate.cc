@@ -136,12 +136,22 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   const int p = par.pipeline_parallel, v = std::max(1, par.virtual_stages);
   e.first = first;
   e.last = last;
-  // Parameters of the first and last stage's GPU: its p-th share of the layers, embedding on the
-  // first, final norm and tied output copy on the last (hw::stage_parameter_count).
+  // Parameters of the first and last pipeline rank's GPU: its stages of the split (its p-th
+  // share of the layers, or a layout's v chunks: stages d, d + p, ...), the embedding with stage
+  // 0, the final norm, output layer and multi-token prediction depths with the last
+  // (hw::stage_parameter_count).
   const std::vector<int> layers = s.stage_layers();
-  e.first.params = stage_parameter_count(m, o, 0, layers.front(), true, p == 1, p);
-  e.last.params =
-      stage_parameter_count(m, o, m.num_layers - layers.back(), m.num_layers, p == 1, true, p);
+  const int S = static_cast<int>(layers.size());
+  std::vector<int> begin(S + 1, 0);
+  for (int st = 0; st < S; ++st) begin[st + 1] = begin[st] + layers[st];
+  auto device_params = [&](int d) {
+    double sum = 0;
+    for (int st = d; st < S; st += p)
+      sum += stage_parameter_count(m, o, begin[st], begin[st + 1], st == 0, st == S - 1, p);
+    return sum;
+  };
+  e.first.params = device_params(0);
+  e.last.params = device_params(p - 1);
 
   GpuModel gpu(s.profile.gpu);
   const int chunk = m.num_layers / (p * v);

@@ -105,7 +105,11 @@ IterationInput scenario_iteration_input(const hw::Scenario& s) {
     // Cost-aware generators see the middle stage's pass times.
     const hw::GpuModel gpu(s.profile.gpu);
     const hw::WorkloadOptions wo = hw::workload_options(s.parallel, s.flash_attention);
-    const int per_stage = layers[layers.size() / 2] / std::max(1, s.parallel.virtual_stages);
+    // stage_layers has a layout's p*v chunks, or p stages of v chunks each.
+    const int chunks = static_cast<int>(layers.size()) == s.parallel.pipeline_parallel
+                           ? std::max(1, s.parallel.virtual_stages)
+                           : 1;
+    const int per_stage = layers[layers.size() / 2] / chunks;
     const hw::StageCosts c =
         hw::stage_costs(s.model, gpu, wo, 0, std::max(1, per_stage), false, false);
     gp.costs = UniformCosts{std::max<TimePs>(c.f, 1), std::max<TimePs>(c.b, 1),

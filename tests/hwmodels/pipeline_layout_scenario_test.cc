@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hwmodels/estimate.h"
 #include "hwmodels/scenario.h"
 #include "test_util.h"
 
@@ -48,6 +49,20 @@ TEST(PipelineLayoutScenario, StagesBeyondTheDevicesAreInterleavedChunks) {
   EXPECT_EQ(even.parallel.virtual_stages, 2);
   EXPECT_FALSE(even.uneven_split());
   EXPECT_EQ(even.stage_layers(), (std::vector<int>{6, 6, 6, 6}));
+}
+
+// `estimate` counts each end GPU's chunks of the layout: with 2, six of 3, 4 over p = 4, GPU 0
+// holds stages 0 and 4 (2 + 3 layers, the embedding V h and positions s h), GPU 3 stages 3 and 7
+// (3 + 4 layers, the final LayerNorm 2h and the tied output copy V h). Megatron 1.7B: h = 2304,
+// s = 2048, V = 51200, a layer 12h^2 + 13h = 63,730,944 parameters.
+TEST(PipelineLayoutScenario, EstimateCountsEachEndGpusChunks) {
+  const Scenario a =
+      scenario(kModel, parallel("pipeline_model_parallel_layout: \"Et*2|(t*3|)*6,t*4L\""));
+  const double h = 2304, layer = 12 * h * h + 13 * h;
+  ASSERT_DOUBLE_EQ(layer, 63730944.0);
+  const Estimate e = make_estimate(a, {}, {});
+  EXPECT_DOUBLE_EQ(e.first.params, 5 * layer + 51200 * h + 2048 * h);
+  EXPECT_DOUBLE_EQ(e.last.params, 7 * layer + 2 * h + 51200 * h);
 }
 
 // Llama 3 8B (32 layers, RoPE) with one multi-token prediction layer: the m goes with L on the
