@@ -328,7 +328,8 @@ void apply_pipeline_layout(Scenario* s, const std::string& pp_key, int layers_pe
   std::string flat;
   for (const std::string& st : stages) flat += st;
   auto count = [&](char ch) { return static_cast<int>(std::count(flat.begin(), flat.end(), ch)); };
-  if (flat.front() != 'E' || flat.back() != 'L' || count('E') != 1 || count('L') != 1)
+  if (flat.empty() || flat.front() != 'E' || flat.back() != 'L' || count('E') != 1 ||
+      count('L') != 1)
     throw ConfigError(s->file, key,
                       "expected the embedding E once, first, and the loss L once, last");
   if (count('t') != s->model.num_layers || count('m') != s->model.mtp_num_layers)

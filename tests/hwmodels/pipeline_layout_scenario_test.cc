@@ -95,6 +95,7 @@ TEST(PipelineLayoutScenario, RefusesLayoutsTheModelOrMegatronCannotRun) {
            "\"E|t*3|(t*7|)*2,t*4|t*3L\"",  // a stage of the embedding alone (and 6 stages)
            "\"Et*3|(t*7|)*2,t*7Lx\"",      // not a layer letter
            "\"\"",                         // empty
+           "\"|||\"",                      // stages without a letter
        })
     expect_scenario_error(kModel, parallel(std::string("pipeline_model_parallel_layout: ") + bad),
                           key);
