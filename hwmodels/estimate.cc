@@ -156,9 +156,18 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   GpuModel gpu(s.profile.gpu);
   const int chunk = m.num_layers / (p * v);
   const bool single = p == 1 && v == 1;
-  e.first_costs = stage_costs(m, gpu, o, 0, chunk, true, single);
-  e.last_costs = stage_costs(m, gpu, o, m.num_layers - chunk, m.num_layers, single, true);
-  StageCosts middle = stage_costs(m, gpu, o, 0, chunk, false, false);
+  // The end chunks and the largest middle one as the split has them when it names every chunk
+  // (S = p v: an uneven split or a layout), an even chunk otherwise.
+  const bool per_chunk = S == p * v;
+  const int first_end = per_chunk ? layers.front() : chunk;
+  const int last_begin = per_chunk ? m.num_layers - layers.back() : m.num_layers - chunk;
+  int mid = -1;
+  for (int st = 1; per_chunk && st + 1 < S; ++st)
+    if (mid < 0 || layers[st] > layers[mid]) mid = st;
+  e.first_costs = stage_costs(m, gpu, o, 0, first_end, true, single);
+  e.last_costs = stage_costs(m, gpu, o, last_begin, m.num_layers, single, true);
+  StageCosts middle = mid >= 0 ? stage_costs(m, gpu, o, begin[mid], begin[mid + 1], false, false)
+                               : stage_costs(m, gpu, o, 0, chunk, false, false);
   e.middle_costs = middle;
 
   Topology topo(s.topology);

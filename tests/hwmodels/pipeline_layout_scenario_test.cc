@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "hwmodels/estimate.h"
+#include "hwmodels/gpu_model.h"
 #include "hwmodels/scenario.h"
+#include "hwmodels/transformer.h"
 #include "test_util.h"
 
 namespace pw::hw {
@@ -63,6 +65,20 @@ TEST(PipelineLayoutScenario, EstimateCountsEachEndGpusChunks) {
   const Estimate e = make_estimate(a, {}, {});
   EXPECT_DOUBLE_EQ(e.first.params, 5 * layer + 51200 * h + 2048 * h);
   EXPECT_DOUBLE_EQ(e.last.params, 7 * layer + 2 * h + 51200 * h);
+}
+
+// ... and prices the chunks the layout has: the first of 2 layers with the embedding, the last
+// of 4 (layers 20-23) with the head, the largest middle one (3 layers, the first such: 2-4).
+TEST(PipelineLayoutScenario, EstimatePricesTheLayoutsOwnChunks) {
+  const Scenario a =
+      scenario(kModel, parallel("pipeline_model_parallel_layout: \"Et*2|(t*3|)*6,t*4L\""));
+  const Estimate e = make_estimate(a, {}, {});
+  const GpuModel gpu(a.profile.gpu);
+  const WorkloadOptions o = workload_options(a.parallel, a.flash_attention);
+  EXPECT_EQ(e.first_costs.f, stage_costs(a.model, gpu, o, 0, 2, true, false).f);
+  EXPECT_EQ(e.last_costs.f, stage_costs(a.model, gpu, o, 20, 24, false, true).f);
+  EXPECT_EQ(e.middle_costs.f, stage_costs(a.model, gpu, o, 2, 5, false, false).f);
+  EXPECT_LT(e.first_costs.f, stage_costs(a.model, gpu, o, 0, 3, true, false).f);
 }
 
 // Llama 3 8B (32 layers, RoPE) with one multi-token prediction layer: the m goes with L on the
