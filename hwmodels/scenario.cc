@@ -304,8 +304,9 @@ std::vector<int> Scenario::stage_layers() const {
 
 // Megatron's pipeline_model_parallel_layout: its stages (a multiple of p; v = stages / p chunks
 // per device) as Megatron checks them (E first, L last, once each; the model's transformer and
-// multi-token prediction layers, these after those), in the form the workload model has: every
-// stage with a transformer layer, the multi-token prediction layers and the loss on the last.
+// multi-token prediction layers, these after those), in the form the workload model has: a
+// transformer layer on every stage but the ends (which may hold only "E" or "mL"), the
+// multi-token prediction layers with the loss on the last.
 // Sets virtual_stages and, when the stages differ, layout_layers.
 void apply_pipeline_layout(Scenario* s, const std::string& pp_key, int layers_per_virtual) {
   const std::string key = "parallel.pipeline_model_parallel_layout";
@@ -342,11 +343,12 @@ void apply_pipeline_layout(Scenario* s, const std::string& pp_key, int layers_pe
   for (int i = 0; i < S; ++i) {
     const std::string& st = stages[i];
     layers[i] = static_cast<int>(std::count(st.begin(), st.end(), 't'));
-    if (layers[i] == 0)
+    if (layers[i] == 0 && i != 0 && i != S - 1)
       throw ConfigError(s->file, key,
                         fmt::format("stage {} ('{}') holds no transformer layer; expected at least "
-                                    "one t per stage (a stage of only the embedding, the loss or "
-                                    "multi-token prediction layers is not modelled)",
+                                    "one t on every stage between the first and the last (a "
+                                    "middle stage of only multi-token prediction layers is not "
+                                    "modelled)",
                                     i, st));
     if (i < S - 1 && st.find('m') != std::string::npos)
       throw ConfigError(s->file, key,

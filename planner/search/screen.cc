@@ -134,10 +134,12 @@ bool CostModel::layer_split(const SearchConfig& c, std::vector<int>* layers) con
   const ScheduleOption& so = space_.schedules[c.schedule];
   if (c.end_trim == kOwnSplit) {
     const std::vector<int>& own = problem_.own_split;
-    if (static_cast<int>(own.size()) != c.p * so.v ||
-        std::accumulate(own.begin(), own.end(), 0) != problem_.model.num_layers ||
-        std::any_of(own.begin(), own.end(), [](int l) { return l < 1; }))
-      return false;
+    // Every stage holds a transformer layer but the ends may not (a layout's "E|" or "|mL").
+    const int n = static_cast<int>(own.size());
+    bool ok =
+        n == c.p * so.v && std::accumulate(own.begin(), own.end(), 0) == problem_.model.num_layers;
+    for (int st = 0; ok && st < n; ++st) ok = own[st] >= (st == 0 || st == n - 1 ? 0 : 1);
+    if (!ok) return false;
     *layers = own;
     return true;
   }

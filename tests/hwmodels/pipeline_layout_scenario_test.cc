@@ -26,7 +26,8 @@ std::string parallel(const std::string& extra) {
 }
 
 // "Et*3|(t*7|)*2,t*7L" is 3/7/7/7, the split decoder_first_pipeline_num_layers: 3 gives (24 - 3 =
-// 21 over the other three stages); one chunk per device, 1F1B.
+// 21 over the other three stages); one chunk per device, 1F1B. The ends may hold no transformer
+// layer: "E|(t*8|)*2,t*8L" is 0/8/8/8.
 TEST(PipelineLayoutScenario, AFirstStageOfItsOwnSizeIsTheDecoderFirstSplit) {
   const Scenario a =
       scenario(kModel, parallel("pipeline_model_parallel_layout: \"Et*3|(t*7|)*2,t*7L\""));
@@ -36,6 +37,9 @@ TEST(PipelineLayoutScenario, AFirstStageOfItsOwnSizeIsTheDecoderFirstSplit) {
   EXPECT_TRUE(a.uneven_split());
   EXPECT_EQ(a.parallel.virtual_stages, 1);
   EXPECT_EQ(a.parallel.schedule, "1f1b");
+  EXPECT_EQ(scenario(kModel, parallel("pipeline_model_parallel_layout: \"E|(t*8|)*2,t*8L\""))
+                .stage_layers(),
+            (std::vector<int>{0, 8, 8, 8}));
 }
 
 // Eight stages over p = 4 are two chunks per device, Megatron's interleaved schedule: 2, six of
@@ -87,11 +91,17 @@ TEST(PipelineLayoutScenario, MultiTokenPredictionLayersGoWithTheLoss) {
   const Scenario a = scenario("{preset: llama3-8b, mtp_num_layers: 1}",
                               parallel("pipeline_model_parallel_layout: \"Et*7|(t*8|)*2,t*9mL\""));
   EXPECT_EQ(a.stage_layers(), (std::vector<int>{7, 8, 8, 9}));
+  // The last stage may hold the depth and the loss alone (0 transformer layers).
+  const Scenario b = scenario("{preset: llama3-8b, mtp_num_layers: 1}",
+                              parallel("pipeline_model_parallel_layout: \"Et*8|t*8|t*16|mL\""));
+  EXPECT_EQ(b.stage_layers(), (std::vector<int>{8, 8, 16, 0}));
   const std::string key = "parallel.pipeline_model_parallel_layout";
-  // A stage of its own for them (Megatron's "standalone" MTP) is not modelled, nor a stage
-  // without transformer layers; m before the last stage neither.
+  // A stage of their own before the loss's (Megatron's "standalone" MTP, "m|L") is not
+  // modelled, nor a middle stage without transformer layers; m before the last stage neither.
   expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
-                        parallel("pipeline_model_parallel_layout: \"Et*8|t*8|t*16|mL\""), key);
+                        parallel("pipeline_model_parallel_layout: \"Et*16|t*16|m|L\""), key);
+  expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
+                        parallel("pipeline_model_parallel_layout: \"Et*16||t*16|mL\""), key);
   expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
                         parallel("pipeline_model_parallel_layout: \"Et*8|t*8|t*8m|t*8L\""), key);
   // One m too many, or none for the model's one.
@@ -104,14 +114,14 @@ TEST(PipelineLayoutScenario, MultiTokenPredictionLayersGoWithTheLoss) {
 TEST(PipelineLayoutScenario, RefusesLayoutsTheModelOrMegatronCannotRun) {
   const std::string key = "parallel.pipeline_model_parallel_layout";
   for (const char* bad : {
-           "\"Et*3|(t*7|)*2,t*6L\"",       // 23 layers of 24
-           "\"Et*3|(t*7|)*2,t*6|tL\"",     // 5 stages over p = 4
-           "\"t*3|E(t*7|)*2,t*7L\"",       // E not first
-           "\"Et*3|(t*7|)*2,Lt*7\"",       // L not last
-           "\"E|t*3|(t*7|)*2,t*4|t*3L\"",  // a stage of the embedding alone (and 6 stages)
-           "\"Et*3|(t*7|)*2,t*7Lx\"",      // not a layer letter
-           "\"\"",                         // empty
-           "\"|||\"",                      // stages without a letter
+           "\"Et*3|(t*7|)*2,t*6L\"",    // 23 layers of 24
+           "\"Et*3|(t*7|)*2,t*6|tL\"",  // 5 stages over p = 4
+           "\"t*3|E(t*7|)*2,t*7L\"",    // E not first
+           "\"Et*3|(t*7|)*2,Lt*7\"",    // L not last
+           "\"Et*3|(t*7|)*2,t*7||L\"",  // an empty middle stage (and 6 stages)
+           "\"Et*3|(t*7|)*2,t*7Lx\"",   // not a layer letter
+           "\"\"",                      // empty
+           "\"|||\"",                   // stages without a letter
        })
     expect_scenario_error(kModel, parallel(std::string("pipeline_model_parallel_layout: ") + bad),
                           key);

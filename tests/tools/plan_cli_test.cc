@@ -315,6 +315,19 @@ TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
   EXPECT_NEAR(
       il["published"]["iteration_s"].get<double>() * 1e3 / il_sim["iteration_ms"].get<double>(),
       1.0, 1e-9);
+  // A first stage of the embedding alone (0/8/8/8), scored as `simulate` runs it.
+  write_file_atomic(scen,
+                    "model: {preset: megatron-1.7b}\n"
+                    "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
+                    "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1,\n"
+                    "           pipeline_model_parallel_layout: \"E|(t*8|)*2,t*8L\",\n"
+                    "           global_batch_size: 16}\n");
+  const nlohmann::json e0 = json_of(dir, "plan " + scen + args);
+  ASSERT_TRUE(e0["published"]["fits"].get<bool>()) << e0["published"].dump();
+  EXPECT_EQ(e0["published"]["config"]["stage_layers"], (std::vector<int>{0, 8, 8, 8}));
+  EXPECT_NEAR(e0["published"]["iteration_s"].get<double>() * 1e3 /
+                  json_of(dir, "simulate " + scen)["iteration_ms"].get<double>(),
+              1.0, 1e-9);
   // A split the search lays out (an even 6 per stage less one on each end: 5/7/7/5) is scored
   // as the planner scores its own rows, named by its trim.
   write_file_atomic(scen,
