@@ -19,14 +19,23 @@ double twice_one_f_one_b_memory(int p) { return 2.0 * p; }
 
 void register_memory_generators(GeneratorRegistry& r) {
   r.add({"v-min", "V-Min building block: ~1/3 of 1F1B's activation memory", generate_v_min,
-         GeneratorCaps{.chunks = 2, .v_shape = true, .split_backward = true, .max_devices = 16}});
+         GeneratorCaps{.chunks = 2,
+                       .v_shape = true,
+                       .split_backward = true,
+                       .reads_costs = true,
+                       .max_devices = 16}});
   r.add({"v-half", "V-Half building block: ~1/2 of 1F1B's activation memory", generate_v_half,
-         GeneratorCaps{.chunks = 2, .v_shape = true, .split_backward = true, .max_devices = 16}});
+         GeneratorCaps{.chunks = 2,
+                       .v_shape = true,
+                       .split_backward = true,
+                       .reads_costs = true,
+                       .max_devices = 16}});
   r.add({"v-zb", "V-ZB: V placement, zero bubble at 1F1B memory", generate_v_zb,
          GeneratorCaps{.chunks = 2,
                        .v_shape = true,
                        .split_backward = true,
                        .memory_aware = true,
+                       .reads_costs = true,
                        .max_devices = 16,
                        .own_budget = one_f_one_b_memory,
                        .per_device_limits = true}});
@@ -36,17 +45,20 @@ void register_memory_generators(GeneratorRegistry& r) {
                        .v_shape = true,
                        .split_backward = true,
                        .memory_aware = true,
+                       .reads_costs = true,
                        .max_devices = 16,
                        .own_budget = one_f_one_b_memory}});
   r.add({"zb-1p", "ZB-1p: automatic zero-bubble schedule under memory limit p*M_B", generate_zb_1p,
          GeneratorCaps{.split_backward = true,
                        .memory_aware = true,
+                       .reads_costs = true,
                        .max_devices = 16,
                        .own_budget = one_f_one_b_memory,
                        .per_device_limits = true}});
   r.add({"zb-2p", "ZB-2p: automatic zero-bubble schedule under memory limit 2p*M_B", generate_zb_2p,
          GeneratorCaps{.split_backward = true,
                        .memory_aware = true,
+                       .reads_costs = true,
                        .max_devices = 16,
                        .own_budget = twice_one_f_one_b_memory,
                        .per_device_limits = true}});
@@ -56,6 +68,7 @@ void register_memory_generators(GeneratorRegistry& r) {
                        .v_shape = true,
                        .split_backward = true,
                        .memory_aware = true,
+                       .reads_costs = true,
                        .max_devices = 16,
                        .own_budget = one_f_one_b_memory,
                        .per_device_limits = true}});
@@ -64,6 +77,7 @@ void register_memory_generators(GeneratorRegistry& r) {
          GeneratorCaps{.chunks = 2,
                        .pipelines = 2,
                        .memory_aware = true,
+                       .reads_costs = true,
                        .max_devices = 16,
                        .own_budget = bitpipe_default_memory,
                        .placement = bitpipe_placement}});
@@ -76,6 +90,7 @@ void register_memory_generators(GeneratorRegistry& r) {
                        .split_backward = true,
                        .takes_v = true,
                        .memory_aware = true,
+                       .reads_costs = true,
                        .max_devices = 16,
                        .own_budget = one_f_one_b_memory}});
   r.add({"1f1b-r", "1F1B with full recomputation (R before each backward)", generate_1f1b_r,

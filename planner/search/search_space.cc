@@ -41,6 +41,7 @@ std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
     o.split_backward = c.split_backward;
     o.takes_v = c.takes_v;
     o.memory_aware = c.memory_aware;
+    o.reads_costs = c.reads_costs;
     o.explicit_recompute = c.explicit_recompute;
     o.overlap = c.overlap;
     o.holds_all_microbatches = c.holds_all_microbatches;

@@ -75,6 +75,7 @@ struct ScheduleOption {
   bool split_backward = false;
   bool takes_v = false;                   ///< the generator honours GeneratorParams::v
   bool memory_aware = false;              ///< the generator reads GeneratorParams::memory_limit
+  bool reads_costs = false;               ///< the generator reads the pass costs
   bool explicit_recompute = false;        ///< the schedule has R actions (full recomputation only)
   bool overlap = false;                   ///< the schedule has OVERLAP_F_B actions (DualPipeV)
   bool holds_all_microbatches = false;    ///< every forward before any backward (GPipe)

@@ -1,6 +1,7 @@
 // Every generator's declared capabilities (GeneratorCaps in its registry entry) agree with what
 // it generates: placement shape, chunks, pipelines, split backward, R and OVERLAP actions, whether
-// it honours v, and whether it reads the memory limit. The search trusts the declarations.
+// it honours v, whether it reads the memory limit and whether it reads the pass costs. The search
+// trusts the declarations.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -51,6 +52,21 @@ TEST(GeneratorCaps, EveryDeclarationMatchesTheGeneratedSchedule) {
       reads = true;
     }
     EXPECT_EQ(reads, c.memory_aware) << g.name;
+    // Reads the pass costs: other F/B/W/hop costs or another W share of the activation change
+    // the schedule (the search asks a generator that does not one question per p, m and v).
+    bool costs = false;
+    for (const UniformCosts& u :
+         {UniformCosts{1, 2, 1, 0, 0}, UniformCosts{2, 2, 1, 0, 1}, UniformCosts{1, 1, 3, 0, 0}}) {
+      GeneratorParams gc = gp;
+      gc.costs = u;
+      gc.costs.mw_over_mb = 0.5;
+      try {
+        costs |= !(generate_schedule(reg, g.name, gc) == s);
+      } catch (const ConfigError&) {
+        costs = true;
+      }
+    }
+    EXPECT_EQ(costs, c.reads_costs) << g.name;
     // A memory reader declares the memory it is defined with, and keeps to it without a limit
     // (the search then gives it none): every device's peak, in 1F1B-stage units, at most that.
     EXPECT_EQ(c.own_budget != nullptr, c.memory_aware) << g.name;
