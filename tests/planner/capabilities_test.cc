@@ -67,6 +67,11 @@ TEST(GeneratorCaps, EveryDeclarationMatchesTheGeneratedSchedule) {
       }
     }
     EXPECT_EQ(costs, c.reads_costs) << g.name;
+    // A memory reader weighs memory against time: it reads the costs too (`simulate` and the
+    // search give both only to the generators that declare reading costs).
+    if (c.memory_aware) {
+      EXPECT_TRUE(c.reads_costs) << g.name;
+    }
     // A memory reader declares the memory it is defined with, and keeps to it without a limit
     // (the search then gives it none): every device's peak, in 1F1B-stage units, at most that.
     EXPECT_EQ(c.own_budget != nullptr, c.memory_aware) << g.name;

@@ -596,19 +596,21 @@ TEST(PlanCli, PlanSimulateAndEstimateAgreeOnTimeMemoryAndMfu) {
   std::filesystem::remove_all(dir);
 }
 
-// A scenario naming a memory-reading schedule is simulated with the schedule `plan` scores for
-// it: the same generator inputs (the share of an activation W holds, the GPU's activation
-// budget, the cost ratios) and the same layer split, so `simulate` and `plan`'s published row
-// give one time and one fit. Before, `simulate` told ZB-1p that W held nothing: it deferred
-// every W and held 108 GB of activations per GPU where `plan` ran it in 60 GB; and V-shapes
-// whose 2p chunks do not divide the layers (78 over 12) ran another split than `plan`'s.
-TEST(PlanCli, SimulateRunsTheScheduleThePlannerScoresForAMemoryReader) {
+// A scenario naming a schedule whose generator reads the pass costs (memory-reading or not) is
+// simulated with the schedule `plan` scores for it: the same generator inputs (the cost ratios
+// on the planner's grid; for memory readers the share of an activation W holds and the GPU's
+// activation budget) and the same layer split, so `simulate` and `plan`'s published row give
+// one time and one fit. Before, `simulate` told ZB-1p that W held nothing: it deferred every W
+// and held 108 GB of activations per GPU where `plan` ran it in 60 GB; V-shapes whose 2p chunks
+// do not divide the layers (78 over 12) ran another split than `plan`'s; and V-Min and V-Half
+// got the exact middle-stage times where `plan` gives them its grid's ratios, another order.
+TEST(PlanCli, SimulateRunsTheScheduleThePlannerScoresForACostReader) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("pw_plan_zbsim_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string scen = (dir / "s.yaml").string();
   auto run_json = [&](const std::string& args) { return json_of(dir, args); };
-  for (const char* schedule : {"zb-1p", "zb-2p", "v-zb", "zb-v", "v-adaptive"}) {
+  for (const char* schedule : {"zb-1p", "zb-2p", "v-zb", "zb-v", "v-adaptive", "v-min", "v-half"}) {
     write_file_atomic(scen, std::string("model: {preset: cm-98.5b, seq_length: 1024, "
                                         "use_flash_attn: true}\n"
                                         "cluster: {profile: dgx-a100-80gb, nodes: 6}\n"
