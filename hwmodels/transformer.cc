@@ -545,8 +545,25 @@ std::vector<LayerOp> mtp_ops(const ModelShape& m, const WorkloadOptions& o, Pass
 
 std::vector<TpComm> mtp_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass) {
   std::vector<TpComm> out;
-  if (m.mtp_num_layers <= 0 || o.tp <= 1) return out;
+  if (m.mtp_num_layers <= 0) return out;
   Dims d = dims(m, o);
+  if (d.cp > 1 && pass == Pass::kForward) {
+    // roll_tensor (megatron/core/transformer/multi_token_prediction.py) with a CP group: each
+    // rank sends the first element of each of its two sequence chunks, per sequence, to its
+    // previous and next CP rank and waits. Per depth the layer rolls its input ids and position
+    // ids (int64) and the loss rolls the labels (int64) and the loss mask (float32). Rolled
+    // once, in the forward (the rolled ids are kept, not recomputed).
+    const double ids = 8.0 * double(d.b), mask = 4.0 * double(d.b);
+    out.push_back(TpComm{
+        CollectiveKind::kSendRecv, {ids}, 3, "mtp cp roll of token ids", CommGroup::kCp, true});
+    out.push_back(TpComm{CollectiveKind::kSendRecv,
+                         {mask},
+                         1,
+                         "mtp cp roll of the loss mask",
+                         CommGroup::kCp,
+                         true});
+  }
+  if (o.tp <= 1) return out;
   const double h = kAct * double(d.tokens * d.h);
   const bool fwd_like =
       pass == Pass::kForward || (pass == Pass::kRecompute && o.recompute == Recompute::kFull);

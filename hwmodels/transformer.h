@@ -79,13 +79,16 @@ struct TpComm {
   int count = 1;
   const char* where = "";
   CommGroup group = CommGroup::kTp;
+  /// A CP send/recv the pass waits for (multi-token prediction's token roll between
+  /// neighbouring CP ranks), not a step of the ring under attention.
+  bool waited = false;
 };
 
 /// Whether `c` is a step of the context-parallel ring (a CP send/recv, run under the attention
 /// block before it: cp_ring_exposed) rather than a collective the pass waits for. One test for
 /// every tier.
 inline bool is_cp_ring_step(const TpComm& c) {
-  return c.group == CommGroup::kCp && c.kind == CollectiveKind::kSendRecv;
+  return c.group == CommGroup::kCp && c.kind == CollectiveKind::kSendRecv && !c.waited;
 }
 
 /// The networks of a rank's TP, CP and EP groups.
@@ -147,9 +150,12 @@ std::vector<TpComm> head_tp_comms(const ModelShape& m, const WorkloadOptions& o,
 /// transformer layer (mtp_layer_is_moe), embedding_ops and head_ops: stage_costs adds all four
 /// to the last stage, once per depth.
 std::vector<LayerOp> mtp_ops(const ModelShape& m, const WorkloadOptions& o, Pass pass);
-/// The TP collectives of mtp_ops: the projection's input gathered (SP) and its output gathered
-/// over TP in F; the split's gradient gathered (SP) and the input gradient reduced in B; the
-/// input gathered again for dW (SP).
+/// The collectives of one depth: mtp_ops' over TP (the projection's input gathered (SP) and its
+/// output gathered in F; the split's gradient gathered (SP) and the input gradient reduced in B;
+/// the input gathered again for dW (SP)) and, with context parallelism, the forward's token
+/// rolls (Megatron's roll_tensor: the depth's input ids, position ids, labels and loss mask
+/// each shifted by one token, the boundary elements exchanged with the neighbouring CP ranks and
+/// waited for): waited CP send/recvs of one element per sequence.
 std::vector<TpComm> mtp_tp_comms(const ModelShape& m, const WorkloadOptions& o, Pass pass);
 
 /// Sum of the ops' FLOPs.

@@ -137,6 +137,42 @@ TEST(Mtp, TheLastStageCarriesEachDepth) {
   EXPECT_EQ(first.f, stage_costs(small(0), gpu, o, 0, 2, true, false).f);
 }
 
+TEST(Mtp, ContextParallelRanksRollTheTokensInTheForward) {
+  // Megatron's roll_tensor with a CP group (multi_token_prediction.py): per depth and microbatch
+  // the layer rolls its input ids and position ids and the loss its labels and loss mask, each
+  // an exchange of one element per sequence (b = 2 here) with the neighbouring CP ranks, waited
+  // for: int64 ids 8 b = 16 bytes (3 rolls), the float32 mask 4 b = 8 bytes (1 roll). With
+  // mtp = 2 depths: 6 and 2 messages in F; none in B, W or a recompute; none without CP.
+  const GpuModel gpu(resolve_profile("dgx-h100", "", "", "").gpu);
+  WorkloadOptions o;
+  o.cp = 2;
+  o.micro_batch = 2;
+  o.flash_attention = true;
+  o.recompute = Recompute::kFull;
+  const StageCosts last = stage_costs(small(2), gpu, o, 2, 4, false, true);
+  auto rolls = [](const std::vector<TpComm>& comms, double bytes) {
+    int n = 0;
+    for (const TpComm& c : comms)
+      if (c.group == CommGroup::kCp && c.kind == CollectiveKind::kSendRecv && c.waited) {
+        EXPECT_FALSE(is_cp_ring_step(c));
+        if (c.bytes.value == bytes) n += c.count;
+      }
+    return n;
+  };
+  EXPECT_EQ(rolls(last.comm_f, 16), 6);
+  EXPECT_EQ(rolls(last.comm_f, 8), 2);
+  for (const auto* comms : {&last.comm_b, &last.comm_w, &last.comm_r})
+    EXPECT_EQ(rolls(*comms, 16) + rolls(*comms, 8), 0);
+  // The attention's own ring steps stay ring steps.
+  int ring = 0;
+  for (const TpComm& c : last.comm_f) ring += is_cp_ring_step(c) ? c.count : 0;
+  EXPECT_EQ(ring, (2 + 2) * (2 - 1));  // 2 layers and 2 depths, cp - 1 steps each
+  // Only the last stage rolls, and only with CP.
+  EXPECT_EQ(rolls(stage_costs(small(2), gpu, o, 0, 2, true, false).comm_f, 16), 0);
+  o.cp = 1;
+  EXPECT_EQ(rolls(stage_costs(small(2), gpu, o, 2, 4, false, true).comm_f, 16), 0);
+}
+
 TEST(Mtp, DeepSeekV3sDepthIsAnMoeLayer) {
   const ModelShape& m = find_model_preset("deepseek-v3")->shape;
   EXPECT_EQ(m.mtp_num_layers, 1);

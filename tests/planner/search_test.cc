@@ -387,8 +387,8 @@ TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
 }
 
 // The same certificate for a model with a multi-token prediction depth on its last stage (an
-// MoE layer, the projection and a second head), over the end trims the search adds for it (the
-// last stage trimmed further, `ends-0/k`).
+// MoE layer, the projection and a second head, and with CP its token rolls), over the end trims
+// the search adds for it (the last stage trimmed further, `ends-0/k`).
 TEST(Search, BoundsHoldWithMultiTokenPrediction) {
   const GeneratorRegistry reg = default_registry();
   PlanProblem pr =
@@ -413,6 +413,7 @@ TEST(Search, BoundsHoldWithMultiTokenPrediction) {
   const DesCheck k = check_bounds_against_des(pr, space, reg);
   EXPECT_GT(k.checked, 50u);
   EXPECT_GT(k.with_ep, 10);
+  EXPECT_GT(k.with_cp, 10);  // the depth's token rolls across the CP ranks, waited in every tier
 }
 
 // Expert layouts of a cell, by hand: 8 experts, t = 2, cp = 1, d = 4 (8 tensor-and-data
