@@ -52,9 +52,11 @@ bool build_offsets(int p, const Params& q, VOffsets& o, std::vector<unsigned>& u
   for (int i = 0; i + 1 < p; ++i) o.F[i + 1] = o.F[i] + down(i);
   for (int i = 0; i < p; ++i) take(used[i], o.F[i]);
   // Turn at the last device: smallest gap that does not collide anywhere on the way back.
+  // The trial occupancy is a per-thread scratch (the search calls this some 20,000 times).
+  thread_local std::vector<unsigned> trial;
   auto chain_up = [&](std::vector<int>& x, int start_gap_from, int base) {
     for (int gap = start_gap_from; gap <= start_gap_from + kPeriod; ++gap) {
-      std::vector<unsigned> trial = used;
+      trial.assign(used.begin(), used.end());
       x[p - 1] = base + gap;
       bool ok = take(trial[p - 1], x[p - 1]);
       for (int i = p - 2; ok && i >= 0; --i) {
@@ -62,7 +64,7 @@ bool build_offsets(int p, const Params& q, VOffsets& o, std::vector<unsigned>& u
         ok = take(trial[i], x[i]);
       }
       if (ok) {
-        used = std::move(trial);
+        used.swap(trial);
         return true;
       }
     }
@@ -294,8 +296,6 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
   TradeoffCurve curve;
   if (p < 2 || m < 1) return curve;
   PW_ASSERT(costs.num_stages == 2 * p, "adaptive_tradeoff needs a cost table of 2p stages");
-  VOffsets o;
-  std::vector<unsigned> used;
   // Every distinct block of the offset space (in the loops' order), squeezed in parallel below.
   struct Cand {
     Params q;
@@ -303,42 +303,68 @@ TradeoffCurve adaptive_tradeoff(int p, int m, const CostTable& costs, const Adap
     std::vector<unsigned> used;
     BlockSqueeze r;
   };
-  std::vector<Cand> cands;
-  std::unordered_set<std::uint64_t> seen;
-  for (int split = 1; split <= p; ++split) {
-    for (int da = 1; da <= opt.max_offset; ++da)
-      for (int ua = 1; ua <= opt.max_offset; ++ua)
-        for (int db = 1; db <= opt.max_offset; ++db)
-          for (int ub = 1; ub <= opt.max_offset; ++ub) {
-            // One group (split == p) ignores group B; two identical groups are one group.
-            if (split == p && (db != 1 || ub != 1)) continue;
-            if (split < p && da == db && ua == ub) continue;
-            for (int turn = 1; turn <= opt.turn_range; ++turn) {
-              ++curve.candidates;
-              const Params q{split, da, ua, split == p ? da : db, split == p ? ua : ub, turn};
-              if (!build_offsets(p, q, o, used)) continue;
-              // Different group parameters can give the same block; squeeze it once.
-              if (!seen.insert(offsets_hash(o)).second) continue;
-              cands.push_back(Cand{q, o, used, {}});
-            }
-          }
-  }
-  if (opt.pattern_space) {
-    // The authors' space (build_pattern_offsets), after ours: only the blocks ours lacks.
+  // The blocks are built in parallel, one task per outer loop value (our space's split, the
+  // authors' device-0 pattern), each keeping its blocks in its loops' order with their hashes;
+  // then taken in the tasks' order, each distinct block once: the same list whatever the thread
+  // count.
+  struct Built {
+    std::vector<Cand> cands;
+    std::vector<std::uint64_t> hash;
+    int tried = 0;
+  };
+  struct Task {
+    int split = 0;         // our space (1..p), or 0
+    int pattern0[4] = {};  // the authors' space
+  };
+  std::vector<Task> tasks;
+  for (int split = 1; split <= p; ++split) tasks.push_back(Task{split, {}});
+  if (opt.pattern_space)
     for (int ff = 1; ff < kPeriod; ++ff)
       for (int bf = 1; bf < kPeriod; ++bf)
-        for (int bb = 1; bb < kPeriod; ++bb) {
-          if (ff == bf || ff == bb || bf == bb) continue;
-          const int pattern0[4] = {0, ff, bf, bb};
-          for (int k0 = 1; k0 < kPeriod; ++k0)
-            for (int k1 = 1; k1 <= k0; ++k1)
-              for (int len0 = 1; len0 < p; ++len0) {
-                ++curve.candidates;
-                if (!build_pattern_offsets(p, pattern0, k0, k1, len0, o, used)) continue;
-                if (!seen.insert(offsets_hash(o)).second) continue;
-                cands.push_back(Cand{Params{len0, k0, 1, k1, 1, 0}, o, used, {}});
+        for (int bb = 1; bb < kPeriod; ++bb)
+          if (ff != bf && ff != bb && bf != bb) tasks.push_back(Task{0, {0, ff, bf, bb}});
+  std::vector<Built> built(tasks.size());
+  tbb::parallel_for(std::size_t{0}, tasks.size(), [&](std::size_t t) {
+    Built& out = built[t];
+    VOffsets o;
+    std::vector<unsigned> used;
+    auto keep = [&](const Params& q) {
+      out.hash.push_back(offsets_hash(o));
+      out.cands.push_back(Cand{q, o, used, {}});
+    };
+    const int split = tasks[t].split;
+    if (split > 0) {
+      for (int da = 1; da <= opt.max_offset; ++da)
+        for (int ua = 1; ua <= opt.max_offset; ++ua)
+          for (int db = 1; db <= opt.max_offset; ++db)
+            for (int ub = 1; ub <= opt.max_offset; ++ub) {
+              // One group (split == p) ignores group B; two identical groups are one group.
+              if (split == p && (db != 1 || ub != 1)) continue;
+              if (split < p && da == db && ua == ub) continue;
+              for (int turn = 1; turn <= opt.turn_range; ++turn) {
+                ++out.tried;
+                const Params q{split, da, ua, split == p ? da : db, split == p ? ua : ub, turn};
+                if (build_offsets(p, q, o, used)) keep(q);
               }
+            }
+      return;
+    }
+    // The authors' space (build_pattern_offsets), after ours: only the blocks ours lacks.
+    for (int k0 = 1; k0 < kPeriod; ++k0)
+      for (int k1 = 1; k1 <= k0; ++k1)
+        for (int len0 = 1; len0 < p; ++len0) {
+          ++out.tried;
+          if (build_pattern_offsets(p, tasks[t].pattern0, k0, k1, len0, o, used))
+            keep(Params{len0, k0, 1, k1, 1, 0});
         }
+  });
+  std::vector<Cand> cands;
+  std::unordered_set<std::uint64_t> seen;
+  for (Built& b : built) {
+    curve.candidates += b.tried;
+    // Different group parameters can give the same block; squeeze it once.
+    for (std::size_t k = 0; k < b.cands.size(); ++k)
+      if (seen.insert(b.hash[k]).second) cands.push_back(std::move(b.cands[k]));
   }
   // Blocks whose devices differ only by a shift of all of a device's passes alike squeeze alike
   // (squeeze_block_applies): each such class (1,062 of 1,767 blocks at p=16) is squeezed once,

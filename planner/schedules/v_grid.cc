@@ -133,54 +133,73 @@ void clear_invalid(Grid& g, int m) {
 Grid squeeze(const Grid& g, int m) {
   const int p = static_cast<int>(g.size());
   const std::size_t len = grid_len(g);
-  // The passes column by column (devices ascending within a column), read row by row.
-  std::vector<int> col_begin(len + 1, 0);
-  for (const std::string& r : g)
-    for (std::size_t j = 0; j < len; ++j) col_begin[j + 1] += r[j] != ' ';
-  for (std::size_t j = 0; j < len; ++j) col_begin[j + 1] += col_begin[j];
-  std::vector<int> fill(col_begin.begin(), col_begin.end() - 1);
-  std::vector<std::int16_t> dev(static_cast<std::size_t>(col_begin[len]));
-  for (int i = 0; i < p; ++i)
-    for (std::size_t j = 0; j < len; ++j)
-      if (g[i][j] != ' ') dev[static_cast<std::size_t>(fill[j]++)] = static_cast<std::int16_t>(i);
   Grid out(p, std::string(len, ' '));
-  std::vector<std::array<int, 6>> cnt(p, std::array<int, 6>{});
-  Index idx(static_cast<std::size_t>(p) * m);
-  for (auto& a : idx) a.fill(-1);
-  std::vector<int> next(p, 0);
+  // Per (microbatch, device, kind): the pass's new slot (-1 until placed); per (device, kind):
+  // passes placed; per device: its next free slot. Kept per thread: no allocation per call.
+  thread_local std::vector<int> idx, cnt, next;
+  thread_local std::vector<const char*> row;
+  thread_local std::vector<char*> orow;
+  idx.assign(static_cast<std::size_t>(p) * m * kPeriod, -1);
+  cnt.assign(static_cast<std::size_t>(p) * kPeriod, 0);
+  next.assign(p, 0);
+  row.resize(p);
+  orow.resize(p);
+  for (int i = 0; i < p; ++i) row[i] = g[i].data(), orow[i] = out[i].data();
+  // Raw pointers: the lambda below then keeps them in registers.
+  int* const idx_at = idx.data();
+  int* const cnt_at = cnt.data();
+  int* const next_at = next.data();
+  char* const* const out_at = orow.data();
+  const char* const* const in_at = row.data();
   int new_len = 0;
-  auto place = [&](int i, char c) {
-    const int v = id_of(c);
-    const int n = cnt[i][v];
+  const int ilen = static_cast<int>(len);
+  // Per kind and device position (0 inner, 1 first, 2 last): where the pass's dependency sits
+  // relative to its own (microbatch, device) cell, or kNone. At the ends of the V the
+  // dependency is the same device's earlier pass (device 0: f before B; device p-1: F before f,
+  // B before b), so the slot is the device's next free one either way. W and w wait for nothing
+  // here (correct() checks them at the end).
+  constexpr int kNone = 1 << 20;
+  static constexpr int kDep[6][3] = {
+      {-kPeriod + 0, kNone, -kPeriod + 0},  // F: device i-1's F (device 0: none)
+      {kPeriod + 1, kPeriod + 1, 0},        // f: device i+1's f (device p-1: its own F)
+      {-kPeriod + 2, 1, -kPeriod + 2},      // B: device i-1's B (device 0: its own f)
+      {kPeriod + 3, kPeriod + 3, 2},        // b: device i+1's b (device p-1: its own B)
+      {kNone, kNone, kNone},                // W
+      {kNone, kNone, kNone}};               // w
+  auto place = [&](int i, int v, char c) {
+    const int n = cnt_at[i * kPeriod + v];
     require(n < m);
-    int slot;
-    if (is_w(c) || (i == 0 && is_down(c)) || (i == p - 1 && is_up(c))) {
-      if (i == 0 && c == 'B') require(idx[n * p + i][1] >= 0);
-      if (i == p - 1 && c == 'f') require(idx[n * p + i][0] >= 0);
-      if (i == p - 1 && c == 'b') require(idx[n * p + i][2] >= 0);
-      slot = next[i];
-    } else {
-      const int prev = idx[n * p + i + (is_down(c) ? -1 : 1)][v];
-      require(prev >= 0);
-      slot = std::max(prev + 1, next[i]);
-    }
-    require(slot < static_cast<int>(len));
-    out[i][slot] = c;
-    cnt[i][v] = n + 1;
-    idx[n * p + i][v] = slot;
-    next[i] = slot + 1;
-    new_len = std::max(new_len, next[i]);
+    int* here = idx_at + (static_cast<std::size_t>(n) * p + i) * kPeriod;
+    const int off = kDep[v][(i == 0) + 2 * (i == p - 1)];
+    const int dep = off == kNone ? -1 : here[off];
+    require(off == kNone || dep >= 0);
+    const int slot = std::max(dep + 1, next_at[i]);
+    require(slot < ilen);
+    out_at[i][slot] = c;
+    cnt_at[i * kPeriod + v] = n + 1;
+    here[v] = slot;
+    next_at[i] = slot + 1;
+    new_len = std::max(new_len, slot + 1);
   };
+  thread_local std::vector<int> up;  // a column's up-going passes (devices, top to bottom)
+  up.resize(p);
+  int* const up_at = up.data();
   for (std::size_t j = 0; j < len; ++j) {
-    const int b = col_begin[j], e = col_begin[j + 1];
     // Down-going passes (and W) top to bottom, then up-going ones (and w) bottom to top.
-    for (int k = b; k < e; ++k) {
-      const char c = g[dev[k]][j];
-      if (c == 'F' || c == 'B' || c == 'W') place(dev[k], c);
+    int nu = 0;
+    for (int i = 0; i < p; ++i) {
+      const char c = in_at[i][j];
+      const int v = id_of(c);
+      if (v < 0) continue;
+      if ((v & 1) == 0)
+        place(i, v, c);
+      else
+        up_at[nu++] = i;
     }
-    for (int k = e - 1; k >= b; --k) {
-      const char c = g[dev[k]][j];
-      if (!(c == 'F' || c == 'B' || c == 'W')) place(dev[k], c);
+    for (int k = nu - 1; k >= 0; --k) {
+      const int i = up_at[k];
+      const char c = in_at[i][j];
+      place(i, id_of(c), c);
     }
   }
   for (std::string& r : out) r.resize(static_cast<std::size_t>(new_len));
@@ -189,9 +208,10 @@ Grid squeeze(const Grid& g, int m) {
 
 // Re-lays each device's passes before its first b: up to 2(p-1-i) slots of F, then i+1 pairs
 // (F, f), then (B, W, f-or-F) triples, with #f = min(i+1, peak/2) and #F = peak - #f.
-void warmup(Grid& g, int m) {
+// `grid_peak` is peak_mem(g), known to the caller.
+void warmup(Grid& g, int m, int grid_peak) {
   const int p = static_cast<int>(g.size());
-  const int peak = std::min(peak_mem(g), 2 * p);
+  const int peak = std::min(grid_peak, 2 * p);
   std::vector<int> cnt_f(p), cnt_ff(p);
   for (int i = 0; i < p; ++i) {
     cnt_ff[i] = std::min({i + 1, peak / 2, m});
@@ -283,9 +303,10 @@ void release_w(Grid& g, int peak) {
 
 // Re-lays the cool-down: after the last f, (peak+1)/2 b's and min(i+1, peak - #b) B's at fixed
 // slots, the trailing weight passes re-added in the free slots after the last weight pass.
-Grid cooldown(Grid g, int m) {
+// `grid_peak` is peak_mem(g), known to the caller.
+Grid cooldown(Grid g, int m, int grid_peak) {
   const int p = static_cast<int>(g.size());
-  const int peak = peak_mem(g);
+  const int peak = grid_peak;
   require(peak <= 2 * p);
   const int max_bb = std::min((peak + 1) / 2, m);
   const int max_b = std::min(peak - max_bb, m);
@@ -371,77 +392,85 @@ void reorder_greedily(Grid& g, int m) {
   const int peak = peak_mem(g);
   const std::size_t len = grid_len(g);
   // Per device and kind: how many of its passes lie after the slot being filled (a kind with
-  // none left is no candidate), and over all kinds (a device with none left is done).
-  std::vector<std::array<int, 6>> later(p, std::array<int, 6>{});
-  std::vector<int> left(p, 0);
-  for (int i = 0; i < p; ++i)
+  // none left is no candidate: bit v of avail[i] is set while some are), and over all kinds (a
+  // device with none left is done). Flat per-thread arrays, read through raw pointers.
+  thread_local std::vector<int> later, cnt, idx;
+  thread_local std::vector<int> left, mem;
+  thread_local std::vector<unsigned> avail;
+  later.assign(static_cast<std::size_t>(p) * kPeriod, 0);
+  cnt.assign(static_cast<std::size_t>(p) * kPeriod, 0);
+  idx.assign(static_cast<std::size_t>(p) * m * kPeriod, -1);
+  left.assign(p, 0);
+  mem.assign(p, 0);
+  avail.assign(p, 0);
+  int* const later_at = later.data();
+  int* const cnt_at = cnt.data();
+  int* const idx_at = idx.data();
+  for (int i = 0; i < p; ++i) {
     for (std::size_t j = 0; j < len; ++j)
-      if (const int v = id_of(g[i][j]); v >= 0) ++later[i][v], ++left[i];
-  std::vector<int> mem(p, 0);
-  std::vector<std::array<int, 6>> cnt(p, std::array<int, 6>{});
-  Index idx(static_cast<std::size_t>(p) * m);
-  for (auto& a : idx) a.fill(-1);
-  auto update = [&](int i, char c) {
-    if (is_fwd(c)) ++mem[i];
-    if (is_w(c)) --mem[i];
+      if (const int v = id_of(g[i][j]); v >= 0) ++later_at[i * kPeriod + v], ++left[i];
+    for (int v = 0; v < kPeriod; ++v)
+      avail[i] |= static_cast<unsigned>(later_at[i * kPeriod + v] > 0) << v;
+  }
+  // Takes pass kind v (char c) of device i at slot j: its microbatch is the next of its kind.
+  auto take_pass = [&](int i, int v, char c, std::size_t j) {
+    const int n = cnt_at[i * kPeriod + v];
+    require(n < m);
+    cnt_at[i * kPeriod + v] = n + 1;
+    idx_at[(static_cast<std::size_t>(n) * p + i) * kPeriod + v] = static_cast<int>(j);
+    if (--later_at[i * kPeriod + v] == 0) avail[i] &= ~(1u << v);
+    --left[i];
+    mem[i] += kMemDelta[static_cast<unsigned char>(c)];
+  };
+  // The slot of pass kind v of microbatch n on device d (-1: not yet taken).
+  auto slot_of = [&](int n, int d, int v) {
+    return n < m ? idx_at[(static_cast<std::size_t>(n) * p + d) * kPeriod + v] : -1;
   };
   for (std::size_t j = 0; j < len; ++j) {
     for (int i = 0; i < p; ++i) {
       if (left[i] == 0) continue;
-      const char here = g[i][j];
+      char* const row = g[i].data();
+      const char here = row[j];
       if (const int v = id_of(here); v >= 0) {
-        const int n = cnt[i][v];
-        require(n < m);
-        cnt[i][v] = n + 1;
-        idx[n * p + i][v] = static_cast<int>(j);
-        --later[i][v];
-        --left[i];
-        update(i, here);
+        take_pass(i, v, here, j);
         continue;
       }
       require(here == ' ');
-      // The kinds with a later pass (bit v), each a candidate at its first later slot.
-      unsigned avail = 0;
-      for (int v = 0; v < 6; ++v) avail |= static_cast<unsigned>(later[i][v] > 0) << v;
-      const char* row = g[i].data();
+      // The kinds with a later pass, each a candidate at its first later slot.
+      unsigned want = avail[i];
       int mem_delta = 0, peak_delta = 0;
-      for (std::size_t k = j + 1; k < len && avail != 0; ++k) {
+      for (std::size_t k = j + 1; k < len && want != 0; ++k) {
         const char c = row[k];
         const int prev_peak = peak_delta;
         mem_delta += kMemDelta[static_cast<unsigned char>(c)];
         peak_delta = std::max(peak_delta, mem_delta);
         const int v = id_of(c);
-        if (v < 0 || !(avail >> v & 1u)) continue;
-        avail &= ~(1u << v);
+        if (v < 0 || !(want >> v & 1u)) continue;
+        want &= ~(1u << v);
         if (is_fwd(c) && mem[i] + prev_peak >= peak) continue;
-        const int n = cnt[i][v];
-        bool can = true;
+        const int n = cnt_at[i * kPeriod + v];
+        bool can;
         if (is_down(c)) {
           if (i > 0) {
-            const int at_prev = n < m ? idx[n * p + i - 1][v] : -1;
+            const int at_prev = slot_of(n, i - 1, v);
             can = at_prev > -1 && at_prev < static_cast<int>(j);
-          } else if (c == 'B') {
-            can = cnt[i][1] > n;
+          } else {
+            can = c != 'B' || cnt_at[i * kPeriod + 1] > n;
           }
         } else if (is_up(c)) {
           if (i + 1 < p) {
-            const int at_prev = n < m ? idx[n * p + i + 1][v] : -1;
+            const int at_prev = slot_of(n, i + 1, v);
             can = at_prev > -1 && at_prev < static_cast<int>(j);
           } else {
-            can = cnt[i][c == 'f' ? 0 : 2] > n;
+            can = cnt_at[i * kPeriod + (c == 'f' ? 0 : 2)] > n;
           }
         } else {
-          can = cnt[i][c == 'W' ? 2 : 3] > n;
+          can = cnt_at[i * kPeriod + (c == 'W' ? 2 : 3)] > n;
         }
         if (!can) continue;
-        require(n < m);
-        g[i][j] = c;
-        g[i][k] = ' ';
-        --later[i][v];
-        --left[i];
-        cnt[i][v] = n + 1;
-        idx[n * p + i][v] = static_cast<int>(j);
-        update(i, c);
+        row[j] = c;
+        row[k] = ' ';
+        take_pass(i, v, c, j);
         break;
       }
     }
@@ -521,7 +550,7 @@ std::optional<Grid> first_squeeze(int p, int m, const VGridPattern& pattern, int
 std::optional<Schedule> finish(Grid g, int p, int m, int max_mem, int num_layers) {
   const int rm = std::max(m, 2 * p);
   int init_peak = peak_mem(g);
-  warmup(g, rm);
+  warmup(g, rm, init_peak);
   g = squeeze(g, rm);
   int peak = peak_mem(g);
   if (peak > init_peak) return std::nullopt;
@@ -532,7 +561,7 @@ std::optional<Schedule> finish(Grid g, int p, int m, int max_mem, int num_layers
     init_peak = peak = peak_mem(g);
     if (peak > max_mem) return std::nullopt;
   }
-  g = cooldown(std::move(g), m);
+  g = cooldown(std::move(g), m, peak);
   reorder_greedily(g, m);
   relabel_w(g, m);
   if (peak_mem(g) > init_peak || !correct(g, m)) return std::nullopt;
