@@ -69,6 +69,12 @@ IterationBuilder::P2pCalls IterationBuilder::p2p_calls() const {
     if (!u.fwd || dep_.action[u.main].stage != dep_.action[units[0][0].main].stage) break;
     ++g;
   }
+  // Megatron's calls are modelled for its default group of p microbatches: there each pass's
+  // input arrives in the call just before it. With larger groups (its
+  // microbatch_group_size_per_vp_stage) a receive is queued per chunk and consumed steps later
+  // (recv_tensor_from_previous_stage), which pairing each receive with the next pass would
+  // deadlock: such plans take the transfers when their data is ready, as other schedules do.
+  if (interleaved && g != P) return calls;
   const int total = m * v;
   std::vector<int> warmup(P);
   for (int d = 0; d < P; ++d) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/trace.h"
+#include "planner/schedules/generator.h"
 #include "sim/iteration.h"
 #include "sim_test_util.h"
 
@@ -242,6 +243,60 @@ TEST(P2pCalls, EveryGeneratedOrderRunsToItsEndAndRepresentativeRanksHold) {
               << p << " " << m << " " << extra;
         }
       }
+    }
+}
+
+// Megatron's microbatch_group_size_per_vp_stage above p (GeneratorParams::group_size): its
+// receives are queued per chunk and consumed steps later, which the modelled calls (each receive
+// paired with the next pass) do not describe and deadlocked on (`simulate --plan` of such a plan
+// on a profile stopped on an internal error). Such orders take each transfer when its data is
+// ready: p = 4, v = 2, m = 16 with groups of 8 and 16 run to their end, blocking and overlapped,
+// and every receive ends before its pass starts and starts after the pass that made its data.
+TEST(P2pCalls, LargerInterleavedGroupsTakeTheirTransfersWhenTheDataIsReady) {
+  const std::string inter = "  num_layers_per_virtual_pipeline_stage: 1\n";
+  for (const std::string& extra : {inter, inter + "  overlap_p2p_comm: true"})
+    for (int g : {8, 16}) {
+      const hw::Scenario s = small_scenario(1, 4, 1, 16, extra);
+      IterationInput in = testing::input_for(s);
+      GeneratorParams gp;
+      gp.p = 4;
+      gp.m = 16;
+      gp.v = 2;
+      gp.group_size = g;
+      gp.num_layers = s.model.num_layers;
+      in.schedule = generate_schedule(default_registry(), "interleaved", gp);
+      IterationOptions o;
+      o.trace = true;
+      const IterationResult res = simulate_iteration(in, o);
+      EXPECT_GT(res.iteration, 0) << g << " " << extra;
+      SimRun r;
+      r.res = res;
+      r.schedule = in.schedule;
+      for (const TraceSlice& sl : res.trace.slices) {
+        std::string kind = sl.name;
+        while (!kind.empty() && std::isdigit(static_cast<unsigned char>(kind.back())))
+          kind.pop_back();
+        const auto key = std::make_tuple(static_cast<int>(sl.pid), kind, sl.stage, sl.microbatch);
+        if (sl.category == "compute")
+          SimRun::widen(r.passes[key], sl);
+        else if (kind == "RECV_F" || kind == "RECV_B")
+          SimRun::widen(r.recvs[key], sl);
+      }
+      const Placement& pl = in.schedule.placement;
+      int checked = 0;
+      for (int d = 0; d < 4; ++d)
+        for (const Action& a : units(in.schedule, d)) {
+          const Span* rv = recv_of(r, d, a);
+          if (!rv) continue;
+          EXPECT_LE(rv->end, r.pass(d, a).start) << g << " " << SimRun::describe(a);
+          const int from =
+              a.kind == ActionKind::kF ? pl.prev_stage(a.stage) : pl.next_stage(a.stage);
+          const Action src{a.kind, static_cast<std::int16_t>(from), a.microbatch};
+          EXPECT_GE(rv->start, r.pass(pl.stages[from].device, src).end)
+              << g << " " << SimRun::describe(a);
+          ++checked;
+        }
+      EXPECT_GT(checked, 0);
     }
 }
 
