@@ -47,9 +47,8 @@ struct SimRun {
   }
 };
 
-SimRun run(const hw::Scenario& s) {
+SimRun run(const IterationInput& in) {
   SimRun r;
-  const IterationInput in = testing::input_for(s);
   IterationOptions o;
   o.trace = true;
   r.res = simulate_iteration(in, o);
@@ -67,6 +66,8 @@ SimRun run(const hw::Scenario& s) {
   }
   return r;
 }
+
+SimRun run(const hw::Scenario& s) { return run(testing::input_for(s)); }
 
 // A device's compute units in order: each forward, and each backward (BW) with its recompute.
 std::vector<Action> units(const Schedule& s, int d) {
@@ -265,23 +266,8 @@ TEST(P2pCalls, LargerInterleavedGroupsTakeTheirTransfersWhenTheDataIsReady) {
       gp.group_size = g;
       gp.num_layers = s.model.num_layers;
       in.schedule = generate_schedule(default_registry(), "interleaved", gp);
-      IterationOptions o;
-      o.trace = true;
-      const IterationResult res = simulate_iteration(in, o);
-      EXPECT_GT(res.iteration, 0) << g << " " << extra;
-      SimRun r;
-      r.res = res;
-      r.schedule = in.schedule;
-      for (const TraceSlice& sl : res.trace.slices) {
-        std::string kind = sl.name;
-        while (!kind.empty() && std::isdigit(static_cast<unsigned char>(kind.back())))
-          kind.pop_back();
-        const auto key = std::make_tuple(static_cast<int>(sl.pid), kind, sl.stage, sl.microbatch);
-        if (sl.category == "compute")
-          SimRun::widen(r.passes[key], sl);
-        else if (kind == "RECV_F" || kind == "RECV_B")
-          SimRun::widen(r.recvs[key], sl);
-      }
+      const SimRun r = run(in);
+      EXPECT_GT(r.res.iteration, 0) << g << " " << extra;
       const Placement& pl = in.schedule.placement;
       int checked = 0;
       for (int d = 0; d < 4; ++d)
