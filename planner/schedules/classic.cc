@@ -195,4 +195,31 @@ void register_classic_generators(GeneratorRegistry& r) {
          GeneratorCaps{.chunks = 2, .takes_v = true, .holds_all_microbatches = true}});
 }
 
+int interleaved_group_of(const Schedule& s) {
+  const int p = s.placement.num_devices;
+  const int m = s.num_microbatches;
+  if (p < 2 || m < p || s.placement.num_pipelines() != 1 || static_cast<int>(s.actions.size()) != p)
+    return 0;
+  const int stages = s.placement.stages_per_pipeline();
+  if (stages % p != 0 || stages / p < 2) return 0;
+  // Megatron's stages lie in a loop: stage k on device k mod p.
+  for (int k = 0; k < stages; ++k)
+    if (s.placement.stages[k].device != k % p || s.placement.stages[k].index != k) return 0;
+  // The compute passes in device order (a plan's lowered transfers left out).
+  std::vector<std::vector<Action>> passes(p);
+  for (int d = 0; d < p; ++d)
+    for (const Action& a : s.actions[d])
+      if (is_compute(a.kind)) passes[d].push_back(a);
+  GeneratorParams gp;
+  gp.p = p;
+  gp.m = m;
+  gp.v = stages / p;
+  for (int g = p; g <= m; ++g) {
+    if (m % g != 0 && m % g < p) continue;  // Megatron refuses such a group
+    gp.group_size = g;
+    if (interleaved(gp).actions == passes) return g;
+  }
+  return 0;
+}
+
 }  // namespace pw

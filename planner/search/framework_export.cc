@@ -12,6 +12,7 @@
 #include "hwmodels/memory.h"
 #include "hwmodels/model_presets.h"
 #include "hwmodels/transformer.h"
+#include "planner/schedules/generator.h"
 #include "planner/search/frameworks.h"
 #include "planner/search/frameworks_internal.h"
 
@@ -31,7 +32,8 @@ std::string moe_layer_freq_arg(const ModelShape& m) {
   return out + "]";
 }
 
-std::string megatron_args(const Plan& plan, const std::vector<int>& layers) {
+// `group`: the interleaved order's microbatch group size (interleaved_group_of; 0 otherwise).
+std::string megatron_args(const Plan& plan, const std::vector<int>& layers, int group) {
   const ModelShape& m = plan.model;
   const ParallelConfig& pc = plan.config;
   std::string out;
@@ -112,6 +114,9 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers) {
       arg("--pipeline-model-parallel-layout", pipeline_layout_string(layers, m.mtp_num_layers));
     }
   }
+  // Megatron's default group is p microbatches per chunk; another is the plan's own order.
+  if (group > 0 && group != pc.pipeline_parallel)
+    num("--microbatch-group-size-per-virtual-pipeline-stage", group);
   out += "# batch\n";
   num("--micro-batch-size", pc.micro_batch_size);
   num("--global-batch-size", pc.global_batch_size);
@@ -195,10 +200,7 @@ std::string torchtitan_toml(const Plan& plan, const std::vector<int>& layers,
   }
   out += fmt::format("pipeline_parallel_degree = {}\n", pc.pipeline_parallel);
   if (pc.pipeline_parallel > 1) {
-    const bool v = plan.schedule.placement.kind == PlacementKind::kV;
-    const ScheduleSupport support =
-        framework_schedule_support(Framework::kTorchtitan, pc.schedule, 1, v);
-    if (support == ScheduleSupport::kNative) {
+    if (csv_path.empty()) {  // export_plan chose the class (a CSV when none runs the order)
       out += fmt::format("pipeline_parallel_schedule = \"{}\"\n",
                          native_name(Framework::kTorchtitan, pc.schedule));
     } else {
@@ -236,7 +238,7 @@ std::string py_bool(bool b) { return b ? "True" : "False"; }
 
 // NeMo 2: `nemo llm pretrain --factory RECIPE` and its overrides (MegatronStrategy, the data
 // module, Megatron-core's OptimizerConfig and TransformerConfig, the mixed-precision plugin).
-std::string nemo_overrides(const Plan& plan, const std::vector<int>& layers) {
+std::string nemo_overrides(const Plan& plan, const std::vector<int>& layers, int group) {
   const ModelShape& m = plan.model;
   const ParallelConfig& pc = plan.config;
   const Flavor* r = nemo_recipe(m);
@@ -255,6 +257,8 @@ std::string nemo_overrides(const Plan& plan, const std::vector<int>& layers) {
   kv(s + "virtual_pipeline_model_parallel_size", pc.virtual_stages > 1 && pc.pipeline_parallel > 1
                                                      ? std::to_string(pc.virtual_stages)
                                                      : "None");
+  if (group > 0 && group != pc.pipeline_parallel)
+    num(s + "microbatch_group_size_per_vp_stage", group);
   num(s + "context_parallel_size", pc.context_parallel);
   if (pc.context_parallel > 1) kv("model.config.cp_comm_type", pc.cp_comm_type);
   kv(s + "sequence_parallel", py_bool(pc.sequence_parallel && pc.tensor_parallel > 1));
@@ -366,22 +370,43 @@ FrameworkExport export_plan(const Plan& plan, Framework fw, const std::string& s
         why.substr(colon + 2) +
             fmt::format(" (re-plan with `pipewright plan --framework {}`)", framework_name(fw)));
   }
+  // An interleaved plan runs as Megatron-core orders it only for the microbatch group size
+  // (microbatch_group_size_per_vp_stage) its order has: that size is written out, and an order
+  // that is Megatron's for none is refused (torchtitan runs it from a CSV instead).
+  const ParallelConfig& pc = plan.config;
+  const bool interleaved =
+      pc.schedule == "interleaved" && pc.pipeline_parallel > 1 && pc.virtual_stages > 1;
+  const int group = interleaved ? interleaved_group_of(plan.schedule) : 0;
+  if (interleaved && group == 0 && (fw == Framework::kMegatron || fw == Framework::kNemo))
+    throw ConfigError(
+        source, "schedule",
+        fmt::format("the plan's order is not {}'s interleaved 1F1B for any microbatch group size "
+                    "g (p = {} <= g <= m = {}, m mod g zero or at least p); nearest: "
+                    "'interleaved' as `pipewright plan --framework {}` orders it",
+                    framework_title(fw), pc.pipeline_parallel, plan.schedule.num_microbatches,
+                    framework_name(fw)));
   FrameworkExport out;
   if (fw == Framework::kMegatron) {
-    out.text = megatron_args(plan, layers);
+    out.text = megatron_args(plan, layers, group);
     return out;
   }
   if (fw == Framework::kNemo) {
-    out.text = nemo_overrides(plan, layers);
+    out.text = nemo_overrides(plan, layers, group);
     return out;
   }
   if (fw == Framework::kDeepspeed) {
     out.text = deepspeed_json(plan, &out.notes);
     return out;
   }
-  const bool csv = plan.config.pipeline_parallel > 1 &&
-                   framework_schedule_support(fw, plan.config.schedule, q.pipelines, q.v_shape) ==
-                       ScheduleSupport::kCsv;
+  // PyTorch's Interleaved1F1B runs rounds of p microbatches when p divides m (torch.distributed
+  // .pipelining ScheduleInterleaved1F1B: m / max(1, m / p) per round): Megatron's default group.
+  // Another group, or an order no group gives, runs from a CSV.
+  const int m = plan.schedule.num_microbatches;
+  const bool pytorch_order = group == pc.pipeline_parallel && m % pc.pipeline_parallel == 0;
+  const bool csv = pc.pipeline_parallel > 1 &&
+                   (framework_schedule_support(fw, pc.schedule, q.pipelines, q.v_shape) ==
+                        ScheduleSupport::kCsv ||
+                    (interleaved && !pytorch_order));
   if (csv) {
     if (csv_path.empty())
       throw ConfigError("", "--out",

@@ -23,7 +23,7 @@ namespace {
 
 // A plan of `schedule` at (t, cp, p, d) with `layers` per stage (global stage order).
 Plan make_plan(const std::string& preset, const std::string& schedule, int t, int cp, int p, int d,
-               int v, const std::vector<int>& layers, int m = 8) {
+               int v, const std::vector<int>& layers, int m = 8, int group = 0) {
   Plan plan;
   plan.model = hw::find_model_preset(preset)->shape;
   plan.flash_attention = true;
@@ -42,6 +42,7 @@ Plan make_plan(const std::string& preset, const std::string& schedule, int t, in
   gp.p = p;
   gp.m = m;
   gp.v = v > 1 ? v : 0;
+  gp.group_size = group;
   gp.num_layers = plan.model.num_layers;
   Schedule s = generate_schedule(default_registry(), schedule, gp);
   EXPECT_EQ(s.placement.stages.size(), layers.size());
@@ -526,6 +527,68 @@ TEST(Frameworks, TorchtitanCustomOrdersTravelAsCsvTheImporterReadsBack) {
   EXPECT_EQ(back.num_microbatches, plan.schedule.num_microbatches);
   for (int s = 0; s < 4; ++s)
     EXPECT_EQ(back.placement.stages[s].device, plan.schedule.placement.stages[s].device);
+}
+
+// Megatron's interleaved schedule runs microbatches in groups of g per chunk
+// (`microbatch_group_size_per_vp_stage`, p <= g <= m, m mod g zero or at least p; default p). A
+// plan's order names its g: exported as Megatron's flag and NeMo's strategy key when it is not p,
+// run from a CSV by torchtitan (PyTorch's Interleaved1F1B runs rounds of p when p divides m), and
+// refused by Megatron and NeMo when no g gives the order.
+TEST(Frameworks, InterleavedMicrobatchGroupSizeTravelsWithThePlan) {
+  // Every group Megatron accepts at p = 4, m = 12 (4, 6, 7, 8, 12: 5, 9, 10 and 11 leave a last
+  // group of 2, 3, 2 and 1 < p) is read back from its own order.
+  for (int g = 4; g <= 12; ++g) {
+    GeneratorParams gp;
+    gp.p = 4;
+    gp.m = 12;
+    gp.v = 2;
+    gp.group_size = g;
+    const bool accepted = 12 % g == 0 || 12 % g >= 4;
+    if (!accepted) {
+      EXPECT_THROW(generate_schedule(default_registry(), "interleaved", gp), ConfigError) << g;
+      continue;
+    }
+    const Schedule s = generate_schedule(default_registry(), "interleaved", gp);
+    EXPECT_EQ(interleaved_group_of(s), g);
+    EXPECT_EQ(interleaved_group_of(complete_for_execution(s, 1)), g) << "lowered transfers";
+  }
+  const Plan g6 =
+      make_plan("llama3-8b", "interleaved", 1, 1, 4, 2, 2, std::vector<int>(8, 4), 12, 6);
+  const Plan g4 = make_plan("llama3-8b", "interleaved", 1, 1, 4, 2, 2, std::vector<int>(8, 4), 12);
+  auto megatron = [](const Plan& p) {
+    return parse_args(export_plan(p, Framework::kMegatron, "p", "").text);
+  };
+  EXPECT_EQ(megatron(g6).at("--microbatch-group-size-per-virtual-pipeline-stage"), "6");
+  EXPECT_EQ(megatron(g4).count("--microbatch-group-size-per-virtual-pipeline-stage"), 0u);
+  const std::string nemo6 = export_plan(g6, Framework::kNemo, "p", "").text;
+  EXPECT_NE(nemo6.find("\ntrainer.strategy.microbatch_group_size_per_vp_stage=6\n"),
+            std::string::npos)
+      << nemo6;
+  EXPECT_EQ(export_plan(g4, Framework::kNemo, "p", "").text.find("microbatch_group_size"),
+            std::string::npos);
+  // torchtitan: g = p with p | m is PyTorch's own class; g = 6 travels as a CSV of the order.
+  const FrameworkExport t4 = export_plan(g4, Framework::kTorchtitan, "p", "sched.csv");
+  EXPECT_TRUE(t4.csv_path.empty());
+  EXPECT_EQ(parse_toml(t4.text).at("parallelism.pipeline_parallel_schedule"),
+            "\"Interleaved1F1B\"");
+  const FrameworkExport t6 = export_plan(g6, Framework::kTorchtitan, "p", "sched.csv");
+  EXPECT_EQ(t6.csv_path, "sched.csv");
+  EXPECT_EQ(parse_toml(t6.text).at("parallelism.pipeline_parallel_schedule_csv"), "\"sched.csv\"");
+  CsvImportOptions io;
+  io.stage_map = "loop";
+  EXPECT_EQ(schedule_from_pytorch_csv(t6.csv_text, "sched.csv", io).actions,
+            compute_only(g6.schedule).actions);
+  // The looped breadth-first order under the name "interleaved": no group gives it (every rank
+  // runs all its forwards first, where Megatron's rank 0 runs 2(p-1) + (v-1)g of them).
+  Plan bf = make_plan("llama3-8b", "breadth-first", 1, 1, 4, 2, 2, std::vector<int>(8, 4));
+  bf.config.schedule = "interleaved";
+  EXPECT_EQ(interleaved_group_of(bf.schedule), 0);
+  for (Framework fw : {Framework::kMegatron, Framework::kNemo}) {
+    const std::string why = refusal_key(bf, fw);
+    EXPECT_EQ(why.rfind("schedule | the plan's order is not ", 0), 0u) << why;
+    EXPECT_NE(why.find("for any microbatch group size"), std::string::npos) << why;
+  }
+  EXPECT_FALSE(export_plan(bf, Framework::kTorchtitan, "p", "sched.csv").csv_path.empty());
 }
 
 TEST(Frameworks, TorchtitanRunsVPlacementsOnlyAsItsOwnVSchedules) {
