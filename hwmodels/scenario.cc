@@ -193,6 +193,8 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
   c.schedule = p.text_or("schedule", c.virtual_stages > 1 ? "interleaved" : "1f1b");
   s->first_stage_layers = static_cast<int>(p.integer_or("decoder_first_pipeline_num_layers", 0, 1));
   s->last_stage_layers = static_cast<int>(p.integer_or("decoder_last_pipeline_num_layers", 0, 1));
+  s->microbatch_group_size =
+      static_cast<int>(p.integer_or("microbatch_group_size_per_vp_stage", 0, 1));
   s->pipeline_layout = p.text_or("pipeline_model_parallel_layout", "");
   if (p.has("pipeline_model_parallel_layout") && s->pipeline_layout.empty())
     p.fail("pipeline_model_parallel_layout",
@@ -544,7 +546,8 @@ std::vector<std::string> scenario_keys(const std::string& section) {
             "expert_model_parallel_size",
             "expert_tensor_parallel_size",
             "fp8",
-            "zero3_gather"};
+            "zero3_gather",
+            "microbatch_group_size_per_vp_stage"};
     for (const std::string& k : shared_parallel_keys()) keys.push_back(k);
   }
   return keys;
@@ -621,6 +624,27 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     throw ConfigError(s.file, "parallel.overlap_p2p_comm",
                       "true without the interleaved schedule over p > 1; expected false (Megatron "
                       "overlaps only the interleaved schedule's sends and receives)");
+  // Megatron's checks (schedules.py, forward_backward_pipelining_with_interleaving), read only by
+  // that schedule: refused elsewhere rather than ignored.
+  if (const int g = s.microbatch_group_size; g > 0) {
+    const std::string key = "parallel.microbatch_group_size_per_vp_stage";
+    const int p = s.parallel.pipeline_parallel;
+    const long long m = s.num_microbatches();
+    if (!s.parallel.p2p_overlappable())
+      throw ConfigError(s.file, key,
+                        fmt::format("{} without the interleaved schedule over p > 1; expected it "
+                                    "only there (Megatron's interleaved schedule reads it)",
+                                    g));
+    if (g < p || g > m)
+      throw ConfigError(
+          s.file, key,
+          fmt::format("{}; expected p = {} <= g <= {} microbatches per pipeline", g, p, m));
+    if (m % g != 0 && m % g < p)
+      throw ConfigError(s.file, key,
+                        fmt::format("{} leaves a last group of {} < p = {} of the {} "
+                                    "microbatches; expected m mod g to be 0 or at least p",
+                                    g, m % g, p, m));
+  }
   // Tokens per second per GPU is the step time of global_batch x seq_length tokens.
   if (s.published && s.published->tokens_per_s_per_gpu > 0)
     s.published->iteration_time_s = double(s.parallel.global_batch_size) * s.model.seq_length /

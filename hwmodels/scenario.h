@@ -58,6 +58,10 @@ struct Scenario {
   /// when they are not all equal (empty otherwise: an even split, v chunks per device).
   std::string pipeline_layout;
   std::vector<int> layout_layers;
+  /// Megatron's parallel.microbatch_group_size_per_vp_stage: microbatches the interleaved
+  /// schedule runs through each chunk before the next (p <= g <= m, m mod g zero or at least
+  /// p); 0 = not given (Megatron's default, p).
+  int microbatch_group_size = 0;
   std::optional<PublishedFigures> published;
   /// `group`: the comparison this scenario belongs to (e.g. "weak scaling"); `validate` reports
   /// each group's rows, mean and worst error together. Empty = not given.

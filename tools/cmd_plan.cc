@@ -481,7 +481,16 @@ int run_plan(const PlanOptions& o) {
         }
       }
       if (!searched_split) pc.end_trim = kOwnSplit;
-      if (pub.zero_stage == 3 && pub.zero3_gather == "tensor") {
+      if (sc.microbatch_group_size > 0 && sc.microbatch_group_size != pub.pipeline_parallel) {
+        Evaluated e;
+        e.config = pc;
+        e.why_not = fmt::format(
+            "its interleaved microbatch groups of {} (microbatch_group_size_per_vp_stage) are "
+            "not searched (the planner runs Megatron's default, p = {}); `pipewright simulate "
+            "{}` simulates it",
+            sc.microbatch_group_size, pub.pipeline_parallel, sc.file);
+        in.published = e;
+      } else if (pub.zero_stage == 3 && pub.zero3_gather == "tensor") {
         Evaluated e;
         e.config = pc;
         e.why_not = fmt::format(

@@ -510,6 +510,11 @@ void register_simulate(CLI::App& app, int* status) {
       if (sub->get_option(flag)->count() > 0) throw ConfigError("", flag, why);
     };
     if (whole) {
+      // A scenario's interleaved groups are its own key (a plan's are in its order).
+      refuse("--group-size",
+             "applies to a fixed-cost schedule (--schedule or --import-csv); a scenario's "
+             "interleaved groups are parallel.microbatch_group_size_per_vp_stage, a plan's are "
+             "in its order");
       for (const char* flag : kFixedCostOnly)
         refuse(flag,
                "applies to a fixed-cost schedule (--schedule or --import-csv); a scenario or "

@@ -351,6 +351,42 @@ std::string deepspeed_json(const Plan& plan, std::vector<std::string>* notes) {
 
 }  // namespace
 
+namespace {
+
+// True when `s` holds the compute order the generator named `name` gives for its devices,
+// microbatches and chunks, or when that order depends on pass costs the plan does not keep (a
+// cost-reading generator's: taken as named).
+bool generator_order_matches(const Schedule& s, const std::string& name) {
+  const GeneratorRegistry reg = default_registry();
+  const GeneratorInfo* info = reg.find(name);
+  if (info == nullptr) return false;
+  if (info->caps.reads_costs) return true;
+  const int p = s.placement.num_devices;
+  if (p < 1 || static_cast<int>(s.actions.size()) != p) return false;
+  GeneratorParams gp;
+  gp.p = p;
+  gp.m = s.num_microbatches;
+  if (info->caps.takes_v) gp.v = s.placement.stages_per_pipeline() / p;
+  Schedule own;
+  try {
+    own = generate_unvalidated(reg, name, gp);
+  } catch (const ConfigError&) {
+    return false;
+  }
+  if (own.placement.num_stages() != s.placement.num_stages()) return false;
+  for (int k = 0; k < own.placement.num_stages(); ++k)
+    if (own.placement.stages[k].device != s.placement.stages[k].device) return false;
+  for (int d = 0; d < p; ++d) {
+    std::vector<Action> passes;
+    for (const Action& a : s.actions[d])
+      if (is_compute(a.kind)) passes.push_back(a);
+    if (passes != own.actions[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 FrameworkExport export_plan(const Plan& plan, Framework fw, const std::string& source,
                             const std::string& csv_path) {
   if (fw == Framework::kAny)
@@ -385,6 +421,25 @@ FrameworkExport export_plan(const Plan& plan, Framework fw, const std::string& s
                     "'interleaved' as `pipewright plan --framework {}` orders it",
                     framework_title(fw), pc.pipeline_parallel, plan.schedule.num_microbatches,
                     framework_name(fw)));
+  // Any other schedule a framework runs by name runs its own order: the plan's must be the one
+  // its generator gives (an edited plan, or an imported order under that name, is not), or a
+  // framework without a CSV runtime refuses it and torchtitan runs it from a CSV.
+  const bool named_order = pc.pipeline_parallel <= 1 || interleaved ||
+                           framework_schedule_support(fw, pc.schedule, q.pipelines, q.v_shape) !=
+                               ScheduleSupport::kNative ||
+                           generator_order_matches(plan.schedule, pc.schedule);
+  if (!named_order && fw != Framework::kTorchtitan)
+    throw ConfigError(
+        source, "schedule",
+        fmt::format("the plan's order is not {}'s '{}' (the order `pipewright plan "
+                    "--framework {}` gives that name); nearest: '{}' as generated",
+                    framework_title(fw), pc.schedule, framework_name(fw), pc.schedule));
+  if (!named_order && q.v_shape)
+    throw ConfigError(source, "schedule",
+                      fmt::format("the plan's order is not torchtitan's '{}', and a V placement "
+                                  "runs only as torchtitan's own class; nearest: '{}' as "
+                                  "generated",
+                                  pc.schedule, pc.schedule));
   FrameworkExport out;
   if (fw == Framework::kMegatron) {
     out.text = megatron_args(plan, layers, group);
@@ -406,7 +461,7 @@ FrameworkExport export_plan(const Plan& plan, Framework fw, const std::string& s
   const bool csv = pc.pipeline_parallel > 1 &&
                    (framework_schedule_support(fw, pc.schedule, q.pipelines, q.v_shape) ==
                         ScheduleSupport::kCsv ||
-                    (interleaved && !pytorch_order));
+                    (interleaved && !pytorch_order) || !named_order);
   if (csv) {
     if (csv_path.empty())
       throw ConfigError("", "--out",

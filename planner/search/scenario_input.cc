@@ -87,6 +87,7 @@ IterationInput scenario_iteration_input(const hw::Scenario& s) {
   gp.p = s.parallel.pipeline_parallel;
   gp.m = static_cast<int>(s.num_microbatches());
   gp.v = s.parallel.virtual_stages > 1 ? s.parallel.virtual_stages : 0;
+  gp.group_size = s.microbatch_group_size;
   gp.num_layers = s.model.num_layers;
   const std::vector<int> layers = s.stage_layers();
   const GeneratorCaps& caps = reg.find(s.parallel.schedule)->caps;

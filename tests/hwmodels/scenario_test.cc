@@ -351,6 +351,32 @@ TEST(Scenario, OverlapP2pCommOnlyWithTheInterleavedSchedule) {
                           "  schedule: breadth-first\n  overlap_p2p_comm: true\n"));
 }
 
+// Megatron's microbatch_group_size_per_vp_stage, as its interleaved schedule checks it
+// (schedules.py): kBase runs p = 8, v = 3 and m = 1536 / (1 x 16) = 96 microbatches per
+// pipeline, so 8 <= g <= 96 and 96 mod g must be 0 or at least 8 (12: 0; 88: 8; 10: 6 refused).
+TEST(Scenario, InterleavedMicrobatchGroupSizeIsMegatronsOwn) {
+  const std::string at = "  schedule: interleaved\n";
+  auto with = [&](const std::string& g) {
+    return replace(kBase, at, at + "  microbatch_group_size_per_vp_stage: " + g + "\n");
+  };
+  EXPECT_EQ(parse_scenario(with("12"), "s.yaml", "").microbatch_group_size, 12);
+  EXPECT_EQ(parse_scenario(with("88"), "s.yaml", "").microbatch_group_size, 88);
+  EXPECT_EQ(parse_scenario(kBase, "s.yaml", "").microbatch_group_size, 0);
+  const std::string key = "s.yaml: parallel.microbatch_group_size_per_vp_stage: ";
+  EXPECT_EQ(error_of(with("7")), key + "7; expected p = 8 <= g <= 96 microbatches per pipeline");
+  EXPECT_EQ(error_of(with("97")), key + "97; expected p = 8 <= g <= 96 microbatches per pipeline");
+  EXPECT_EQ(error_of(with("10")),
+            key +
+                "10 leaves a last group of 6 < p = 8 of the 96 microbatches; expected m mod g "
+                "to be 0 or at least p");
+  EXPECT_EQ(error_of(with("0")).rfind(key + "0 is out of range", 0), 0u) << error_of(with("0"));
+  // Read only by the interleaved schedule: refused with another one rather than ignored.
+  EXPECT_EQ(error_of(replace(with("12"), at, "  schedule: breadth-first\n")),
+            key +
+                "12 without the interleaved schedule over p > 1; expected it only there "
+                "(Megatron's interleaved schedule reads it)");
+}
+
 TEST(Estimate, ReportsMemoryFlopsAndCollectives) {
   Scenario s = parse_scenario(kBase, "s.yaml", "");
   // Memory comes from the simulator (the caller passes its figures through unchanged).

@@ -16,6 +16,8 @@
 #include "core/pytorch_csv.h"
 #include "hwmodels/model_presets.h"
 #include "hwmodels/profile.h"
+#include "hwmodels/scenario.h"
+#include "planner/search/scenario_input.h"
 #include "planner/search/search.h"
 
 namespace pw {
@@ -589,6 +591,63 @@ TEST(Frameworks, InterleavedMicrobatchGroupSizeTravelsWithThePlan) {
     EXPECT_NE(why.find("for any microbatch group size"), std::string::npos) << why;
   }
   EXPECT_FALSE(export_plan(bf, Framework::kTorchtitan, "p", "sched.csv").csv_path.empty());
+}
+
+// A schedule a framework runs by name runs the framework's own order: a plan whose order under
+// that name is another (edited, or imported and named so) is refused by the frameworks without a
+// CSV runtime, and torchtitan runs it from a CSV of the exact order.
+TEST(Frameworks, AnOrderThatIsNotTheNamedOnesIsNotExportedUnderTheName) {
+  Plan plan = make_plan("llama3-8b", "1f1b", 1, 1, 4, 2, 1, std::vector<int>(4, 8));
+  for (Framework fw : {Framework::kMegatron, Framework::kNemo, Framework::kDeepspeed})
+    EXPECT_EQ(refusal_key(plan, fw), "") << "the generator's own 1F1B exports";
+  EXPECT_TRUE(export_plan(plan, Framework::kTorchtitan, "p", "sched.csv").csv_path.empty());
+  // The last rank's second forward moved ahead of its first backward: F0 F1 B0 B1 ... (a valid
+  // order, GPipe-like there), still named 1f1b.
+  std::vector<Action>& last = plan.schedule.actions[3];
+  std::vector<std::size_t> at;
+  for (std::size_t i = 0; i < last.size(); ++i)
+    if (is_compute(last[i].kind)) at.push_back(i);
+  ASSERT_GE(at.size(), 3u);
+  ASSERT_EQ(last[at[1]].kind, ActionKind::kBW);
+  ASSERT_EQ(last[at[2]].kind, ActionKind::kF);
+  std::swap(last[at[1]], last[at[2]]);
+  for (Framework fw : {Framework::kMegatron, Framework::kNemo, Framework::kDeepspeed}) {
+    const std::string why = refusal_key(plan, fw);
+    EXPECT_EQ(why.rfind("schedule | the plan's order is not ", 0), 0u) << why;
+    EXPECT_NE(why.find("'1f1b'"), std::string::npos) << why;
+  }
+  const FrameworkExport t = export_plan(plan, Framework::kTorchtitan, "p", "sched.csv");
+  EXPECT_EQ(t.csv_path, "sched.csv");
+  CsvImportOptions io;
+  io.stage_map = "loop";
+  EXPECT_EQ(schedule_from_pytorch_csv(t.csv_text, "sched.csv", io).actions,
+            compute_only(plan.schedule).actions);
+}
+
+// A scenario's microbatch_group_size_per_vp_stage is the order every tier simulates: the
+// scenario's schedule is the interleaved generator's with that group, and it reads back as it.
+TEST(Frameworks, AScenariosInterleavedGroupSizeIsTheOrderItSimulates) {
+  const std::string text = R"(model: {preset: llama3-8b, seq_length: 2048}
+cluster: {profile: dgx-h100, nodes: 1}
+parallel:
+  tensor_model_parallel_size: 2
+  pipeline_model_parallel_size: 4
+  num_layers_per_virtual_pipeline_stage: 4
+  micro_batch_size: 1
+  global_batch_size: 12
+  microbatch_group_size_per_vp_stage: 6
+)";
+  const hw::Scenario s = hw::parse_scenario(text, "g.yaml", "");
+  ASSERT_EQ(s.num_microbatches(), 12);
+  const IterationInput in = scenario_iteration_input(s);
+  EXPECT_EQ(interleaved_group_of(in.schedule), 6);
+  GeneratorParams gp;
+  gp.p = 4;
+  gp.m = 12;
+  gp.v = 2;
+  gp.group_size = 6;
+  EXPECT_EQ(compute_only(in.schedule).actions,
+            generate_schedule(default_registry(), "interleaved", gp).actions);
 }
 
 TEST(Frameworks, TorchtitanRunsVPlacementsOnlyAsItsOwnVSchedules) {
