@@ -158,6 +158,14 @@ void append_end_of_iteration(Schedule* schedule, int data_parallel) {
   }
 }
 
+std::vector<std::vector<Action>> compute_passes(const Schedule& schedule) {
+  std::vector<std::vector<Action>> out(schedule.actions.size());
+  for (std::size_t d = 0; d < schedule.actions.size(); ++d)
+    for (const Action& a : schedule.actions[d])
+      if (is_compute(a.kind)) out[d].push_back(a);
+  return out;
+}
+
 Schedule complete_for_execution(const Schedule& schedule, int data_parallel,
                                 std::vector<std::vector<int>>* origin) {
   Schedule out = lower_communication(schedule);

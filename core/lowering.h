@@ -18,6 +18,10 @@ bool has_explicit_communication(const Schedule& schedule);
 /// communication is returned unchanged. Deterministic.
 Schedule lower_communication(const Schedule& schedule);
 
+/// Each device's compute passes (F, B, W, BW, R, OVERLAP_F_B) in its order: the schedule with
+/// its transfers and per-iteration actions left out, as a generator writes it before lowering.
+std::vector<std::vector<Action>> compute_passes(const Schedule& schedule);
+
 /// Appends to each device's list the end-of-iteration work a compute-only plan leaves implied, so
 /// that it is predicted, executed and measured like any other action: with `data_parallel` > 1
 /// one REDUCE_GRAD per stage the device holds, in the order the device's stages run their last

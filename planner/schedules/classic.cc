@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/lowering.h"
 #include "planner/schedules/generator.h"
 
 namespace pw {
@@ -205,11 +206,7 @@ int interleaved_group_of(const Schedule& s) {
   // Megatron's stages lie in a loop: stage k on device k mod p.
   for (int k = 0; k < stages; ++k)
     if (s.placement.stages[k].device != k % p || s.placement.stages[k].index != k) return 0;
-  // The compute passes in device order (a plan's lowered transfers left out).
-  std::vector<std::vector<Action>> passes(p);
-  for (int d = 0; d < p; ++d)
-    for (const Action& a : s.actions[d])
-      if (is_compute(a.kind)) passes[d].push_back(a);
+  const std::vector<std::vector<Action>> passes = compute_passes(s);  // a plan's transfers out
   GeneratorParams gp;
   gp.p = p;
   gp.m = m;

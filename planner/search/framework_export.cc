@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/lowering.h"
 #include "core/pipeline_layout.h"
 #include "core/pytorch_csv.h"
 #include "hwmodels/memory.h"
@@ -376,13 +377,7 @@ bool generator_order_matches(const Schedule& s, const std::string& name) {
   if (own.placement.num_stages() != s.placement.num_stages()) return false;
   for (int k = 0; k < own.placement.num_stages(); ++k)
     if (own.placement.stages[k].device != s.placement.stages[k].device) return false;
-  for (int d = 0; d < p; ++d) {
-    std::vector<Action> passes;
-    for (const Action& a : s.actions[d])
-      if (is_compute(a.kind)) passes.push_back(a);
-    if (passes != own.actions[d]) return false;
-  }
-  return true;
+  return compute_passes(s) == own.actions;
 }
 
 }  // namespace

@@ -46,5 +46,17 @@ TEST(Lowering, SameStageDeviceNeedsNoCommunication) {
   EXPECT_EQ(lower_communication(s), s);
 }
 
+// Completing a schedule for execution adds transfers, reductions and the optimizer step and
+// moves no pass: its compute passes are the input's, in the input's order (split backward too).
+TEST(Lowering, ComputePassesAreTheScheduleBeforeLowering) {
+  for (const bool split : {false, true}) {
+    const Schedule in = testing::hand_1f1b(4, 8, split);
+    const Schedule done = complete_for_execution(in, 2);
+    EXPECT_GT(done.total_actions(), in.total_actions());
+    EXPECT_EQ(compute_passes(done), in.actions);
+    EXPECT_EQ(compute_passes(in), in.actions);
+  }
+}
+
 }  // namespace
 }  // namespace pw
