@@ -306,9 +306,10 @@ std::vector<int> Scenario::stage_layers() const {
 
 // Megatron's pipeline_model_parallel_layout: its stages (a multiple of p; v = stages / p chunks
 // per device) as Megatron checks them (E first, L last, once each; the model's transformer and
-// multi-token prediction layers, these after those), in the form the workload model has: a
-// transformer layer on every stage but the ends (which may hold only "E" or "mL"), the
-// multi-token prediction layers with the loss on the last.
+// multi-token prediction layers, these after those), in the form the workload model has: any
+// stage may hold no transformer layer (an empty middle stage passes its activations on, as
+// Megatron's transformer block of no layers does), the multi-token prediction layers with the
+// loss on the last.
 // Sets virtual_stages and, when the stages differ, layout_layers.
 void apply_pipeline_layout(Scenario* s, const std::string& pp_key, int layers_per_virtual) {
   const std::string key = "parallel.pipeline_model_parallel_layout";
@@ -345,13 +346,6 @@ void apply_pipeline_layout(Scenario* s, const std::string& pp_key, int layers_pe
   for (int i = 0; i < S; ++i) {
     const std::string& st = stages[i];
     layers[i] = static_cast<int>(std::count(st.begin(), st.end(), 't'));
-    if (layers[i] == 0 && i != 0 && i != S - 1)
-      throw ConfigError(s->file, key,
-                        fmt::format("stage {} ('{}') holds no transformer layer; expected at least "
-                                    "one t on every stage between the first and the last (a "
-                                    "middle stage of only multi-token prediction layers is not "
-                                    "modelled)",
-                                    i, st));
     if (i < S - 1 && st.find('m') != std::string::npos)
       throw ConfigError(s->file, key,
                         fmt::format("stage {} ('{}') holds multi-token prediction layers; expected "
@@ -624,6 +618,14 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     throw ConfigError(s.file, "parallel.overlap_p2p_comm",
                       "true without the interleaved schedule over p > 1; expected false (Megatron "
                       "overlaps only the interleaved schedule's sends and receives)");
+  // 1F1B-R is 1F1B with full recomputation (its R passes re-run each layer's forward): another
+  // granularity would leave them nothing to recompute.
+  if (s.parallel.schedule == "1f1b-r" && s.parallel.recompute != "full")
+    throw ConfigError(s.file,
+                      overrides.recompute ? "--recompute" : "parallel.recompute_granularity",
+                      fmt::format("{} with schedule 1f1b-r; expected full (1F1B-R recomputes every "
+                                  "layer before its backward)",
+                                  s.parallel.recompute));
   // Megatron's checks (schedules.py, forward_backward_pipelining_with_interleaving), read only by
   // that schedule: refused elsewhere rather than ignored.
   if (const int g = s.microbatch_group_size; g > 0) {

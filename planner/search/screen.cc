@@ -134,11 +134,12 @@ bool CostModel::layer_split(const SearchConfig& c, std::vector<int>* layers) con
   const ScheduleOption& so = space_.schedules[c.schedule];
   if (c.end_trim == kOwnSplit) {
     const std::vector<int>& own = problem_.own_split;
-    // Every stage holds a transformer layer but the ends may not (a layout's "E|" or "|mL").
+    // Any stage may hold no transformer layer: a layout's "E|" or "|mL" ends, or an empty
+    // middle stage that passes its activations on.
     const int n = static_cast<int>(own.size());
     bool ok =
         n == c.p * so.v && std::accumulate(own.begin(), own.end(), 0) == problem_.model.num_layers;
-    for (int st = 0; ok && st < n; ++st) ok = own[st] >= (st == 0 || st == n - 1 ? 0 : 1);
+    for (int st = 0; ok && st < n; ++st) ok = own[st] >= 0;
     if (!ok) return false;
     *layers = own;
     return true;

@@ -31,7 +31,11 @@ bool generator_params(const CostModel& model, const SearchConfig& c, const Stage
   // sixteenths). A generator that does not read costs keeps the unit costs: one schedule per
   // p, m and v.
   if (so.reads_costs) {
-    const int mid = sc.num_stages / 2;
+    // The middle stage, or the nearest one after it that computes anything (a layout's empty
+    // middle stage has no pass costs to take ratios of).
+    int mid = sc.num_stages / 2;
+    for (int k = 0; k < sc.num_stages && sc.f[mid] <= 0; ++k)
+      mid = (sc.num_stages / 2 + k + 1) % sc.num_stages;
     const double f = std::max(sc.f[mid], 1e-12);
     constexpr TimePs kUnit = 1'000'000'000;  // 1 ms
     constexpr double kSteps = 16;

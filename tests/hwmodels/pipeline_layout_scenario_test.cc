@@ -95,13 +95,16 @@ TEST(PipelineLayoutScenario, MultiTokenPredictionLayersGoWithTheLoss) {
   const Scenario b = scenario("{preset: llama3-8b, mtp_num_layers: 1}",
                               parallel("pipeline_model_parallel_layout: \"Et*8|t*8|t*16|mL\""));
   EXPECT_EQ(b.stage_layers(), (std::vector<int>{8, 8, 16, 0}));
+  // A middle stage may hold nothing (Megatron's transformer block of no layers passes its
+  // input on).
+  const Scenario c = scenario("{preset: llama3-8b, mtp_num_layers: 1}",
+                              parallel("pipeline_model_parallel_layout: \"Et*16||t*16|mL\""));
+  EXPECT_EQ(c.stage_layers(), (std::vector<int>{16, 0, 16, 0}));
   const std::string key = "parallel.pipeline_model_parallel_layout";
   // A stage of their own before the loss's (Megatron's "standalone" MTP, "m|L") is not
-  // modelled, nor a middle stage without transformer layers; m before the last stage neither.
+  // modelled; m before the last stage neither.
   expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
                         parallel("pipeline_model_parallel_layout: \"Et*16|t*16|m|L\""), key);
-  expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
-                        parallel("pipeline_model_parallel_layout: \"Et*16||t*16|mL\""), key);
   expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
                         parallel("pipeline_model_parallel_layout: \"Et*8|t*8|t*8m|t*8L\""), key);
   // One m too many, or none for the model's one.
@@ -118,7 +121,7 @@ TEST(PipelineLayoutScenario, RefusesLayoutsTheModelOrMegatronCannotRun) {
            "\"Et*3|(t*7|)*2,t*6|tL\"",  // 5 stages over p = 4
            "\"t*3|E(t*7|)*2,t*7L\"",    // E not first
            "\"Et*3|(t*7|)*2,Lt*7\"",    // L not last
-           "\"Et*3|(t*7|)*2,t*7||L\"",  // an empty middle stage (and 6 stages)
+           "\"Et*3|(t*7|)*2,t*7||L\"",  // 6 stages over p = 4
            "\"Et*3|(t*7|)*2,t*7Lx\"",   // not a layer letter
            "\"\"",                      // empty
            "\"|||\"",                   // stages without a letter

@@ -377,6 +377,27 @@ TEST(Scenario, InterleavedMicrobatchGroupSizeIsMegatronsOwn) {
                 "(Megatron's interleaved schedule reads it)");
 }
 
+// 1F1B-R is 1F1B with full recomputation: with another granularity its R passes would have
+// nothing to recompute, and the simulator ran it at plain 1F1B's time while `plan` called it
+// "not a valid configuration"; refused naming the key (or the flag that set it).
+TEST(Scenario, OneFOneBRNeedsFullRecomputation) {
+  EXPECT_EQ(error_of(replace(kBase, "  schedule: interleaved\n", "  schedule: 1f1b-r\n")),
+            "s.yaml: parallel.recompute_granularity: selective with schedule 1f1b-r; expected "
+            "full (1F1B-R recomputes every layer before its backward)");
+  const std::string full =
+      replace(replace(kBase, "  schedule: interleaved\n", "  schedule: 1f1b-r\n"),
+              "recompute_granularity: selective", "recompute_granularity: full");
+  EXPECT_EQ(parse_scenario(full, "s.yaml", "").parallel.recompute, "full");
+  ParallelOverrides o;
+  o.recompute = "none";
+  try {
+    parse_scenario(full, "s.yaml", "", o);
+    ADD_FAILURE() << "accepted --recompute none with 1f1b-r";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "--recompute");
+  }
+}
+
 TEST(Estimate, ReportsMemoryFlopsAndCollectives) {
   Scenario s = parse_scenario(kBase, "s.yaml", "");
   // Memory comes from the simulator (the caller passes its figures through unchanged).

@@ -328,6 +328,29 @@ TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
   EXPECT_NEAR(e0["published"]["iteration_s"].get<double>() * 1e3 /
                   json_of(dir, "simulate " + scen)["iteration_ms"].get<double>(),
               1.0, 1e-9);
+  // An empty middle stage (8/8/0/8: Megatron's transformer block of no layers passes its input
+  // on), scored as `simulate` runs it; its GPUs hold no weights and no activations.
+  write_file_atomic(scen,
+                    "model: {preset: megatron-1.7b}\n"
+                    "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
+                    "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1,\n"
+                    "           pipeline_model_parallel_layout: \"Et*8|t*8||t*8L\",\n"
+                    "           global_batch_size: 16}\n");
+  const nlohmann::json hole = json_of(dir, "plan " + scen + args);
+  ASSERT_TRUE(hole["published"]["fits"].get<bool>()) << hole["published"].dump();
+  EXPECT_EQ(hole["published"]["config"]["stage_layers"], (std::vector<int>{8, 8, 0, 8}));
+  const nlohmann::json hole_sim = json_of(dir, "simulate " + scen);
+  EXPECT_NEAR(
+      hole["published"]["iteration_s"].get<double>() * 1e3 / hole_sim["iteration_ms"].get<double>(),
+      1.0, 1e-9);
+  bool saw_empty = false;
+  for (const auto& g : hole_sim["memory"]) {
+    if (g["pipeline_rank"] != 2) continue;
+    saw_empty = true;
+    EXPECT_EQ(g["weights_gb"].get<double>(), 0.0);
+    EXPECT_EQ(g["activations_gb"].get<double>(), 0.0);
+  }
+  EXPECT_TRUE(saw_empty) << hole_sim["memory"].dump();
   // A split the search lays out (an even 6 per stage less one on each end: 5/7/7/5) is scored
   // as the planner scores its own rows, named by its trim.
   write_file_atomic(scen,
