@@ -207,16 +207,21 @@ int interleaved_group_of(const Schedule& s) {
   for (int k = 0; k < stages; ++k)
     if (s.placement.stages[k].device != k % p || s.placement.stages[k].index != k) return 0;
   const std::vector<std::vector<Action>> passes = compute_passes(s);  // a plan's transfers out
+  // Megatron's table starts with the first chunk's group of g microbatches, and device 0's
+  // warm-up (2(p-1) + (v-1)g forwards) runs at least that group before the next chunk's: g is
+  // device 0's count of leading forwards of stage 0. One order to check, not one per g.
+  int g = 0;
+  for (const Action& a : passes[0]) {
+    if (a.kind != ActionKind::kF || a.stage != 0) break;
+    ++g;
+  }
+  if (g < p || g > m || (m % g != 0 && m % g < p)) return 0;  // Megatron refuses such a group
   GeneratorParams gp;
   gp.p = p;
   gp.m = m;
   gp.v = stages / p;
-  for (int g = p; g <= m; ++g) {
-    if (m % g != 0 && m % g < p) continue;  // Megatron refuses such a group
-    gp.group_size = g;
-    if (interleaved(gp).actions == passes) return g;
-  }
-  return 0;
+  gp.group_size = g;
+  return interleaved(gp).actions == passes ? g : 0;
 }
 
 }  // namespace pw

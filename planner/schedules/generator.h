@@ -130,9 +130,9 @@ void register_memory_generators(GeneratorRegistry& registry);
 GeneratorRegistry default_registry();
 
 /// The microbatch group size g of Megatron's interleaved order (its
-/// `microbatch_group_size_per_vp_stage`: p <= g <= m, m mod g zero or at least p) that `s` is,
-/// the smallest if several give it (p when it does); 0 when `s` is no interleaved order of its
-/// devices, chunks and microbatches for any g.
+/// `microbatch_group_size_per_vp_stage`: p <= g <= m, m mod g zero or at least p) that `s` is
+/// (each g gives another order); 0 when `s` is no interleaved order of its devices, chunks and
+/// microbatches for any g.
 int interleaved_group_of(const Schedule& s);
 
 /// Runs a generator and validates its output (throws ConfigError on either failure).
