@@ -17,6 +17,13 @@ std::string join_choices(const std::vector<std::string>& choices) {
   return out;
 }
 
+// A value as the error names it: its text, or the kind of node written where one was expected.
+std::string written(const YAML::Node& n) {
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a map";
+  return fmt::format("'{}'", n.Scalar());
+}
+
 }  // namespace
 
 ConfigMap::ConfigMap(YAML::Node node, std::string file, std::string path, bool allow_missing)
@@ -72,7 +79,7 @@ double ConfigMap::positive(const std::string& key, bool allow_zero) const {
   try {
     v = node_[key].as<double>();
   } catch (const YAML::Exception&) {
-    fail(key, fmt::format("'{}' is not a number; expected {}", node_[key].Scalar(), expected));
+    fail(key, fmt::format("{} is not a number; expected {}", written(node_[key]), expected));
   }
   if (!std::isfinite(v) || v < 0 || (!allow_zero && v == 0)) {
     fail(key, fmt::format("{} is out of range; expected {}", node_[key].Scalar(), expected));
@@ -93,7 +100,7 @@ long long ConfigMap::integer(const std::string& key, long long min, long long ma
   try {
     v = node_[key].as<long long>();
   } catch (const YAML::Exception&) {
-    fail(key, fmt::format("'{}' is not an integer; expected {}", node_[key].Scalar(), expected));
+    fail(key, fmt::format("{} is not an integer; expected {}", written(node_[key]), expected));
   }
   if (v < min) fail(key, fmt::format("{} is out of range; expected {}", v, expected));
   if (v > max) fail(key, fmt::format("{} is out of range; expected at most {}", v, max));
@@ -107,7 +114,7 @@ long long ConfigMap::integer_or(const std::string& key, long long fallback, long
 
 std::string ConfigMap::text(const std::string& key) const {
   if (!has(key)) fail(key, "missing; expected a string");
-  if (!node_[key].IsScalar()) fail(key, "expected a string");
+  if (!node_[key].IsScalar()) fail(key, written(node_[key]) + "; expected a string");
   std::string v = node_[key].Scalar();
   if (v.empty()) fail(key, "empty; expected a non-empty string");
   return v;
@@ -133,7 +140,7 @@ bool ConfigMap::boolean_or(const std::string& key, bool fallback) const {
   try {
     return node_[key].as<bool>();
   } catch (const YAML::Exception&) {
-    fail(key, fmt::format("'{}' is not a boolean; expected true or false", node_[key].Scalar()));
+    fail(key, fmt::format("{} is not a boolean; expected true or false", written(node_[key])));
   }
 }
 

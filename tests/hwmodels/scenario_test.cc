@@ -398,6 +398,20 @@ TEST(Scenario, OneFOneBRNeedsFullRecomputation) {
   }
 }
 
+// A list or a map where a scalar belongs is named as what it is (its empty scalar text read
+// "'' is not an integer").
+TEST(Scenario, AListOrAMapWhereAScalarBelongsIsNamed) {
+  EXPECT_EQ(
+      error_of(replace(kBase, "micro_batch_size: 1", "micro_batch_size: [4]")),
+      "s.yaml: parallel.micro_batch_size: a list is not an integer; expected an integer >= 1");
+  EXPECT_EQ(error_of(replace(kBase, "sequence_parallel: true", "sequence_parallel: {a: 1}")),
+            "s.yaml: parallel.sequence_parallel: a map is not a boolean; expected true or false");
+  EXPECT_EQ(error_of(replace(kBase, "schedule: interleaved", "schedule: [interleaved]")),
+            "s.yaml: parallel.schedule: a list; expected a string");
+  EXPECT_EQ(error_of(replace(kBase, "micro_batch_size: 1", "micro_batch_size: one")),
+            "s.yaml: parallel.micro_batch_size: 'one' is not an integer; expected an integer >= 1");
+}
+
 TEST(Estimate, ReportsMemoryFlopsAndCollectives) {
   Scenario s = parse_scenario(kBase, "s.yaml", "");
   // Memory comes from the simulator (the caller passes its figures through unchanged).
