@@ -166,6 +166,18 @@ std::vector<std::vector<Action>> compute_passes(const Schedule& schedule) {
   return out;
 }
 
+int leading_first_stage_forwards(const Schedule& schedule) {
+  if (schedule.actions.empty()) return 0;
+  int n = 0, stage = -1;
+  for (const Action& a : schedule.actions[0]) {
+    if (!is_compute(a.kind)) continue;
+    if (stage < 0) stage = a.stage;
+    if (a.kind != ActionKind::kF || a.stage != stage) break;
+    ++n;
+  }
+  return n;
+}
+
 Schedule complete_for_execution(const Schedule& schedule, int data_parallel,
                                 std::vector<std::vector<int>>* origin) {
   Schedule out = lower_communication(schedule);

@@ -22,6 +22,11 @@ Schedule lower_communication(const Schedule& schedule);
 /// its transfers and per-iteration actions left out, as a generator writes it before lowering.
 std::vector<std::vector<Action>> compute_passes(const Schedule& schedule);
 
+/// Device 0's leading forwards of the stage it starts with: the microbatches it runs through
+/// its first chunk before anything else (Megatron's interleaved microbatch group, read from an
+/// order). 0 for a schedule without devices or passes.
+int leading_first_stage_forwards(const Schedule& schedule);
+
 /// Appends to each device's list the end-of-iteration work a compute-only plan leaves implied, so
 /// that it is predicted, executed and measured like any other action: with `data_parallel` > 1
 /// one REDUCE_GRAD per stage the device holds, in the order the device's stages run their last

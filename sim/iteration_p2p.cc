@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/lowering.h"
 #include "sim/iteration_builder.h"
 
 namespace pw::detail {
@@ -64,11 +65,7 @@ IterationBuilder::P2pCalls IterationBuilder::p2p_calls() const {
   for (int d = 0; d < P; ++d) units[d] = units_of(dep_, d);
   // Megatron's interleaved table visits g microbatches per chunk: device 0's leading forwards
   // of its first stage.
-  int g = 0;
-  for (const Unit& u : units[0]) {
-    if (!u.fwd || dep_.action[u.main].stage != dep_.action[units[0][0].main].stage) break;
-    ++g;
-  }
+  const int g = leading_first_stage_forwards(s);
   // Megatron's calls are modelled for its default group of p microbatches: there each pass's
   // input arrives in the call just before it. With larger groups (its
   // microbatch_group_size_per_vp_stage) a receive is queued per chunk and consumed steps later

@@ -210,11 +210,7 @@ int interleaved_group_of(const Schedule& s) {
   // Megatron's table starts with the first chunk's group of g microbatches, and device 0's
   // warm-up (2(p-1) + (v-1)g forwards) runs at least that group before the next chunk's: g is
   // device 0's count of leading forwards of stage 0. One order to check, not one per g.
-  int g = 0;
-  for (const Action& a : passes[0]) {
-    if (a.kind != ActionKind::kF || a.stage != 0) break;
-    ++g;
-  }
+  const int g = leading_first_stage_forwards(s);
   if (g < p || g > m || (m % g != 0 && m % g < p)) return 0;  // Megatron refuses such a group
   GeneratorParams gp;
   gp.p = p;

@@ -58,5 +58,14 @@ TEST(Lowering, ComputePassesAreTheScheduleBeforeLowering) {
   }
 }
 
+// Device 0 of 1F1B runs its p - 1 warm-up forwards and the first steady-state one before its
+// first backward: p leading forwards of stage 0 (m >= p), m when m < p; transfers do not count.
+TEST(Lowering, LeadingFirstStageForwardsOfDeviceZero) {
+  EXPECT_EQ(leading_first_stage_forwards(testing::hand_1f1b(4, 8)), 4);
+  EXPECT_EQ(leading_first_stage_forwards(complete_for_execution(testing::hand_1f1b(4, 8), 2)), 4);
+  EXPECT_EQ(leading_first_stage_forwards(testing::hand_1f1b(4, 2)), 2);
+  EXPECT_EQ(leading_first_stage_forwards(Schedule{}), 0);
+}
+
 }  // namespace
 }  // namespace pw
