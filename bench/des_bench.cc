@@ -70,7 +70,8 @@ BENCHMARK(BM_EngineFlows)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
 // GPT-3 175B, t = 8, p = 8 interleaved (v = 3), 96 microbatches per pipeline on `nodes` DGX
 // A100 nodes (d = nodes / 8, the global batch growing with it).
 std::string gpt3_scenario(int nodes) {
-  return "model: {preset: gpt3-175b}\ncluster: {profile: dgx-a100-80gb, nodes: " +
+  return "model: {preset: gpt3-175b, attention_backend: unfused}\ncluster: {profile: "
+         "dgx-a100-80gb, nodes: " +
          std::to_string(nodes) +
          "}\nparallel:\n  tensor_model_parallel_size: 8\n  pipeline_model_parallel_size: 8\n"
          "  num_layers_per_virtual_pipeline_stage: 4\n  micro_batch_size: 1\n"

@@ -167,11 +167,17 @@ struct Provenance {
 
 /// A plan = scenario + configuration + schedule IR (communication explicit when lowered) +
 /// rank-to-GPU map + predicted per-action times + provenance.
+/// Whether attention runs fused (no s x s scores stored) when a scenario does not say:
+/// Megatron-core's `attention_backend` default, `auto`, with which Transformer Engine picks a
+/// fused kernel. The one default: the scenario reader and a plan built in memory take it.
+inline constexpr bool kFusedAttentionByDefault = true;
+
 struct Plan {
   ModelShape model;
-  /// Fused (flash) attention, as the scenario's model.use_flash_attn (written in the model
-  /// section as use_flash_attn when true): how the plan's attention was priced.
-  bool flash_attention = false;
+  /// Fused (flash) attention, as the scenario's model.attention_backend / use_flash_attn
+  /// (written in the model section as use_flash_attn when true; a plan file without it was
+  /// priced unfused): how the plan's attention was priced.
+  bool flash_attention = kFusedAttentionByDefault;
   std::string cluster;  ///< cluster/profile name
   ParallelConfig config;
   Schedule schedule;

@@ -418,8 +418,8 @@ Plan plan_from_doc(const Doc& d, const std::string& source) {
                                   want, got));
   validate_schedule(plan.schedule, source);
   plan.model = model_from_doc(r.at(d, "", "model"), r);
-  if (const Doc* f = r.find(r.at(d, "", "model"), "use_flash_attn"))
-    plan.flash_attention = r.as_bool(*f, "model.use_flash_attn");
+  const Doc* fused = r.find(r.at(d, "", "model"), "use_flash_attn");
+  plan.flash_attention = fused != nullptr && r.as_bool(*fused, "model.use_flash_attn");
   plan.cluster = r.as_string(r.at(d, "", "cluster"), "cluster");
   plan.config = config_from_doc(r.at(d, "", "config"), r);
   const Doc& ranks = r.at(d, "", "rank_to_gpu");

@@ -127,6 +127,7 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   e.fabric_size = fabric_size(s.topology);
   e.parallel = par;
   e.microbatches = s.num_microbatches();
+  e.fused_attention = s.flash_attention;
   WorkloadOptions o = workload_options(par, s.flash_attention);
   e.params = parameter_count(m);
   e.active_params = active_parameter_count(m);
@@ -310,12 +311,12 @@ std::string estimate_table(const Estimate& e) {
       e.fabric_size.leaves, e.fabric_size.spines);
   out += fmt::format(
       "parallel   t={}{} p={} d={}{}{} v={}  micro-batch {}  global batch {}  microbatches {}\n"
-      "           sequence-parallel {}  recompute {}  ZeRO {}{}{}\n\n",
+      "           sequence-parallel {}  recompute {}  attention {}  ZeRO {}{}{}\n\n",
       p.tensor_parallel, cp_label(p), p.pipeline_parallel, p.data_parallel,
       p.expert_parallel > 1 ? fmt::format(" ep={}", p.expert_parallel) : "",
       p.expert_tp() != p.tensor_parallel ? fmt::format(" etp={}", p.expert_tp()) : "",
       p.virtual_stages, p.micro_batch_size, p.global_batch_size, e.microbatches,
-      p.sequence_parallel ? "on" : "off", p.recompute,
+      p.sequence_parallel ? "on" : "off", p.recompute, e.fused_attention ? "fused" : "unfused",
       p.zero_stage == 3 ? fmt::format("3 (gathers by {})", p.zero3_gather)
                         : fmt::format("{}", p.zero_stage),
       p.optimizer_offload ? " (optimizer offloaded)" : "",
@@ -402,6 +403,7 @@ nlohmann::ordered_json estimate_json(const Estimate& e) {
         {"recompute_granularity", p.recompute},
         {"zero_stage", p.zero_stage},
         {"optimizer_offload", p.optimizer_offload}}},
+      {"fused_attention", e.fused_attention},
       {"microbatches", e.microbatches},
       {"parameters", e.params},
       {"active_parameters", e.active_params},

@@ -48,6 +48,7 @@ struct Estimate {
   FabricSize fabric_size;
   ParallelConfig parallel;
   long long microbatches = 0;
+  bool fused_attention = false;  ///< the scenario's attention (Scenario::flash_attention)
   double params = 0;
   double active_params = 0;  ///< parameters one token uses (MoE: top-k experts)
   double mtp_params = 0;     ///< of params: the multi-token prediction depths'

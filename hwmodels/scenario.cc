@@ -94,7 +94,26 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
     const auto colon = problem.find(':');
     m.fail(problem.substr(0, colon), problem.substr(colon + 2));
   }
-  s->flash_attention = m.boolean_or("use_flash_attn", false);
+  // Fused attention (no s x s scores stored or streamed): Megatron-core's `attention_backend`,
+  // whose default `auto` lets Transformer Engine pick a fused kernel (flash or cuDNN); `unfused`
+  // and `local` (Megatron's own core attention, the 2021-22 papers' runs) store the scores.
+  // The older flag `use_flash_attn` sets it too (false: unfused); both given must agree.
+  const std::string backend =
+      m.has("attention_backend")
+          ? m.choice_or("attention_backend", "", {"auto", "flash", "fused", "unfused", "local"})
+          : "auto";
+  const bool fused = m.has("attention_backend") ? backend != "unfused" && backend != "local"
+                                                : kFusedAttentionByDefault;
+  s->flash_attention = fused;
+  if (m.has("use_flash_attn")) {
+    s->flash_attention = m.boolean_or("use_flash_attn", false);
+    if (m.has("attention_backend") && s->flash_attention != fused)
+      m.fail(
+          "use_flash_attn",
+          fmt::format("{} contradicts attention_backend {} ({}); expected one of the two keys, "
+                      "or both agreeing",
+                      s->flash_attention ? "true" : "false", backend, fused ? "fused" : "unfused"));
+  }
 }
 
 void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s) {
@@ -410,8 +429,8 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                                     cp, 2 * cp, m.seq_length));
     if (!s->flash_attention)
       throw ConfigError(s->file, cp_key,
-                        fmt::format("{} needs fused attention; expected model.use_flash_attn: "
-                                    "true",
+                        fmt::format("{} needs fused attention; expected model.attention_backend "
+                                    "auto (the default), flash or fused",
                                     cp));
     // Ulysses scatters each TP rank's heads and key/value heads over the CP group.
     if (c.cp_comm_type == "a2a" && ((m.num_attention_heads / c.tensor_parallel) % cp != 0 ||
@@ -505,7 +524,7 @@ std::vector<std::string> scenario_keys(const std::string& section) {
   std::vector<std::string> keys;
   if (section == "model") {
     keys = model_shape_keys();
-    for (const char* k : {"preset", "hf_config"}) keys.push_back(k);
+    for (const char* k : {"preset", "hf_config", "attention_backend"}) keys.push_back(k);
   } else if (section == "cluster") {
     keys = {"profile",
             "nodes",

@@ -40,7 +40,8 @@ inline constexpr long long kMaxClusterGpus = 1 << 20;
 struct Scenario {
   std::string file;  ///< path it was loaded from (used in later error messages)
   ModelShape model;
-  bool flash_attention = false;  ///< model.use_flash_attn
+  /// model.attention_backend / use_flash_attn (kFusedAttentionByDefault when neither is given)
+  bool flash_attention = kFusedAttentionByDefault;
   HardwareProfile profile;
   std::string cluster_profile;  ///< cluster.profile as written (a shipped name or a path)
   TopologySpec topology;        ///< profile node/fabric with the cluster's overrides and node count

@@ -594,7 +594,7 @@ void register_plan(CLI::App& app, int* status) {
   sub->add_option("--sequence-parallel", o->sequence_parallel, "on | off | both (default)");
   sub->add_option("--offload", o->offload, "optimizer offload: on | off | both (default)");
   sub->add_option("--cp", o->cp,
-                  "allowed context-parallel degrees (default 1,2,4,8 with use_flash_attn)");
+                  "allowed context-parallel degrees (default 1,2,4,8 with fused attention)");
   sub->add_option("--ep", o->ep,
                   "allowed expert-parallel degrees (MoE; default powers of two dividing the "
                   "experts)");

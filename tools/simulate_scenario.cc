@@ -148,7 +148,7 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
   const ParallelConfig& p = s.parallel;
   line(source, s.file);
   line("configuration",
-       fmt::format("{} GPUs: t={}{} p={} d={}{}{} v={} b={} B={} schedule={} recompute={}{}{}{}",
+       fmt::format("{} GPUs: t={}{} p={} d={}{}{} v={} b={} B={} schedule={} recompute={}{}{}{}{}",
                    s.num_gpus(), p.tensor_parallel, cp_label(p), p.pipeline_parallel,
                    p.data_parallel,
                    p.expert_parallel > 1 ? fmt::format(" ep={}", p.expert_parallel) : "",
@@ -158,7 +158,8 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
                    p.zero_stage == 3  ? fmt::format(" zero=3 (gathers by {})", p.zero3_gather)
                    : p.zero_stage > 0 ? fmt::format(" zero={}", p.zero_stage)
                                       : "",
-                   p.fp8 != "off" ? fmt::format(" fp8={}", p.fp8) : ""));
+                   p.fp8 != "off" ? fmt::format(" fp8={}", p.fp8) : "",
+                   s.flash_attention ? "" : " attention=unfused"));
   if (s.uneven_split())
     line("layers per stage", fmt::format("{}", fmt::join(s.stage_layers(), " ")));
   line("iteration time", fmt::format("{:.1f} ms", ps_to_millis(r.iteration)));

@@ -591,9 +591,10 @@ void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluste
                                       "dividing the sequence",
                                       cp, m.seq_length));
     if (*std::max_element(c.cp.begin(), c.cp.end()) > 1 && !s->fused_attention)
-      throw ConfigError("", int_flag("--cp", c.cp),
-                        "context parallelism needs fused attention; expected model.use_flash_attn: "
-                        "true in the scenario");
+      throw ConfigError(
+          "", int_flag("--cp", c.cp),
+          "context parallelism needs fused attention; expected model.attention_backend "
+          "auto (the default), flash or fused in the scenario");
     s->context_parallel = sorted_unique(c.cp);
   }
   if (!c.ep.empty()) {

@@ -34,12 +34,13 @@ int shell(const std::string& cmd) {
 /// A GPT small enough to run in about a second per iteration on two cores, with ordinary
 /// heads and batch; the plan command constrains the search to pipeline parallelism over the two
 /// ranks (kPlanConstraints), leaving the schedule, microbatch size and the rest to the planner.
+/// Its attention is priced unfused: the CPU executor stores the s x s scores.
 std::string loop_scenario(const std::string& profile_path) {
   return fmt::format(
       "name: calibration-loop\n"
       "description: closed loop of tests/calibration/loop_test.cc (planned with --pp 2)\n"
       "model: {{name: loop-gpt, num_layers: 8, hidden_size: 160, num_attention_heads: 4, "
-      "seq_length: 128, vocab_size: 512}}\n"
+      "seq_length: 128, vocab_size: 512, attention_backend: unfused}}\n"
       "cluster: {{profile: {}, nodes: 1}}\n"
       "parallel: {{global_batch_size: 8}}\n",
       profile_path);

@@ -12,6 +12,7 @@ namespace {
 Plan sample_plan() {
   Plan p;
   p.model = ModelShape{"custom", 24, 1600, 32, 6400, 1024, 50257};
+  p.flash_attention = false;  // priced unfused, as GPT-style runs of 2021 were
   p.cluster = "dgx-a100-80gb";
   p.config.pipeline_parallel = 4;
   p.config.data_parallel = 2;
@@ -50,6 +51,10 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
         "expert_parallel", "fp8", "grad_reduce_in_fp32", "overlap_grad_reduce",
         "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm", "cp_comm_type"})
     EXPECT_EQ(gpt.find(key), std::string::npos) << key;
+  // A plan file without use_flash_attn was priced unfused (the writer names only fused), even
+  // though a plan built in memory is fused by default (kFusedAttentionByDefault).
+  EXPECT_FALSE(parse_plan(gpt, DocFormat::kYaml, "t").flash_attention);
+  EXPECT_TRUE(Plan{}.flash_attention);
   p.model.num_query_groups = 2;
   p.model.kv_channels = 96;
   p.model.qk_layernorm = true;

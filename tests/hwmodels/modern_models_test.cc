@@ -409,9 +409,20 @@ TEST(ModernModels, BadShapesAndLayoutsAreOneLineErrorsNamingTheKey) {
   expect_scenario_error("{preset: llama3-8b, use_flash_attn: true, seq_length: 8190}",
                         "{context_parallel_size: 2, micro_batch_size: 1, global_batch_size: 8}",
                         "parallel.context_parallel_size");
-  expect_scenario_error("{preset: llama3-8b}",
+  for (const char* unfused : {"unfused", "local"})
+    expect_scenario_error(std::string("{preset: llama3-8b, attention_backend: ") + unfused + "}",
+                          "{context_parallel_size: 2, micro_batch_size: 1, global_batch_size: 8}",
+                          "parallel.context_parallel_size");
+  expect_scenario_error("{preset: llama3-8b, use_flash_attn: false}",
                         "{context_parallel_size: 2, micro_batch_size: 1, global_batch_size: 8}",
                         "parallel.context_parallel_size");
+  // Megatron-core's attention backends (megatron/core/transformer/enums.py AttnBackend).
+  expect_scenario_error("{preset: llama3-8b, attention_backend: sdpa}", dense,
+                        "model.attention_backend");
+  expect_scenario_error("{preset: llama3-8b, attention_backend: unfused, use_flash_attn: true}",
+                        dense, "model.use_flash_attn");
+  expect_scenario_error("{preset: llama3-8b, attention_backend: auto, use_flash_attn: false}",
+                        dense, "model.use_flash_attn");
   expect_scenario_error("{preset: llama3-8b, use_flash_attn: true}",
                         "{tensor_model_parallel_size: 8, context_parallel_size: 2, "
                         "micro_batch_size: 1, global_batch_size: 8}",
@@ -431,6 +442,39 @@ TEST(ModernModels, BadShapesAndLayoutsAreOneLineErrorsNamingTheKey) {
       "{context_parallel_size: 4, cp_comm_type: a2a, micro_batch_size: 1, "
       "global_batch_size: 8}",
       "parallel.cp_comm_type");
+}
+
+TEST(ModernModels, AttentionIsFusedUnlessTheScenarioSaysOtherwise) {
+  // Megatron-core's attention_backend defaults to auto (Transformer Engine picks a fused
+  // kernel); unfused and local store the s x s scores; the older use_flash_attn agrees with it.
+  const std::string par = "{micro_batch_size: 1, global_batch_size: 8}";
+  struct Case {
+    const char* model;
+    bool fused;
+  };
+  for (const Case& c : {Case{"{preset: llama3-8b}", true},
+                        Case{"{preset: llama3-8b, attention_backend: auto}", true},
+                        Case{"{preset: llama3-8b, attention_backend: flash}", true},
+                        Case{"{preset: llama3-8b, attention_backend: fused}", true},
+                        Case{"{preset: llama3-8b, attention_backend: unfused}", false},
+                        Case{"{preset: llama3-8b, attention_backend: local}", false},
+                        Case{"{preset: llama3-8b, use_flash_attn: true}", true},
+                        Case{"{preset: llama3-8b, use_flash_attn: false}", false},
+                        Case{"{preset: llama3-8b, use_flash_attn: false, "
+                             "attention_backend: unfused}",
+                             false}})
+    EXPECT_EQ(scenario(c.model, par).flash_attention, c.fused) << c.model;
+  // What the flag changes: one layer's stored activations at b = 1, s = 8192, t = 1, no
+  // recompute lose the 5 a s^2 bytes of the unfused core (scores and softmax in bf16, 1-byte
+  // dropout mask; Korthikanti et al. 2022, eq. 1) and keep the rest.
+  const Scenario fused = scenario("{preset: llama3-8b}", par);
+  const Scenario unfused = scenario("{preset: llama3-8b, attention_backend: unfused}", par);
+  const double a = fused.model.num_attention_heads, s = fused.model.seq_length;
+  const double drop =
+      layer_activation_bytes(unfused.model, workload_options(unfused.parallel, false), false)
+          .value -
+      layer_activation_bytes(fused.model, workload_options(fused.parallel, true), false).value;
+  EXPECT_NEAR(drop, 5.0 * a * s * s, 0.01 * 5.0 * a * s * s);
 }
 
 TEST(ModernModels, ContextParallelSplitsTheDataParallelSize) {
