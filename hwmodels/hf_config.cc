@@ -76,7 +76,8 @@ class Reader {
 
 }  // namespace
 
-ModelShape parse_hf_config(const std::string& text, const std::string& file) {
+ModelShape parse_hf_config(const std::string& text, const std::string& file,
+                           HfConfigExtras* extras) {
   const Json j = parse_json_limited(text, file);
   if (!j.is_object()) throw ConfigError(file, "", "expected a JSON object (a config.json)");
   Reader r(j, file);
@@ -147,9 +148,12 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
   m.qkv_bias = r.boolean_or("attention_bias", type == "qwen2");
   if (r.boolean_or("mlp_bias", false)) r.fail("mlp_bias", "true; expected false (no MLP biases)");
   m.qk_layernorm = type == "qwen3" || type == "qwen3_moe";
-  if (r.boolean_or("use_sliding_window", false) || (type == "mistral" && r.has("sliding_window")))
-    r.fail(r.has("use_sliding_window") ? "use_sliding_window" : "sliding_window",
-           "sliding-window attention is not modelled; expected it off (null)");
+  if (r.boolean_or("use_sliding_window", false) || (type == "mistral" && r.has("sliding_window"))) {
+    if (!r.has("sliding_window"))
+      r.fail("sliding_window", "missing with use_sliding_window true; expected the window");
+    const long long window = r.integer("sliding_window", 1);
+    if (extras != nullptr) extras->sliding_window = window;
+  }
   if (r.number_or("attention_dropout", 0) != 0)
     r.fail("attention_dropout", "expected 0 (dropout is not modelled for these architectures)");
   if (deepseek) {
@@ -197,8 +201,17 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file) {
   return m;
 }
 
-ModelShape load_hf_config(const std::string& path) {
-  return parse_hf_config(read_file(path), path);
+ModelShape load_hf_config(const std::string& path, HfConfigExtras* extras) {
+  return parse_hf_config(read_file(path), path, extras);
+}
+
+void check_sliding_window(const HfConfigExtras& extras, int seq_length, const std::string& file) {
+  if (extras.sliding_window > 0 && extras.sliding_window < seq_length)
+    throw ConfigError(file, "sliding_window",
+                      fmt::format("{} tokens, shorter than seq_length {}: sliding-window attention "
+                                  "is not modelled; expected no window, or one of at least the "
+                                  "sequence (which changes nothing)",
+                                  extras.sliding_window, seq_length));
 }
 
 }  // namespace pw::hw
