@@ -97,23 +97,25 @@ bool parse_pipeline_layout(std::string_view text, std::vector<std::string>* stag
   return true;
 }
 
-std::string pipeline_layout_string(const std::vector<int>& layers, int mtp_layers) {
+std::string pipeline_layout_string(const std::vector<int>& layers, int mtp_layers,
+                                   bool mtp_standalone) {
   const int S = static_cast<int>(layers.size());
+  const int mtp_stage = mtp_standalone && S >= 2 ? S - 2 : S - 1;
   auto stage = [&](int i) {
     std::string s = i == 0 ? "E" : "";
     if (layers[i] == 1) s += "t";
     if (layers[i] > 1) s += fmt::format("t*{}", layers[i]);
-    if (i == S - 1) {
+    if (i == mtp_stage) {
       if (mtp_layers == 1) s += "m";
       if (mtp_layers > 1) s += fmt::format("m*{}", mtp_layers);
-      s += "L";
     }
+    if (i == S - 1) s += "L";
     return s;
   };
   std::string out;
   for (int i = 0; i < S - 1;) {
     int run = 1;
-    while (i > 0 && layers[i] > 0 && i + run < S - 1 && layers[i + run] == layers[i]) ++run;
+    while (i > 0 && layers[i] > 0 && i + run < mtp_stage && layers[i + run] == layers[i]) ++run;
     if (run > 1)
       out += fmt::format("({}|)*{},", stage(i), run);
     else

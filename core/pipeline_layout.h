@@ -18,9 +18,11 @@ bool parse_pipeline_layout(std::string_view text, std::vector<std::string>* stag
                            std::string* problem);
 
 /// The layout string of a model whose stages (layer order) hold `layers` transformer layers,
-/// the embedding on the first and `mtp_layers` multi-token prediction layers and the loss on the
-/// last; runs of equal stages between the ends are folded as "(t*4|)*14". parse_pipeline_layout
-/// reads it back to the same stages.
-std::string pipeline_layout_string(const std::vector<int>& layers, int mtp_layers);
+/// the embedding on the first, the loss on the last and `mtp_layers` multi-token prediction
+/// layers with the loss, or after the layers of the stage before it with `mtp_standalone`
+/// ("...|t*4m|L"); runs of equal stages between the ends are folded as "(t*4|)*14".
+/// parse_pipeline_layout reads it back to the same stages.
+std::string pipeline_layout_string(const std::vector<int>& layers, int mtp_layers,
+                                   bool mtp_standalone = false);
 
 }  // namespace pw

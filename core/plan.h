@@ -118,6 +118,11 @@ struct ParallelConfig {
   /// gathered before attention and waited for; "a2a", DeepSpeed-Ulysses' all-to-alls of the
   /// queries, keys and values (heads scattered, sequence gathered) and of the output back.
   std::string cp_comm_type = "p2p";
+  /// Megatron's `mtp_standalone` (set from a pipeline_model_parallel_layout that puts the
+  /// multi-token prediction depths on a stage of their own): the depths run on the stage before
+  /// the last, which holds only the loss; false: on the last stage with the loss (Megatron's
+  /// default). Read only with ModelShape::mtp_num_layers > 0 and at least two stages.
+  bool mtp_standalone = false;
   int num_gpus() const {
     return tensor_parallel * context_parallel * pipeline_parallel * data_parallel;
   }

@@ -232,6 +232,7 @@ Doc config_to_doc(const ParallelConfig& c) {
     d["ddp_bucket_size"] = static_cast<std::int64_t>(c.ddp_bucket_size);
   if (c.tp_comm_overlap != def.tp_comm_overlap) d["tp_comm_overlap"] = c.tp_comm_overlap;
   if (c.cp_comm_type != def.cp_comm_type) d["cp_comm_type"] = c.cp_comm_type;
+  if (c.mtp_standalone) d["mtp_standalone"] = true;
   if (c.zero_stage == 3) d["zero3_gather"] = c.zero3_gather;
   return d;
 }
@@ -262,6 +263,7 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
                  "overlap_p2p_comm",
                  "tp_comm_overlap",
                  "cp_comm_type",
+                 "mtp_standalone",
                  "zero3_gather"});
   ParallelConfig c;
   c.tensor_parallel = get_int(d, r, p, "tensor_parallel", 1);
@@ -302,6 +304,8 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
         static_cast<double>(r.as_int(*v, "config.ddp_bucket_size", 1, std::int64_t{1} << 50));
   if (const Doc* v = r.find(d, "tp_comm_overlap"))
     c.tp_comm_overlap = r.as_bool(*v, "config.tp_comm_overlap");
+  if (const Doc* v = r.find(d, "mtp_standalone"))
+    c.mtp_standalone = r.as_bool(*v, "config.mtp_standalone");
   if (r.find(d, "cp_comm_type")) {
     c.cp_comm_type = get_str(d, r, p, "cp_comm_type");
     if (!is_cp_comm_type(c.cp_comm_type))
@@ -422,6 +426,21 @@ Plan plan_from_doc(const Doc& d, const std::string& source) {
   plan.flash_attention = fused != nullptr && r.as_bool(*fused, "model.use_flash_attn");
   plan.cluster = r.as_string(r.at(d, "", "cluster"), "cluster");
   plan.config = config_from_doc(r.at(d, "", "config"), r);
+  if (plan.config.mtp_standalone) {
+    // The depths' stage of their own: the one before the last, which holds the loss alone.
+    const Placement& pl = plan.schedule.placement;
+    const int per_pipe = pl.stages_per_pipeline();
+    if (plan.model.mtp_num_layers <= 0 || per_pipe < 2)
+      r.fail("config.mtp_standalone",
+             "true without multi-token prediction depths (model.mtp_num_layers) and two "
+             "stages; expected false");
+    for (const StageInfo& st : pl.stages)
+      if (st.index == per_pipe - 1 && st.layer_end > st.layer_begin)
+        r.fail("config.mtp_standalone",
+               fmt::format("true with {} transformer layers on the last stage; expected the "
+                           "loss alone there",
+                           st.layer_end - st.layer_begin));
+  }
   const Doc& ranks = r.at(d, "", "rank_to_gpu");
   r.expect_array(ranks, "rank_to_gpu");
   for (std::size_t i = 0; i < ranks.size(); ++i)

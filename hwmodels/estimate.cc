@@ -148,7 +148,8 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   auto device_params = [&](int d) {
     double sum = 0;
     for (int st = d; st < S; st += p)
-      sum += stage_parameter_count(m, o, begin[st], begin[st + 1], st == 0, st == S - 1, p);
+      sum += stage_parameter_count(m, o, begin[st], begin[st + 1],
+                                   stage_role(st, S, par.mtp_standalone), p);
     return sum;
   };
   e.first.params = device_params(0);
@@ -166,7 +167,12 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   for (int st = 1; per_chunk && st + 1 < S; ++st)
     if (mid < 0 || layers[st] > layers[mid]) mid = st;
   e.first_costs = stage_costs(m, gpu, o, 0, first_end, true, single);
-  e.last_costs = stage_costs(m, gpu, o, last_begin, m.num_layers, single, true);
+  e.last_costs = stage_costs(m, gpu, o, last_begin, m.num_layers,
+                             stage_role(S - 1, S, per_chunk && par.mtp_standalone));
+  // A layout's stage of the depths alone (its device runs it and v - 1 middle chunks).
+  e.has_mtp_stage = per_chunk && par.mtp_standalone && m.mtp_num_layers > 0 && S >= 2;
+  if (e.has_mtp_stage)
+    e.mtp_costs = stage_costs(m, gpu, o, begin[S - 2], begin[S - 1], stage_role(S - 2, S, true));
   StageCosts middle = mid >= 0 ? stage_costs(m, gpu, o, begin[mid], begin[mid + 1], false, false)
                                : stage_costs(m, gpu, o, 0, chunk, false, false);
   e.middle_costs = middle;
@@ -270,13 +276,16 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   // Qwen3-30B-A3B's interleaved stages: 44.0 s against the simulator's 19.0 s). Devices
   // between run v middle chunks, never more than either end. The pipeline fills and drains
   // over p - 1 passes of the slowest chunk.
-  const TimePs slowest =
+  TimePs slowest =
       std::max({chunk_time(e.first_costs), chunk_time(e.last_costs), chunk_time(middle)});
+  TimePs end_chunk =
+      std::max(chunk_time(e.first_costs, sends_held), chunk_time(e.last_costs, sends_held));
+  if (e.has_mtp_stage) {
+    slowest = std::max(slowest, chunk_time(e.mtp_costs));
+    end_chunk = std::max(end_chunk, chunk_time(e.mtp_costs, sends_held));
+  }
   const TimePs rest = (v - 1) * chunk_time(middle, sends_held);
-  const TimePs busiest = p == 1 && v == 1 ? chunk_time(e.first_costs)
-                                          : std::max(chunk_time(e.first_costs, sends_held),
-                                                     chunk_time(e.last_costs, sends_held)) +
-                                                rest;
+  const TimePs busiest = p == 1 && v == 1 ? chunk_time(e.first_costs) : end_chunk + rest;
   e.iteration_time = e.microbatches * busiest + (p - 1) * slowest + dp_time + embedding_sync;
   e.tflops_per_gpu = e.flops.hardware / (e.gpus * ps_to_seconds(e.iteration_time)) / 1e12;
   return e;
@@ -339,7 +348,9 @@ std::string estimate_table(const Estimate& e) {
               e.last);
   out += fmt::format("\npass times per microbatch (ms)   F       B       W       R\n");
   for (auto [label, c] : {std::pair{"first stage chunk", &e.first_costs},
-                          std::pair{"last stage chunk", &e.last_costs}}) {
+                          std::pair{"last stage chunk", &e.last_costs},
+                          std::pair{"depths' stage chunk", &e.mtp_costs}}) {
+    if (c == &e.mtp_costs && !e.has_mtp_stage) continue;
     out += fmt::format("  {:<28} {:7.3f} {:7.3f} {:7.3f} {:7.3f}\n", label, ps_to_millis(c->f),
                        ps_to_millis(c->b), ps_to_millis(c->w), ps_to_millis(c->r));
   }

@@ -58,6 +58,10 @@ struct Estimate {
   GpuMemoryFigures last;   ///< GPU of the last pipeline stage
   StageCosts first_costs;  ///< per microbatch, first stage (one model chunk)
   StageCosts last_costs;   ///< per microbatch, last stage (one model chunk)
+  /// Per microbatch, the multi-token prediction depths' stage of their own (the one before the
+  /// last, on pipeline rank p - 2 mod p) with ParallelConfig::mtp_standalone; else unset.
+  bool has_mtp_stage = false;
+  StageCosts mtp_costs;
   /// Per microbatch, a chunk with neither the embedding nor the head: the other v - 1 chunks
   /// of the first and last devices under interleaving, and every chunk of the devices between.
   StageCosts middle_costs;

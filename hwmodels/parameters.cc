@@ -169,6 +169,13 @@ double embedding_copy_parameters(const ModelShape& m, int tp, int pp) {
 
 double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int layer_begin,
                              int layer_end, bool is_first, bool is_last, int pp, double* expert) {
+  return stage_parameter_count(m, o, layer_begin, layer_end, StageRole{is_first, is_last, is_last},
+                               pp, expert);
+}
+
+double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int layer_begin,
+                             int layer_end, StageRole role, int pp, double* expert) {
+  const bool is_first = role.first, is_last = role.last;
   const double t = o.tp, h = m.hidden_size;
   if (expert) *expert = 0;
   const int moe = moe_layers_in(m, layer_begin, layer_end);
@@ -189,16 +196,20 @@ double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int 
     p += norm_parameter_count(m);
     // Output layer: its own when untied; a copy of the input embedding when tied and p > 1.
     p += m.untie_embeddings ? double(m.vocab_size) * h / t : embedding_copy_parameters(m, o.tp, pp);
-    if (m.mtp_num_layers > 0) {
-      // Per depth: two norms, the projection (column-parallel), one layer, the final norm; and
-      // a copy of the input embedding for the shifted tokens when untied and p > 1 (tied, the
-      // copy above serves both).
-      double one_expert = 0;
-      const double layer = layer_params(m, mtp_layer_is_moe(m), t, o.ep, o.etp, &one_expert);
-      p += m.mtp_num_layers * (layer + mtp_own_params(m, t));
-      if (expert) *expert += m.mtp_num_layers * one_expert;
-      if (m.untie_embeddings) p += embedding_copy_parameters(m, o.tp, pp);
-    }
+  }
+  if (role.mtp && m.mtp_num_layers > 0) {
+    // Per depth: two norms, the projection (column-parallel), one layer, the final norm; and a
+    // copy of the input embedding for the shifted tokens: with the loss, when untied and p > 1
+    // (tied, the output layer's copy serves both); on a stage of its own, always (Megatron
+    // builds the embedding where mtp_process is, tied or not).
+    double one_expert = 0;
+    const double layer = layer_params(m, mtp_layer_is_moe(m), t, o.ep, o.etp, &one_expert);
+    p += m.mtp_num_layers * (layer + mtp_own_params(m, t));
+    if (expert) *expert += m.mtp_num_layers * one_expert;
+    if (!is_last)
+      p += double(m.vocab_size) * h / t;
+    else if (m.untie_embeddings)
+      p += embedding_copy_parameters(m, o.tp, pp);
   }
   return p;
 }
@@ -226,6 +237,14 @@ void layer_tensors(const ModelShape& m, bool moe, const WorkloadOptions& o,
 std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOptions& o,
                                          int layer_begin, int layer_end, bool is_first,
                                          bool is_last, int pipeline_parallel) {
+  return stage_weight_tensors(m, o, layer_begin, layer_end, StageRole{is_first, is_last, is_last},
+                              pipeline_parallel);
+}
+
+std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOptions& o,
+                                         int layer_begin, int layer_end, StageRole role,
+                                         int pipeline_parallel) {
+  const bool is_first = role.first, is_last = role.last;
   std::vector<double> out;
   const double h = m.hidden_size;
   if (is_first) {
@@ -233,15 +252,18 @@ std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOpti
     if (!m.rope) out.push_back(double(m.seq_length) * h);
   }
   for (int l = layer_begin; l < layer_end; ++l) layer_tensors(m, is_moe_layer(m, l), o, &out);
+  const double copy = embedding_copy_parameters(m, o.tp, pipeline_parallel);
   if (is_last) {
     norm_tensors(m).append_to(&out);
-    const double copy = embedding_copy_parameters(m, o.tp, pipeline_parallel);
     if (m.untie_embeddings)
       out.push_back(double(m.vocab_size) * h / o.tp);
     else if (copy > 0)
       out.push_back(copy);
+  }
+  if (role.mtp) {
     for (int k = 0; k < m.mtp_num_layers; ++k) {  // as stage_parameter_count
-      if (k == 0 && m.untie_embeddings && copy > 0) out.push_back(copy);
+      if (k == 0 && !is_last) out.push_back(double(m.vocab_size) * h / o.tp);
+      if (k == 0 && is_last && m.untie_embeddings && copy > 0) out.push_back(copy);
       mtp_input_tensors(m, o.tp).append_to(&out);
       layer_tensors(m, mtp_layer_is_moe(m), o, &out);
       norm_tensors(m).append_to(&out);

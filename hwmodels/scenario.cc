@@ -365,16 +365,31 @@ void apply_pipeline_layout(Scenario* s, const std::string& pp_key, int layers_pe
         fmt::format("{} transformer layers (t) and {} multi-token prediction layers "
                     "(m); expected model.num_layers {} and mtp_num_layers {}",
                     count('t'), count('m'), s->model.num_layers, s->model.mtp_num_layers));
+  if (count('m') > 0 && flat.find('t', flat.find('m')) != std::string::npos)
+    throw ConfigError(s->file, key,
+                      "a transformer layer (t) after a multi-token prediction layer (m); expected "
+                      "the depths after the model's layers (Megatron's rule)");
   std::vector<int> layers(S);
+  c.mtp_standalone = false;
   for (int i = 0; i < S; ++i) {
     const std::string& st = stages[i];
     layers[i] = static_cast<int>(std::count(st.begin(), st.end(), 't'));
-    if (i < S - 1 && st.find('m') != std::string::npos)
-      throw ConfigError(s->file, key,
-                        fmt::format("stage {} ('{}') holds multi-token prediction layers; expected "
-                                    "them on the last stage, with L (as Megatron places them "
-                                    "without a layout)",
-                                    i, st));
+    const int here = static_cast<int>(std::count(st.begin(), st.end(), 'm'));
+    if (here == 0 || i == S - 1) continue;
+    // The depths on a stage of their own (Megatron's mtp_standalone): all of them, on the
+    // stage right before the loss's, which is then the last chunk of its pipeline rank (Megatron
+    // keeps the depths in a rank's last virtual stage).
+    if (here != s->model.mtp_num_layers || i != S - 2 || p < 2)
+      throw ConfigError(
+          s->file, key,
+          fmt::format("stage {} ('{}') holds {} of the {} multi-token prediction layers; "
+                      "expected all of them on the last stage with L, or on the stage right "
+                      "before it{}",
+                      i, st, here, s->model.mtp_num_layers,
+                      p < 2 ? " with pipeline_model_parallel_size >= 2 (the depths in a rank's "
+                              "last virtual stage)"
+                            : ""));
+    c.mtp_standalone = true;
   }
   c.virtual_stages = S / p;
   s->layout_layers.clear();

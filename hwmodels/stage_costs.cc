@@ -16,20 +16,43 @@ using detail::in_attention_core;
 using detail::kAct;
 using detail::tp_paired;
 
+StageRole stage_role(int index, int stages, bool mtp_standalone) {
+  StageRole r;
+  r.first = index == 0;
+  r.last = index == stages - 1;
+  r.mtp = mtp_standalone && stages >= 2 ? index == stages - 2 : r.last;
+  return r;
+}
+
 StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
-                       int layer_begin, int layer_end, bool is_first, bool is_last) {
+                       int layer_begin, int layer_end, StageRole role) {
   PW_ASSERT(layer_begin >= 0 && layer_end >= layer_begin, "bad layer range");
   const int moe_layers = moe_layers_in(m, layer_begin, layer_end);
-  return stage_costs_for(m, gpu, o, layer_end - layer_begin - moe_layers, moe_layers, is_first,
-                         is_last);
+  return stage_costs_for(m, gpu, o, layer_end - layer_begin - moe_layers, moe_layers, role);
+}
+
+StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
+                       int layer_begin, int layer_end, bool is_first, bool is_last) {
+  return stage_costs(m, gpu, o, layer_begin, layer_end, StageRole{is_first, is_last, is_last});
 }
 
 StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
                            int dense_layers, int moe_layers, bool is_first, bool is_last) {
+  return stage_costs_for(m, gpu, o, dense_layers, moe_layers,
+                         StageRole{is_first, is_last, is_last});
+}
+
+StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
+                           int dense_layers, int moe_layers, StageRole role) {
   PW_ASSERT(dense_layers >= 0 && moe_layers >= 0, "bad layer counts");
-  // The multi-token prediction depths sit on the last stage: each one transformer layer of the
-  // last layer's kind, plus its own kernels, the embedding of the shifted tokens and the head.
-  const int mtp = is_last ? std::max(0, m.mtp_num_layers) : 0;
+  const bool is_first = role.first, is_last = role.last;
+  // The multi-token prediction depths where the role puts them: each one transformer layer of
+  // the last layer's kind, plus its own kernels and the embedding of the shifted tokens; their
+  // logits and losses run with the loss, here too when the depths sit on the last stage, else
+  // on the last stage after them (`head_depths`).
+  const int depths = std::max(0, m.mtp_num_layers);
+  const int mtp = role.mtp ? depths : 0;
+  const int head_depths = is_last && !role.mtp ? depths : 0;
   (mtp_layer_is_moe(m) ? moe_layers : dense_layers) += mtp;
   StageCosts c;
   const Pass passes[] = {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight,
@@ -86,15 +109,30 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
             *hides[i] += static_cast<TimePs>(mtp) * (g - g / o.tp);
           }
       if (passes[i] != Pass::kRecompute) {
-        for (auto&& part : {embedding_ops(m, o, passes[i]), head_ops(m, o, passes[i])})
-          ops.insert(ops.end(), part.begin(), part.end());
-        for (auto&& part : {embedding_tp_comms(m, o, passes[i]), head_tp_comms(m, o, passes[i])})
-          depth.insert(depth.end(), part.begin(), part.end());
+        std::vector<LayerOp> parts = embedding_ops(m, o, passes[i]);
+        std::vector<TpComm> part_comms = embedding_tp_comms(m, o, passes[i]);
+        if (is_last) {  // the depth's logits beside it
+          for (const LayerOp& op : head_ops(m, o, passes[i])) parts.push_back(op);
+          for (const TpComm& tc : head_tp_comms(m, o, passes[i])) part_comms.push_back(tc);
+        }
+        ops.insert(ops.end(), parts.begin(), parts.end());
+        depth.insert(depth.end(), part_comms.begin(), part_comms.end());
       }
       *times[i] += static_cast<TimePs>(mtp) * ops_time(ops, gpu, o.dtype);
       *flops[i] += total_flops(ops) * double(mtp);
       for (TpComm tc : depth) {
         tc.count *= mtp;
+        comms[i]->push_back(tc);
+      }
+    }
+    if (head_depths > 0 && passes[i] != Pass::kRecompute) {
+      // The depths' logits and losses after a stage of their own (Megatron's process_mtp_loss
+      // on the loss stage).
+      auto hd = head_ops(m, o, passes[i]);
+      *times[i] += static_cast<TimePs>(head_depths) * ops_time(hd, gpu, o.dtype);
+      *flops[i] += total_flops(hd) * double(head_depths);
+      for (TpComm tc : head_tp_comms(m, o, passes[i])) {
+        tc.count *= head_depths;
         comms[i]->push_back(tc);
       }
     }
@@ -120,23 +158,24 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
     const double logits = double(d.tokens) * double(d.v) / double(d.t);
     // Per head (the model's and each MTP depth's): final LN input, fp32 logits; from B until W
     // the logits-GEMM input and output gradient.
-    const double heads = 1.0 + mtp;
+    const double heads = 1.0 + depths;
     c.m_b += Bytes{heads * (2.0 * sbh * d.sp_div + 4.0 * logits)};
     c.m_w += Bytes{heads * (2.0 * sbh + 2.0 * logits)};
-    if (mtp > 0) {
-      // Per MTP depth beside its layer: the two norms' inputs and the projection's input (2h:
-      // FP8 casts under FP8), all on the rank's own tokens; under full recomputation only the
-      // depth's inputs (the hidden state is the layer count's checkpoint; the embedding here).
-      // From B until W the projection's input and output gradient (h/t).
-      const double own = sbh * d.sp_div;
-      const double lin = o.fp8 ? 1.0 : kAct;
-      const double held = (2 * kAct + 2 * lin) * own;
-      c.m_b += Bytes{mtp * (o.recompute == Recompute::kFull ? kAct * own : held)};
-      if (o.recompute == Recompute::kFull) c.m_r += Bytes{mtp * (held - kAct * own)};
-      c.m_w += Bytes{mtp * (2 * lin * own + kAct * sbh / d.t)};
-    }
   }
-  c.p2p_bytes = {2.0 * sbh * d.sp_div};
+  if (mtp > 0) {
+    // Per MTP depth beside its layer: the two norms' inputs and the projection's input (2h:
+    // FP8 casts under FP8), all on the rank's own tokens; under full recomputation only the
+    // depth's inputs (the hidden state is the layer count's checkpoint; the embedding here).
+    // From B until W the projection's input and output gradient (h/t).
+    const double own = sbh * d.sp_div;
+    const double lin = o.fp8 ? 1.0 : kAct;
+    const double held = (2 * kAct + 2 * lin) * own;
+    c.m_b += Bytes{mtp * (o.recompute == Recompute::kFull ? kAct * own : held)};
+    if (o.recompute == Recompute::kFull) c.m_r += Bytes{mtp * (held - kAct * own)};
+    c.m_w += Bytes{mtp * (2 * lin * own + kAct * sbh / d.t)};
+  }
+  // A stage of the depths alone sends the main model's and every depth's hidden states on.
+  c.p2p_bytes = {2.0 * sbh * d.sp_div * (role.mtp && !is_last ? 1.0 + depths : 1.0)};
   return c;
 }
 

@@ -236,10 +236,29 @@ T cp_ring_exposed(T attention, T ring, int cp) {
   return ring > covered ? ring - covered : T{0};
 }
 
+/// What a pipeline stage holds besides its transformer layers: the embedding (`first`), the
+/// final norm, output layer and loss (`last`: with multi-token prediction the logits and loss
+/// of the main model and of every depth, Megatron's process_mtp_loss) and the multi-token
+/// prediction depths (`mtp`: each an embedding of the shifted tokens, its norms, projection and
+/// layer; on the last stage, or on the one before it with ParallelConfig::mtp_standalone, which
+/// then sends the main model's and every depth's hidden states on: 1 + D activations).
+struct StageRole {
+  bool first = false;
+  bool last = false;
+  bool mtp = false;
+};
+/// The role of stage `index` (0 = the input's) of a pipeline of `stages`.
+StageRole stage_role(int index, int stages, bool mtp_standalone);
+
+StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
+                       int layer_begin, int layer_end, StageRole role);
+/// The same with the depths on the last stage (Megatron's default): {is_first, is_last, is_last}.
 StageCosts stage_costs(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
                        int layer_begin, int layer_end, bool is_first, bool is_last);
 /// The same for `dense_layers` dense and `moe_layers` MoE layers (stage_costs counts them in
 /// its range); screens tabulate one layer of each kind with it.
+StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
+                           int dense_layers, int moe_layers, StageRole role);
 StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
                            int dense_layers, int moe_layers, bool is_first, bool is_last);
 /// Time of a list of collectives, each on its group's network, in sequence. CP collectives are
@@ -276,6 +295,10 @@ double mtp_parameter_count(const ModelShape& m);
 /// local expert's and the shared expert's; the final norm and output layer), as PyTorch modules
 /// hold them. They sum to stage_parameter_count.
 std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOptions& o,
+                                         int layer_begin, int layer_end, StageRole role,
+                                         int pipeline_parallel);
+/// The same with the depths on the last stage: {is_first, is_last, is_last}.
+std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOptions& o,
                                          int layer_begin, int layer_end, bool is_first,
                                          bool is_last, int pipeline_parallel);
 /// Parameters per tensor rank of the last stage's copy of the input embedding, whose gradient
@@ -286,8 +309,13 @@ double embedding_copy_parameters(const ModelShape& m, int tp, int pp);
 /// Parameters held by one rank of a stage holding layers [layer_begin, layer_end) (TP-split
 /// weights, replicated norms and row-parallel biases; experts split by ep and etp; the
 /// embedding on the first stage, the final norm and the output layer on the last: a separate
-/// one when untied, a tied copy when p > 1). `expert` (optional) receives the expert part, whose
-/// gradients reduce over the expert-data-parallel group.
+/// one when untied, a tied copy when p > 1; the multi-token prediction depths with a copy of the
+/// input embedding for the shifted tokens, shared with the tied output layer when both sit on
+/// the last stage). `expert` (optional) receives the expert part, whose gradients reduce over
+/// the expert-data-parallel group.
+double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int layer_begin,
+                             int layer_end, StageRole role, int pp, double* expert = nullptr);
+/// The same with the depths on the last stage: {is_first, is_last, is_last}.
 double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int layer_begin,
                              int layer_end, bool is_first, bool is_last, int pp,
                              double* expert = nullptr);

@@ -36,19 +36,18 @@ IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOpti
   const int per_pipe = pl.stages_per_pipeline();
   for (int s = 0; s < S; ++s) {
     const StageInfo& st = pl.stages[s];
-    const bool first = st.index == 0, last = st.index == per_pipe - 1;
-    costs_.push_back(
-        hw::stage_costs(in.model, gpu_, wo_, st.layer_begin, st.layer_end, first, last));
+    const hw::StageRole role = hw::stage_role(st.index, per_pipe, par.mtp_standalone);
+    costs_.push_back(hw::stage_costs(in.model, gpu_, wo_, st.layer_begin, st.layer_end, role));
     double expert = 0;
     stage_params_.push_back(hw::stage_parameter_count(in.model, wo_, st.layer_begin, st.layer_end,
-                                                      first, last, par.pipeline_parallel, &expert));
+                                                      role, par.pipeline_parallel, &expert));
     stage_expert_params_.push_back(expert);
     stage_layer_params_.push_back(hw::stage_parameter_count(
         in.model, wo_, st.layer_begin, st.layer_end, false, false, par.pipeline_parallel));
     if (par.zero_stage == 3 && par.zero3_gather != "stage") {
       std::vector<double> tensors;
       if (par.zero3_gather == "tensor")
-        tensors = hw::stage_weight_tensors(in.model, wo_, st.layer_begin, st.layer_end, first, last,
+        tensors = hw::stage_weight_tensors(in.model, wo_, st.layer_begin, st.layer_end, role,
                                            par.pipeline_parallel);
       stage_gathers_.push_back(hw::zero3_pass_gathers(par.zero3_gather, stage_params_.back(),
                                                       st.layer_end - st.layer_begin, tensors));

@@ -190,11 +190,14 @@ void IterationBuilder::build_transfers() {
         const Action& da = dep_.action[dep];
         const bool fwd = da.kind == ActionKind::kF || da.kind == ActionKind::kSendF;
         const std::int32_t c = out_.graph.add_collective(true);
-        const double bytes = costs_[hop].p2p_bytes.value;
+        const Action& ra = dep_.action[id];
+        // The activation the lower stage sends on, forward (the sender's) or as its gradient
+        // backward (the receiver's): stages differ where one sends more (a stage of the
+        // multi-token prediction depths alone sends 1 + D hidden states).
+        const double bytes = costs_[fwd ? hop : ra.stage].p2p_bytes.value;
         const int sg_gpu = out_.ranks[ssim].gpu, rg_gpu = r.gpu;
         add_point_phase(sg_gpu, rg_gpu, sg ? bytes / layout_.tp : bytes);
         if (sg) add_collective_phases(hw::CollectiveKind::kAllGather, bytes, 1, tp_group, r.tr);
-        const Action& ra = dep_.action[id];
         const std::int32_t send =
             add_comm(ssim, StreamKind::kPpSend, c, CommKind::kPp,
                      label(fwd ? ActionKind::kSendF : ActionKind::kSendB, hop, da.microbatch));

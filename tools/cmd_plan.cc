@@ -451,7 +451,10 @@ int run_plan(const PlanOptions& o) {
                      sc.published ? sc.published->tflops_per_gpu : 0.0,
                      std::string()};
   // A published uneven split that no trim gives is scored as written (end_trim kOwnSplit).
-  if (sc.has_parallel && sc.uneven_split()) pr.own_split = sc.stage_layers();
+  if (sc.has_parallel && sc.uneven_split()) {
+    pr.own_split = sc.stage_layers();
+    space.own_split_mtp_standalone = sc.parallel.mtp_standalone;
+  }
   const CostModel model(pr, space);
   // The published configuration is compared at its own batch and GPU count only.
   const ParallelConfig& pub = sc.parallel;
@@ -467,8 +470,10 @@ int run_plan(const PlanOptions& o) {
     if (config_from_parallel(space, sc.parallel, &pc, &why)) {
       // An uneven split is named by its trim when it is one the search lays out, and scored as
       // written otherwise.
+      // (A layout's stage of the depths alone is never a searched split.)
       bool searched_split = !sc.uneven_split();
       for (const int code : space.end_trim) {
+        if (sc.parallel.mtp_standalone) break;
         if (searched_split) break;
         std::vector<int> split;
         if (split_layers(sc.model.num_layers,

@@ -161,7 +161,13 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
                    p.fp8 != "off" ? fmt::format(" fp8={}", p.fp8) : "",
                    s.flash_attention ? "" : " attention=unfused"));
   if (s.uneven_split())
-    line("layers per stage", fmt::format("{}", fmt::join(s.stage_layers(), " ")));
+    line("layers per stage",
+         fmt::format("{}{}", fmt::join(s.stage_layers(), " "),
+                     p.mtp_standalone
+                         ? fmt::format(" (the multi-token prediction depths on stage {}, the loss "
+                                       "alone on the last)",
+                                       s.stage_layers().size() - 2)
+                         : std::string()));
   line("iteration time", fmt::format("{:.1f} ms", ps_to_millis(r.iteration)));
   line("tokens/s", fmt::format("{:.0f}", r.tokens_per_sec));
   line("TFLOP/s per GPU",

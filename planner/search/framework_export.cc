@@ -106,13 +106,16 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers, int 
   if (pc.sequence_parallel && pc.tensor_parallel > 1) arg("--sequence-parallel");
   if (pc.pipeline_parallel > 1) {
     int first = 0, last = 0;
-    if (megatron_split(layers, pc.pipeline_parallel, pc.virtual_stages, &first, &last)) {
+    // A stage of the multi-token prediction depths alone exists only in a layout.
+    if (!pc.mtp_standalone &&
+        megatron_split(layers, pc.pipeline_parallel, pc.virtual_stages, &first, &last)) {
       if (pc.virtual_stages > 1) num("--num-layers-per-virtual-pipeline-stage", layers.front());
       if (first > 0) num("--decoder-first-pipeline-num-layers", first);
       if (last > 0) num("--decoder-last-pipeline-num-layers", last);
     } else {
       // Any other split (interleaved chunks of their own sizes): the layout names every stage.
-      arg("--pipeline-model-parallel-layout", pipeline_layout_string(layers, m.mtp_num_layers));
+      arg("--pipeline-model-parallel-layout",
+          pipeline_layout_string(layers, m.mtp_num_layers, plan.config.mtp_standalone));
     }
   }
   // Megatron's default group is p microbatches per chunk; another is the plan's own order.

@@ -276,27 +276,36 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   // the last (embedding, head), not on where it sits: stages alike are computed once.
   struct StageEval {
     int layers = -1, nm = 0;
-    bool first = false, last = false;
+    bool first = false, last = false, mtp = false;
     double f = 0, b = 0, w = 0, r = 0, act = 0, act_w = 0, act_r = 0, params = 0, gather = 0;
     double expert = 0, layer_params = 0, gathered = 0, stage_red = 0, stage_gather = 0;
     double stage_rs = 0, buf = 0, first_bucket = 0;
     std::array<double, 2> one_gather{0, 0}, stage_rs_link{0, 0}, gather_link{0, 0};
   };
-  auto eval_stage = [&](int layer_begin, int layers, int nm, bool first, bool last) {
+  auto eval_stage = [&](int layer_begin, int layers, int nm, hw::StageRole role) {
+    const bool first = role.first, last = role.last;
     StageEval m;
     m.layers = layers;
     m.nm = nm;
     m.first = first;
     m.last = last;
+    m.mtp = role.mtp;
     const double n = layers - nm;  // dense layers; nm MoE layers
+    // The stage's end piece besides the embedding: the loss with the multi-token prediction
+    // depths (le.last), the loss alone or the depths alone (a layout's stage of their own).
+    const hw::StageCosts* end = last       ? (role.mtp ? &le.last : &le.loss)
+                                : role.mtp ? &le.mtp
+                                           : nullptr;
+    const double* tp_end = last ? (role.mtp ? le.tp_last : le.tp_loss) : le.tp_mtp;
+    const double* ep_end = last ? (role.mtp ? le.ep_last : le.ep_loss) : le.ep_mtp;
     auto sum_ps = [&](TimePs hw::StageCosts::*field) {
       return static_cast<double>(static_cast<TimePs>(n) * le.layer.*field +
                                  static_cast<TimePs>(nm) * le.moe.*field +
-                                 (first ? le.first.*field : 0) + (last ? le.last.*field : 0));
+                                 (first ? le.first.*field : 0) + (end ? end->*field : 0));
     };
     auto sum_of = [&](const double* layer, const double* moe, const double* fst, const double* lst,
                       int k) {
-      return n * layer[k] + nm * moe[k] + (first ? fst[k] : 0) + (last ? lst[k] : 0);
+      return n * layer[k] + nm * moe[k] + (first ? fst[k] : 0) + (end ? lst[k] : 0);
     };
     // A pass with its TP collectives (run under its paired GEMMs with tp_comm_overlap, as the
     // DES does) and the EP all-to-all after them.
@@ -304,15 +313,15 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     auto pass = [&](TimePs hw::StageCosts::*field, TimePs hw::StageCosts::*hide,
                     TimePs hw::StageCosts::*attn, int k) {
       const double compute = ps_to_seconds(sum_ps(field));
-      const double tp = sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, k);
-      const double ep = sum_of(le.ep, le.ep_moe, le.ep_first, le.ep_last, k);
+      const double tp = sum_of(le.tp, le.tp_moe, le.tp_first, tp_end, k);
+      const double ep = sum_of(le.ep, le.ep_moe, le.ep_first, ep_end, k);
       const double t = overlap ? hw::overlapped_pass_time(compute, ps_to_seconds(sum_ps(hide)), tp)
                                : compute + tp;
       return t + ep + hw::cp_ring_exposed(ps_to_seconds(sum_ps(attn)), layers * le.cp[k], c.cp);
     };
     auto sum_bytes = [&](Bytes hw::StageCosts::*field) {
       return n * (le.layer.*field).value + nm * (le.moe.*field).value +
-             (first ? (le.first.*field).value : 0) + (last ? (le.last.*field).value : 0);
+             (first ? (le.first.*field).value : 0) + (end ? (end->*field).value : 0);
     };
     // As the DES: F = f + its TP collectives; B = b + inline recompute + theirs; W = w + its.
     using SC = hw::StageCosts;
@@ -325,14 +334,14 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     m.act_w = sum_bytes(&hw::StageCosts::m_w);
     m.act_r = has_r ? sum_bytes(&hw::StageCosts::m_r) : 0;
     const double params = hw::stage_parameter_count(pr.model, wo, layer_begin, layer_begin + layers,
-                                                    first, last, P, &m.expert);
+                                                    role, P, &m.expert);
     // FP8 weight copies cover the transformer layers only (hw::model_state_bytes).
-    m.layer_params =
-        c.fp8 == 0
-            ? 0.0
-            : (first || last ? hw::stage_parameter_count(pr.model, wo, layer_begin,
-                                                         layer_begin + layers, false, false, P)
-                             : params);
+    m.layer_params = c.fp8 == 0
+                         ? 0.0
+                         : (first || last || role.mtp
+                                ? hw::stage_parameter_count(pr.model, wo, layer_begin,
+                                                            layer_begin + layers, false, false, P)
+                                : params);
     m.params = params;
     if (z3) m.gather = net.dp_all_gather.seconds(2 * params);
     // ZeRO-3 by layer (as the DES): every pass but W all-gathers the stage's weights, the first
@@ -367,9 +376,9 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
                                               first, space_.ddp_bucket_size);
       // Overlapped, the last bucket's reduction starts when the last backward's compute ends,
       // beside that pass's TP collectives.
-      const double last_tp = sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 1) +
-                             sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 2) +
-                             (has_r ? sum_of(le.tp, le.tp_moe, le.tp_first, le.tp_last, 3) : 0);
+      const double last_tp = sum_of(le.tp, le.tp_moe, le.tp_first, tp_end, 1) +
+                             sum_of(le.tp, le.tp_moe, le.tp_first, tp_end, 2) +
+                             (has_r ? sum_of(le.tp, le.tp_moe, le.tp_first, tp_end, 3) : 0);
       m.stage_red = space_.overlap_grad_reduce ? std::max(0.0, reduce.seconds(grad / nb) - last_tp)
                                                : nb * reduce.seconds(grad / nb);
       if (c.zero == 1 || c.zero == 2) {
@@ -401,19 +410,22 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const bool param_overlap = c.param_gather && (c.zero == 1 || c.zero == 2) && dpc > 1;
   out->param_first_bucket = 0;
   out->param_chunk.assign(param_overlap ? P : 0, -1.0);
+  // A layout's stage of the multi-token prediction depths alone (the own split only).
+  const bool mtp_standalone = c.end_trim == kOwnSplit && space_.own_split_mtp_standalone &&
+                              pr.model.mtp_num_layers > 0 && S >= 2 && so.pipelines == 1;
   std::array<StageEval, 8> memo;
   std::size_t memo_size = 0;
   int layer_begin = 0;
   for (int i = 0; i < S; ++i) {
     const int layers = out->layers[i];
     const int nm = hw::moe_layers_in(pr.model, layer_begin, layer_begin + layers);
-    const bool first = i == 0, last = i == S - 1;
+    const hw::StageRole role = hw::stage_role(i, S, mtp_standalone);
     const StageEval* hit = nullptr;
     for (std::size_t k = 0; k < memo_size && hit == nullptr; ++k)
-      if (memo[k].layers == layers && memo[k].nm == nm && memo[k].first == first &&
-          memo[k].last == last)
+      if (memo[k].layers == layers && memo[k].nm == nm && memo[k].first == role.first &&
+          memo[k].last == role.last && memo[k].mtp == role.mtp)
         hit = &memo[k];
-    const StageEval m = hit != nullptr ? *hit : eval_stage(layer_begin, layers, nm, first, last);
+    const StageEval m = hit != nullptr ? *hit : eval_stage(layer_begin, layers, nm, role);
     if (hit == nullptr && memo_size < memo.size()) memo[memo_size++] = m;
     layer_begin += layers;
     out->f[i] = m.f;

@@ -195,10 +195,15 @@ class CostModel {
   // with the TP collective time, the EP all-to-all bound (and the CP all-gather or all-to-all)
   // and the CP ring's bound of each pass
   // (seconds; index = hw::Pass).
+  // `last` is the loss with the multi-token prediction depths (hw::StageRole {false, true,
+  // true}); `loss` and `mtp` the two halves a layout's stage of the depths alone splits it into
+  // (models with depths only).
   struct LayerEntry {
     hw::StageCosts layer, moe, first, last;  // a dense layer, an MoE layer (MoE models)
+    hw::StageCosts loss, mtp;
     double tp[4] = {}, tp_moe[4] = {}, tp_first[4] = {}, tp_last[4] = {};
     double ep[4] = {}, ep_moe[4] = {}, ep_first[4] = {}, ep_last[4] = {};
+    double tp_loss[4] = {}, tp_mtp[4] = {}, ep_loss[4] = {}, ep_mtp[4] = {};
     /// A layer's context-parallel ring steps, bandwidth bound (dense and MoE layers alike).
     double cp[4] = {};
   };

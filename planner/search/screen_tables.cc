@@ -141,6 +141,10 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
   if (m.num_experts > 0) e.moe = hw::stage_costs_for(m, gpu_, wo, 0, 1, false, false);
   e.first = hw::stage_costs(m, gpu_, wo, 0, 0, true, false);
   e.last = hw::stage_costs(m, gpu_, wo, 0, 0, false, true);
+  if (m.mtp_num_layers > 0) {
+    e.loss = hw::stage_costs(m, gpu_, wo, 0, 0, hw::StageRole{false, true, false});
+    e.mtp = hw::stage_costs(m, gpu_, wo, 0, 0, hw::StageRole{false, false, true});
+  }
   if ((t > 1 || k.cp > 1 || k.ep > 1) && !problem_.sim.free_communication) {
     // The groups as the DES lays them out: TP consecutive, CP over consecutive data ranks,
     // EP over the tensor-and-data ranks with expert TP fastest (expert TP t: consecutive data
@@ -190,6 +194,10 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
     tp(e.moe, e.tp_moe, e.ep_moe, nullptr);
     tp(e.first, e.tp_first, e.ep_first, nullptr);
     tp(e.last, e.tp_last, e.ep_last, nullptr);
+    if (m.mtp_num_layers > 0) {
+      tp(e.loss, e.tp_loss, e.ep_loss, nullptr);
+      tp(e.mtp, e.tp_mtp, e.ep_mtp, nullptr);
+    }
   }
   return e;
 }

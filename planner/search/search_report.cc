@@ -190,7 +190,11 @@ namespace {
 std::string published_name(const PlanReportInput& in, const Evaluated& p) {
   std::string s = describe_config(*in.space, p.config);
   if (p.config.end_trim == kOwnSplit)
-    s += fmt::format(" ({} layers per stage)", fmt::join(in.problem->own_split, "/"));
+    s += fmt::format(" ({} layers per stage{})", fmt::join(in.problem->own_split, "/"),
+                     in.space->own_split_mtp_standalone
+                         ? fmt::format(", the multi-token prediction depths alone on stage {}",
+                                       in.problem->own_split.size() - 2)
+                         : std::string());
   return s;
 }
 
@@ -305,6 +309,7 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
                  {"fp8", c.fp8 ? "hybrid" : "off"}};
   if (c.end_trim == kOwnSplit) {
     j["config"]["stage_layers"] = pr.own_split;
+    if (in.space->own_split_mtp_standalone) j["config"]["mtp_standalone"] = true;
   } else {
     j["config"]["end_layers_trimmed"] = first_trim(c.end_trim);
     j["config"]["last_stage_layers_trimmed"] = last_trim(c.end_trim);

@@ -127,6 +127,7 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.overlap_p2p_comm = space.overlap_p2p_comm && pc.p2p_overlappable();
   pc.tp_comm_overlap = space.tp_comm_overlap && pc.sequence_parallel && pc.tensor_parallel > 1;
   if (pc.context_parallel > 1) pc.cp_comm_type = space.cp_comm_type;
+  pc.mtp_standalone = c.end_trim == kOwnSplit && space.own_split_mtp_standalone;
   return pc;
 }
 

@@ -138,6 +138,10 @@ struct SearchSpace {
   bool tp_comm_overlap = false;
   /// Megatron's cp_comm_type for the configurations with context parallelism.
   std::string cp_comm_type = "p2p";
+  /// The split end_trim kOwnSplit names (PlanProblem::own_split, a scenario's layout) puts the
+  /// multi-token prediction depths on a stage of their own (ParallelConfig::mtp_standalone).
+  /// The searched splits keep them with the loss.
+  bool own_split_mtp_standalone = false;
 };
 
 /// The core ParallelConfig of a search configuration (config_from_parallel in plan_emit.h is the

@@ -46,6 +46,19 @@ TEST(PipelineLayout, WritesWhatItReadsBack) {
   EXPECT_EQ(pipeline_layout_string({3, 4, 4, 4, 4, 4, 4, 5}, 1), "Et*3|(t*4|)*6,t*5mL");
   EXPECT_EQ(pipeline_layout_string({1, 2, 1}, 2), "Et|t*2|tm*2L");
   EXPECT_EQ(pipeline_layout_string({5}, 0), "Et*5L");
+  // The depths on a stage of their own before the loss's (Megatron's mtp_standalone): after
+  // that stage's layers, the loss alone on the last; that stage is not folded into a run.
+  EXPECT_EQ(pipeline_layout_string({4, 4, 4, 0, 0}, 1, true), "Et*4|(t*4|)*2,m|L");
+  EXPECT_EQ(pipeline_layout_string({2, 3, 3, 0}, 2, true), "Et*2|t*3|t*3m*2|L");
+  for (const auto& [layers, mtp] :
+       std::vector<std::pair<std::vector<int>, int>>{{{4, 4, 4, 0, 0}, 1}, {{2, 3, 3, 0}, 2}}) {
+    const std::vector<std::string> stages = parsed(pipeline_layout_string(layers, mtp, true));
+    ASSERT_EQ(stages.size(), layers.size());
+    EXPECT_EQ(stages.back(), "L");
+    EXPECT_EQ(stages[stages.size() - 2],
+              std::string(static_cast<std::size_t>(layers[layers.size() - 2]), 't') +
+                  std::string(static_cast<std::size_t>(mtp), 'm'));
+  }
   for (const auto& [layers, mtp] : std::vector<std::pair<std::vector<int>, int>>{
            {{3, 7, 7, 7}, 0}, {{3, 4, 4, 4, 4, 4, 4, 5}, 1}, {{1, 2, 1}, 2}, {{4, 4, 2, 2}, 0}}) {
     const std::vector<std::string> stages = parsed(pipeline_layout_string(layers, mtp));

@@ -188,6 +188,32 @@ TEST(PlanIo, Zero3GatherRoundTripsWithZeroStage3) {
   }
 }
 
+// Megatron's mtp_standalone (the depths on the stage before the loss's, which holds nothing
+// else) travels in the config, written only when true; without depths, or with layers on the
+// last stage, it is refused naming the key.
+TEST(PlanIo, MtpStandaloneRoundTripsWithItsLayout) {
+  Plan p = sample_plan();
+  EXPECT_EQ(plan_to_text(p, DocFormat::kYaml).find("mtp_standalone"), std::string::npos);
+  p.model.rope = true;
+  p.model.mtp_num_layers = 1;
+  assign_stage_layers({8, 8, 8, 0}, &p.schedule.placement);
+  p.config.mtp_standalone = true;
+  for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
+    EXPECT_EQ(parse_plan(plan_to_text(p, f), f, "t"), p);
+  Plan none = p;
+  none.model.mtp_num_layers = 0;
+  Plan layers = p;
+  assign_stage_layers({6, 6, 6, 6}, &layers.schedule.placement);
+  for (const Plan& bad : {none, layers}) {
+    try {
+      parse_plan(plan_to_text(bad, DocFormat::kYaml), DocFormat::kYaml, "plan.yaml");
+      ADD_FAILURE() << "accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "config.mtp_standalone") << e.what();
+    }
+  }
+}
+
 TEST(PlanIo, PredictionSourceRoundTripsAndIsOptional) {
   Plan p = sample_plan();
   p.provenance.prediction_source = "evaluator (no hardware profile for 'my-gpu')";

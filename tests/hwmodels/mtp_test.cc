@@ -137,6 +137,75 @@ TEST(Mtp, TheLastStageCarriesEachDepth) {
   EXPECT_EQ(first.f, stage_costs(small(0), gpu, o, 0, 2, true, false).f);
 }
 
+// Megatron's mtp_standalone: the depths on a stage of their own before the loss's. The two
+// stages split the last stage's work between them, none added or lost: the depth stage runs
+// each depth's layer, own kernels and embedding, the loss stage the main model's and every
+// depth's logits (Megatron's process_mtp_loss after the hop). The depth stage sends the main
+// model's and each depth's hidden states on: (1 + D) x 2 s h / t bytes with SP.
+TEST(Mtp, AStageOfTheDepthsAloneSplitsTheLastStagesWork) {
+  const GpuModel gpu(resolve_profile("dgx-h100", "", "", "").gpu);
+  WorkloadOptions o;
+  o.tp = 2;
+  o.sequence_parallel = true;
+  o.flash_attention = true;
+  for (const bool full : {false, true}) {
+    o.recompute = full ? Recompute::kFull : Recompute::kNone;
+    const ModelShape m = small(2);
+    const StageCosts with = stage_costs(m, gpu, o, 4, 4, false, true);  // layout "...|mmL"
+    const StageCosts depths = stage_costs(m, gpu, o, 4, 4, StageRole{false, false, true});
+    const StageCosts loss = stage_costs(m, gpu, o, 4, 4, StageRole{false, true, false});
+    // Pass times are whole picoseconds per list of kernels: a split list may round apart by
+    // one picosecond per depth and pass.
+    for (auto f : {&StageCosts::f, &StageCosts::b, &StageCosts::w, &StageCosts::r})
+      EXPECT_NEAR(static_cast<double>(depths.*f + loss.*f), static_cast<double>(with.*f), 2.0);
+    EXPECT_DOUBLE_EQ(depths.f_flops.value + loss.f_flops.value, with.f_flops.value);
+    EXPECT_DOUBLE_EQ(depths.w_flops.value + loss.w_flops.value, with.w_flops.value);
+    EXPECT_DOUBLE_EQ(depths.m_b.value + loss.m_b.value, with.m_b.value);
+    EXPECT_DOUBLE_EQ(depths.m_w.value + loss.m_w.value, with.m_w.value);
+    EXPECT_DOUBLE_EQ(depths.m_r.value + loss.m_r.value, with.m_r.value);
+    EXPECT_DOUBLE_EQ(depths.comm_bytes_f.value + loss.comm_bytes_f.value, with.comm_bytes_f.value);
+    EXPECT_DOUBLE_EQ(depths.comm_bytes_b.value + loss.comm_bytes_b.value, with.comm_bytes_b.value);
+    // The logits (2 s h V / t FLOPs each in F) of the main model and both depths on the loss
+    // stage; none on the depths' stage, which holds no head.
+    EXPECT_DOUBLE_EQ(loss.f_flops.value, 3 * 2 * kS * kH * kV / 2);
+    EXPECT_EQ(depths.p2p_bytes.value, 3 * 2 * kS * kH / 2);
+    EXPECT_EQ(loss.p2p_bytes.value, with.p2p_bytes.value);
+    EXPECT_EQ(with.p2p_bytes.value, 2 * kS * kH / 2);
+  }
+  // The role of each stage of a pipeline of 4.
+  for (int i = 0; i < 4; ++i) {
+    const StageRole own = stage_role(i, 4, true), with_loss = stage_role(i, 4, false);
+    EXPECT_EQ(own.first, i == 0);
+    EXPECT_EQ(own.last, i == 3);
+    EXPECT_EQ(own.mtp, i == 2);
+    EXPECT_EQ(with_loss.mtp, i == 3);
+  }
+}
+
+// Parameters: the depth stage holds the depths and a copy of the input embedding for the
+// shifted tokens (Megatron builds the embedding wherever mtp_process is); the loss stage the
+// final norm and the output layer (a tied copy when tied). Untied, that is the last stage's
+// count split in two; tied, one embedding copy more (the last stage's copy served both).
+TEST(Mtp, AStageOfTheDepthsAloneHoldsTheirEmbeddingCopy) {
+  WorkloadOptions o;
+  o.tp = 2;
+  for (const bool tied : {false, true}) {
+    ModelShape m = small(2);
+    m.untie_embeddings = !tied;
+    const double with = stage_parameter_count(m, o, 4, 4, false, true, 4);
+    const double depths = stage_parameter_count(m, o, 4, 4, StageRole{false, false, true}, 4);
+    const double loss = stage_parameter_count(m, o, 4, 4, StageRole{false, true, false}, 4);
+    const double copy = kV * kH / 2;
+    EXPECT_EQ(depths + loss, with + (tied ? copy : 0.0)) << tied;
+    EXPECT_EQ(loss, kH + copy) << tied;  // final norm and output layer (or its tied copy)
+    for (const StageRole role : {StageRole{false, false, true}, StageRole{false, true, false}}) {
+      double sum = 0;
+      for (double n : stage_weight_tensors(m, o, 4, 4, role, 4)) sum += n;
+      EXPECT_EQ(sum, stage_parameter_count(m, o, 4, 4, role, 4)) << tied;
+    }
+  }
+}
+
 TEST(Mtp, ContextParallelRanksRollTheTokensInTheForward) {
   // Megatron's roll_tensor with a CP group (multi_token_prediction.py): per depth and microbatch
   // the layer rolls its input ids and position ids and the loss its labels and loss mask, each

@@ -86,7 +86,7 @@ TEST(PipelineLayoutScenario, EstimatePricesTheLayoutsOwnChunks) {
 }
 
 // Llama 3 8B (32 layers, RoPE) with one multi-token prediction layer: the m goes with L on the
-// last stage, as Megatron places it without a layout.
+// last stage, as Megatron places it without a layout, or on a stage of its own right before.
 TEST(PipelineLayoutScenario, MultiTokenPredictionLayersGoWithTheLoss) {
   const Scenario a = scenario("{preset: llama3-8b, mtp_num_layers: 1}",
                               parallel("pipeline_model_parallel_layout: \"Et*7|(t*8|)*2,t*9mL\""));
@@ -100,13 +100,27 @@ TEST(PipelineLayoutScenario, MultiTokenPredictionLayersGoWithTheLoss) {
   const Scenario c = scenario("{preset: llama3-8b, mtp_num_layers: 1}",
                               parallel("pipeline_model_parallel_layout: \"Et*16||t*16|mL\""));
   EXPECT_EQ(c.stage_layers(), (std::vector<int>{16, 0, 16, 0}));
+  EXPECT_FALSE(a.parallel.mtp_standalone || b.parallel.mtp_standalone || c.parallel.mtp_standalone);
   const std::string key = "parallel.pipeline_model_parallel_layout";
-  // A stage of their own before the loss's (Megatron's "standalone" MTP, "m|L") is not
-  // modelled; m before the last stage neither.
-  expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
-                        parallel("pipeline_model_parallel_layout: \"Et*16|t*16|m|L\""), key);
+  // A stage of their own right before the loss's (Megatron's mtp_standalone, "m|L"; after
+  // transformer layers too, "t*16m|L"), which is then the last chunk of its rank.
+  for (const char* own : {"\"Et*16|t*16|m|L\"", "\"Et*8|t*8|t*16m|L\""}) {
+    const Scenario d = scenario("{preset: llama3-8b, mtp_num_layers: 1}",
+                                parallel(std::string("pipeline_model_parallel_layout: ") + own));
+    EXPECT_TRUE(d.parallel.mtp_standalone) << own;
+    EXPECT_EQ(d.stage_layers().back(), 0) << own;
+  }
+  // Anywhere else, or a transformer layer after the depths (Megatron's rule), is refused.
   expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
                         parallel("pipeline_model_parallel_layout: \"Et*8|t*8|t*8m|t*8L\""), key);
+  expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
+                        parallel("pipeline_model_parallel_layout: \"Et*16|t*16m||L\""), key);
+  // Over one device the stage before the loss's is not its rank's last chunk.
+  expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
+                        "{pipeline_model_parallel_size: 1, micro_batch_size: 1, "
+                        "global_batch_size: 16, pipeline_model_parallel_layout: "
+                        "\"Et*32|m|L\"}",
+                        key);
   // One m too many, or none for the model's one.
   expect_scenario_error("{preset: llama3-8b, mtp_num_layers: 1}",
                         parallel("pipeline_model_parallel_layout: \"Et*8|t*8|t*8|t*8mmL\""), key);

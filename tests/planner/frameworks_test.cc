@@ -194,6 +194,15 @@ TEST(Frameworks, RefusalsNameTheSettingAndTheNearestRunnableOne) {
   const auto args = parse_args(export_plan(uneven, Framework::kMegatron, "p", "").text);
   EXPECT_EQ(args.at("--pipeline-model-parallel-layout"), "Et*3|(t*4|)*6,t*5L");
   EXPECT_EQ(args.count("--num-layers-per-virtual-pipeline-stage"), 0u);
+  // The multi-token prediction depth on a stage of its own (mtp_standalone) exists only as a
+  // layout, even where the split alone is Megatron's decoder_last_pipeline_num_layers 0.
+  Plan own = make_plan("llama3-8b", "1f1b", 1, 1, 4, 2, 1, {11, 11, 10, 0});
+  own.model.mtp_num_layers = 1;
+  own.config.mtp_standalone = true;
+  const auto own_args = parse_args(export_plan(own, Framework::kMegatron, "p", "").text);
+  EXPECT_EQ(own_args.at("--pipeline-model-parallel-layout"), "Et*11|t*11|t*10m|L");
+  EXPECT_EQ(own_args.at("--mtp-num-layers"), "1");
+  EXPECT_EQ(own_args.count("--decoder-last-pipeline-num-layers"), 0u);
   // torchtitan: no ZeRO-1, TP always with sequence parallelism, no GPT-3 flavor, one pipeline.
   Plan z1 = make_plan("llama3-8b", "1f1b", 2, 1, 4, 2, 1, std::vector<int>(4, 8));
   z1.config.zero_stage = 1;

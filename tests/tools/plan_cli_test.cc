@@ -351,6 +351,22 @@ TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
     EXPECT_EQ(g["activations_gb"].get<double>(), 0.0);
   }
   EXPECT_TRUE(saw_empty) << hole_sim["memory"].dump();
+  // A multi-token prediction depth on a stage of its own before the loss's (Megatron's
+  // mtp_standalone, "t*8m|L"), scored as `simulate` runs it and named so.
+  write_file_atomic(scen,
+                    "model: {preset: megatron-1.7b, position_embedding_type: rope,\n"
+                    "        mtp_num_layers: 1}\n"
+                    "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
+                    "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1,\n"
+                    "           pipeline_model_parallel_layout: \"Et*8|t*8|t*8m|L\",\n"
+                    "           global_batch_size: 16}\n");
+  const nlohmann::json own = json_of(dir, "plan " + scen + args);
+  ASSERT_TRUE(own["published"]["fits"].get<bool>()) << own["published"].dump();
+  EXPECT_EQ(own["published"]["config"]["stage_layers"], (std::vector<int>{8, 8, 8, 0}));
+  EXPECT_EQ(own["published"]["config"]["mtp_standalone"], true);
+  EXPECT_NEAR(own["published"]["iteration_s"].get<double>() * 1e3 /
+                  json_of(dir, "simulate " + scen)["iteration_ms"].get<double>(),
+              1.0, 1e-9);
   // A split the search lays out (an even 6 per stage less one on each end: 5/7/7/5) is scored
   // as the planner scores its own rows, named by its trim.
   write_file_atomic(scen,
