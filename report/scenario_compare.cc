@@ -11,6 +11,7 @@
 #include "planner/search/search_report.h"
 #include "report/build.h"
 #include "sim/evaluator.h"
+#include "sim/iteration.h"
 
 namespace pw {
 namespace {
@@ -28,15 +29,14 @@ int option_index(const SearchSpace& space, const std::string& name, int v) {
   return first;
 }
 
-// Activation bytes -> GiB in place (the report's memory unit for scenarios).
-void to_gib(EvalResult* r) {
-  for (DeviceStats& d : r->device) d.peak_memory /= kGiB;
-  for (auto& series : r->memory)
-    for (MemoryPoint& p : series) p.value /= kGiB;
-}
-
+// One schedule on the scenario as `plan` scores a row with its discrete-event simulator, the
+// engine `simulate SCENARIO` runs: generated with the planner's inputs for the configuration
+// (cost ratios, memory budget), simulated with one representative GPU per pipeline rank, its
+// per-action intervals drawn as the timeline and its memory over time as the strips. `fits`
+// is against the problem's limit (--memory-limit, or the GPU's usable memory).
 ScheduleReport score(const CostModel& model, const GeneratorRegistry& registry,
-                     const PlanProblem& pr, const SearchConfig& c, const std::string& name) {
+                     const SearchConfig& c, const std::string& name) {
+  const PlanProblem& pr = model.problem();
   ScheduleReport out;
   out.name = name;
   out.description = registry.get(name, "--schedules").description;
@@ -46,32 +46,15 @@ ScheduleReport score(const CostModel& model, const GeneratorRegistry& registry,
     out.error = e.why_not.empty() ? "could not be generated" : e.why_not;
     return out;
   }
-  const CostTable table = config_cost_table(model, c, s);
-  const std::string description = out.description;
-  out = evaluate_for_report(s, table, description);
-  out.name = name;
-  if (!out.ok()) return out;
-  // Static memory per device, laid out as the planner does for this placement.
-  StageCosts sc;
-  sc.device.assign(s.placement.stages_per_pipeline(), -1);
-  std::vector<int> layers(s.placement.stages_per_pipeline(), 1);
-  for (const StageInfo& st : s.placement.stages) {
-    if (st.pipeline != 0) continue;
-    sc.device[st.index] = st.device;
-    layers[st.index] = std::max(1, st.layer_end - st.layer_begin);
-  }
-  model.costs_for_layers(c, layers, &sc);
-  for (std::size_t d = 0; d < out.result.device.size(); ++d) {
-    const double st = d < sc.static_mem.size() ? sc.static_mem[d] : 0;
-    out.peak_memory_bytes.push_back(st + out.result.device[d].peak_memory);
-  }
-  to_gib(&out.result);
-  out.iteration_time = seconds_to_ps(e.iteration);
-  out.tokens_per_second =
-      static_cast<double>(c.global_batch()) * pr.model.seq_length / std::max(e.iteration, 1e-12);
-  out.mfu = mfu(pr, e);
-  out.exposed_comm = seconds_to_ps(e.breakdown.tp_comm + e.breakdown.dp_comm);
-  out.fits = e.peak_memory <= pr.limit();
+  IterationOptions opt = pr.sim;
+  opt.representative = true;
+  opt.trace = true;  // the memory strips
+  std::vector<ActionTiming> timings;
+  const IterationResult r = simulate_iteration(des_input(pr, model.space(), c, s), opt, &timings);
+  out = simulated_iteration_report(name, out.description, s, timings, r);
+  double peak = 0;
+  for (const DeviceMemory& m : r.memory) peak = std::max(peak, m.peak);
+  out.fits = peak <= pr.limit();
   return out;
 }
 
@@ -87,7 +70,11 @@ ReportInput compare_on_scenario(const hw::Scenario& sc, const std::vector<std::s
   for (const std::string& n : names) registry.get(n, "--schedules");
   PlanProblem pr = plan_problem(sc);
   pr.memory_limit = memory_limit_bytes;
+  // The scenario's own split (a layout, first/last stage sizes) for the schedules with its
+  // stage count; the others take the planner's even split.
+  if (sc.uneven_split()) pr.own_split = sc.stage_layers();
   SearchSpace space;
+  space.own_split_mtp_standalone = !pr.own_split.empty() && sc.parallel.mtp_standalone;
   // The scenario's own gradient precision and overlaps, as `plan` prices them.
   space.grad_reduce_in_fp32 = pr.grad_reduce_in_fp32;
   space.overlap_grad_reduce = pr.overlap_grad_reduce;
@@ -112,7 +99,9 @@ ReportInput compare_on_scenario(const hw::Scenario& sc, const std::vector<std::s
       {"recompute", par.recompute},
       {"ZeRO", std::to_string(par.zero_stage)},
       {"memory limit", fmt::format("{:.1f} GB per GPU", pr.limit() / 1e9)}};
-  in.memory_unit = "GiB act.";
+  in.memory_unit = "GB";
+  in.memory_total = true;
+  in.memory_limit = pr.limit() * 1e-9;
   for (const std::string& n : names) {
     const int idx = option_index(space, n, std::max(2, par.virtual_stages));
     if (idx < 0) {
@@ -135,8 +124,12 @@ ReportInput compare_on_scenario(const hw::Scenario& sc, const std::vector<std::s
       in.schedules.push_back(r);
       continue;
     }
+    const ScheduleOption& so = space.schedules[idx];
+    if (!pr.own_split.empty() && so.pipelines == 1 &&
+        static_cast<int>(pr.own_split.size()) == c.p * so.v)
+      c.end_trim = kOwnSplit;
     try {
-      in.schedules.push_back(score(model, registry, pr, c, n));
+      in.schedules.push_back(score(model, registry, c, n));
     } catch (const ConfigError& e) {
       ScheduleReport r;
       r.name = n;

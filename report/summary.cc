@@ -91,7 +91,8 @@ std::vector<Column> summary_columns(const ReportInput& in) {
   add_column(cols, in,
              (in.memory_total ? "peak per device (" : "peak activations (") + in.memory_unit + ")",
              true, max_peak_activation, format_number);
-  add_column(cols, in, "peak memory", true, max_peak_bytes, format_bytes);
+  // With everything a device holds in the column before, the bytes would say it again.
+  if (!in.memory_total) add_column(cols, in, "peak memory", true, max_peak_bytes, format_bytes);
   add_column(
       cols, in, "exposed comm", true,
       [](const ScheduleReport& s) -> std::optional<double> {

@@ -88,17 +88,20 @@ Table summary(const ReportInput& in, bool markdown) {
   return t;
 }
 
-Table devices(const ScheduleReport& s, const std::string& unit) {
+// Per device: busy, idle and peak memory; the peak's bytes too unless the peak already counts
+// everything the device holds (`total`).
+Table devices(const ScheduleReport& s, const std::string& unit, bool total) {
   Table t;
   t.header = {"device", "busy", "idle", "peak (" + unit + ")"};
-  if (!s.peak_memory_bytes.empty()) t.header.push_back("peak memory");
+  const bool bytes = !s.peak_memory_bytes.empty() && !total;
+  if (bytes) t.header.push_back("peak memory");
   const TimePs span = s.result.makespan;
   for (std::size_t d = 0; d < s.result.device.size(); ++d) {
     const DeviceStats& ds = s.result.device[d];
     std::vector<std::string> row{fmt::format("dev{}", d), format_time_auto(ds.busy),
                                  format_time_auto(std::max<TimePs>(0, span - ds.busy)),
                                  format_number(ds.peak_memory)};
-    if (!s.peak_memory_bytes.empty())
+    if (bytes)
       row.push_back(d < s.peak_memory_bytes.size() ? format_bytes(s.peak_memory_bytes[d]) : "n/a");
     t.rows.push_back(row);
   }
@@ -177,7 +180,7 @@ std::string render(const ReportInput& in, bool md) {
       out += md ? "```text\n" : "";
       out += text_timeline(s.schedule, s.result.start, s.result.end, s.result.makespan, 120);
       out += md ? "```\n\n" : "\n";
-      out += table(devices(s, in.memory_unit));
+      out += table(devices(s, in.memory_unit, in.memory_total));
     }
   }
   for (const Curve& c : in.curves) out += heading(2, c.title) + table(curve_table(c));

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "planner/search/scenario_input.h"
+#include "sim/iteration.h"
 
 namespace pw {
 namespace {
@@ -21,10 +23,40 @@ TEST(CompareOnScenario, FillsThroughputAndMemory) {
     EXPECT_NEAR(*s.tokens_per_second, expect, expect * 1e-6) << s.name;
     // The iteration adds exposed DP reduction and the optimizer to the pipeline's makespan.
     EXPECT_GE(*s.iteration_time, s.result.makespan) << s.name;
+    // One simulated GPU per pipeline rank, its peak (everything it holds) drawn in GB.
     ASSERT_EQ(s.peak_memory_bytes.size(), s.result.device.size());
-    // Peak bytes per device = static memory + activation peak (the latter reported in GiB).
     for (std::size_t d = 0; d < s.peak_memory_bytes.size(); ++d)
-      EXPECT_GE(s.peak_memory_bytes[d], s.result.device[d].peak_memory * kGiB);
+      EXPECT_NEAR(s.peak_memory_bytes[d], s.result.device[d].peak_memory * 1e9, 1.0);
+  }
+  EXPECT_EQ(in.memory_unit, "GB");
+  EXPECT_TRUE(in.memory_total);
+}
+
+// The scenario's own schedule reads what `simulate SCENARIO` gives it (the DES on the
+// scenario's split: a layout's interleaved chunks of their own sizes, a multi-token prediction
+// depth on a stage of its own); a schedule of another stage count takes the planner's even
+// split. Before 2026-11-29 compare priced every schedule with the fixed-cost evaluator on an
+// even split: 405.5 ms for 1F1B whatever the layout, where `simulate` read 409.2 ms (even),
+// 436.3 ms (16 layers on the third stage) and 464.7 ms (and the depth there too).
+TEST(CompareOnScenario, TheScenariosOwnScheduleIsWhatSimulateGives) {
+  for (const char* text :
+       {"model: {preset: megatron-1.7b}\n"
+        "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
+        "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1,\n"
+        "  pipeline_model_parallel_layout: \"Et*2|(t*3|)*6,t*4L\", global_batch_size: 16}\n",
+        "model: {preset: llama3-8b, mtp_num_layers: 1, seq_length: 2048}\n"
+        "cluster: {profile: dgx-h100, nodes: 1}\n"
+        "parallel: {tensor_model_parallel_size: 2, pipeline_model_parallel_size: 4,\n"
+        "  micro_batch_size: 1, global_batch_size: 8, sequence_parallel: true,\n"
+        "  pipeline_model_parallel_layout: \"Et*8|t*8|t*16m|L\"}\n"}) {
+    const hw::Scenario sc = hw::parse_scenario(text, "s.yaml", ".");
+    ASSERT_TRUE(sc.uneven_split());
+    IterationOptions opt;
+    opt.flash_attention = sc.flash_attention;
+    const IterationResult sim = simulate_iteration(scenario_iteration_input(sc), opt);
+    const ReportInput in = compare_on_scenario(sc, {sc.parallel.schedule});
+    ASSERT_TRUE(in.schedules[0].ok()) << in.schedules[0].error;
+    EXPECT_EQ(*in.schedules[0].iteration_time, sim.iteration) << text;
   }
 }
 
