@@ -272,8 +272,8 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   dev_expert.assign(P, 0.0);
   std::vector<double>& dev_layers = out->device_layers;
   dev_layers.assign(P, 0.0);
-  // One stage's costs depend on its layer count, its MoE layers and whether it is the first or
-  // the last (embedding, head), not on where it sits: stages alike are computed once.
+  // One stage's costs depend on its layer count, its MoE layers and its role (embedding, loss,
+  // multi-token prediction depths), not on where it sits: stages alike are computed once.
   struct StageEval {
     int layers = -1, nm = 0;
     bool first = false, last = false, mtp = false;
