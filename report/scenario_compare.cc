@@ -85,6 +85,7 @@ ReportInput compare_on_scenario(const hw::Scenario& sc, const std::vector<std::s
   space.tp_comm_overlap = pr.tp_comm_overlap;
   space.cp_comm_type = pr.cp_comm_type;
   space.schedules = probe_schedules(registry, {2, 3, 4, 6, 8});
+  add_scenario_chunks(sc.parallel, &space);  // its own v (e.g. Megatron's 5) among the options
   const CostModel model(pr, space);
 
   ReportInput in;

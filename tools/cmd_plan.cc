@@ -413,23 +413,8 @@ int run_plan(const PlanOptions& o) {
                       "several global batches need an objective that compares them: iteration "
                       "time grows with the batch; give one, or use --objective time-to-loss (or "
                       "cost) with --target-loss or --tokens");
-  // The scenario's own configuration is searched too: its v (Megatron's virtual pipeline size,
-  // e.g. 5) joins the searched v of its schedule when missing.
-  if (sc.has_parallel && sc.parallel.virtual_stages > 1) {
-    const ParallelConfig& pc = sc.parallel;
-    bool have = false;
-    const ScheduleOption* like = nullptr;
-    for (const ScheduleOption& so : space.schedules)
-      if (so.name == pc.schedule && so.takes_v) {
-        like = &so;
-        have = have || so.v == pc.virtual_stages;
-      }
-    if (like && !have) {
-      ScheduleOption extra = *like;
-      extra.v = pc.virtual_stages;
-      space.schedules.push_back(extra);
-    }
-  }
+  // The scenario's own configuration is searched too.
+  if (sc.has_parallel) add_scenario_chunks(sc.parallel, &space);
   if (!cons.empty()) constrain_space(cons, pr.model, pr.num_gpus, &space);
   SearchOptions opts;
   opts.top = o.top;

@@ -55,6 +55,22 @@ bool planner_generator_params(const hw::Scenario& s, const GeneratorRegistry& re
 
 }  // namespace
 
+void add_scenario_chunks(const ParallelConfig& pc, SearchSpace* space) {
+  if (pc.virtual_stages <= 1) return;
+  bool have = false;
+  const ScheduleOption* like = nullptr;
+  for (const ScheduleOption& so : space->schedules)
+    if (so.name == pc.schedule && so.takes_v) {
+      like = &so;
+      have = have || so.v == pc.virtual_stages;
+    }
+  if (like && !have) {
+    ScheduleOption extra = *like;
+    extra.v = pc.virtual_stages;
+    space->schedules.push_back(extra);
+  }
+}
+
 PlanProblem plan_problem(const hw::Scenario& s) {
   PlanProblem pr;
   pr.model = s.model;

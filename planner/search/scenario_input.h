@@ -20,6 +20,11 @@ IterationInput scenario_iteration_input(const hw::Scenario& s);
 /// options set them. What `plan` and `compare` price.
 PlanProblem plan_problem(const hw::Scenario& s);
 
+/// Adds the scenario's own chunks per device (Megatron's virtual pipeline size, e.g. 5) to the
+/// options of its schedule in `space` when the probe left that v out, so that the scenario's
+/// own configuration is one of the space's (`plan` scores it, `compare` runs it).
+void add_scenario_chunks(const ParallelConfig& pc, SearchSpace* space);
+
 /// The memory figures `estimate` reports for one simulated GPU (its timeline's peaks).
 hw::GpuMemoryFigures memory_figures(const DeviceMemory& m);
 
