@@ -453,18 +453,17 @@ int run_plan(const PlanOptions& o) {
     // Scored by the same engine as the ranking's first row.
     const bool des = !result.top.empty() && result.top[0].tier == Tier::kDes;
     if (config_from_parallel(space, sc.parallel, &pc, &why)) {
-      // An uneven split is named by its trim when it is one the search lays out, and scored as
-      // written otherwise.
-      // (A layout's stage of the depths alone is never a searched split.)
+      // An uneven split is named by its trim when it is one the search lays out (the depths
+      // on their own stage or not, as the layout has them), and scored as written otherwise.
       bool searched_split = !sc.uneven_split();
       for (const int code : space.end_trim) {
-        if (sc.parallel.mtp_standalone) break;
         if (searched_split) break;
+        const auto c8 = static_cast<std::uint8_t>(code);
+        if (is_mtp_standalone_code(c8) != sc.parallel.mtp_standalone) continue;
         std::vector<int> split;
-        if (split_layers(sc.model.num_layers,
-                         sc.parallel.pipeline_parallel * sc.parallel.virtual_stages,
-                         first_trim(static_cast<std::uint8_t>(code)),
-                         last_trim(static_cast<std::uint8_t>(code)), &split) &&
+        if (split_for_trim_code(sc.model.num_layers,
+                                sc.parallel.pipeline_parallel * sc.parallel.virtual_stages, c8,
+                                &split) &&
             split == sc.stage_layers()) {
           pc.end_trim = static_cast<std::uint8_t>(code);
           searched_split = true;

@@ -59,6 +59,27 @@ bool split_layers(int layers, int stages, int trim_first, int trim_last, std::ve
   return true;
 }
 
+bool split_for_trim_code(int layers, int stages, std::uint8_t code, std::vector<int>* out) {
+  if (!is_mtp_standalone_code(code))
+    return split_layers(layers, stages, first_trim(code), last_trim(code), out);
+  const int trim = first_trim(code), depth_trim = last_trim(code);
+  const int before = stages - 1;  // the stages before the loss's
+  out->assign(std::max(stages, 0), 0);
+  if (before < 1 || layers < before) return false;
+  if (before == 1) {
+    if (trim != 0 || depth_trim != 0) return false;
+    (*out)[0] = layers;
+    return true;
+  }
+  std::vector<int> head;
+  const int q = (layers + before - 1) / before;
+  const bool ok = depth_trim >= q ? split_layers(layers, before - 1, trim, 0, &head)
+                                  : split_layers(layers, before, trim, depth_trim, &head);
+  if (!ok) return false;
+  std::copy(head.begin(), head.end(), out->begin());
+  return true;
+}
+
 double CostModel::layer_activation(const SearchConfig& c) const {
   LayerEntry scratch;
   const LayerEntry& le = layer_entry(c, &scratch);
@@ -144,8 +165,10 @@ bool CostModel::layer_split(const SearchConfig& c, std::vector<int>* layers) con
     *layers = own;
     return true;
   }
-  return split_layers(problem_.model.num_layers, c.p * so.v, first_trim(c.end_trim),
-                      last_trim(c.end_trim), layers);
+  if (is_mtp_standalone_code(c.end_trim) &&
+      (problem_.model.mtp_num_layers == 0 || so.pipelines != 1))
+    return false;
+  return split_for_trim_code(problem_.model.num_layers, c.p * so.v, c.end_trim, layers);
 }
 
 bool CostModel::stage_costs(const SearchConfig& c, StageCosts* out, bool filled) const {
@@ -410,8 +433,9 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const bool param_overlap = c.param_gather && (c.zero == 1 || c.zero == 2) && dpc > 1;
   out->param_first_bucket = 0;
   out->param_chunk.assign(param_overlap ? P : 0, -1.0);
-  // A layout's stage of the multi-token prediction depths alone (the own split only).
-  const bool mtp_standalone = c.end_trim == kOwnSplit && space_.own_split_mtp_standalone &&
+  // The multi-token prediction depths on a stage of their own (a layout's or a searched split).
+  const bool mtp_standalone = ((c.end_trim == kOwnSplit && space_.own_split_mtp_standalone) ||
+                               is_mtp_standalone_code(c.end_trim)) &&
                               pr.model.mtp_num_layers > 0 && S >= 2 && so.pipelines == 1;
   std::array<StageEval, 8> memo;
   std::size_t memo_size = 0;

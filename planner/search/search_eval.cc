@@ -372,6 +372,24 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
           s.end_trim.push_back(code);
       }
     }
+    // The depths on a stage of their own (Megatron's mtp_standalone), the loss on the last:
+    // the depths' stage trimmed by their work without the heads (those stay with the loss),
+    // rounded down and up, and not at all.
+    ModelShape mtp_no_head = pr.model;
+    mtp_no_head.vocab_size = 0;
+    const double depths = (hw::iteration_flops(mtp_no_head, wo, 1).model -
+                           hw::iteration_flops(no_head, wo, 1).model) /
+                          layer;
+    const int dlow = std::clamp(static_cast<int>(std::floor(depths)), 0, 7);
+    const int dhigh = std::clamp(static_cast<int>(std::ceil(depths)), 0, 7);
+    for (const int depth_trim : {0, dlow, dhigh}) {
+      for (const int trim : {0, 1}) {
+        if (depth_trim == 0 && trim == 1) continue;
+        const int code = mtp_standalone_code(trim, depth_trim);
+        if (std::find(s.end_trim.begin(), s.end_trim.end(), code) == s.end_trim.end())
+          s.end_trim.push_back(code);
+      }
+    }
   }
   s.schedules = probe_schedules(registry, {2, 3, 4, 6, 8}, skipped);
   // The p = 1 configurations use the first schedule: put a plain linear one first.

@@ -312,7 +312,15 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
     if (in.space->own_split_mtp_standalone) j["config"]["mtp_standalone"] = true;
   } else {
     j["config"]["end_layers_trimmed"] = first_trim(c.end_trim);
-    j["config"]["last_stage_layers_trimmed"] = last_trim(c.end_trim);
+    if (is_mtp_standalone_code(c.end_trim)) {
+      j["config"]["mtp_standalone"] = true;
+      j["config"]["mtp_stage_layers_trimmed"] = last_trim(c.end_trim);
+      std::vector<int> layers;
+      if (split_for_trim_code(pr.model.num_layers, c.p * so.v, c.end_trim, &layers))
+        j["config"]["stage_layers"] = layers;
+    } else {
+      j["config"]["last_stage_layers_trimmed"] = last_trim(c.end_trim);
+    }
   }
   if (c.zero == 3) j["config"]["zero3_gather"] = c.zero3_stage ? "stage" : "layer";
   if (c.cp > 1) j["config"]["cp_comm_type"] = in.space->cp_comm_type;

@@ -16,7 +16,8 @@ namespace pw {
 
 std::string end_trim_label(std::uint8_t code) {
   const int first = first_trim(code), last = last_trim(code);
-  return first == last ? fmt::format("{}", first) : fmt::format("{}/{}", first, last);
+  return (first == last ? fmt::format("{}", first) : fmt::format("{}/{}", first, last)) +
+         (is_mtp_standalone_code(code) ? " mtp-alone" : "");
 }
 bool model_preset(const std::string& name, ModelShape* out) {
   const hw::ModelPreset* p = hw::find_model_preset(name);
@@ -127,7 +128,8 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.overlap_p2p_comm = space.overlap_p2p_comm && pc.p2p_overlappable();
   pc.tp_comm_overlap = space.tp_comm_overlap && pc.sequence_parallel && pc.tensor_parallel > 1;
   if (pc.context_parallel > 1) pc.cp_comm_type = space.cp_comm_type;
-  pc.mtp_standalone = c.end_trim == kOwnSplit && space.own_split_mtp_standalone;
+  pc.mtp_standalone = (c.end_trim == kOwnSplit && space.own_split_mtp_standalone) ||
+                      is_mtp_standalone_code(c.end_trim);
   return pc;
 }
 

@@ -52,17 +52,35 @@ struct SearchConfig {
 };
 
 /// SearchConfig::end_trim: `trim` layers off the first and last stage (below an even share),
-/// and `last_extra` more off the last one.
+/// and `last_extra` more off the last one (trim <= 15, last_extra <= 13: codes below 224).
 constexpr std::uint8_t end_trim_code(int trim, int last_extra) {
   return static_cast<std::uint8_t>(trim + 16 * last_extra);
+}
+/// SearchConfig::end_trim of a split with the multi-token prediction depths on a stage of their
+/// own (Megatron's mtp_standalone, layout "...|m|L"): the last stage holds the loss alone, the
+/// layers are split over the others with `trim` off the first and `depth_trim` off the depths'
+/// stage (the one before the loss's; none when depth_trim reaches its share).
+/// trim <= 2, depth_trim <= 7: codes 224..247.
+constexpr std::uint8_t mtp_standalone_code(int trim, int depth_trim) {
+  return static_cast<std::uint8_t>(224 + 8 * trim + depth_trim);
 }
 /// SearchConfig::end_trim naming the problem's own split (PlanProblem::own_split: a scenario's
 /// uneven layout that no trim gives), for scoring a published configuration as written; the
 /// search never lays it out, and first_trim/last_trim do not apply to it.
 inline constexpr std::uint8_t kOwnSplit = 255;
-constexpr int first_trim(std::uint8_t code) { return code & 15; }
-constexpr int last_trim(std::uint8_t code) { return (code & 15) + (code >> 4); }
-/// "2" for a trim of both ends alike, "1/3" (first/last) otherwise.
+/// True for a code of mtp_standalone_code.
+constexpr bool is_mtp_standalone_code(std::uint8_t code) { return code >= 224 && code < 248; }
+/// Layers off the first stage.
+constexpr int first_trim(std::uint8_t code) {
+  return is_mtp_standalone_code(code) ? (code - 224) / 8 : code & 15;
+}
+/// Layers off the last stage that holds transformer layers (with mtp_standalone_code: the
+/// depths' stage).
+constexpr int last_trim(std::uint8_t code) {
+  return is_mtp_standalone_code(code) ? (code - 224) % 8 : (code & 15) + (code >> 4);
+}
+/// "2" for a trim of both ends alike, "1/3" (first/last) otherwise; " mtp-alone" follows for a
+/// mtp_standalone_code.
 std::string end_trim_label(std::uint8_t code);
 
 /// A registered schedule as the search uses it: name, chunks per device (v) and its declared
@@ -106,7 +124,8 @@ struct SearchSpace {
   std::vector<int> zero3_gather{0, 1};
   std::vector<int> offload{0, 1};
   /// end_trim_code values searched: both ends trimmed alike by 0-2 layers (default_space adds
-  /// 0 and 1 with the last stage trimmed further when it carries multi-token prediction).
+  /// 0 and 1 with the last stage trimmed further when it carries multi-token prediction, and
+  /// mtp_standalone_code splits for such a model).
   std::vector<int> end_trim{0, 1, 2};
   int max_tensor_parallel = 64;  ///< t limit (heads must divide as well)
   /// Allowed t, p and d (empty = any that multiplies to a GPU count): set by constrain_space.
@@ -140,7 +159,7 @@ struct SearchSpace {
   std::string cp_comm_type = "p2p";
   /// The split end_trim kOwnSplit names (PlanProblem::own_split, a scenario's layout) puts the
   /// multi-token prediction depths on a stage of their own (ParallelConfig::mtp_standalone).
-  /// The searched splits keep them with the loss.
+  /// The searched splits put them there with the codes of mtp_standalone_code.
   bool own_split_mtp_standalone = false;
 };
 

@@ -298,18 +298,63 @@ TEST(SearchSplit, EndStagesAreTrimmedAloneOrTogether) {
   EXPECT_EQ(end_trim_label(end_trim_code(1, 2)), "1/3");
 }
 
+// The depths on a stage of their own, the loss alone on the last (Megatron's mtp_standalone),
+// by hand. Megatron's own DeepSeek-V3 layout "Et*3|(tt|)*29,m|L" (61 layers, 32 stages): the 31
+// stages before the loss's take ceil(61/31) = 2 each, and a depths' stage trimmed by 2 holds
+// none, so the 61 layers go over 30 stages: 3 on the first (61 = 30 x 2 + 1), 2 on the others.
+TEST(SearchSplit, TheDepthsAloneBeforeTheLoss) {
+  std::vector<int> s;
+  ASSERT_TRUE(split_for_trim_code(61, 32, mtp_standalone_code(0, 2), &s));
+  std::vector<int> megatron(32, 2);
+  megatron[0] = 3;
+  megatron[30] = megatron[31] = 0;
+  EXPECT_EQ(s, megatron);
+  // 61 over 16 stages, the depths' stage one below an even share of the 15 before the loss
+  // (ceil(61/15) = 5): 4 there, and 57 over the 14 others, 4 each and the first one more.
+  ASSERT_TRUE(split_for_trim_code(61, 16, mtp_standalone_code(0, 1), &s));
+  std::vector<int> p16(16, 4);
+  p16[0] = 5;
+  p16[15] = 0;
+  EXPECT_EQ(s, p16);
+  // The first stage trimmed too: 4 there (5 - 1), 4 on the depths' stage, 53 over 13 stages:
+  // 4 each and the first of them one more.
+  ASSERT_TRUE(split_for_trim_code(61, 16, mtp_standalone_code(1, 1), &s));
+  p16[0] = 4;
+  p16[1] = 5;
+  EXPECT_EQ(s, p16);
+  // Two stages: all layers (and the depths) on the first, the loss on the second.
+  ASSERT_TRUE(split_for_trim_code(8, 2, mtp_standalone_code(0, 0), &s));
+  EXPECT_EQ(s, (std::vector<int>{8, 0}));
+  EXPECT_FALSE(split_for_trim_code(8, 2, mtp_standalone_code(0, 1), &s));
+  EXPECT_FALSE(split_for_trim_code(8, 1, mtp_standalone_code(0, 0), &s));
+  // The codes of the splits that keep the depths with the loss are read as before.
+  ASSERT_TRUE(split_for_trim_code(61, 16, end_trim_code(0, 2), &s));
+  ASSERT_TRUE(split_layers(61, 16, 0, 2, &megatron));
+  EXPECT_EQ(s, megatron);
+  EXPECT_FALSE(is_mtp_standalone_code(end_trim_code(2, 13)));
+  EXPECT_FALSE(is_mtp_standalone_code(kOwnSplit));
+  EXPECT_EQ(first_trim(mtp_standalone_code(2, 7)), 2);
+  EXPECT_EQ(last_trim(mtp_standalone_code(2, 7)), 7);
+  EXPECT_EQ(end_trim_label(mtp_standalone_code(0, 2)), "0/2 mtp-alone");
+}
+
 // A model with multi-token prediction has the trims 0 and 1 searched again with the last stage
 // trimmed further by the depths' work in layers, rounded down and up. DeepSeek-V3 at s = 4096,
 // per token, model FLOPs: a mean layer about 6 x 0.58 B (GEMM weights a token uses: MLA 0.19 B,
 // 9 experts' 3 x 7168 x 2048) + 6 s a (dqk + dv) = 1.0 G of attention, so 4.5 G; the depth a
-// layer plus 6 x (2h^2 + hV) = 6.2 G: 10.7 / 4.5 = 2.4 layers, so 2 and 3.
+// layer plus 6 x (2h^2 + hV) = 6.2 G: 10.7 / 4.5 = 2.4 layers, so 2 and 3. With the depths on a
+// stage of their own, that stage is trimmed by their work without the head (which stays with
+// the loss): a layer plus 6 x 2h^2 = 0.6 G, 5.1 / 4.5 = 1.1 layers, so 1 and 2, and not at all.
 TEST(SearchSplit, MultiTokenPredictionTrimsTheLastStageFurther) {
   const GeneratorRegistry reg = default_registry();
   PlanProblem pr = problem("deepseek-v3", 2048);
   pr.sim.flash_attention = true;
   const SearchSpace with = default_space(pr, reg, {15360});
-  EXPECT_EQ(with.end_trim, (std::vector<int>{0, 1, 2, end_trim_code(0, 2), end_trim_code(1, 2),
-                                             end_trim_code(0, 3), end_trim_code(1, 3)}));
+  EXPECT_EQ(with.end_trim,
+            (std::vector<int>{0, 1, 2, end_trim_code(0, 2), end_trim_code(1, 2),
+                              end_trim_code(0, 3), end_trim_code(1, 3), mtp_standalone_code(0, 0),
+                              mtp_standalone_code(0, 1), mtp_standalone_code(1, 1),
+                              mtp_standalone_code(0, 2), mtp_standalone_code(1, 2)}));
   pr.model.mtp_num_layers = 0;
   EXPECT_EQ(default_space(pr, reg, {15360}).end_trim, (std::vector<int>{0, 1, 2}));
 }

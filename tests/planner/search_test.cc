@@ -215,6 +215,7 @@ struct DesCheck {
   std::size_t checked = 0;  ///< configurations simulated by the DES
   int with_cp = 0, with_ep = 0, with_fp8 = 0, with_overlap = 0;
   int with_etp1 = 0;                     ///< MoE at t > 1 with the experts whole (expert-TP 1)
+  int with_mtp_alone = 0;                ///< the depths on a stage of their own (mtp_standalone)
   int with_param_gather = 0;             ///< overlap_param_gather configurations (ZeRO-1/2, d > 1)
   int param_gather_aligned = 0;          ///< ... of them interleaved over pp > 1 (aligned gathers)
   int z3_by_layer = 0, z3_by_stage = 0;  ///< ZeRO-3 configurations of each gather granularity
@@ -261,6 +262,7 @@ DesCheck check_bounds_against_des(const PlanProblem& pr, const SearchSpace& spac
     k.with_cp += e.config.cp > 1;
     k.with_ep += e.config.ep > 1;
     k.with_etp1 += e.config.etp1 != 0;
+    k.with_mtp_alone += is_mtp_standalone_code(e.config.end_trim);
     k.with_fp8 += e.config.fp8;
     k.with_overlap += parallel_from_config(space, e.config).tp_comm_overlap;
     const bool pg =
@@ -388,7 +390,8 @@ TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
 
 // The same certificate for a model with a multi-token prediction depth on its last stage (an
 // MoE layer, the projection and a second head, and with CP its token rolls), over the end trims
-// the search adds for it (the last stage trimmed further, `ends-0/k`).
+// the search adds for it (the last stage trimmed further, `ends-0/k`, and the depth on a stage
+// of its own before the loss's, `ends-0/k mtp-alone`).
 TEST(Search, BoundsHoldWithMultiTokenPrediction) {
   const GeneratorRegistry reg = default_registry();
   PlanProblem pr =
@@ -398,7 +401,11 @@ TEST(Search, BoundsHoldWithMultiTokenPrediction) {
   pr.model.moe_ffn_hidden_size = 1408;
   pr.model.mtp_num_layers = 1;
   SearchSpace space = default_space(pr, reg, {64});
-  ASSERT_GT(space.end_trim.size(), 3u);  // 0, 1, 2 and 0, 1 with the last stage trimmed further
+  // 0, 1, 2; 0, 1 with the last stage trimmed further; the depth alone on a stage
+  ASSERT_GT(space.end_trim.size(), 3u);
+  ASSERT_TRUE(std::any_of(space.end_trim.begin(), space.end_trim.end(), [](int code) {
+    return is_mtp_standalone_code(static_cast<std::uint8_t>(code));
+  }));
   space.gpu_counts = {16};
   space.micro_batches = {1};
   space.zero = {0, 1};
@@ -414,6 +421,7 @@ TEST(Search, BoundsHoldWithMultiTokenPrediction) {
   EXPECT_GT(k.checked, 50u);
   EXPECT_GT(k.with_ep, 10);
   EXPECT_GT(k.with_cp, 10);  // the depth's token rolls across the CP ranks, waited in every tier
+  EXPECT_GT(k.with_mtp_alone, 10);
 }
 
 // Expert layouts of a cell, by hand: 8 experts, t = 2, cp = 1, d = 4 (8 tensor-and-data

@@ -352,7 +352,8 @@ TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
   }
   EXPECT_TRUE(saw_empty) << hole_sim["memory"].dump();
   // A multi-token prediction depth on a stage of its own before the loss's (Megatron's
-  // mtp_standalone, "t*8m|L"), scored as `simulate` runs it and named so.
+  // mtp_standalone, "t*8m|L"): a split the search lays out (24 layers over the 3 stages before
+  // the loss's, none trimmed), scored as `simulate` runs it and named so.
   write_file_atomic(scen,
                     "model: {preset: megatron-1.7b, position_embedding_type: rope,\n"
                     "        mtp_num_layers: 1}\n"
@@ -364,6 +365,8 @@ TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
   ASSERT_TRUE(own["published"]["fits"].get<bool>()) << own["published"].dump();
   EXPECT_EQ(own["published"]["config"]["stage_layers"], (std::vector<int>{8, 8, 8, 0}));
   EXPECT_EQ(own["published"]["config"]["mtp_standalone"], true);
+  EXPECT_EQ(own["published"]["config"]["end_layers_trimmed"], 0);
+  EXPECT_EQ(own["published"]["config"]["mtp_stage_layers_trimmed"], 0);
   EXPECT_NEAR(own["published"]["iteration_s"].get<double>() * 1e3 /
                   json_of(dir, "simulate " + scen)["iteration_ms"].get<double>(),
               1.0, 1e-9);
