@@ -503,13 +503,26 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     const bool none = !root.has("parallel");
     // A section of only the batch and shared settings names no configuration either.
     bool batch_only = !none && root.raw("parallel").size() > 0;
+    std::string names_config;  // the first key that makes the section a configuration
     if (!none)
       for (const auto& kv : root.raw("parallel")) {
         const std::string k = kv.first.as<std::string>();
         bool shared = k == "global_batch_size";
         for (const std::string& sk : shared_parallel_keys()) shared = shared || k == sk;
         batch_only = batch_only && shared;
+        if (!shared && names_config.empty()) names_config = k;
       }
+    // A configuration without its microbatch: say which key made it one (a user who meant only
+    // `fp8: hybrid` for the search wants `plan --fp8 on`).
+    const YAML::Node section_node = none ? YAML::Node() : root.raw("parallel");
+    if (!none && !batch_only && section_node.IsMap() && !section_node["micro_batch_size"])
+      root.child("parallel")
+          .fail("micro_batch_size",
+                fmt::format(
+                    "missing; expected an integer >= 1 ('{}' makes this section a "
+                    "configuration; a section of only global_batch_size and the shared "
+                    "settings leaves the configuration to the search, whose flags constrain it)",
+                    names_config));
     if (none || batch_only) {
       s.has_parallel = false;
       s.parallel = ParallelConfig{};

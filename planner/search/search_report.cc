@@ -270,10 +270,14 @@ std::string render_table(const PlanReportInput& in) {
         tt.note, tt.days, tt.gpu_hours, tt.steps, tt.b_crit_tokens, batch_tokens(pr, best.config));
   else
     o += "time to train: " + tt.note + "\n";
+  // With fused attention the two count attention differently, so MFU can exceed HFU: say so.
   o += fmt::format(
-      "\nMFU/HFU: model/hardware FLOPs (recomputation counted in HFU) over time x "
+      "\nMFU/HFU: model/hardware FLOPs (recomputation counted in HFU{}) over time x "
       "GPUs x the {:.0f} TFLOP/s BF16 peak; bubble: pipeline idle share of the "
       "busiest GPU (exposed communication excluded)\n",
+      pr.sim.flash_attention ? "; attention over all s x s pairs in MFU, as Megatron counts, "
+                               "and over the causal half the fused kernels run in HFU"
+                             : "",
       pr.profile.gpu.peak_flops[static_cast<int>(hw::DType::kBf16)] / 1e12);
   o += fmt::format("\nPareto front ({}: iteration time vs peak memory per GPU):\n",
                    !r.pareto.empty() && r.pareto[0].tier == Tier::kDes ? "discrete-event simulator"

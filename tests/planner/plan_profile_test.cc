@@ -49,6 +49,26 @@ TEST(PlanScenario, UnknownProfileNamesTheKey) {
   }
 }
 
+// A section with a key that names a configuration but no microbatch says which key made it one
+// (a user who meant `fp8: hybrid` for the search); the batch and shared settings alone leave the
+// configuration to the search.
+TEST(PlanScenario, AConfigurationWithoutItsMicrobatchNamesTheKeyThatMadeIt) {
+  const std::string head =
+      "model: {preset: megatron-1.7b}\ncluster: {profile: dgx-a100-80gb, nodes: 1}\n";
+  try {
+    plan_scenario(head +
+                  "parallel: {global_batch_size: 64, overlap_grad_reduce: true, fp8: hybrid}\n");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("parallel.micro_batch_size: missing"), std::string::npos) << w;
+    EXPECT_NE(w.find("'fp8' makes this section a configuration"), std::string::npos) << w;
+  }
+  EXPECT_FALSE(
+      plan_scenario(head + "parallel: {global_batch_size: 64, overlap_grad_reduce: true}\n")
+          .has_parallel);
+}
+
 // The keys that used to pass one reader and fail the other (model.use_flash_attn,
 // parallel.data_parallel_size, model.name) are read by the one reader in both modes.
 TEST(PlanScenario, KeysOnceSplitBetweenTwoReadersAreReadEverywhere) {
