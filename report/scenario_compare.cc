@@ -104,6 +104,18 @@ ReportInput compare_on_scenario(const hw::Scenario& sc, const std::vector<std::s
   in.memory_total = true;
   in.memory_limit = pr.limit() * 1e-9;
   for (const std::string& n : names) {
+    // Without a pipeline every schedule runs the one stage's passes in order: the first
+    // (plain linear) option stands for them all.
+    if (par.pipeline_parallel == 1 && !space.schedules.empty() && n != space.schedules[0].name) {
+      ScheduleReport r;
+      r.name = n;
+      r.description = registry.get(n, "--schedules").description;
+      r.error = fmt::format(
+          "pipeline_model_parallel_size is 1: no pipeline to schedule, every schedule runs as {}",
+          space.schedules[0].name);
+      in.schedules.push_back(r);
+      continue;
+    }
     const int idx = option_index(space, n, std::max(2, par.virtual_stages));
     if (idx < 0) {
       ScheduleReport r;

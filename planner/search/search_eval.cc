@@ -392,11 +392,6 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
     }
   }
   s.schedules = probe_schedules(registry, {2, 3, 4, 6, 8}, skipped);
-  // The p = 1 configurations use the first schedule: put a plain linear one first.
-  std::stable_partition(s.schedules.begin(), s.schedules.end(), [](const ScheduleOption& o) {
-    return o.v == 1 && !o.v_shape && o.pipelines == 1 && !o.memory_aware &&
-           !o.holds_all_microbatches;
-  });
   return s;
 }
 

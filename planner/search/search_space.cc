@@ -60,6 +60,11 @@ std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
       out.push_back(o);
     }
   }
+  // The p = 1 configurations use the first option (CostModel::stage_costs): a plain linear one.
+  std::stable_partition(out.begin(), out.end(), [](const ScheduleOption& o) {
+    return o.v == 1 && !o.v_shape && o.pipelines == 1 && !o.memory_aware &&
+           !o.holds_all_microbatches;
+  });
   return out;
 }
 

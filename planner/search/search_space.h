@@ -105,7 +105,8 @@ struct ScheduleOption {
 
 /// One option per (generator, valid v) from the capabilities each generator declares in its
 /// registry entry (GeneratorCaps); generators that take v get every v >= 2 in `v_values`.
-/// `skipped` is kept for callers and stays empty.
+/// `skipped` is kept for callers and stays empty. The plain linear options come first (in
+/// registry order), since a configuration without a pipeline (p = 1) runs the first option.
 std::vector<ScheduleOption> probe_schedules(const GeneratorRegistry& registry,
                                             const std::vector<int>& v_values,
                                             std::vector<std::string>* skipped = nullptr);

@@ -91,6 +91,27 @@ TEST(CompareOnScenario, UsesTheScenariosGradientPrecisionAndOverlaps) {
   EXPECT_LT(*as_given.schedules[0].exposed_comm, *plain.schedules[0].exposed_comm);
 }
 
+// Without a pipeline (p = 1) the one stage runs its passes in order whatever the schedule: the
+// scenario's own run reads what `simulate` gives it and every other schedule says why it is not
+// a row of its own. Before 2026-11-29 every row, 1F1B's too, read "could not be built: not a
+// valid configuration" (the planner's p = 1 rule asks for its first, plain linear option,
+// which compare's option list did not put first).
+TEST(CompareOnScenario, WithoutAPipelineTheOneRunIsTheScenariosOwn) {
+  const hw::Scenario sc = hw::load_scenario(std::string(PW_SOURCE_DIR) +
+                                            "/scenarios/h100/dgxc-2411-llama318b-bf16-8.yaml");
+  ASSERT_EQ(sc.parallel.pipeline_parallel, 1);
+  ASSERT_EQ(sc.parallel.schedule, "1f1b");
+  expect_as_simulated(sc);
+  const ReportInput in = compare_on_scenario(sc, {"1f1b", "zb-h1", "v-zb"});
+  ASSERT_EQ(in.schedules.size(), 3u);
+  EXPECT_TRUE(in.schedules[0].ok()) << in.schedules[0].error;
+  for (std::size_t i = 1; i < 3; ++i) {
+    EXPECT_FALSE(in.schedules[i].ok());
+    EXPECT_NE(in.schedules[i].error.find("pipeline_model_parallel_size is 1"), std::string::npos)
+        << in.schedules[i].error;
+  }
+}
+
 TEST(CompareOnScenario, UnknownScheduleIsAnError) {
   const hw::Scenario sc =
       hw::load_scenario(std::string(PW_SOURCE_DIR) + "/scenarios/gpt3-175b-1024-a100.yaml");
