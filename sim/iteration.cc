@@ -21,11 +21,19 @@ struct Interval {
   TimePs begin, end;
 };
 
+bool by_begin(const Interval& x, const Interval& y) {
+  return x.begin < y.begin || (x.begin == y.begin && x.end < y.end);
+}
+
+// Sorts `a` by begin (then end). The lists gathered here are mostly in order already (a
+// stream's tasks as they ran), so the check usually saves the sort.
+void sort_by_begin(std::vector<Interval>& a) {
+  if (!std::is_sorted(a.begin(), a.end(), by_begin)) std::sort(a.begin(), a.end(), by_begin);
+}
+
 // Measure of the union of `a` clipped to [lo, hi] (`a` is sorted by begin on return).
 TimePs covered_within(std::vector<Interval>& a, TimePs lo, TimePs hi) {
-  std::sort(a.begin(), a.end(), [](const Interval& x, const Interval& y) {
-    return x.begin < y.begin || (x.begin == y.begin && x.end < y.end);
-  });
+  sort_by_begin(a);
   TimePs total = 0, reach = lo;
   for (const Interval& x : a) {
     const TimePs b = std::max(x.begin, reach), e = std::min(x.end, hi);
@@ -37,22 +45,23 @@ TimePs covered_within(std::vector<Interval>& a, TimePs lo, TimePs hi) {
   return total;
 }
 
-// Measure of the union of `a` minus the union of `cover` (both sorted by begin on return).
-TimePs uncovered(std::vector<Interval>& a, std::vector<Interval>& cover) {
-  auto by_begin = [](const Interval& x, const Interval& y) {
-    return x.begin < y.begin || (x.begin == y.begin && x.end < y.end);
-  };
-  std::sort(a.begin(), a.end(), by_begin);
-  std::sort(cover.begin(), cover.end(), by_begin);
-  // Merge the cover into disjoint intervals.
-  std::vector<Interval> merged;
+// The union of `cover` as disjoint intervals in order (`cover` is sorted by begin on return).
+void merge_cover(std::vector<Interval>& cover, std::vector<Interval>* merged) {
+  sort_by_begin(cover);
+  merged->clear();
   for (const Interval& c : cover) {
-    if (!merged.empty() && c.begin <= merged.back().end) {
-      merged.back().end = std::max(merged.back().end, c.end);
+    if (!merged->empty() && c.begin <= merged->back().end) {
+      merged->back().end = std::max(merged->back().end, c.end);
     } else {
-      merged.push_back(c);
+      merged->push_back(c);
     }
   }
+}
+
+// Measure of the union of `a` minus `merged` (merge_cover's disjoint intervals; `a` is sorted
+// by begin on return).
+TimePs uncovered(std::vector<Interval>& a, const std::vector<Interval>& merged) {
+  sort_by_begin(a);
   TimePs total = 0, reach = std::numeric_limits<TimePs>::min();
   std::size_t k = 0;
   for (const Interval& x : a) {
@@ -297,7 +306,7 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
   // Idle time of the busiest GPU spent on exposed communication: inside its compute span,
   // covered by communication but not by compute.
   TimePs comm_idle = 0;
-  std::vector<Interval> compute;
+  std::vector<Interval> compute, compute_union;
   std::array<std::vector<Interval>, kNumCommKinds> comm;
   for (int d = 0; d < R; ++d) {
     compute.clear();
@@ -322,8 +331,9 @@ IterationResult simulate_iteration(const IterationInput& in, const IterationOpti
       if (hi > lo) comm_idle = covered_within(active, lo, hi) - covered_within(compute, lo, hi);
     }
     TimePs exposed_here = 0;
+    merge_cover(compute, &compute_union);  // once per GPU, for every kind
     for (int k = 0; k < kNumCommKinds; ++k) {
-      const TimePs e = uncovered(comm[k], compute);
+      const TimePs e = uncovered(comm[k], compute_union);
       res.exposed[k] += e;
       exposed_here += e;
     }

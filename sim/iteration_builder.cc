@@ -95,13 +95,40 @@ std::int32_t IterationBuilder::add_comm(int sim, StreamKind stream, std::int32_t
 }
 
 int IterationBuilder::pair_of(int src, int dst) {
-  const std::int64_t key = (static_cast<std::int64_t>(src) << 32) ^ static_cast<std::uint32_t>(dst);
-  auto [it, fresh] = pair_id_.emplace(key, static_cast<int>(pairs_.size()));
-  if (fresh) {
-    pairs_.push_back({src, dst});
-    pair_latency_.push_back(-1);
+  const std::int64_t key = (static_cast<std::int64_t>(src) << 32) | static_cast<std::uint32_t>(dst);
+  auto slot_of = [this](std::int64_t k) {
+    const std::size_t mask = pair_key_.size() - 1;
+    std::uint64_t h = static_cast<std::uint64_t>(k);  // splitmix64's finalizer: every bit mixes
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    std::size_t i = static_cast<std::size_t>(h ^ (h >> 31)) & mask;
+    while (pair_key_[i] != kNoPair && pair_key_[i] != k) i = (i + 1) & mask;
+    return i;
+  };
+  if (pair_key_.empty()) {
+    pair_key_.assign(1024, kNoPair);
+    pair_slot_id_.assign(1024, -1);
   }
-  return it->second;
+  std::size_t i = slot_of(key);
+  if (pair_key_[i] == key) return pair_slot_id_[i];
+  const int id = static_cast<int>(pairs_.size());
+  pairs_.push_back({src, dst});
+  pair_latency_.push_back(-1);
+  if (2 * pairs_.size() > pair_key_.size()) {  // grow: re-insert every pair, then this one
+    pair_key_.assign(2 * pair_key_.size(), kNoPair);
+    pair_slot_id_.assign(pair_key_.size(), -1);
+    for (std::size_t q = 0; q < pairs_.size(); ++q) {
+      const std::int64_t kq = (static_cast<std::int64_t>(pairs_[q].first) << 32) |
+                              static_cast<std::uint32_t>(pairs_[q].second);
+      const std::size_t j = slot_of(kq);
+      pair_key_[j] = kq;
+      pair_slot_id_[j] = static_cast<int>(q);
+    }
+    return id;
+  }
+  pair_key_[i] = key;
+  pair_slot_id_[i] = id;
+  return id;
 }
 
 void IterationBuilder::add_flow(int src, int dst, double bytes) {
