@@ -201,15 +201,17 @@ double stage_parameter_count(const ModelShape& m, const WorkloadOptions& o, int 
     // Per depth: two norms, the projection (column-parallel), one layer, the final norm; and a
     // copy of the input embedding for the shifted tokens: with the loss, when untied and p > 1
     // (tied, the output layer's copy serves both); on a stage of its own, always (Megatron
-    // builds the embedding where mtp_process is, tied or not).
+    // builds the embedding where mtp_process is, tied or not) unless that stage is the first,
+    // whose input embedding serves (one embedding where pre_process and mtp_process meet).
     double one_expert = 0;
     const double layer = layer_params(m, mtp_layer_is_moe(m), t, o.ep, o.etp, &one_expert);
     p += m.mtp_num_layers * (layer + mtp_own_params(m, t));
     if (expert) *expert += m.mtp_num_layers * one_expert;
-    if (!is_last)
+    if (is_last) {
+      if (m.untie_embeddings) p += embedding_copy_parameters(m, o.tp, pp);
+    } else if (!is_first) {
       p += double(m.vocab_size) * h / t;
-    else if (m.untie_embeddings)
-      p += embedding_copy_parameters(m, o.tp, pp);
+    }
   }
   return p;
 }
@@ -262,7 +264,7 @@ std::vector<double> stage_weight_tensors(const ModelShape& m, const WorkloadOpti
   }
   if (role.mtp) {
     for (int k = 0; k < m.mtp_num_layers; ++k) {  // as stage_parameter_count
-      if (k == 0 && !is_last) out.push_back(double(m.vocab_size) * h / o.tp);
+      if (k == 0 && !is_last && !is_first) out.push_back(double(m.vocab_size) * h / o.tp);
       if (k == 0 && is_last && m.untie_embeddings && copy > 0) out.push_back(copy);
       mtp_input_tensors(m, o.tp).append_to(&out);
       layer_tensors(m, mtp_layer_is_moe(m), o, &out);

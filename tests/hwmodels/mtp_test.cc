@@ -198,11 +198,22 @@ TEST(Mtp, AStageOfTheDepthsAloneHoldsTheirEmbeddingCopy) {
     const double copy = kV * kH / 2;
     EXPECT_EQ(depths + loss, with + (tied ? copy : 0.0)) << tied;
     EXPECT_EQ(loss, kH + copy) << tied;  // final norm and output layer (or its tied copy)
-    for (const StageRole role : {StageRole{false, false, true}, StageRole{false, true, false}}) {
+    for (const StageRole role : {StageRole{false, false, true}, StageRole{false, true, false},
+                                 StageRole{true, false, true}}) {
       double sum = 0;
-      for (double n : stage_weight_tensors(m, o, 4, 4, role, 4)) sum += n;
-      EXPECT_EQ(sum, stage_parameter_count(m, o, 4, 4, role, 4)) << tied;
+      for (double n : stage_weight_tensors(m, o, 0, 4, role, 2)) sum += n;
+      EXPECT_EQ(sum, stage_parameter_count(m, o, 0, 4, role, 2)) << tied << role.first;
     }
+    // Two stages, the depths on the first (Megatron's "Et*4m|L"): the first stage's input
+    // embedding serves the depths (pre_process and mtp_process build one), so against the
+    // depths with the loss ("Et*4|mL") the untied model holds one embedding copy fewer (the
+    // loss stage's copy for the depths) and the tied one the same (the output layer's copy
+    // stays with the loss).
+    const double first_alone = stage_parameter_count(m, o, 0, 4, StageRole{true, false, false}, 2);
+    const double first_depths = stage_parameter_count(m, o, 0, 4, StageRole{true, false, true}, 2);
+    const double loss2 = stage_parameter_count(m, o, 4, 4, StageRole{false, true, false}, 2);
+    const double with2 = stage_parameter_count(m, o, 4, 4, false, true, 2);
+    EXPECT_EQ(first_depths + loss2, first_alone + with2 - (tied ? 0.0 : copy)) << tied;
   }
 }
 
