@@ -368,6 +368,40 @@ TEST(ScenarioCommands, ModernModelPlanReSimulatesExactly) {
   std::filesystem::remove_all(dir);
 }
 
+// A plan the search lays out with the multi-token prediction depth on a stage of its own (the
+// loss alone on the last stage, no transformer layer there) re-simulates to the picosecond and
+// exports Megatron's layout. The model: 12 layers, a 256k vocabulary (each logits GEMM about 9
+// layers' work: 2V / 24h at h = 2304), so the loss stage alone is what bounds 1F1B at p = 4.
+// `simulate --plan` refused such a plan ("a stage without layers cannot be costed") until
+// 2026-11-29.
+TEST(ScenarioCommands, APlanWithTheDepthAloneReSimulatesExactly) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pw-mtp-alone-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string scenario = (dir / "mtp.yaml").string();
+  pw::write_file_atomic(scenario,
+                        "model: {preset: megatron-1.7b, position_embedding_type: rope,\n"
+                        "        mtp_num_layers: 1, vocab_size: 256000, num_layers: 12}\n"
+                        "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
+                        "parallel: {global_batch_size: 64}\n");
+  const std::string plan = (dir / "plan.yaml").string();
+  std::string out;
+  ASSERT_EQ(
+      sh(kTool + " plan " + scenario + " --top 1 --pp 4 --tp 2 --schedules 1f1b --emit " + plan,
+         &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("mtp-alone"), std::string::npos) << out;
+  EXPECT_NE(pw::read_file(plan).find("mtp_standalone: true"), std::string::npos);
+  out.clear();
+  ASSERT_EQ(sh(kTool + " simulate --plan " + plan, &out), 0) << out;
+  EXPECT_NE(out.find("difference +0.00%"), std::string::npos) << out;
+  out.clear();
+  ASSERT_EQ(sh(kTool + " export " + plan + " --to megatron", &out), 0) << out;
+  EXPECT_NE(out.find("m|L"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
 // Megatron's gradient precision and overlaps are scenario keys every tier reads: a plan searched
 // with them carries them, re-simulates to the picosecond, and `simulate --grad-reduce-bytes 2`
 // is the same run as `grad_reduce_in_fp32: false`.
