@@ -168,6 +168,8 @@ bool CostModel::layer_split(const SearchConfig& c, std::vector<int>* layers) con
   if (is_mtp_standalone_code(c.end_trim) &&
       (problem_.model.mtp_num_layers == 0 || so.pipelines != 1))
     return false;
+  const std::size_t S = static_cast<std::size_t>(c.p) * so.v;
+  if (S < trim_duplicate_.size() && trim_duplicate_[S][c.end_trim]) return false;
   return split_for_trim_code(problem_.model.num_layers, c.p * so.v, c.end_trim, layers);
 }
 

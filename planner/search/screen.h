@@ -241,6 +241,9 @@ class CostModel {
   // option's placement (StageCosts::pipe_device); empty where not applicable.
   std::vector<std::vector<std::vector<int>>> pipe_devices_;
   std::vector<std::vector<std::vector<int>>> pipe_layers_;  // [schedule][p]: layers per stage
+  // [stage count][end_trim code]: 1 where an earlier code of the space lays the layers out the
+  // same way (the depths alone or not alike), so the search scores each split once.
+  std::vector<std::array<std::uint8_t, 256>> trim_duplicate_;
 };
 
 /// Evenly spread `layers` over `stages`, with `trim` fewer (than ceil(layers / stages)) on the

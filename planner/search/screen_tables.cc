@@ -40,6 +40,24 @@ CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
     while (key(space_.schedules[first]) != key(space_.schedules[i])) ++first;
     cost_class_.push_back(static_cast<int>(first));
   }
+  // Trim codes that repeat an earlier code's split at a stage count (e.g. the depths' stage
+  // trimmed by 0 or by 1 when both leave it the same layers) are not searched twice.
+  const int L = problem_.model.num_layers;
+  trim_duplicate_.assign(static_cast<std::size_t>(std::max(L, 0)) + 1, {});
+  for (int S = 1; S <= L; ++S) {
+    std::vector<std::pair<std::vector<int>, bool>> seen;
+    for (const int code : space_.end_trim) {
+      const auto c8 = static_cast<std::uint8_t>(code);
+      if (c8 == kOwnSplit) continue;
+      std::vector<int> split;
+      if (!split_for_trim_code(L, S, c8, &split)) continue;
+      std::pair<std::vector<int>, bool> key{std::move(split), is_mtp_standalone_code(c8)};
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        trim_duplicate_[S][c8] = 1;
+      else
+        seen.push_back(std::move(key));
+    }
+  }
   // Multi-pipeline options: which device holds each pipeline's copy of each stage and the
   // layers of each stage, for every pipeline size the space can ask (the generator's own
   // placement of this model, which the search runs as generated).

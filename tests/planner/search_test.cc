@@ -424,6 +424,44 @@ TEST(Search, BoundsHoldWithMultiTokenPrediction) {
   EXPECT_GT(k.with_mtp_alone, 10);
 }
 
+// A split code that lays the layers out as an earlier code does is not scored again (the rows
+// were twins: DeepSeek-V3's first two read 17.462 s each, `ends-0 mtp-alone` and `ends-0/1
+// mtp-alone`, the same 2 x 30, 1, 0 layers). By hand, 12 layers with a depth alone over 8
+// stages: the 7 before the loss's take ceil(12/7) = 2, so the depths' stage one below it holds
+// 1, which an even split of 12 over 7 (2 on five, 1 on two) gives too; over 4 stages the even
+// split is 4/4/4 and the trimmed one 5/4/3: both searched.
+TEST(Search, ATrimCodeThatRepeatsAnEarlierSplitIsNotScoredAgain) {
+  const GeneratorRegistry reg = default_registry();
+  PlanProblem pr =
+      llama_style_on_two_h100_nodes(ModelShape{"tiny-mtp", 12, 1024, 16, 2816, 4096, 32000});
+  pr.model.mtp_num_layers = 1;
+  const SearchSpace space = default_space(pr, reg, {64});
+  const std::uint8_t even = mtp_standalone_code(0, 0), trimmed = mtp_standalone_code(0, 1);
+  ASSERT_NE(std::find(space.end_trim.begin(), space.end_trim.end(), even), space.end_trim.end());
+  ASSERT_NE(std::find(space.end_trim.begin(), space.end_trim.end(), trimmed), space.end_trim.end());
+  std::vector<int> a, b;
+  ASSERT_TRUE(split_for_trim_code(12, 8, even, &a) && split_for_trim_code(12, 8, trimmed, &b));
+  EXPECT_EQ(a, (std::vector<int>{2, 2, 2, 2, 2, 1, 1, 0}));
+  EXPECT_EQ(a, b);
+  const CostModel model(pr, space);
+  SearchConfig c;
+  c.t = 1;
+  c.micro_batch = 1;
+  c.microbatches = 8;
+  for (std::size_t i = 0; i < space.schedules.size(); ++i)
+    if (space.schedules[i].name == "1f1b") c.schedule = static_cast<std::uint8_t>(i);
+  ASSERT_EQ(space.schedules[c.schedule].name, "1f1b");
+  StageCosts sc;
+  for (const int p : {8, 4}) {
+    c.p = static_cast<std::uint16_t>(p);
+    c.d = static_cast<std::uint16_t>(16 / p);
+    c.end_trim = even;
+    EXPECT_TRUE(model.stage_costs(c, &sc)) << p;
+    c.end_trim = trimmed;
+    EXPECT_EQ(model.stage_costs(c, &sc), p == 4) << p;
+  }
+}
+
 // Expert layouts of a cell, by hand: 8 experts, t = 2, cp = 1, d = 4 (8 tensor-and-data
 // ranks). Expert-TP t = 2 leaves 4 ranks of experts: ep in {1, 2, 4}; expert-TP 1 spreads the
 // experts over all 8: ep in {1, 2, 4, 8}. At t = 1 the two are one layout per ep.
