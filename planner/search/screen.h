@@ -246,19 +246,4 @@ class CostModel {
   std::vector<std::array<std::uint8_t, 256>> trim_duplicate_;
 };
 
-/// Evenly spread `layers` over `stages`, with `trim` fewer (than ceil(layers / stages)) on the
-/// first and last stage (the embedding and logits stages); false when a stage would get no
-/// layer.
-bool split_layers(int layers, int stages, int trim, std::vector<int>* out);
-/// The same with `trim_first` fewer (than an even share rounded up, ceil(layers / stages)) on
-/// the first stage and `trim_last` fewer on the last; the middle stages share the rest evenly
-/// (the earlier ones one more where it does not divide).
-bool split_layers(int layers, int stages, int trim_first, int trim_last, std::vector<int>* out);
-/// The split a SearchConfig::end_trim code (not kOwnSplit) names over `stages`: split_layers
-/// with first_trim/last_trim, or for a mtp_standalone_code none on the last stage (the loss
-/// alone) and the layers over the others, `last_trim` fewer on the depths' stage (the one
-/// before), which holds none when that reaches its share (Megatron's "m|L" ends); with two
-/// stages only the code (0, 0), all layers on the first. False when no such split exists.
-bool split_for_trim_code(int layers, int stages, std::uint8_t code, std::vector<int>* out);
-
 }  // namespace pw
