@@ -363,6 +363,7 @@ RawProvenance cpu_provenance(const std::string& command, bool quick) {
 RawResults run_cpu_benchmarks(const CpuBenchOptions& options, const std::string& command) {
   double budget =
       options.seconds_per_point > 0 ? options.seconds_per_point : (options.quick ? 0.02 : 0.1);
+  exec::keep_freed_memory();  // as the executor runs (executor/model.h)
   RawResults raw;
   raw.provenance = cpu_provenance(command, options.quick);
   raw.launch_latency_s = bench_call_overhead();

@@ -205,6 +205,17 @@ RankLayout make_layout(const Plan& plan, int world_size, const std::string& sour
   return l;
 }
 
+void summarize_iterations(const ExecuteOptions& opt, const std::vector<TimePs>& spans,
+                          ExecuteResult& res) {
+  res.iteration_times = spans;
+  res.warmup = opt.warmup;
+  std::vector<TimePs> timed(spans.begin() + std::min<std::size_t>(opt.warmup, spans.size()),
+                            spans.end());
+  std::sort(timed.begin(), timed.end());
+  res.run.iterations = static_cast<int>(timed.size());
+  res.run.iteration_time = timed.empty() ? 0 : timed[timed.size() / 2];
+}
+
 ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& opt, MPI_Comm world) {
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
@@ -218,6 +229,7 @@ ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& opt, MPI_Comm
       throw ConfigError("", "--backend",
                         fmt::format("'{}' is not run by the CPU executor", opt.backend));
     if (opt.iterations <= 0) throw ConfigError("", "--iterations", "expected a positive count");
+    if (opt.warmup < 0) throw ConfigError("", "--warmup", "expected a count of 0 or more");
     if (!opt.skip_validation) validate_schedule(plan.schedule, opt.source);
     layout = make_layout(plan, size, opt.source);
     dims = make_plan_model_dims(plan, opt.seed, opt.source);
@@ -238,6 +250,7 @@ ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& opt, MPI_Comm
   layout.coords(rank, &t, &d, &p);
   Watchdog wd(world, opt.watchdog_seconds,
               fmt::format("rank {} (dp {}, pp {}, tp {})", rank, d, p, t));
+  keep_freed_memory();
   CpuBackend be(plan, prog, dims, layout, rank, world, wd, opt);
   const std::vector<ExecAction>& list = prog.device[p];
   std::vector<std::int64_t> start(list.size()), end(list.size());
@@ -247,7 +260,7 @@ ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& opt, MPI_Comm
   std::vector<TimePs> iteration_ps;
   std::vector<double> shares;
   std::int64_t t0 = 0;
-  for (int it = 0; it < opt.iterations; ++it) {
+  for (int it = 0; it < opt.warmup + opt.iterations; ++it) {
     be.start_iteration();
     MPI_Barrier(world);
     t0 = now_ns();
@@ -274,12 +287,9 @@ ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& opt, MPI_Comm
     }
   }
   gather_timings(prog, layout, rank, world, start, end, t0, res);
-  res.iteration_times = iteration_ps;
-  std::sort(iteration_ps.begin(), iteration_ps.end());
+  summarize_iterations(opt, iteration_ps, res);
   res.run.backend = "cpu";
   res.run.device = fmt::format("CPU (Eigen float64), {} MPI ranks", size);
-  res.run.iterations = opt.iterations;
-  res.run.iteration_time = iteration_ps[iteration_ps.size() / 2];
   return res;
 }
 

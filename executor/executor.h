@@ -23,8 +23,9 @@
 namespace pw::exec {
 
 struct ExecuteOptions {
-  std::string backend = "cpu";  ///< cpu (this library); cuda backends live in executor/cuda
-  int iterations = 1;
+  std::string backend = "cpu";    ///< cpu (this library); cuda backends live in executor/cuda
+  int iterations = 1;             ///< timed iterations
+  int warmup = 0;                 ///< iterations run before them, trained but not timed
   double watchdog_seconds = 60;   ///< <= 0: no limit
   bool check_gradients = false;   ///< compare iteration 1 with the unpipelined reference
   bool skip_validation = false;   ///< test-only: run a plan the validator would reject
@@ -49,7 +50,8 @@ struct ExecuteResult {
   MeasuredRun run;  ///< per plan action of data replica 0 / tensor rank 0, last iteration
   Trace trace;      ///< every executed action (implied communication included), last iteration
   std::vector<double> losses;  ///< loss of each iteration (sum over the global batch, in order)
-  std::vector<TimePs> iteration_times;  ///< slowest rank's span of each iteration
+  std::vector<TimePs> iteration_times;  ///< slowest rank's span of each iteration (warm-up first)
+  int warmup = 0;                       ///< leading iterations of losses/iteration_times not timed
   int num_ranks = 0;
   int num_implied = 0;  ///< actions the executor added to the plan per data/tensor replica
   bool checked = false;
@@ -62,6 +64,12 @@ struct ExecuteResult {
 };
 
 // Building blocks shared with the CUDA backend.
+
+/// Runs opt.warmup + opt.iterations iterations in total; fills res.iteration_times (every
+/// iteration's span, in order), res.warmup, res.run.iterations (the timed count) and
+/// res.run.iteration_time: the median of the timed spans (the upper middle of an even count).
+void summarize_iterations(const ExecuteOptions& opt, const std::vector<TimePs>& spans,
+                          ExecuteResult& res);
 
 /// Appends one device's actions to res.run (plan actions only) and res.trace (all), from
 /// `rel_ns` = [start0, end0, start1, end1, ...] in nanoseconds since the iteration start.

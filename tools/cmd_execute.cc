@@ -64,10 +64,11 @@ void print_summary(const Plan& plan, const ExecuteArgs& a, const exec::ExecuteRe
       times += fmt::format("{}{}", i ? ", " : "", r.iteration_times[i]);
     }
     std::printf(
-        "{\"backend\": \"%s\", \"ranks\": %d, \"losses\": [%s], \"iteration_times_ps\": "
-        "[%s], \"checked\": %s, \"reference_loss\": %.17g, \"max_grad_rel_error\": %.3g, "
+        "{\"backend\": \"%s\", \"ranks\": %d, \"warmup\": %d, \"losses\": [%s], "
+        "\"iteration_times_ps\": [%s], \"checked\": %s, \"reference_loss\": %.17g, "
+        "\"max_grad_rel_error\": %.3g, "
         "\"gradients_match\": %s, \"not_executed\": [%s]}\n",
-        a.opt.backend.c_str(), r.num_ranks, losses.c_str(), times.c_str(),
+        a.opt.backend.c_str(), r.num_ranks, r.warmup, losses.c_str(), times.c_str(),
         r.checked ? "true" : "false", r.reference_loss, r.max_grad_rel_error,
         r.gradients_match ? "true" : "false", quoted_list(skipped).c_str());
     return;
@@ -91,8 +92,12 @@ void print_summary(const Plan& plan, const ExecuteArgs& a, const exec::ExecuteRe
         fmt::format("{}", fmt::join(skipped, "; ")).c_str());
   std::printf("%-10s %-22s %s\n", "iteration", "loss", "time (ms)");
   for (std::size_t i = 0; i < r.losses.size(); ++i)
-    std::printf("%-10zu %-22.17g %.3f\n", i + 1, r.losses[i],
-                static_cast<double>(r.iteration_times[i]) * 1e-9);
+    std::printf("%-10zu %-22.17g %.3f%s\n", i + 1, r.losses[i],
+                static_cast<double>(r.iteration_times[i]) * 1e-9,
+                static_cast<int>(i) < r.warmup ? " (warm-up, not timed)" : "");
+  if (r.losses.size() > 1)
+    std::printf("median of the %d timed iteration(s): %.3f ms\n", r.run.iterations,
+                static_cast<double>(r.run.iteration_time) * 1e-9);
   if (r.checked)
     std::printf(
         "gradient check vs unpipelined reference: loss %.17g (%s), max relative gradient "
@@ -161,8 +166,13 @@ void register_execute(CLI::App& app, int* status) {
   sub->add_option(
       "--trace", args->trace,
       "write the measured Perfetto trace (JSON; gzip-compressed when the name ends in .gz)");
-  sub->add_option("--iterations", args->opt.iterations, "training iterations (default 1)")
+  sub->add_option("--iterations", args->opt.iterations,
+                  "timed training iterations (default 1); the measured time is their median")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--warmup", args->opt.warmup,
+                  "iterations trained first and not timed (default 0): the first iterations "
+                  "touch fresh memory and caches")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--watchdog-seconds", args->opt.watchdog_seconds,
                   "abort with a report when a rank waits longer (default 60; 0 = never)");
   sub->add_flag("--check-gradients", args->check_gradients,

@@ -525,7 +525,7 @@ ExecuteResult execute_plan_cuda(const Plan& plan, const ExecuteOptions& opt, MPI
   res.num_implied = prog.num_implied;
   std::vector<TimePs> iteration_ps;
   std::vector<double> shares;
-  for (int it = 0; it < opt.iterations; ++it) {
+  for (int it = 0; it < opt.warmup + opt.iterations; ++it) {
     run.iteration();
     std::int64_t span = 0;
     for (int v = 0; v < run.num_vrs(); ++v) {
@@ -557,16 +557,13 @@ ExecuteResult execute_plan_cuda(const Plan& plan, const ExecuteOptions& opt, MPI
   } else {
     gather_timings(prog, layout, rank, world, run.times(0, false), run.times(0, true), 0, res);
   }
-  res.iteration_times = iteration_ps;
-  std::sort(iteration_ps.begin(), iteration_ps.end());
+  summarize_iterations(opt, iteration_ps, res);
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   res.run.backend = opt.backend;
   res.run.device =
       fmt::format("{} ({}), {} process(es)", prop.name,
                   single ? "single-GPU mode, all devices on one GPU" : "one GPU per rank", size);
-  res.run.iterations = opt.iterations;
-  res.run.iteration_time = iteration_ps[iteration_ps.size() / 2];
   return res;
 }
 

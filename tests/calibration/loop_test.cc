@@ -6,15 +6,18 @@
 // test fails only beyond 35% (a shared 2-core machine is noisy).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "core/file_io.h"
 #include "core/plan_io.h"
@@ -99,7 +102,7 @@ double loop_once(int attempt, std::string* why) {
   for (int run = 0; run < 3; ++run) {
     std::string measured = at(fmt::format("run{}.json", run));
     if (shell(fmt::format("mpirun -np 2 --oversubscribe {} execute {} --backend cpu "
-                          "--iterations 4 --measured {} > {} 2>&1",
+                          "--warmup 2 --iterations 4 --measured {} > {} 2>&1",
                           kBin, at("plan.yaml"), measured, at("execute.log"))) != 0) {
       std::ostringstream msg;
       msg << "execution failed: see " << at("execute.log");
@@ -127,6 +130,51 @@ double loop_once(int attempt, std::string* why) {
   return median;
 }
 
+/// Fixed arithmetic work of about 0.1 s on one core (a dependency chain the compiler cannot drop).
+double spin_seconds() {
+  const auto start = std::chrono::steady_clock::now();
+  volatile double sink = 0;
+  double x = 1.0;
+  for (long i = 0; i < 60'000'000; ++i) x = x * 1.0000001 + 1e-9;
+  sink = x;
+  (void)sink;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// How much slower the same work runs on two threads at once than on one: about 1 when two cores
+/// are free, about 2 when outside work holds one of them. The loop's two ranks need two cores:
+/// the model predicts them overlapping, and on one shared core they run one after the other
+/// (the CI log of stop 50: every action within 21% of its calibrated time, the iteration 55%
+/// over, i.e. the sum of both ranks' passes), which is the machine and not the model.
+double two_core_slowdown() {
+  const double alone = spin_seconds();
+  const auto start = std::chrono::steady_clock::now();
+  std::thread other([] { spin_seconds(); });
+  spin_seconds();
+  other.join();
+  const double both =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return both / alone;
+}
+
+/// Beyond this slowdown the two ranks do not have two cores (1.0 free, 2.0 one core).
+constexpr double kMaxSlowdown = 1.4;
+
+TEST(CalibrationLoop, TwoCoreProbeSeesOneCoreShared) {
+  // The probe itself, checked against what it must see: two spinning threads pinned to one
+  // core (the situation of stop 50) take about twice as long as one, i.e. beyond the limit.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  cpu_set_t saved;
+  if (sched_getaffinity(0, sizeof(saved), &saved) != 0 || !CPU_ISSET(0, &saved))
+    GTEST_SKIP() << "cannot pin to core 0";
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  const double shared = two_core_slowdown();
+  sched_setaffinity(0, sizeof(saved), &saved);
+  EXPECT_GT(shared, kMaxSlowdown) << "two threads on one core";
+}
+
 TEST(CalibrationLoop, CalibratePlanExecuteCompareWithin35Percent) {
   if (!fs::exists(kBin)) GTEST_SKIP() << "pipewright binary not built: " << kBin;
   if (shell("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
@@ -145,15 +193,44 @@ TEST(CalibrationLoop, CalibratePlanExecuteCompareWithin35Percent) {
                  << " cores: too busy to compare measured with predicted times";
   // A shared 2-core VM has bursts of outside work that the model cannot know about: up to three
   // whole attempts (fresh calibration, plan and runs) are allowed; all must exceed 35% to fail.
+  // An attempt counts only when two cores were free before and after it (two_core_slowdown);
+  // a busy machine gets a pause and a fresh attempt, and if no attempt had two cores the test
+  // skips saying so rather than timing a machine that cannot run the plan as planned.
   double median = 1.0;
   std::string failures;
-  for (int attempt = 0; attempt < 3 && median > 0.35; ++attempt) {
+  int counted = 0;
+  std::string busy;
+  for (int attempt = 0; attempt < 6 && counted < 3 && median > 0.35; ++attempt) {
+    const double before = two_core_slowdown();
+    if (before > kMaxSlowdown) {
+      busy += fmt::format(" {:.2f}", before);
+      std::printf(
+          "attempt %d: two threads ran %.2fx slower than one: another process holds a "
+          "core; waiting\n",
+          attempt, before);
+      std::this_thread::sleep_for(std::chrono::seconds(15));
+      continue;
+    }
     std::string why;
-    median = loop_once(attempt, &why);
+    const double err = loop_once(attempt, &why);
+    const double after = two_core_slowdown();
+    if (after > kMaxSlowdown && err > 0.35) {
+      busy += fmt::format(" {:.2f}", after);
+      std::printf(
+          "attempt %d: error %.1f%%, but two threads ran %.2fx slower than one after it: "
+          "not counted\n",
+          attempt, 100 * err, after);
+      continue;
+    }
+    ++counted;
+    median = err;
     if (!why.empty()) failures += fmt::format("attempt {}: {}\n", attempt, why);
     std::printf("attempt %d: median iteration error %.1f%% (target 15%%, CI limit 35%%)%s\n",
                 attempt, 100 * median, why.empty() ? "" : (" -- " + why).c_str());
   }
+  if (counted == 0)
+    GTEST_SKIP() << "two cores were never free (two threads ran" << busy
+                 << "x slower than one): cannot compare measured with predicted times";
   RecordProperty("median_iteration_error_percent", fmt::format("{:.1f}", 100 * median));
   EXPECT_LE(median, 0.35) << failures;
 }

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "../tools/cli_util.h"
 #include "core/file_io.h"
@@ -41,6 +43,44 @@ TEST(ExecuteCli, RunsAPlanFileAndWritesMeasuredRunAndTrace) {
   for (const auto& a : m.actions) EXPECT_LE(a.start, a.end);
   EXPECT_NE(pw::read_file(kDir + "/cli_zbh1_trace.json").find("\"traceEvents\""),
             std::string::npos);
+}
+
+// --warmup W trains W iterations before the timed ones: all W + N are listed (the warm-up ones
+// marked), the measured run counts the N timed ones and its iteration time is their median
+// (sorted[N / 2]), whatever the warm-up iterations took. --warmup -1 is refused, exit 2.
+TEST(ExecuteCli, WarmUpIterationsAreTrainedButNotTimed) {
+  std::string out;
+  const std::string plan = kDir + "/cli_warmup.yaml", run = kDir + "/cli_warmup_run.json";
+  ASSERT_EQ(sh(std::string(PW_RANK_HELPER) + " --schedule 1f1b --save-plan " + plan, &out), 0);
+  const std::string launch = std::string(PW_MPIRUN) + " --oversubscribe -np 4 " + kTool +
+                             " execute " + plan + " --format json";
+  ASSERT_EQ(sh(launch + " --warmup 2 --iterations 3 --measured " + run, &out), 0) << out;
+  EXPECT_NE(out.find("\"warmup\": 2"), std::string::npos) << out;
+  const std::size_t open = out.find("\"iteration_times_ps\": [");
+  ASSERT_NE(open, std::string::npos) << out;
+  std::vector<long long> spans;
+  for (std::size_t at = out.find('[', open) + 1; out[at] != ']';) {
+    std::size_t used = 0;
+    spans.push_back(std::stoll(out.substr(at), &used));
+    at += used;
+    while (out[at] == ',' || out[at] == ' ') ++at;
+  }
+  ASSERT_EQ(spans.size(), 5u) << out;
+  std::vector<long long> timed(spans.begin() + 2, spans.end());
+  std::sort(timed.begin(), timed.end());
+  const pw::MeasuredRun m = pw::load_measured_run(run);
+  EXPECT_EQ(m.iterations, 3);
+  EXPECT_EQ(m.iteration_time, timed[1]);
+  std::string table;
+  ASSERT_EQ(sh(std::string(PW_MPIRUN) + " --oversubscribe -np 4 " + kTool + " execute " + plan +
+                   " --warmup 1 --iterations 2",
+               &table),
+            0)
+      << table;
+  EXPECT_NE(table.find("(warm-up, not timed)"), std::string::npos) << table;
+  EXPECT_NE(table.find("median of the 2 timed iteration(s)"), std::string::npos) << table;
+  EXPECT_EQ(sh(launch + " --warmup -1", &out), 2) << out;
+  EXPECT_NE(out.find("--warmup"), std::string::npos) << out;
 }
 
 // A plan of an MoE model (GQA + SwiGLU + RMSNorm + RoPE, top-2 of 4 experts) with its experts
