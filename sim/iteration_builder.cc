@@ -13,6 +13,11 @@ namespace {
 using des::MemCategory;
 using des::StreamKind;
 
+// One (source, destination) pair as the pair table's key.
+std::int64_t pair_key(int src, int dst) {
+  return (static_cast<std::int64_t>(src) << 32) | static_cast<std::uint32_t>(dst);
+}
+
 }  // namespace
 
 IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOptions& opt,
@@ -95,7 +100,7 @@ std::int32_t IterationBuilder::add_comm(int sim, StreamKind stream, std::int32_t
 }
 
 int IterationBuilder::pair_of(int src, int dst) {
-  const std::int64_t key = (static_cast<std::int64_t>(src) << 32) | static_cast<std::uint32_t>(dst);
+  const std::int64_t key = pair_key(src, dst);
   auto slot_of = [this](std::int64_t k) {
     const std::size_t mask = pair_key_.size() - 1;
     std::uint64_t h = static_cast<std::uint64_t>(k);  // splitmix64's finalizer: every bit mixes
@@ -118,8 +123,7 @@ int IterationBuilder::pair_of(int src, int dst) {
     pair_key_.assign(2 * pair_key_.size(), kNoPair);
     pair_slot_id_.assign(pair_key_.size(), -1);
     for (std::size_t q = 0; q < pairs_.size(); ++q) {
-      const std::int64_t kq = (static_cast<std::int64_t>(pairs_[q].first) << 32) |
-                              static_cast<std::uint32_t>(pairs_[q].second);
+      const std::int64_t kq = pair_key(pairs_[q].first, pairs_[q].second);
       const std::size_t j = slot_of(kq);
       pair_key_[j] = kq;
       pair_slot_id_[j] = static_cast<int>(q);
