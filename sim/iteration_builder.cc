@@ -58,6 +58,15 @@ IterationBuilder::IterationBuilder(const IterationInput& in, const IterationOpti
                                                       st.layer_end - st.layer_begin, tensors));
     }
   }
+  stage_copies_.assign(S, {});
+  for (int s = 0; s < S; ++s) {
+    std::vector<int> devices;
+    for (const StageInfo& o : pl.stages)
+      if (o.index == pl.stages[s].index) devices.push_back(o.device);
+    std::sort(devices.begin(), devices.end());
+    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+    if (devices.size() > 1) stage_copies_[s] = std::move(devices);
+  }
   for (const Action& a : dep_.action) has_recompute_actions_ |= a.kind == ActionKind::kR;
   num_actions_ = dep_.size();
 }
@@ -294,6 +303,7 @@ BuiltIteration IterationBuilder::build() {
   pass_.assign(static_cast<std::size_t>(slots), PassTasks{});
   bucket_tasks_.assign(static_cast<std::size_t>(R) * in_.schedule.placement.num_stages(), {});
   last_compute_.assign(R, -1);
+  stage_grads_ready_.assign(static_cast<std::size_t>(R) * in_.schedule.placement.num_stages(), -1);
   first_backward_.assign(R, -1);
   dp_tasks_.assign(R, {});
   step_waits_.assign(R, {});

@@ -103,6 +103,10 @@ class IterationBuilder {
     std::vector<std::int32_t> recv_post, recv_wait, recv_after_send, send_post, send_hold;
   };
   P2pCalls p2p_calls() const;
+  /// The gradient reductions after the backward passes, per simulated rank on its in-order DP
+  /// stream, stages in the order their last backward ends: a stage replicated across pipelines
+  /// (BitPipe's PAIR_REDUCE) first all-reduces its gradients with its copies' devices, then (d >
+  /// 1) the data-parallel reduction of its buckets.
   void build_data_parallel();
   void build_embedding_sync();
   void build_optimizer();
@@ -172,6 +176,9 @@ class IterationBuilder {
   /// ZeRO-3 by layer or tensor: the all-gathers each pass of the stage makes
   /// (hw::zero3_pass_gathers).
   std::vector<hw::Zero3PassGathers> stage_gathers_;
+  /// Per schedule stage: the pipeline devices that hold a copy of its layers (BitPipe's two
+  /// opposite pipelines: devices j and p-1-j), sorted, when more than one; empty otherwise.
+  std::vector<std::vector<int>> stage_copies_;
   bool has_recompute_actions_ = false;
   BuiltIteration out_;
   std::vector<int> sim_of_gpu_;
@@ -180,7 +187,9 @@ class IterationBuilder {
   std::size_t num_actions_ = 0;
   // Last-backward split: per (sim, stage) the sub-task ids of its last backward.
   std::vector<std::vector<std::int32_t>> bucket_tasks_;
-  std::vector<std::int32_t> last_compute_;           ///< per sim rank
+  std::vector<std::int32_t> last_compute_;  ///< per sim rank
+  /// Per (sim, stage): the stage's last backward task (-1: none on this rank).
+  std::vector<std::int32_t> stage_grads_ready_;
   std::vector<std::int32_t> first_backward_;         ///< per sim rank
   std::vector<std::vector<std::int32_t>> dp_tasks_;  ///< per sim rank
   /// Per sim rank: the pipeline sends of its last call, which Megatron waits for before the

@@ -401,6 +401,11 @@ void IterationBuilder::build_passes() {
       if (layout_.ep > 1)
         waited(hw::CommGroup::kEp, 6, layout_.ep_group(r.tr, r.dr, r.pr), CommKind::kEp);
       pass_[out_.action_slot(sim, id)] = pt;
+      if (is_pass) {
+        const int done = a.kind == ActionKind::kOverlapFB ? a.stage2 : a.stage;
+        if (done >= 0 && id == last_bwd[done])
+          stage_grads_ready_[static_cast<std::size_t>(sim) * S + done] = pt.last;
+      }
       const int grad_stage = a.kind == ActionKind::kW || a.kind == ActionKind::kBW ? int{a.stage}
                              : a.kind == ActionKind::kOverlapFB                    ? int{a.stage2}
                                                                                    : -1;
@@ -432,9 +437,11 @@ void IterationBuilder::build_passes() {
 }
 
 void IterationBuilder::build_data_parallel() {
-  if (layout_.dp <= 1) return;
   const Placement& pl = in_.schedule.placement;
   const int S = pl.num_stages();
+  bool replicated = false;
+  for (const std::vector<int>& c : stage_copies_) replicated |= !c.empty();
+  if (layout_.dp <= 1 && !replicated) return;
   const hw::CollectiveKind kind = in_.parallel.zero_stage == 0 ? hw::CollectiveKind::kAllReduce
                                                                : hw::CollectiveKind::kReduceScatter;
   for (int sim = 0; sim < static_cast<int>(out_.ranks.size()); ++sim) {
@@ -449,8 +456,33 @@ void IterationBuilder::build_data_parallel() {
     };
     std::stable_sort(stages.begin(), stages.end(),
                      [&](int a, int b) { return ready_at(a) < ready_at(b); });
+    // With copies across pipelines, the stream holds the copies' all-reduces, which pair
+    // devices that finish their chunks in different orders: every device takes its chunks from
+    // the last layers to the first (the backward's direction), one order for all, or two
+    // devices would each wait in their stream for the collective the other has queued behind.
+    if (replicated)
+      std::stable_sort(stages.begin(), stages.end(),
+                       [&](int a, int b) { return pl.stages[a].index > pl.stages[b].index; });
     for (int st : stages) {
       const double grad = stage_params_[st] * hw::grad_bytes_per_param(in_.parallel);
+      std::int32_t pair = -1;
+      if (!stage_copies_[st].empty()) {
+        // The copies' all-reduce (one collective per (tensor rank, replica, layer range)), after
+        // this copy's last backward; the sum is what the DP reduction then reduces.
+        bool fresh = false;
+        const std::int32_t c = keyed_collective({13, r.tr, r.dr, pl.stages[st].index}, &fresh);
+        if (fresh) {
+          std::vector<int> group;
+          for (int dev : stage_copies_[st]) group.push_back(layout_.gpu(r.tr, r.dr, dev));
+          add_collective_phases(hw::CollectiveKind::kAllReduce, grad, 1, group);
+        }
+        pair = add_comm(sim, StreamKind::kDp, c, CommKind::kDp,
+                        label(ActionKind::kPairReduce, st, -1));
+        const std::int32_t ready = stage_grads_ready_[static_cast<std::size_t>(sim) * S + st];
+        out_.graph.add_dep(ready >= 0 ? ready : last_compute_[sim], pair);
+        dp_tasks_[sim].push_back(pair);
+      }
+      if (layout_.dp <= 1) continue;
       const auto& buckets = bucket_tasks_[static_cast<std::size_t>(sim) * S + st];
       const int nb = std::max<int>(1, static_cast<int>(buckets.size()));
       for (int k = 0; k < nb; ++k) {
@@ -461,6 +493,7 @@ void IterationBuilder::build_data_parallel() {
             add_comm(sim, StreamKind::kDp, c, CommKind::kDp, label(ActionKind::kReduceGrad, st, k));
         const bool overlap = in_.parallel.overlap_grad_reduce && !buckets.empty();
         out_.graph.add_dep(overlap ? buckets[k] : last_compute_[sim], tk);
+        if (pair >= 0) out_.graph.add_dep(pair, tk);
         dp_tasks_[sim].push_back(tk);
       }
     }

@@ -61,10 +61,11 @@ void action_timings(const Schedule& schedule, const BuiltIteration& b, const des
     const SimRank& r = b.ranks[k];
     if (r.tr == 0 && r.dr == 0 && r.pr < D && rep[r.pr] < 0) rep[r.pr] = k;
   }
-  // The simulator models the DP reduction and the optimizer step itself (tasks labelled
-  // REDUCE_GRAD with the stage, and OPT); an explicit REDUCE_GRAD / OPT action of the schedule is
-  // only a zero-time marker there. Such an action takes the interval of the modelled tasks of its
-  // kind on its representative GPU: REDUCE_GRAD of stage s, first to last bucket of s; OPT, first
+  // The simulator models the DP reduction, BitPipe's pair reduction and the optimizer step
+  // itself (tasks labelled REDUCE_GRAD or PAIR_REDUCE with the stage, and OPT); an explicit
+  // REDUCE_GRAD / PAIR_REDUCE / OPT action of the schedule is only a zero-time marker there. Such
+  // an action takes the interval of the modelled tasks of its kind on its representative GPU:
+  // REDUCE_GRAD of stage s, first to last bucket of s; PAIR_REDUCE of s, its all-reduce; OPT, first
   // to last optimizer task (with offload: the GPU share and the host update). Tasks that take no
   // time are left out (an offload share of 0 leaves an empty GPU update); without any task of its
   // kind (REDUCE_GRAD at d = 1), the action keeps its marker's zero-length interval.
@@ -78,8 +79,9 @@ void action_timings(const Schedule& schedule, const BuiltIteration& b, const des
   std::vector<int> rep_of_sim(b.ranks.size(), -1);
   for (int d = 0; d < D; ++d)
     if (rep[d] >= 0) rep_of_sim[rep[d]] = d;
-  // Per device: [0, S) reduce-grad intervals by stage, [S] the optimizer.
-  const std::size_t W = static_cast<std::size_t>(S) + 1;
+  // Per device: [0, S) reduce-grad intervals by stage, [S] the optimizer, [S + 1, 2S + 1) the
+  // pair reductions (PAIR_REDUCE) by stage.
+  const std::size_t W = 2 * static_cast<std::size_t>(S) + 1;
   std::vector<TimePs> lo(static_cast<std::size_t>(D) * W, kNone), hi(lo.size(), kNone);
   for (std::size_t t = 0; t < G; ++t) {
     if (is_action[t] || er.end[t] <= er.start[t]) continue;  // markers, empty shares
@@ -93,6 +95,8 @@ void action_timings(const Schedule& schedule, const BuiltIteration& b, const des
       slot = static_cast<std::size_t>(S);
     } else if (label.kind == ActionKind::kReduceGrad && label.stage >= 0 && label.stage < S) {
       slot = static_cast<std::size_t>(label.stage);
+    } else if (label.kind == ActionKind::kPairReduce && label.stage >= 0 && label.stage < S) {
+      slot = static_cast<std::size_t>(S) + 1 + static_cast<std::size_t>(label.stage);
     } else {
       continue;
     }
@@ -118,6 +122,8 @@ void action_timings(const Schedule& schedule, const BuiltIteration& b, const des
       if (a.kind == ActionKind::kOptStep) slot = static_cast<std::size_t>(S);
       if (a.kind == ActionKind::kReduceGrad && a.stage >= 0 && a.stage < S)
         slot = static_cast<std::size_t>(a.stage);
+      if (a.kind == ActionKind::kPairReduce && a.stage >= 0 && a.stage < S)
+        slot = static_cast<std::size_t>(S) + 1 + static_cast<std::size_t>(a.stage);
       if (slot < W && lo[static_cast<std::size_t>(d) * W + slot] != kNone) {
         start = lo[static_cast<std::size_t>(d) * W + slot];
         end = hi[static_cast<std::size_t>(d) * W + slot];

@@ -13,6 +13,7 @@
 #include "hwmodels/profile.h"
 #include "hwmodels/rank_layout.h"
 #include "hwmodels/scenario.h"
+#include "hwmodels/transformer.h"
 #include "sim/iteration.h"
 #include "sim_test_util.h"
 
@@ -100,6 +101,70 @@ TEST(Iteration, TheTiedCopysGradientIsSummedWithTheFirstStagesAfterTheReduction)
   IterationInput zbv = in;
   zbv.schedule = generate_schedule(default_registry(), "zb-v", gp);
   EXPECT_TRUE(embedding_syncs(zbv).first.empty());
+}
+
+// BitPipe runs two opposite pipelines whose chunks of the same layers sit on devices j and p-1-j,
+// so each such pair all-reduces its copies' gradients before the optimizer step (PAIR_REDUCE;
+// not priced before 2026-11-29, which let BitPipe skip a collective the executor runs). t = 4,
+// p = 2, d = 1 on one DGX A100 node: every pipeline has 2p = 4 chunks of 2 layers, each device
+// one copy of every chunk, tensor rank 0's devices are GPUs 0 and 4. Each device runs one
+// all-reduce per chunk on its DP stream, both devices together (one collective), each lasting at
+// least the collective model's time for the chunk's gradient over {0, 4} (its own parameters x
+// the gradient bytes per parameter), and the optimizer step starts after the last. ZB-V (one
+// pipeline) has none.
+TEST(Iteration, BitPipesTwinChunksAllReduceTheirGradientsBeforeTheStep) {
+  const hw::Scenario s = small_scenario(4, 2, 1, 16, "  schedule: bitpipe");
+  const IterationInput in = testing::input_for(s);
+  ASSERT_EQ(in.parallel.data_parallel, 1);
+  auto slices = [](const IterationInput& x) {
+    IterationOptions o;
+    o.trace = true;
+    return simulate_iteration(x, o).trace;
+  };
+  const Trace tr = slices(in);
+  const Placement& pl = in.schedule.placement;
+  ASSERT_EQ(pl.num_pipelines(), 2);
+  const hw::Topology topo(s.topology);
+  const hw::GroupNetwork net = hw::describe_group(topo, s.profile, {0, 4});
+  const hw::WorkloadOptions wo = hw::workload_options(in.parallel, false);
+  for (int pid = 0; pid < 2; ++pid) {
+    std::vector<TraceSlice> pairs;
+    TimePs opt_start = -1;
+    for (const TraceSlice& sl : tr.slices) {
+      if (sl.pid != pid) continue;
+      if (sl.name.rfind("PAIR_REDUCE", 0) == 0) pairs.push_back(sl);
+      if (sl.name.rfind("OPT", 0) == 0 && opt_start < 0) opt_start = sl.start;
+    }
+    ASSERT_EQ(pairs.size(), 4u) << "device " << pid;
+    for (const TraceSlice& sl : pairs) {
+      ASSERT_GE(sl.stage, 0);
+      const StageInfo& st = pl.stages[sl.stage];
+      EXPECT_EQ(st.device, pid);
+      const double params =
+          hw::stage_parameter_count(in.model, wo, st.layer_begin, st.layer_end,
+                                    hw::stage_role(st.index, pl.stages_per_pipeline(), false), 2);
+      const Bytes bytes{params * hw::grad_bytes_per_param(in.parallel)};
+      const TimePs expected = hw::collective_time(
+          hw::CollectiveKind::kAllReduce,
+          hw::choose_algorithm(hw::CollectiveKind::kAllReduce, bytes, net), bytes, net);
+      EXPECT_GE(static_cast<double>(sl.duration), static_cast<double>(expected) * (1 - 1e-9))
+          << sl.name;
+      EXPECT_GE(opt_start, sl.start + sl.duration) << sl.name;
+      // The twin on the other device starts the same collective at the same time.
+      bool twin = false;
+      for (const TraceSlice& o : tr.slices)
+        twin |= o.pid == 1 - pid && o.name.rfind("PAIR_REDUCE", 0) == 0 && o.start == sl.start &&
+                pl.stages[o.stage].index == st.index;
+      EXPECT_TRUE(twin) << sl.name;
+    }
+  }
+  GeneratorParams gp;
+  gp.p = 2;
+  gp.m = static_cast<int>(s.num_microbatches());
+  gp.num_layers = s.model.num_layers;
+  IterationInput zbv = in;
+  zbv.schedule = generate_schedule(default_registry(), "zb-v", gp);
+  for (const TraceSlice& sl : slices(zbv).slices) EXPECT_NE(sl.name.rfind("PAIR_REDUCE", 0), 0u);
 }
 
 TEST(Iteration, GradientBytesFollowTheConfigurationInMemoryAndReduction) {
