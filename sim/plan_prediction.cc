@@ -110,6 +110,7 @@ void action_timings(const Schedule& schedule, const BuiltIteration& b, const des
   for (int d = 0; d < D; ++d) {
     PW_ASSERT(rep[d] >= 0, "no simulated GPU for a pipeline rank");
     const int n = static_cast<int>(schedule.actions[d].size());
+    TimePs reached = 0;
     for (int k = 0; k < n; ++k, ++id) {
       const std::size_t slot_id = b.action_slot(rep[d], static_cast<int>(id));
       const std::int32_t first = b.action_first[slot_id], last = b.action_last[slot_id];
@@ -128,7 +129,15 @@ void action_timings(const Schedule& schedule, const BuiltIteration& b, const des
         start = lo[static_cast<std::size_t>(d) * W + slot];
         end = hi[static_cast<std::size_t>(d) * W + slot];
       }
+      // A receive starts when its device reaches it (the previous action's end, or the step's
+      // start) and ends when the data has arrived (its marker): the wait the executor measures
+      // from posting the receive to holding the data.
+      if (a.kind == ActionKind::kRecvF || a.kind == ActionKind::kRecvB)
+        start = std::min(start, reached);
       out->push_back(ActionTiming{d, k, start, end});
+      // Where the device is after this action: a send is posted and left (its end above waits
+      // for the transfer; the executor's non-blocking send does not).
+      reached = send >= 0 ? er.end[last] : end;
     }
   }
 }

@@ -62,16 +62,30 @@ TEST(PlanPrediction, ActionTimingsCoverEveryActionAndAgreeWithThemselves) {
       EXPECT_LE(a[k].start, a[k].end);
       EXPECT_LE(a[k].end, r.iteration);  // the optimizer step ends the iteration
     }
-  // Every SEND lasts its transfer (> 0 on a real network); no RECV takes time.
-  for (const ActionTiming& t : a) {
+  // Every SEND lasts its transfer (> 0 on a real network). A RECV lasts from where its device
+  // left off (the previous action's end at the latest, the step's start for a first action) to
+  // the data's arrival, as the executor measures it: device 1's first action receives
+  // microbatch 0's activation, so it starts at 0 and ends after device 0's first forward has
+  // ended and the activation has crossed the network.
+  TimePs waited = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const ActionTiming& t = a[i];
     const ActionKind kind = in.schedule.actions[t.device][t.index].kind;
     if (kind == ActionKind::kSendF || kind == ActionKind::kSendB) {
       EXPECT_GT(t.end, t.start);
     }
     if (kind == ActionKind::kRecvF || kind == ActionKind::kRecvB) {
-      EXPECT_EQ(t.end, t.start);
+      EXPECT_LE(t.start, t.end);
+      if (t.index > 0) EXPECT_LE(t.start, a[i - 1].end);
+      waited += t.end - t.start;
     }
   }
+  EXPECT_GT(waited, 0);
+  const std::size_t dev1 = in.schedule.actions[0].size();
+  ASSERT_EQ(in.schedule.actions[1][0].kind, ActionKind::kRecvF);
+  ASSERT_EQ(in.schedule.actions[0][0].kind, ActionKind::kF);
+  EXPECT_EQ(a[dev1].start, 0);
+  EXPECT_GT(a[dev1].end, a[0].end);
   simulate_iteration(in, IterationOptions{}, &b);
   TimingAgreement same = compare_timings(in.schedule, a, b);
   EXPECT_EQ(same.compared, a.size());
