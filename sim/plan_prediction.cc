@@ -130,14 +130,12 @@ void action_timings(const Schedule& schedule, const BuiltIteration& b, const des
         end = hi[static_cast<std::size_t>(d) * W + slot];
       }
       // A receive starts when its device reaches it (the previous action's end, or the step's
-      // start) and ends when the data has arrived (its marker): the wait the executor measures
+      // start) and ends when the data has arrived (its marker): the wait a runtime measures
       // from posting the receive to holding the data.
       if (a.kind == ActionKind::kRecvF || a.kind == ActionKind::kRecvB)
         start = std::min(start, reached);
       out->push_back(ActionTiming{d, k, start, end});
-      // Where the device is after this action: a send is posted and left (its end above waits
-      // for the transfer; the executor's non-blocking send does not).
-      reached = send >= 0 ? er.end[last] : end;
+      reached = end;  // where the device is after it (a send: once its transfer is done)
     }
   }
 }

@@ -91,7 +91,8 @@ struct Small {
 
 const Provenance kProv{"pipewright 0.1.0", "dgx-a100-80gb", "", "pipewright plan test", ""};
 
-/// Each action starts after every prerequisite (core/dependency.h) and, blocking sends being the
+/// Each action starts after every prerequisite (core/dependency.h; a RECV, the wait for its data,
+/// ends after it) and, blocking sends being the
 /// default, after its predecessor on the same device has ended; but in Megatron's two schedules
 /// an explicit SEND is one half of a call the device posts with the next pass's receive (or
 /// after the forward-backward pair), so the action after it may start first (sim/iteration.h).
@@ -107,10 +108,13 @@ void expect_consistent_with_dependencies(const Plan& plan) {
   }
   for (std::size_t id = 0; id < g.size(); ++id) {
     EXPECT_LE(start[id], end[id]) << describe_action(g.action[id]);
+    // A RECV is the wait for its data: it may start before its SEND ends, never end before.
+    const bool recv =
+        g.action[id].kind == ActionKind::kRecvF || g.action[id].kind == ActionKind::kRecvB;
     for (int k = g.dep_begin[id]; k < g.dep_begin[id + 1]; ++k)
-      EXPECT_GE(start[id], end[g.dep[k]])
-          << describe_action(g.action[id]) << " starts before its prerequisite "
-          << describe_action(g.action[g.dep[k]]) << " ends";
+      EXPECT_GE(recv ? end[id] : start[id], end[g.dep[k]])
+          << describe_action(g.action[id]) << (recv ? " ends" : " starts")
+          << " before its prerequisite " << describe_action(g.action[g.dep[k]]) << " ends";
     const int d = g.device_of[id];
     const ActionKind prev = id > 0 ? g.action[id - 1].kind : ActionKind::kF;
     if (calls && (prev == ActionKind::kSendF || prev == ActionKind::kSendB)) continue;
@@ -221,6 +225,10 @@ TEST(PlanEmit, PredictedPassTimesAreTheWorkloadModelsStageCosts) {
         ++optimizer;
         break;
       }
+      case ActionKind::kRecvF:
+      case ActionKind::kRecvB:
+        EXPECT_GE(dur, 0) << describe_action(a);  // the wait for its data (plan_prediction.cc)
+        break;
       default:
         EXPECT_EQ(dur, 0) << describe_action(a);
     }
