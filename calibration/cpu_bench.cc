@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "calibration/gemm_shapes.h"
+#include "executor/memory.h"
 #include "executor/model.h"
 
 namespace pw::calibration {
@@ -363,7 +364,7 @@ RawProvenance cpu_provenance(const std::string& command, bool quick) {
 RawResults run_cpu_benchmarks(const CpuBenchOptions& options, const std::string& command) {
   double budget =
       options.seconds_per_point > 0 ? options.seconds_per_point : (options.quick ? 0.02 : 0.1);
-  exec::keep_freed_memory();  // as the executor runs (executor/model.h)
+  exec::keep_freed_memory();  // as the executor runs (executor/memory.h)
   RawResults raw;
   raw.provenance = cpu_provenance(command, options.quick);
   raw.launch_latency_s = bench_call_overhead();

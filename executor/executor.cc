@@ -9,6 +9,7 @@
 #include "core/validator.h"
 #include "executor/action_loop.h"
 #include "executor/cpu_backend.h"
+#include "executor/memory.h"
 #include "executor/reference.h"
 
 namespace pw::exec {

@@ -1,7 +1,6 @@
 #include "executor/model.h"
 
 #include <fmt/format.h>
-#include <malloc.h>
 
 #include <cmath>
 
@@ -10,12 +9,6 @@
 #include "hwmodels/transformer.h"
 
 namespace pw::exec {
-
-void keep_freed_memory() {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest (half its 64 MiB heap size)
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  mallopt(M_TOP_PAD, 64 << 20);
-}
 
 namespace {
 
