@@ -135,24 +135,24 @@ Grid squeeze(const Grid& g, int m) {
   const std::size_t len = grid_len(g);
   Grid out(p, std::string(len, ' '));
   // Per (microbatch, device, kind): the pass's new slot (-1 until placed); per (device, kind):
-  // passes placed; per device: its next free slot. Kept per thread: no allocation per call.
-  thread_local std::vector<int> idx, cnt, next;
+  // passes placed; per device: its next free slot and, per kind, where its dependency sits.
+  // Kept per thread: no allocation per call.
+  thread_local std::vector<int> idx, cnt, next, dep_off;
   thread_local std::vector<const char*> row;
   thread_local std::vector<char*> orow;
   idx.assign(static_cast<std::size_t>(p) * m * kPeriod, -1);
   cnt.assign(static_cast<std::size_t>(p) * kPeriod, 0);
   next.assign(p, 0);
+  dep_off.resize(static_cast<std::size_t>(p) * kPeriod);
   row.resize(p);
   orow.resize(p);
-  for (int i = 0; i < p; ++i) row[i] = g[i].data(), orow[i] = out[i].data();
-  // Raw pointers: the lambda below then keeps them in registers.
-  int* const idx_at = idx.data();
-  int* const cnt_at = cnt.data();
-  int* const next_at = next.data();
-  char* const* const out_at = orow.data();
-  const char* const* const in_at = row.data();
-  int new_len = 0;
-  const int ilen = static_cast<int>(len);
+  // Passes lie before the rows' last pass: the columns after it hold nothing to place.
+  std::size_t end = 0;
+  for (int i = 0; i < p; ++i) {
+    row[i] = g[i].data(), orow[i] = out[i].data();
+    const std::size_t last = g[i].find_last_not_of(' ');
+    if (last != std::string::npos) end = std::max(end, last + 1);
+  }
   // Per kind and device position (0 inner, 1 first, 2 last): where the pass's dependency sits
   // relative to its own (microbatch, device) cell, or kNone. At the ends of the V the
   // dependency is the same device's earlier pass (device 0: f before B; device p-1: F before f,
@@ -166,11 +166,23 @@ Grid squeeze(const Grid& g, int m) {
       {kPeriod + 3, kPeriod + 3, 2},        // b: device i+1's b (device p-1: its own B)
       {kNone, kNone, kNone},                // W
       {kNone, kNone, kNone}};               // w
+  for (int i = 0; i < p; ++i)
+    for (int v = 0; v < kPeriod; ++v)
+      dep_off[i * kPeriod + v] = kDep[v][(i == 0) + 2 * (i == p - 1)];
+  // Raw pointers: the lambda below then keeps them in registers.
+  int* const idx_at = idx.data();
+  int* const cnt_at = cnt.data();
+  int* const next_at = next.data();
+  const int* const off_at = dep_off.data();
+  char* const* const out_at = orow.data();
+  const char* const* const in_at = row.data();
+  int new_len = 0;
+  const int ilen = static_cast<int>(len);
   auto place = [&](int i, int v, char c) {
     const int n = cnt_at[i * kPeriod + v];
     require(n < m);
     int* here = idx_at + (static_cast<std::size_t>(n) * p + i) * kPeriod;
-    const int off = kDep[v][(i == 0) + 2 * (i == p - 1)];
+    const int off = off_at[i * kPeriod + v];
     const int dep = off == kNone ? -1 : here[off];
     require(off == kNone || dep >= 0);
     const int slot = std::max(dep + 1, next_at[i]);
@@ -181,26 +193,21 @@ Grid squeeze(const Grid& g, int m) {
     next_at[i] = slot + 1;
     new_len = std::max(new_len, slot + 1);
   };
-  thread_local std::vector<int> up;  // a column's up-going passes (devices, top to bottom)
+  thread_local std::vector<int> up;  // a column's up-going passes: device * 8 + kind
   up.resize(p);
   int* const up_at = up.data();
-  for (std::size_t j = 0; j < len; ++j) {
+  for (std::size_t j = 0; j < end; ++j) {
     // Down-going passes (and W) top to bottom, then up-going ones (and w) bottom to top.
     int nu = 0;
     for (int i = 0; i < p; ++i) {
-      const char c = in_at[i][j];
-      const int v = id_of(c);
+      const int v = id_of(in_at[i][j]);
       if (v < 0) continue;
       if ((v & 1) == 0)
-        place(i, v, c);
+        place(i, v, kIds[v]);
       else
-        up_at[nu++] = i;
+        up_at[nu++] = i * 8 + v;
     }
-    for (int k = nu - 1; k >= 0; --k) {
-      const int i = up_at[k];
-      const char c = in_at[i][j];
-      place(i, id_of(c), c);
-    }
+    for (int k = nu - 1; k >= 0; --k) place(up_at[k] >> 3, up_at[k] & 7, kIds[up_at[k] & 7]);
   }
   for (std::string& r : out) r.resize(static_cast<std::size_t>(new_len));
   return out;
