@@ -22,6 +22,18 @@ namespace {
 
 using testing::small_scenario;
 
+// `in` with scenario `s`'s pipeline scheduled as ZB-V (one V pipeline: both ends of the model
+// on device 0, every chunk once).
+IterationInput with_zb_v(const IterationInput& in, const hw::Scenario& s) {
+  GeneratorParams gp;
+  gp.p = in.schedule.placement.num_devices;
+  gp.m = static_cast<int>(s.num_microbatches());
+  gp.num_layers = s.model.num_layers;
+  IterationInput zbv = in;
+  zbv.schedule = generate_schedule(default_registry(), "zb-v", gp);
+  return zbv;
+}
+
 TEST(Iteration, OverlappedGradientReductionIsNotSlower) {
   IterationInput on = testing::input_for(small_scenario(1, 1, 1, 16));
   IterationInput off = on;
@@ -94,13 +106,7 @@ TEST(Iteration, TheTiedCopysGradientIsSummedWithTheFirstStagesAfterTheReduction)
   IterationInput untied = in;
   untied.model.untie_embeddings = true;
   EXPECT_TRUE(embedding_syncs(untied).first.empty());
-  GeneratorParams gp;
-  gp.p = 2;
-  gp.m = static_cast<int>(s.num_microbatches());
-  gp.num_layers = s.model.num_layers;
-  IterationInput zbv = in;
-  zbv.schedule = generate_schedule(default_registry(), "zb-v", gp);
-  EXPECT_TRUE(embedding_syncs(zbv).first.empty());
+  EXPECT_TRUE(embedding_syncs(with_zb_v(in, s)).first.empty());
 }
 
 // BitPipe runs two opposite pipelines whose chunks of the same layers sit on devices j and p-1-j,
@@ -158,13 +164,8 @@ TEST(Iteration, BitPipesTwinChunksAllReduceTheirGradientsBeforeTheStep) {
       EXPECT_TRUE(twin) << sl.name;
     }
   }
-  GeneratorParams gp;
-  gp.p = 2;
-  gp.m = static_cast<int>(s.num_microbatches());
-  gp.num_layers = s.model.num_layers;
-  IterationInput zbv = in;
-  zbv.schedule = generate_schedule(default_registry(), "zb-v", gp);
-  for (const TraceSlice& sl : slices(zbv).slices) EXPECT_NE(sl.name.rfind("PAIR_REDUCE", 0), 0u);
+  for (const TraceSlice& sl : slices(with_zb_v(in, s)).slices)
+    EXPECT_NE(sl.name.rfind("PAIR_REDUCE", 0), 0u);
 }
 
 TEST(Iteration, GradientBytesFollowTheConfigurationInMemoryAndReduction) {
