@@ -55,6 +55,22 @@ BENCHMARK_CAPTURE(BM_VGenerator, v_min, "v-min")->Args({16, 64})->Unit(benchmark
 BENCHMARK_CAPTURE(BM_VGenerator, v_half, "v-half")->Args({16, 64})->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_VGenerator, v_zb, "v-zb")->Args({16, 64})->Unit(benchmark::kMillisecond);
 
+// ZB-1p / ZB-2p (the zero-bubble authors' automatic schedules: zb_auto's greedy variants under
+// the 1p / 2p activation limits, then its reordering) at p=32, m=96, the size issue 18 asks
+// under 1 s: unequal profiled-like costs (F 1, B 1.3, W 0.9, hop 0.05 ms), W holding half of B's
+// activation.
+void BM_ZbGenerator(benchmark::State& state, const char* name) {
+  pw::GeneratorParams gp;
+  gp.p = static_cast<int>(state.range(0));
+  gp.m = static_cast<int>(state.range(1));
+  constexpr pw::TimePs kMs = 1'000'000'000;
+  gp.costs = pw::UniformCosts{kMs, kMs * 13 / 10, kMs * 9 / 10, 0, kMs / 20};
+  gp.costs.mw_over_mb = 0.5;
+  generate_repeatedly(state, name, gp);
+}
+BENCHMARK_CAPTURE(BM_ZbGenerator, zb_1p, "zb-1p")->Args({32, 96})->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ZbGenerator, zb_2p, "zb-2p")->Args({32, 96})->Unit(benchmark::kMillisecond);
+
 // The planner's questions (GPT-3 175B on 1024 A100, t4 p16 d16): pass costs relative to F = 1 ms
 // (B 1.0, W 0.75, hop 1/64), W holding a quarter of the activation, a memory limit that binds.
 void BM_PlannerQuestion(benchmark::State& state, const char* name) {
