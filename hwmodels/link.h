@@ -60,6 +60,11 @@ struct NodeSpec {
   LinkSpec pcie;  ///< GPU <-> NIC / host
   LinkSpec nic;   ///< NIC <-> leaf, per NIC
   int nics_per_node = 8;
+  /// The hosts' memory bandwidth per node (all CPU sockets' channels; 0: not given) and the share
+  /// of it that an offloaded optimizer's CPU Adam sustains (profile keys
+  /// node.host_memory_bandwidth_gb_per_s and node.host_memory_efficiency; hw::cpu_adam_rate).
+  BytesPerSec host_memory_bandwidth{0};
+  double host_memory_efficiency = 0;
 };
 
 }  // namespace pw::hw

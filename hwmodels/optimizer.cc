@@ -2,9 +2,25 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "hwmodels/profile.h"
 
 namespace pw::hw {
+
+double cpu_adam_rate(const HardwareProfile& profile) {
+  const NodeSpec& n = profile.node;
+  return n.host_memory_bandwidth.value * n.host_memory_efficiency / n.gpus_per_node /
+         kAdamBytesPerParam;
+}
+
+double require_cpu_adam_rate(const HardwareProfile& profile, const std::string& what) {
+  const double rate = cpu_adam_rate(profile);
+  if (rate <= 0)
+    throw ConfigError(profile.file, "node.host_memory_bandwidth_gb_per_s",
+                      what + " runs Adam on the host CPU: the profile '" + profile.name +
+                          "' needs the host's memory bandwidth (and node.host_memory_efficiency)");
+  return rate;
+}
 
 TimePs adam_step_time(const GpuModel& gpu, double params) {
   return gpu.memory_bound_time(Bytes{params * kAdamBytesPerParam});

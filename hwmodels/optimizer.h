@@ -3,6 +3,8 @@
 /// offload (Deep Optimizer States) the split of the update between the GPU and the host CPU. The
 /// simulator builds its optimizer tasks from these figures and the planner's tiers price the
 /// step with them: one definition of each constant.
+#include <string>
+
 #include "core/units.h"
 #include "hwmodels/gpu_model.h"
 
@@ -16,10 +18,14 @@ inline constexpr double kAdamBytesPerParam = 28.0;
 /// Optimizer state moved per parameter when an offloaded update runs on the GPU (fp32 master,
 /// m, v).
 inline constexpr double kOffloadStateBytesPerParam = 12.0;
-/// Host CPU Adam throughput per GPU's share of the host cores, parameters per second
-/// (assumption: DeepSpeed's CPU-Adam on a 2-socket host shared by 8 GPUs; a profile without
-/// a calibrated figure uses it).
-inline constexpr double kCpuAdamParamsPerSec = 1.0e9;
+/// Host CPU Adam throughput per GPU, parameters per second: an offloaded update streams the
+/// same kAdamBytesPerParam through host memory as the GPU's through HBM, at the profile's
+/// node.host_memory_bandwidth_gb_per_s x node.host_memory_efficiency shared by the node's GPUs.
+/// 0 when the profile gives no host memory bandwidth.
+double cpu_adam_rate(const HardwareProfile& profile);
+/// The same, or a ConfigError naming the profile's key when it gives none (`what`: the option
+/// that needs it, for the message).
+double require_cpu_adam_rate(const HardwareProfile& profile, const std::string& what);
 
 /// Time of the update of `params` parameters on the GPU (streaming HBM kernels).
 TimePs adam_step_time(const GpuModel& gpu, double params);

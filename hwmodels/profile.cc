@@ -186,7 +186,7 @@ GpuSpec parse_gpu(const ConfigMap& m, std::optional<DType>* compute_dtype) {
 
 NodeSpec parse_node(const ConfigMap& m) {
   m.check_keys({"gpus_per_node", "intra", "nvls", "nvls_efficiency", "pcie", "nic", "nics_per_node",
-                "source"});
+                "host_memory_bandwidth_gb_per_s", "host_memory_efficiency", "source"});
   NodeSpec n;
   n.gpus_per_node = static_cast<int>(m.integer("gpus_per_node"));
   n.intra = parse_link(m.child("intra"));
@@ -199,6 +199,13 @@ NodeSpec parse_node(const ConfigMap& m) {
   n.pcie = parse_link(m.child("pcie"));
   n.nic = parse_link(m.child("nic"));
   n.nics_per_node = static_cast<int>(m.integer("nics_per_node"));
+  // Optional together: a profile without them cannot price optimizer offload.
+  if (m.has("host_memory_bandwidth_gb_per_s") || m.has("host_memory_efficiency")) {
+    n.host_memory_bandwidth = BytesPerSec{m.positive("host_memory_bandwidth_gb_per_s") * 1e9};
+    n.host_memory_efficiency = m.positive("host_memory_efficiency");
+    if (n.host_memory_efficiency > 1.0)
+      m.fail("host_memory_efficiency", "expected a number in (0, 1]");
+  }
   return n;
 }
 

@@ -43,9 +43,8 @@ struct IterationOptions {
   bool free_communication = false;
   hw::CollectiveAlgo algorithm = hw::CollectiveAlgo::kAuto;
   bool flash_attention = false;
-  /// Optimizer offload (Deep Optimizer States): CPU Adam throughput in parameters per second per
-  /// GPU's share of host cores, and the GPU share of the update (< 0: chosen by the cost model).
-  double cpu_adam_params_per_sec = hw::kCpuAdamParamsPerSec;
+  /// Optimizer offload (Deep Optimizer States): the GPU share of the update (< 0: chosen by the
+  /// cost model). The host's Adam rate is the profile's (hw::cpu_adam_rate).
   double offload_gpu_share = -1;
   bool trace = false;  ///< fill IterationResult::trace
 };

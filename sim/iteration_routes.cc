@@ -59,7 +59,7 @@ void IterationBuilder::build_optimizer() {
       // Deep Optimizer States: the share x of the update that runs on the GPU minimises the
       // longer of the two paths after the reduction (hwmodels/optimizer.h); the state prefetch
       // overlaps the backward.
-      const double cpu = opt_.cpu_adam_params_per_sec;
+      const double cpu = hw::require_cpu_adam_rate(in_.profile, "optimizer offload");
       const double x = hw::offload_split(in_.profile, shard, cpu, opt_.offload_gpu_share).gpu_share;
       out_.offload_gpu_share = x;
       const int host = -(r.gpu + 1);

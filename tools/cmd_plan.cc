@@ -3,6 +3,7 @@
 #include <tbb/global_control.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "core/file_io.h"
 #include "core/plan_io.h"
 #include "core/pytorch_csv.h"
+#include "hwmodels/optimizer.h"
 #include "hwmodels/profile.h"
 #include "hwmodels/scenario.h"
 #include "planner/search/plan_emit.h"
@@ -408,6 +410,11 @@ int run_plan(const PlanOptions& o) {
   }
   std::vector<std::string> skipped;
   SearchSpace space = default_space(pr, registry, global_batches(pr, sc), &skipped);
+  // Offload asked for on a profile that cannot price the host's Adam: refused with its key.
+  if (std::find(cons.offload.begin(), cons.offload.end(), 1) != cons.offload.end())
+    hw::require_cpu_adam_rate(pr.profile, "--offload on");
+  if (sc.has_parallel && sc.parallel.optimizer_offload)
+    hw::require_cpu_adam_rate(pr.profile, "parallel.optimizer_offload");
   if (cons.global_batch.size() > 1 && (pr.objective == Objective::kTime || pr.target.empty()))
     throw ConfigError("", cons.describe(),
                       "several global batches need an objective that compares them: iteration "

@@ -489,8 +489,9 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     const double shard = c.zero >= 1 ? (P_dev - E_dev) / dpc + E_dev / edp : P_dev;
     double opt_s = 0, prefetch = 0;
     if (c.offload) {
-      const hw::OffloadSplit sp =
-          hw::offload_split(pr.profile, shard, opt.cpu_adam_params_per_sec, opt.offload_gpu_share);
+      const hw::OffloadSplit sp = hw::offload_split(
+          pr.profile, shard, hw::require_cpu_adam_rate(pr.profile, "--offload on"),
+          opt.offload_gpu_share);
       opt_s = sp.seconds();
       prefetch = sp.gpu_share * shard * hw::kOffloadStateBytesPerParam;
     } else {

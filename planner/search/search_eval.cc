@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "hwmodels/memory.h"
+#include "hwmodels/optimizer.h"
 #include "planner/search/stage_schedule.h"
 
 namespace pw {
@@ -337,6 +338,9 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   }
   s.micro_batches = {1, 2, 4, 8};
   s.global_batches = global_batches;
+  // Optimizer offload runs Adam on the host: searched where the profile gives the host's memory
+  // bandwidth (hw::cpu_adam_rate); `--offload on` on such a profile is refused (cmd_plan).
+  if (hw::cpu_adam_rate(pr.profile) <= 0) s.offload = {0};
   // Context parallelism (fused attention only; 2cp chunks of the sequence, each rank keeping at
   // least 2,048 tokens, below which its GEMMs and exchanges only lose: a default, --cp overrides
   // it) and, for MoE models, expert parallelism over power-of-two sizes dividing the experts.

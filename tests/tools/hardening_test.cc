@@ -295,4 +295,47 @@ TEST(Hardening, TraceRanksSelectsTheGpusATraceShows) {
   std::filesystem::remove_all(dir);
 }
 
+// Optimizer offload runs Adam on the host CPU at the rate the profile's host memory bandwidth
+// gives (hw::cpu_adam_rate). A profile without it: `plan` leaves offload out of its search, and
+// asking for offload (flag or scenario) is refused naming the key the profile lacks.
+TEST(Hardening, OffloadOnAProfileWithoutTheHostsMemoryBandwidthNamesTheKey) {
+  const Dir dir;
+  // The shipped A100 profile less its two host lines.
+  const std::string text =
+      pw::read_file(std::string(PW_SOURCE_DIR) + "/hwmodels/profiles/dgx-a100-80gb.yaml");
+  std::string profile;
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    if (line.find("host_memory_") == std::string::npos) profile += line + "\n";
+    at = end + 1;
+  }
+  const std::string prof = dir.write("nohost.yaml", profile);
+  const std::string model =
+      "model: {num_layers: 8, hidden_size: 1024, num_attention_heads: 8, seq_length: 1024, "
+      "vocab_size: 32000}\ncluster: {profile: " +
+      prof + ", nodes: 1}\n";
+  const std::string plain = dir.write("plain.yaml", model + "parallel: {global_batch_size: 16}\n");
+  refused("plan " + plain + " --offload on",
+          {"node.host_memory_bandwidth_gb_per_s", "--offload on"});
+  refused("plan " + plain + " --offload both", {"node.host_memory_bandwidth_gb_per_s"});
+  const std::string off =
+      dir.write("off.yaml", model +
+                                "parallel: {pipeline_model_parallel_size: 2, micro_batch_size: 1, "
+                                "global_batch_size: 16, optimizer_offload: true}\n");
+  refused("simulate " + off, {"node.host_memory_bandwidth_gb_per_s", "optimizer offload"});
+  refused("plan " + off, {"node.host_memory_bandwidth_gb_per_s", "parallel.optimizer_offload"});
+  // Without the ask, plan searches without offload.
+  std::string out;
+  EXPECT_EQ(sh(kTool + " plan " + plain + " --top 40", &out), 0) << out;
+  EXPECT_EQ(out.find(" offload"), std::string::npos) << out;
+  // With the shipped profile, offload is in the search.
+  std::string shipped = model;
+  shipped.replace(shipped.find(prof), prof.size(), "dgx-a100-80gb");
+  const std::string with = dir.write("with.yaml", shipped + "parallel: {global_batch_size: 16}\n");
+  EXPECT_EQ(sh(kTool + " plan " + with + " --offload on --top 1", &out), 0) << out;
+  EXPECT_NE(out.find(" offload"), std::string::npos) << out;
+}
+
 }  // namespace
