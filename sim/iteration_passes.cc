@@ -193,7 +193,7 @@ void IterationBuilder::build_passes() {
       // gradients) all-gathers them layer by layer: the first layer prefetched under the
       // previous pass, the rest under this one's compute (each layer's while the one before
       // runs), two layers' weights held while it runs.
-      std::int32_t layer_gather = -1, layer_rest = -1;
+      std::int32_t layer_gather = -1, layer_rest = -1, layer_start = -1;
       double gathered = 0;  // working memory of the gathered layers
       if (zero3_layer && is_pass && a.kind != ActionKind::kW) {
         // Per stage of the pass: its gathers (hw::zero3_pass_gathers), the first under the
@@ -230,7 +230,9 @@ void IterationBuilder::build_passes() {
         if (rest_count > 0) {
           layer_rest = all_gather(8, false);
           out_.graph.add_dep(layer_gather, layer_rest);
-          if (prev_last >= 0) out_.graph.add_dep(prev_last, layer_rest);
+          // Before the pass's compute: the compute stream runs its tasks in the order made.
+          layer_start = add_compute(sim, 0, 0, 0, a);
+          out_.graph.add_dep(layer_start, layer_rest);
         }
       }
       // overlap_param_gather: the chunk's first forward runs its pre-hook (a zero-length task
@@ -343,12 +345,21 @@ void IterationBuilder::build_passes() {
       if (layer_gather >= 0) {
         out_.graph.add_dep(layer_gather, pt.first);
         out_.graph.add_effect(pt.first, {0, 0, gathered, 0});
-        // The pass ends when its compute and its last layer's gather have.
+        // The pass ends when its compute and its last layer's gather have. The rest are
+        // gathered as the pass runs (each layer's pre-hook issues the next one's), so from the
+        // pass's start: its zero-length start task takes the pass's inputs (the device's
+        // previous action, the data from its neighbour) whether the schedule lists the RECV or
+        // the simulator adds it. It used to wait for the previous action alone, and a lowered
+        // plan (RECV listed) and the planner's schedule (RECV added) differed.
         const std::int32_t join = add_compute(sim, 0, 0, 0, a);
         out_.graph.add_dep(pt.last, join);
         if (layer_rest >= 0) out_.graph.add_dep(layer_rest, join);
         out_.graph.add_effect(join, {0, 0, 0, -gathered});
         pt.last = join;
+        if (layer_start >= 0) {
+          out_.graph.add_dep(layer_start, pt.first);
+          pt.first = layer_start;
+        }
       }
       if (hook >= 0) {
         out_.graph.add_dep(hook, pt.first);
