@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "calibration/calibrate.h"
+#include "calibration/host_adam.h"
 #include "calibration/mpi_bench.h"
 #include "calibration/nccl_tests.h"
 #include "core/error.h"
@@ -31,7 +32,35 @@ struct CalibrateArgs {
   std::vector<std::string> nccl_logs;
   calibration::NcclTestsHints nccl_hints;
   std::string size_corrections;  ///< "" (not given: on), on, off
+  bool host_adam = false;        ///< --host-adam: time the host's Adam into the base profile
 };
+
+// `calibrate --host-adam --base PROFILE --out FILE [--quick]`: the host CPU's Adam throughput (an
+// offloaded optimizer's update) measured on this machine and written into the base profile.
+void run_host_adam(const CalibrateArgs& a, int* status) {
+  if (a.base.empty())
+    throw ConfigError("", "--base",
+                      "--host-adam writes the measured rate into a base profile: give --base (a "
+                      "shipped name such as dgx-h100, or a YAML file)");
+  if (a.out.empty()) throw ConfigError("", "--out", "expected the profile YAML to write");
+  if (a.backend != "auto" || !a.from_raw.empty() || !a.from_trace.empty() || !a.raw.empty() ||
+      a.skip_mpi || a.ranks != INT_MIN || !a.nccl_logs.empty())
+    throw ConfigError("", "--host-adam",
+                      "times the host's Adam alone; --backend, --from-raw, --from-trace, --raw, "
+                      "--skip-mpi, --ranks and --from-nccl-tests do not apply");
+  const hw::HardwareProfile base = hw::resolve_profile(a.base, ".", "", "--base");
+  // 16 bytes a parameter held: 1 GiB (quick: 256 MiB), well past the caches.
+  const calibration::HostAdamResult r =
+      calibration::measure_host_adam(a.quick ? (16u << 20) : (64u << 20), a.quick ? 3 : 5);
+  const std::string base_path = base.file.empty() ? a.base : base.file;
+  const std::string yaml = calibration::host_adam_profile_yaml(
+      r, read_file(base_path), base_path, a.name.empty() ? base.name + "-host" : a.name);
+  hw::parse_profile(yaml, a.out);  // the written profile must load as any other
+  write_file_atomic(a.out, yaml);
+  std::printf("%swrote %s\n", calibration::host_adam_report(r, base.node.gpus_per_node).c_str(),
+              a.out.c_str());
+  *status = 0;
+}
 
 // `calibrate --from-nccl-tests LOG... --base PROFILE --out FILE`: every log read (one line, exit
 // 2, nothing written for one that cannot be), fitted, reported, and the profile written.
@@ -88,6 +117,10 @@ std::string resolve_backend(const std::string& asked) {
 }
 
 void run(const CalibrateArgs& a, int* status) {
+  if (a.host_adam) {
+    run_host_adam(a, status);
+    return;
+  }
   if (!a.nccl_logs.empty()) {
     run_nccl_tests(a, status);
     return;
@@ -199,6 +232,10 @@ void register_calibrate(CLI::App& app, int* status) {
                   "--from-nccl-tests: keep each log's measured / modelled time by size as the "
                   "profile's size correction (on, the default) or fit the model alone (off)")
       ->check(CLI::IsMember({"on", "off"}));
+  sub->add_flag("--host-adam", args->host_adam,
+                "time the host CPU's Adam (an offloaded optimizer's update) on every core and "
+                "write it into --base as node.host_memory_bandwidth_gb_per_s (with --out; "
+                "--quick: a smaller buffer)");
   sub->add_option("--mpi-worker", args->mpi_worker)->group("");  // internal
   sub->callback([args, status, sub] {
     args->argv = {"pipewright", "calibrate"};
