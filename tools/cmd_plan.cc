@@ -387,6 +387,12 @@ int run_plan(const PlanOptions& o) {
   SearchConstraints cons = parse_constraints(o);
   // A scenario that trains in FP8 keeps FP8 unless --fp8 says otherwise.
   if (cons.fp8.empty() && sc.has_parallel && sc.parallel.fp8 != "off") cons.fp8 = {1};
+  // Offload asked for on a profile that cannot price the host's Adam: refused with its key
+  // (--shortest-time too).
+  if (std::find(cons.offload.begin(), cons.offload.end(), 1) != cons.offload.end())
+    hw::require_cpu_adam_rate(pr.profile, "--offload on");
+  if (sc.has_parallel && sc.parallel.optimizer_offload)
+    hw::require_cpu_adam_rate(pr.profile, "parallel.optimizer_offload");
   const GeneratorRegistry registry = default_registry();
   // --threads bounds every parallel step of the command, the search's and the generators'
   // candidates outside it (the published configuration's schedule) alike.
@@ -410,11 +416,6 @@ int run_plan(const PlanOptions& o) {
   }
   std::vector<std::string> skipped;
   SearchSpace space = default_space(pr, registry, global_batches(pr, sc), &skipped);
-  // Offload asked for on a profile that cannot price the host's Adam: refused with its key.
-  if (std::find(cons.offload.begin(), cons.offload.end(), 1) != cons.offload.end())
-    hw::require_cpu_adam_rate(pr.profile, "--offload on");
-  if (sc.has_parallel && sc.parallel.optimizer_offload)
-    hw::require_cpu_adam_rate(pr.profile, "parallel.optimizer_offload");
   if (cons.global_batch.size() > 1 && (pr.objective == Objective::kTime || pr.target.empty()))
     throw ConfigError("", cons.describe(),
                       "several global batches need an objective that compares them: iteration "

@@ -320,6 +320,8 @@ TEST(Hardening, OffloadOnAProfileWithoutTheHostsMemoryBandwidthNamesTheKey) {
   refused("plan " + plain + " --offload on",
           {"node.host_memory_bandwidth_gb_per_s", "--offload on"});
   refused("plan " + plain + " --offload both", {"node.host_memory_bandwidth_gb_per_s"});
+  refused("plan " + plain + " --shortest-time --offload on",
+          {"node.host_memory_bandwidth_gb_per_s"});
   const std::string off =
       dir.write("off.yaml", model +
                                 "parallel: {pipeline_model_parallel_size: 2, micro_batch_size: 1, "
