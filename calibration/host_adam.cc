@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "calibration/base_profile.h"
 #include "core/error.h"
 #include "hwmodels/optimizer.h"
 
@@ -89,14 +90,7 @@ HostAdamResult measure_host_adam(std::size_t params, int reps, int threads) {
 
 std::string host_adam_profile_yaml(const HostAdamResult& r, const std::string& base_text,
                                    const std::string& base_file, const std::string& name) {
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(base_text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(base_file, "", std::string("YAML syntax error: ") + e.what());
-  }
-  if (!doc.IsMap() || !doc["node"].IsMap())
-    throw ConfigError(base_file, "node", "expected a hardware profile with a node section");
+  YAML::Node doc = load_base_profile(base_text, base_file, false);
   doc["name"] = name;
   doc["description"] =
       fmt::format("{} with the host's Adam measured",

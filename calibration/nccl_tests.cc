@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "calibration/base_profile.h"
 #include "core/error.h"
 #include "hwmodels/topology.h"
 
@@ -390,14 +391,7 @@ std::string rounded(double v, int digits) {
 std::string nccl_tests_profile_yaml(const NcclTestsFit& fit, const std::string& base_text,
                                     const std::string& base_file, const std::string& name,
                                     const std::vector<std::string>& log_files) {
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(base_text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(base_file, "", std::string("YAML syntax error: ") + e.what());
-  }
-  if (!doc.IsMap() || !doc["node"].IsMap())
-    throw ConfigError(base_file, "node", "expected a hardware profile with a node section");
+  YAML::Node doc = load_base_profile(base_text, base_file, false);
   std::string files;
   for (const std::string& f : log_files) files += (files.empty() ? "" : ", ") + f;
   // Provenance: each log with its collective and group (nccl-tests output carries no date).

@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "calibration/base_profile.h"
 #include "core/error.h"
 #include "hwmodels/gpu_model.h"
 
@@ -215,14 +216,7 @@ std::string cuda_profile(const FitResult& fit, const ProfileOptions& o) {
   if (o.base_text.empty())
     throw ConfigError("--base", "",
                       "the CUDA profile needs a base profile for the node and fabric");
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(o.base_text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(o.base_file, "", std::string("YAML syntax error: ") + e.what());
-  }
-  if (!doc.IsMap() || !doc["gpu"].IsMap() || !doc["node"].IsMap())
-    throw ConfigError(o.base_file, "gpu", "expected a hardware profile with gpu and node sections");
+  YAML::Node doc = load_base_profile(o.base_text, o.base_file, true);
   const RawProvenance& p = fit.provenance;
   std::string src = provenance_line(fit, o);
   const GemmFit& g = primary_gemm(fit);
@@ -283,6 +277,20 @@ std::string cuda_profile(const FitResult& fit, const ProfileOptions& o) {
 }
 
 }  // namespace
+
+YAML::Node load_base_profile(const std::string& text, const std::string& file, bool needs_gpu) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(file, "", std::string("YAML syntax error: ") + e.what());
+  }
+  if (!doc.IsMap() || !doc["node"].IsMap() || (needs_gpu && !doc["gpu"].IsMap()))
+    throw ConfigError(file, needs_gpu ? "gpu" : "node",
+                      needs_gpu ? "expected a hardware profile with gpu and node sections"
+                                : "expected a hardware profile with a node section");
+  return doc;
+}
 
 std::vector<TableRow> measured_table(const GemmFit& fit, const std::vector<GemmSample>& samples) {
   hw::GpuModel model(fit.spec);
