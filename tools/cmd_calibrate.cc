@@ -44,10 +44,13 @@ void run_host_adam(const CalibrateArgs& a, int* status) {
                       "shipped name such as dgx-h100, or a YAML file)");
   if (a.out.empty()) throw ConfigError("", "--out", "expected the profile YAML to write");
   if (a.backend != "auto" || !a.from_raw.empty() || !a.from_trace.empty() || !a.raw.empty() ||
-      a.skip_mpi || a.ranks != INT_MIN || !a.nccl_logs.empty())
+      a.skip_mpi || a.ranks != INT_MIN || a.mpirun != "mpirun" || !a.nccl_logs.empty() ||
+      !a.nccl_hints.collective.empty() || a.nccl_hints.ranks != 0 || a.nccl_hints.nodes != 0 ||
+      !a.size_corrections.empty())
     throw ConfigError("", "--host-adam",
                       "times the host's Adam alone; --backend, --from-raw, --from-trace, --raw, "
-                      "--skip-mpi, --ranks and --from-nccl-tests do not apply");
+                      "--skip-mpi, --ranks, --mpirun, --from-nccl-tests, --log-* and "
+                      "--size-corrections do not apply");
   const hw::HardwareProfile base = hw::resolve_profile(a.base, ".", "", "--base");
   // 16 bytes a parameter held: 1 GiB (quick: 256 MiB), well past the caches.
   const calibration::HostAdamResult r =

@@ -49,6 +49,9 @@ TEST(CalibrateCli, HostAdamWritesTheMeasuredRateIntoTheBaseProfile) {
   EXPECT_NE(read_file(log).find("--base"), std::string::npos) << read_file(log);
   EXPECT_EQ(run("--quick --base dgx-a100-80gb --ranks 2 --out " + out), 2) << read_file(log);
   EXPECT_NE(read_file(log).find("do not apply"), std::string::npos) << read_file(log);
+  EXPECT_EQ(run("--quick --base dgx-a100-80gb --log-ranks 8 --out " + out), 2) << read_file(log);
+  EXPECT_EQ(run("--quick --base dgx-a100-80gb --size-corrections off --out " + out), 2)
+      << read_file(log);
   EXPECT_FALSE(std::filesystem::exists(out));
   ASSERT_EQ(run("--quick --base dgx-a100-80gb --out " + out), 0) << read_file(log);
   EXPECT_NE(read_file(log).find("host Adam"), std::string::npos) << read_file(log);
