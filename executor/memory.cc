@@ -2,11 +2,13 @@
 
 #include <malloc.h>
 
+#include "core/heap.h"
+
 namespace pw::exec {
 
 void keep_freed_memory() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest (half its 64 MiB heap size)
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  keep_freed_heap_top();                // the heap not trimmed below kHeapTrimThreshold of free top
   mallopt(M_TOP_PAD, 64 << 20);
 }
 

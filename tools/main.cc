@@ -5,9 +5,11 @@
 #include <exception>
 
 #include "core/error.h"
+#include "core/heap.h"
 #include "tools/command.h"
 
 int main(int argc, char** argv) {
+  pw::keep_freed_heap_top();  // before any allocation of note (core/heap.h)
   CLI::App app{
       "pipewright: plan, simulate and execute data/tensor/pipeline-parallel training schedules"};
   app.require_subcommand(1);
