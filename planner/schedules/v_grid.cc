@@ -607,6 +607,47 @@ std::optional<Schedule> v_grid_schedule(int p, int m, const VGridPattern& patter
   }
 }
 
+VGridPattern v_grid_pattern(const BuildingBlock& block) {
+  const Placement& pl = block.placement;
+  const int p = pl.num_devices;
+  if (block.period != kPeriod || static_cast<int>(block.passes.size()) != p ||
+      pl.num_stages() != 2 * p)
+    return {};
+  VGridPattern pat(p);
+  for (int i = 0; i < p; ++i) {
+    const int c0 = i, c1 = 2 * p - 1 - i;
+    std::array<int, 6>& slots = pat[i];
+    slots.fill(-1);
+    unsigned used = 0;
+    for (const BlockPass& x : block.passes[i]) {
+      if (x.length != 1 || x.stage < 0 || x.stage >= 2 * p || pl.stages[x.stage].device != i)
+        return {};
+      const bool zero = x.stage == c0;
+      if (!zero && x.stage != c1) return {};
+      int v;  // the pattern's order: F f B b W w (chunk 0 forward, chunk 1 forward, ...)
+      switch (x.kind) {
+        case ActionKind::kF:
+          v = zero ? 0 : 1;
+          break;
+        case ActionKind::kB:
+          v = zero ? 3 : 2;
+          break;
+        case ActionKind::kW:
+          v = zero ? 5 : 4;
+          break;
+        default:
+          return {};
+      }
+      const int slot = x.offset % kPeriod;
+      if (slots[v] >= 0 || (used >> slot & 1u)) return {};
+      slots[v] = slot;
+      used |= 1u << slot;
+    }
+    if (used != (1u << kPeriod) - 1) return {};
+  }
+  return pat;
+}
+
 VGridSchedules v_grid_schedules(int p, int m, const std::vector<VGridPattern>& patterns,
                                 int max_mem, int num_layers) {
   VGridSchedules out;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/schedule.h"
+#include "planner/schedules/building_block.h"
 
 namespace pw {
 
@@ -22,6 +23,11 @@ namespace pw {
 /// (chunk 1 forward), B (chunk 1 backward), b (chunk 0 backward), W (chunk 1 weight), w (chunk 0
 /// weight); the six slots of a device are distinct.
 using VGridPattern = std::vector<std::array<int, 6>>;
+
+/// The pattern of a V block of period 6 with one-slot passes (v_block's V-Min, V-Half, V-ZB):
+/// each device's F and B of its two chunks and their W where the block puts them, mod 6. Empty
+/// (which v_grid_schedule refuses) when the block is not of that shape.
+VGridPattern v_grid_pattern(const BuildingBlock& block);
 
 /// The authors' schedule of `pattern` for p devices and m microbatches, under their memory rule
 /// and a limit of `max_mem` chunk activations (they pass min(2p, limit); it rejects blocks whose

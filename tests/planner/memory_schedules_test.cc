@@ -16,6 +16,7 @@
 #include "planner/schedules/bitpipe.h"
 #include "planner/schedules/building_block.h"
 #include "planner/schedules/generator.h"
+#include "planner/schedules/v_grid.h"
 #include "planner/schedules/v_schedules.h"
 #include "planner/schedules/zb_auto.h"
 #include "sim/evaluator.h"
@@ -117,6 +118,53 @@ TEST(VHalf, BubblesReachOrBeatThePublishedFigures) {
     }
   }
   EXPECT_EQ(run("v-half", params(2, 16, 0.0)).makespan, 6 * 16 + 1);
+}
+
+TEST(VMinVHalf, UnderTheAuthorsMemoryRuleThePublishedBubblesAtThePublishedPeaks) {
+  // The published bubbles (reference/schedules.md) come from the authors' scheduler, whose
+  // memory rule holds a chunk's activation until its W (mw = 1): V-Min p = 2, 4, 6, 8 -> 3, 11,
+  // 17, 27 at peaks 2*((p+4)//3) = 4, 4, 6, 8 chunk activations; V-Half -> 1, 5, 11, 17 at
+  // 2*((p+2)//2) = 4, 6, 8, 10. Under that rule every device of the plain repetition already
+  // peaks at the block's peak, so no device may go above it. Equal or shorter at every p, and
+  // for every m (with equal costs the bubble does not depend on m). The reordering alone
+  // (block_reorder.h) gave 19 at V-Min p = 6 and V-Half p = 8; the generators now also run the
+  // authors' method on the same block (v_grid.h) and keep it where it is shorter.
+  struct Row {
+    const char* name;
+    int published_bubble[4];
+    int peak[4];  // chunk activations
+  };
+  const Row rows[] = {{"v-min", {3, 11, 17, 27}, {4, 4, 6, 8}},
+                      {"v-half", {1, 5, 11, 17}, {4, 6, 8, 10}}};
+  const int ps[] = {2, 4, 6, 8};
+  for (const Row& row : rows)
+    for (int i = 0; i < 4; ++i)
+      for (int m : {16, 24}) {
+        const EvalResult r = run(row.name, params(ps[i], m, 1.0));
+        EXPECT_LE(r.makespan - 6 * m, row.published_bubble[i])
+            << row.name << " p=" << ps[i] << " m=" << m;
+        EXPECT_GE(r.makespan - 6 * m, ps[i] - 1);  // device p-1 starts at slot p-1 at best
+        for (const DeviceStats& d : r.device)
+          EXPECT_LE(2 * d.peak_memory, row.peak[i] + 1e-9) << row.name << " p=" << ps[i];
+      }
+}
+
+TEST(VGrid, PatternOfAVBlockIsItsSlotsModSix) {
+  // V-Min at p = 4 (x = 0): F at i, f at 2p-1-i, B at 2p+i, b at 4p-1-i; mod 6 on device 1:
+  // F 1, f 6 -> 0, B 9 -> 3, b 14 -> 2, and W, w where the block put them.
+  const BuildingBlock blk = v_block(4, v_min_offsets(4), "v-min");
+  const VGridPattern pat = v_grid_pattern(blk);
+  ASSERT_EQ(pat.size(), 4u);
+  EXPECT_EQ(pat[1][0], 1);
+  EXPECT_EQ(pat[1][1], 0);
+  EXPECT_EQ(pat[1][2], 3);
+  EXPECT_EQ(pat[1][3], 2);
+  for (const BlockPass& x : blk.passes[1])
+    if (x.kind == ActionKind::kW) EXPECT_EQ(pat[1][x.stage == 1 ? 5 : 4], x.offset % 6);
+  // Not a one-slot, period-6 V block: no pattern.
+  BuildingBlock other = blk;
+  other.period = 7;
+  EXPECT_TRUE(v_grid_pattern(other).empty());
 }
 
 TEST(VZb, ZeroBubbleAtOneF1BMemory) {
