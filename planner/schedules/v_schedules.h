@@ -31,12 +31,18 @@ VOffsets v_half_offsets(int p);
 /// bubble-free and the reordering (planner/schedules/block_reorder.h) removes the warm-up and
 /// cool-down bubbles (zero-bubble cost 6m with F = B = W = 1).
 VOffsets v_zb_offsets(int p);
+/// The authors' V-ZB block, the one their method (planner/schedules/v_grid.h) makes
+/// zero-bubble under their memory rule (an activation held until its W) at 2p chunk
+/// activations: F_0 = 0, F_i = 3i-2; f_i = 6p-7-3i; B_0 = 6p-4, B_i = 6p-6+3i; b_i = 12p-11-3i
+/// (each chain's first hop one slot, the others three).
+VOffsets v_zb_grid_offsets(int p);
 
 /// Generators registered as v-min, v-half, v-zb (GeneratorParams: p >= 2, m >= 1). Each repeats
 /// its block, squeezes it and reorders warm-up and cool-down with reorder_block: v-min and
 /// v-half under the block's own peak, v-zb under GeneratorParams::memory_limit (default 1F1B's
-/// p microbatches); v-zb returns the greedy ZB-V schedule instead when that has a lower
-/// zero-bubble cost (uneven costs or communication).
+/// p microbatches); v-zb returns the greedy ZB-V schedule, or the authors' order of their V-ZB
+/// block (v_zb_grid_offsets, v_grid.h) within the same caps, instead when that has a lower
+/// zero-bubble cost (uneven costs or communication; W holding the activation).
 Schedule generate_v_min(const GeneratorParams& gp);
 Schedule generate_v_half(const GeneratorParams& gp);
 Schedule generate_v_zb(const GeneratorParams& gp);
