@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "planner/schedules/adaptive.h"
@@ -30,18 +32,29 @@ void check_p(const GeneratorParams& gp, const char* name) {
 // order is shorter under `gp`'s costs and holds no device above the reordering's cap. Under
 // their rule (M_W = M_B) that order is what the published V-Min and V-Half bubbles come from
 // (p = 6 V-Min 17 and p = 8 V-Half 17 slots, where the reordering alone gives 19).
+// The authors' order of `block` (v_grid.h) and its timing under `costs`, or nullopt where their
+// method refuses the block or the order holds some device above its cap.
+std::optional<std::pair<Schedule, EvalResult>> grid_within(const GeneratorParams& gp,
+                                                           const BuildingBlock& block,
+                                                           const CostTable& costs,
+                                                           const std::vector<double>& caps) {
+  std::optional<Schedule> grid =
+      v_grid_schedule(gp.p, gp.m, v_grid_pattern(block), 2 * gp.p, gp.num_layers);
+  if (!grid) return std::nullopt;
+  grid->name = block.name;
+  EvalResult e = evaluate(*grid, costs);
+  for (int d = 0; d < gp.p; ++d)
+    if (e.device[d].peak_memory > caps[d] + 1e-9) return std::nullopt;
+  return std::pair{std::move(*grid), std::move(e)};
+}
+
 Schedule v_schedule_from(const GeneratorParams& gp, const VOffsets& o, const char* name) {
   const BuildingBlock block = v_block(gp.p, o, name, gp.num_layers);
   const CostTable costs = v_cost_table(gp);
   ReorderResult best = reorder_block(block, gp.m, costs);
-  std::optional<Schedule> grid =
-      v_grid_schedule(gp.p, gp.m, v_grid_pattern(block), 2 * gp.p, gp.num_layers);
-  if (!grid) return std::move(best.schedule);
-  grid->name = name;
-  const EvalResult e = evaluate(*grid, costs);
-  for (int d = 0; d < gp.p; ++d)
-    if (e.device[d].peak_memory > best.caps[d] + 1e-9) return std::move(best.schedule);
-  return e.makespan < best.makespan ? std::move(*grid) : std::move(best.schedule);
+  auto grid = grid_within(gp, block, costs, best.caps);
+  return grid && grid->second.makespan < best.makespan ? std::move(grid->first)
+                                                       : std::move(best.schedule);
 }
 
 }  // namespace
@@ -175,22 +188,13 @@ Schedule v_zb(const GeneratorParams& gp, const CostTable& costs) {
     best_key = {block->cost, block->makespan};
   }
   // The authors' method (v_grid.h) on their V-ZB block: under their memory rule (an activation
-  // held until its W) the block above has a bubble from p = 5 (one slot at p = 5, 7 at p = 16
-  // with F = B = W) where this order has none at the same peak, 2p chunk activations. Kept where
-  // it is strictly cheaper and every device stays within its cap.
-  const int p = gp.p;
-  std::optional<Schedule> grid = v_grid_schedule(
-      p, gp.m, v_grid_pattern(v_block(p, v_zb_grid_offsets(p), "v-zb", gp.num_layers)), 2 * p,
-      gp.num_layers);
-  if (grid) {
-    const EvalResult e = evaluate(*grid, costs);
-    bool fits = true;
-    for (int d = 0; d < p; ++d) fits = fits && e.device[d].peak_memory <= opt.caps[d] + 1e-9;
-    if (fits && std::tie(e.cost, e.makespan) < best_key) {
-      grid->name = "v-zb";
-      return std::move(*grid);
-    }
-  }
+  // held until its W) the block above has a bubble from p = 5 (one slot at p = 5..8, five at
+  // p = 16 with F = B = W) where this order has none at the same peak, 2p chunk activations.
+  // Kept where it is strictly cheaper and every device stays within its cap.
+  auto grid = grid_within(gp, v_block(gp.p, v_zb_grid_offsets(gp.p), "v-zb", gp.num_layers), costs,
+                          opt.caps);
+  if (grid && std::tie(grid->second.cost, grid->second.makespan) < best_key)
+    return std::move(grid->first);
   return best;
 }
 

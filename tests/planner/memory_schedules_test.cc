@@ -160,7 +160,9 @@ TEST(VGrid, PatternOfAVBlockIsItsSlotsModSix) {
   EXPECT_EQ(pat[1][2], 3);
   EXPECT_EQ(pat[1][3], 2);
   for (const BlockPass& x : blk.passes[1])
-    if (x.kind == ActionKind::kW) EXPECT_EQ(pat[1][x.stage == 1 ? 5 : 4], x.offset % 6);
+    if (x.kind == ActionKind::kW) {
+      EXPECT_EQ(pat[1][x.stage == 1 ? 5 : 4], x.offset % 6);
+    }
   // Not a one-slot, period-6 V block: no pattern.
   BuildingBlock other = blk;
   other.period = 7;
@@ -200,6 +202,8 @@ TEST(VZb, ZeroBubbleAtOneF1BMemoryUnderTheAuthorsMemoryRule) {
 TEST(VZb, TheAuthorsBlockIsCollisionFree) {
   // F_0 = 0, F_i = 3i-2; f_i = 6p-7-3i; B_0 = 6p-4, B_i = 6p-6+3i; b_i = 12p-11-3i. At p = 4,
   // device 1: F 1, f 14, B 21, b 34 -> slots 1, 2, 3, 4 mod 6, leaving 5 and 0 to W and w.
+  // p enters only as 6p and 12p, so mod 6 a device's slots depend on i alone: p <= 32 covers
+  // every case.
   const VOffsets o = v_zb_grid_offsets(4);
   EXPECT_EQ(o.F, (std::vector<int>{0, 1, 4, 7}));
   EXPECT_EQ(o.f, (std::vector<int>{17, 14, 11, 8}));
