@@ -26,12 +26,6 @@ void check_p(const GeneratorParams& gp, const char* name) {
     throw ConfigError("", "--pp", fmt::format("{} needs at least 2 pipeline devices", name));
 }
 
-// The block's best reordering under its own peak (block_reorder.h), or the authors' method on
-// the same block (v_grid.h: their repetition, squeeze, re-laid warm-up and cool-down and greedy
-// fill, written for unit costs and their rule that an activation is held until its W) where its
-// order is shorter under `gp`'s costs and holds no device above the reordering's cap. Under
-// their rule (M_W = M_B) that order is what the published V-Min and V-Half bubbles come from
-// (p = 6 V-Min 17 and p = 8 V-Half 17 slots, where the reordering alone gives 19).
 // The authors' order of `block` (v_grid.h) and its timing under `costs`, or nullopt where their
 // method refuses the block or the order holds some device above its cap.
 std::optional<std::pair<Schedule, EvalResult>> grid_within(const GeneratorParams& gp,
@@ -41,6 +35,7 @@ std::optional<std::pair<Schedule, EvalResult>> grid_within(const GeneratorParams
   std::optional<Schedule> grid =
       v_grid_schedule(gp.p, gp.m, v_grid_pattern(block), 2 * gp.p, gp.num_layers);
   if (!grid) return std::nullopt;
+  PW_ASSERT(static_cast<int>(caps.size()) == gp.p, "grid_within: one cap per device");
   grid->name = block.name;
   EvalResult e = evaluate(*grid, costs);
   for (int d = 0; d < gp.p; ++d)
@@ -48,6 +43,12 @@ std::optional<std::pair<Schedule, EvalResult>> grid_within(const GeneratorParams
   return std::pair{std::move(*grid), std::move(e)};
 }
 
+// The block's best reordering under its own peak (block_reorder.h), or the authors' method on
+// the same block (v_grid.h: their repetition, squeeze, re-laid warm-up and cool-down and greedy
+// fill, written for unit costs and their rule that an activation is held until its W) where its
+// order is shorter under `gp`'s costs and holds no device above the reordering's cap. Under
+// their rule (M_W = M_B) that order is what the published V-Min and V-Half bubbles come from
+// (p = 6 V-Min 17 and p = 8 V-Half 17 slots, where the reordering alone gives 19).
 Schedule v_schedule_from(const GeneratorParams& gp, const VOffsets& o, const char* name) {
   const BuildingBlock block = v_block(gp.p, o, name, gp.num_layers);
   const CostTable costs = v_cost_table(gp);
