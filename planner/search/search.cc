@@ -564,11 +564,25 @@ class Searcher {
       // ranked them; a row no schedule could be generated for needs more than the limit) and the
       // bounds of those never scored (over the limit). The screen's bound alone can sit below
       // the limit and made the message contradict itself.
+      // A row whose generator refused the limit needs more than the limit by an amount not
+      // known (its screen bound, when over the limit, is still a bound): then the least any
+      // configuration needs is only known to exceed the limit.
       const double limit = model_.problem().limit();
       double need = kInf;
+      bool over_by_unknown = false;
       for (const CellOut& o : outs_) need = std::min(need, o.min_mem_over);
-      for (const Evaluated& e : evaluated_)
-        need = std::min(need, e.iteration > 0 ? e.peak_memory : std::max(limit, e.mem_lb));
+      for (const Evaluated& e : evaluated_) {
+        if (e.iteration > 0)
+          need = std::min(need, e.peak_memory);
+        else if (e.mem_lb > limit)
+          need = std::min(need, e.mem_lb);
+        else
+          over_by_unknown = true;
+      }
+      if (over_by_unknown) {
+        need = limit;
+        result_.min_memory_strict = true;
+      }
       if (need < kInf) result_.min_memory_needed = need;
     }
     if (opt_.keep_all) result_.all = evaluated_;

@@ -112,6 +112,10 @@ struct SearchResult {
   SearchStats stats;
   /// When nothing fits: the smallest per-GPU memory any configuration needs (lower bound, bytes).
   double min_memory_needed = 0;
+  /// ... and true when that bound is the limit itself, exceeded by an amount the search does not
+  /// know: the least demanding configuration is one whose schedule could not be generated under
+  /// the limit (a memory-aware generator refused it), so it needs more than the limit.
+  bool min_memory_strict = false;
   std::vector<std::string> skipped_generators;  ///< failed the probe
   std::vector<Evaluated> all;  ///< every second-tier evaluation (SearchOptions::keep_all)
 };

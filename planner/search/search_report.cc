@@ -226,10 +226,28 @@ std::string render_table(const PlanReportInput& in) {
         st.certified ? "; no other configuration's lower bound can beat the top (certified)" : "");
   if (!st.des_note.empty()) o += st.des_note + "\n";
   if (r.top.empty()) {
+    // The GPUs the space uses (`--gpus N` fixes one count), and the need printed with as many
+    // decimals as it takes to read above the limit (78.04 GB, not 78.0, against 78.0).
+    const std::vector<int>& counts = in.space->gpu_counts;
+    const int gpus = counts.size() == 1 ? counts[0] : pr.num_gpus;
+    const double limit_gb = pr.limit() / 1e9, need_gb = r.min_memory_needed / 1e9;
+    std::string need;
+    if (r.min_memory_strict) {
+      need = fmt::format(
+          "more than {:.1f} GB per GPU (its schedule cannot be generated within "
+          "the limit)",
+          limit_gb);
+    } else {
+      int digits = 1;
+      while (digits < 3 &&
+             fmt::format("{:.{}f}", need_gb, digits) == fmt::format("{:.{}f}", limit_gb, digits))
+        ++digits;
+      need = fmt::format("at least {:.{}f} GB per GPU", need_gb, digits);
+    }
     o += fmt::format(
         "\nno feasible plan: {} does not fit in {:.1f} GB per GPU on {} GPUs under any "
-        "configuration; the smallest configuration needs at least {:.1f} GB per GPU\n",
-        pr.model.name, pr.limit() / 1e9, pr.num_gpus, r.min_memory_needed / 1e9);
+        "configuration; the smallest configuration needs {}\n",
+        pr.model.name, limit_gb, gpus, need);
     return o;
   }
   const RankingTable t = ranking_table(in);
@@ -372,6 +390,8 @@ std::string render_json(const PlanReportInput& in) {
   j["feasible"] = !r.top.empty();
   if (r.top.empty()) {
     j["min_memory_needed_gb"] = r.min_memory_needed / 1e9;
+    // true: the need is more than that figure (the limit), by an amount not known.
+    j["min_memory_needed_strict"] = r.min_memory_strict;
     return j.dump(2) + "\n";
   }
   nlohmann::json top = nlohmann::json::array();

@@ -591,6 +591,30 @@ TEST(PlanCli, ConstrainedSpaceWhereNothingFitsIsNoFeasiblePlan) {
   const nlohmann::json o = nlohmann::json::parse(j.out);
   EXPECT_FALSE(o["feasible"].get<bool>());
   EXPECT_GT(o["min_memory_needed_gb"].get<double>(), 349);
+  EXPECT_FALSE(o["min_memory_needed_strict"].get<bool>());
+}
+
+// `--gpus N` names the N GPUs the space uses, not the cluster's 1,024. On 16 GPUs some ZB-V
+// configurations pass the screen's memory bound but its generator finds no V order within the
+// activations the limit leaves: they need more than the limit by an amount nothing priced, so
+// the message says "more than 78.0 GB", never "at least 78.0 GB" against a 78.0 GB limit.
+TEST(PlanCli, NoFeasiblePlanNamesTheConstrainedGpusAndANeedAboveTheLimit) {
+  const PlanRun r = plan("--gpus 16 --schedules zb-v");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("does not fit in 78.0 GB per GPU on 16 GPUs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("needs more than 78.0 GB per GPU"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("at least 78.0 GB"), std::string::npos) << r.out;
+  const PlanRun j = plan("--gpus 16 --schedules zb-v --format json");
+  ASSERT_EQ(j.rc, 0) << j.err;
+  const nlohmann::json o = nlohmann::json::parse(j.out);
+  EXPECT_FALSE(o["feasible"].get<bool>());
+  EXPECT_TRUE(o["min_memory_needed_strict"].get<bool>());
+  EXPECT_DOUBLE_EQ(o["min_memory_needed_gb"].get<double>(), o["memory_limit_gb"].get<double>());
+  // Eight GPUs: no configuration's screen bound fits, so the figure is the smallest bound.
+  const PlanRun e = plan("--gpus 8");
+  ASSERT_EQ(e.rc, 0) << e.err;
+  EXPECT_NE(e.out.find("does not fit in 78.0 GB per GPU on 8 GPUs"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("needs at least"), std::string::npos) << e.out;
 }
 
 // One definition of each figure: the same configuration read by `plan` (its DES-ranked row),
