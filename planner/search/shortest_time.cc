@@ -75,6 +75,14 @@ std::string bound_text(const PlanProblem& pr, const ShortestTimeResult& r) {
 ShortestTimeResult shortest_time(const PlanProblem& problem, const GeneratorRegistry& registry,
                                  const ShortestTimeOptions& options) {
   ShortestTimeResult r;
+  r.max_gpus = options.max_gpus;
+  // The sweep doubles whole nodes from one: a ceiling below a node would sweep nothing.
+  if (options.max_gpus < problem.gpus_per_node())
+    throw ConfigError("", "--max-gpus",
+                      fmt::format("{}: the sweep counts whole nodes of {} {} GPUs, from one; "
+                                  "expected at least {}",
+                                  options.max_gpus, problem.gpus_per_node(), problem.profile.name,
+                                  problem.gpus_per_node()));
   const double params = hw::non_embedding_parameter_count(problem.model);
   const double all_params = hw::parameter_count(problem.model);
   if (problem.target.loss > 0) {
@@ -158,8 +166,11 @@ ShortestTimeResult shortest_time(const PlanProblem& problem, const GeneratorRegi
 }
 
 std::string shortest_time_table(const PlanProblem& pr, const ShortestTimeResult& r) {
-  std::string o = fmt::format("shortest possible training time: {} on unlimited {} GPUs\n",
-                              pr.model.name, pr.profile.name);
+  // The default ceiling (1 << 16) stands for no limit; `--max-gpus N` is named.
+  const std::string gpus =
+      r.max_gpus >= (1 << 16) ? std::string("unlimited") : fmt::format("up to {}", r.max_gpus);
+  std::string o = fmt::format("shortest possible training time: {} on {} {} GPUs\n", pr.model.name,
+                              gpus, pr.profile.name);
   o += fmt::format("{}; critical batch {:.3g} tokens; S_min {:.3g} steps\n", r.note,
                    r.b_crit_tokens, r.s_min);
   if (!r.feasible) return o + "no feasible configuration at any batch size or GPU count\n";
@@ -190,6 +201,7 @@ std::string shortest_time_json(const PlanProblem& pr, const ShortestTimeResult& 
   j["critical_batch_tokens"] = r.b_crit_tokens;
   j["s_min"] = r.s_min;
   j["feasible"] = r.feasible;
+  j["max_gpus"] = r.max_gpus;
   nlohmann::json pts = nlohmann::json::array();
   for (const ShortestTimePoint& p : r.points) {
     nlohmann::json x = {{"global_batch", p.global_batch},

@@ -45,12 +45,14 @@ struct ShortestTimeResult {
   ShortestTimePoint best;
   SearchSpace space;  ///< to describe configurations
   std::string bound;  ///< what bounds the fastest time
+  int max_gpus = 0;   ///< the sweep's ceiling (ShortestTimeOptions::max_gpus)
 };
 
 /// Runs the sweep for `problem` (its num_gpus is ignored; its target, or 20 tokens per
 /// parameter when it has none, defines the loss). Throws ConfigError naming the flags when
 /// options.constraints set --gpus or --global-batch, or contradict the model or every point of
-/// the sweep (constrain_space's checks over all swept GPU counts and batches).
+/// the sweep (constrain_space's checks over all swept GPU counts and batches), and when
+/// options.max_gpus is below one node (the sweep counts whole nodes).
 ShortestTimeResult shortest_time(const PlanProblem& problem, const GeneratorRegistry& registry,
                                  const ShortestTimeOptions& options);
 

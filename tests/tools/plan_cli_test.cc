@@ -121,6 +121,7 @@ TEST(PlanCli, ShortestTimeReportsCriticalBatchAndTheFastestPoint) {
   }
   EXPECT_EQ(lo, 128);
   EXPECT_EQ(hi, 8192);
+  EXPECT_EQ(j["max_gpus"].get<int>(), 64);
   EXPECT_DOUBLE_EQ(j["best"]["days"].get<double>(), fastest);
   EXPECT_NE(j["best"]["bounded_by"].get<std::string>().find("critical batch"), std::string::npos);
 }
@@ -525,6 +526,21 @@ TEST(PlanCli, ShortestTimeHonoursConstraints) {
       EXPECT_EQ(c.find("rc="), std::string::npos) << c;  // describe_config omits rc=none
     }
   EXPECT_GE(p["best"]["days"].get<double>(), w["best"]["days"].get<double>());
+}
+
+// The sweep doubles whole nodes from one (8 GPUs of a DGX A100): a ceiling of 3 swept nothing
+// and printed "no feasible configuration at any batch size or GPU count" under a header that
+// said "unlimited". Now it is refused, and a ceiling that sweeps is named in the header.
+TEST(PlanCli, ShortestTimeNamesItsCeilingAndRefusesOneBelowANode) {
+  const PlanRun below = plan("--shortest-time --max-gpus 3");
+  EXPECT_EQ(below.rc, 2) << below.out;
+  EXPECT_EQ(below.err.rfind("pipewright: error: --max-gpus: 3:", 0), 0u) << below.err;
+  EXPECT_NE(below.err.find("expected at least 8"), std::string::npos) << below.err;
+  const PlanRun ok = plan(scenario("megatron/weak-scaling-1.7b.yaml") +
+                          " --shortest-time --target-loss 2.5 --max-gpus 16");
+  ASSERT_EQ(ok.rc, 0) << ok.err;
+  EXPECT_EQ(ok.out.rfind("shortest possible training time: megatron-1.7b on up to 16 ", 0), 0u)
+      << ok.out;
 }
 
 TEST(PlanCli, ConstrainedOutputDoesNotDependOnThreadCount) {
