@@ -405,6 +405,12 @@ Doc plan_to_doc(const Plan& plan) {
 
 Plan plan_from_doc(const Doc& d, const std::string& source) {
   const R r(source);
+  // A scenario (model, cluster, parallel; no format) given where a plan is read: say what it is
+  // and how to get a plan, not that its first key is unknown.
+  if (!r.find(d, "format") && r.find(d, "parallel"))
+    throw ConfigError(source, "format",
+                      "a scenario, not a plan; expected a plan file (write one with `pipewright "
+                      "plan SCENARIO --emit plan.yaml`)");
   r.expect_keys(
       d, "",
       {"format", "version", "model", "cluster", "config", "rank_to_gpu", "predicted_iteration_ps",

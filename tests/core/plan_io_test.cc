@@ -254,6 +254,21 @@ TEST(PlanIo, RejectsWrongVersionAndBadTimings) {
       << error_of(t);
 }
 
+// A scenario handed to a command that reads a plan (export, execute, simulate --plan) is named as
+// such, with the command that writes a plan; it used to read "name: unknown key (did you mean
+// 'model'?)".
+TEST(PlanIo, AScenarioIsNamedAsOneWhereAPlanIsRead) {
+  const std::string scenario =
+      "name: s\nmodel: {preset: llama3-8b}\ncluster: {profile: dgx-h100, nodes: 1}\n"
+      "parallel: {tensor_model_parallel_size: 1}\n";
+  const std::string e = error_of(scenario);
+  EXPECT_NE(e.find("plan.yaml: format: a scenario, not a plan"), std::string::npos) << e;
+  EXPECT_NE(e.find("pipewright plan SCENARIO --emit"), std::string::npos) << e;
+  // Without `parallel` it is no scenario: the usual key check speaks.
+  EXPECT_NE(error_of("name: s\n").find("name: unknown key"), std::string::npos)
+      << error_of("name: s\n");
+}
+
 TEST(MeasuredRunIo, RoundTripIsLossless) {
   MeasuredRun run;
   run.backend = "cpu";
