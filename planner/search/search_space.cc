@@ -291,9 +291,16 @@ std::string tpd_reason(const SearchConstraints& c, const SearchSpace& s, const M
   auto lowest = [](const std::vector<int>& v) {
     return v.empty() ? 1 : *std::min_element(v.begin(), v.end());
   };
-  const long long least = 1LL * lowest(c.tp) * lowest(c.pp) * lowest(c.dp);
-  std::string why = fmt::format("no t*p*d equals {}", counts_text(s.gpu_counts));
-  if (least > s.gpu_counts[0]) why += fmt::format(": t*p*d is at least {}", least);
+  // Context parallelism multiplies in too when the space holds cp > 1 (`--cp 2 --tp 8` on 8).
+  const int cp = s.context_parallel.empty()
+                     ? 1
+                     : *std::min_element(s.context_parallel.begin(), s.context_parallel.end());
+  const bool with_cp = !s.context_parallel.empty() &&
+                       *std::max_element(s.context_parallel.begin(), s.context_parallel.end()) > 1;
+  const char* product = with_cp ? "t*cp*p*d" : "t*p*d";
+  const long long least = 1LL * lowest(c.tp) * cp * lowest(c.pp) * lowest(c.dp);
+  std::string why = fmt::format("no {} equals {}", product, counts_text(s.gpu_counts));
+  if (least > s.gpu_counts[0]) why += fmt::format(": {} is at least {}", product, least);
   const char* names[3] = {"--pp", "--dp", "--tp"};
   for (int dim = 0; dim < 3; ++dim) {
     SearchSpace free = s;
@@ -645,8 +652,8 @@ void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluste
     s->param_gather = sorted_unique(c.param_gather);
   }
   const std::string f_gpus = c.gpus > 0 ? fmt::format("--gpus {}", c.gpus) : "";
-  const std::string f_tpd =
-      flags({f_gpus, int_flag("--tp", c.tp), int_flag("--pp", c.pp), int_flag("--dp", c.dp)});
+  const std::string f_tpd = flags({f_gpus, int_flag("--tp", c.tp), int_flag("--cp", c.cp),
+                                   int_flag("--pp", c.pp), int_flag("--dp", c.dp)});
   if (c.gpus > cluster_gpus)
     throw ConfigError("", f_gpus, fmt::format("the cluster has {} GPUs", cluster_gpus));
   if (c.gpus > 0) s->gpu_counts = {c.gpus};

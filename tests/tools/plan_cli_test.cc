@@ -551,6 +551,17 @@ TEST(PlanCli, ConstrainedOutputDoesNotDependOnThreadCount) {
   EXPECT_EQ(one.out, two.out);
 }
 
+// Context parallelism counts in the GPU product: Llama 3.1 8B on one DGX H100 with --cp 2 --tp 8
+// needs 2 * 8 = 16 GPUs. The message named t*p*d and left --cp out of the flags.
+TEST(PlanCli, AGpuProductOverTheCountNamesContextParallelism) {
+  const PlanRun r =
+      plan(scenario("h100/dgxc-2411-llama318b-bf16-8.yaml") + " --cp 2 --tp 8 --gpus 8");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_EQ(r.err.rfind("pipewright: error: --gpus 8 --tp 8 --cp 2: no t*cp*p*d equals", 0), 0u)
+      << r.err;
+  EXPECT_NE(r.err.find("t*cp*p*d is at least 16"), std::string::npos) << r.err;
+}
+
 // Contradictions: exit 2 with one line naming the flags and why (GPT-3: 96 heads, 96 layers,
 // 1024 GPUs, B = 1536 = 2^9 * 3).
 TEST(PlanCli, ContradictoryConstraintsExit2NamingTheFlags) {
