@@ -623,10 +623,30 @@ void register_plan(CLI::App& app, int* status) {
                   "(`pipewright export`): any (default) | megatron | torchtitan | "
                   "nemo | deepspeed");
   sub->callback([o, status, sub] {
+    const auto given = [sub](const char* name) { return sub->get_option(name)->count() > 0; };
     // --csv-form shapes the --export-csv file: alone it would do nothing.
-    if (sub->get_option("--csv-form")->count() > 0 && o->export_csv.empty())
+    if (given("--csv-form") && o->export_csv.empty())
       throw ConfigError("", "--csv-form",
                         "sets the form of the --export-csv file; give --export-csv FILE too");
+    // A flag of the other mode would be silently ignored: --shortest-time runs a sweep of
+    // searches (each ranked by the evaluator, its best row kept, the objective the time to the
+    // target), a plain plan one search on the scenario's cluster.
+    if (o->shortest_time) {
+      for (const char* f : {"--objective", "--top", "--emit", "--report", "--export-csv",
+                            "--des-top", "--des-budget", "--max-evaluations"})
+        if (given(f))
+          throw ConfigError("", f,
+                            "does not apply to --shortest-time (a sweep of searches, each ranked "
+                            "by the fixed-cost evaluator, reporting the fastest time to the "
+                            "target); plan the point it finds with --gpus N --global-batch B");
+    } else if (given("--max-gpus")) {
+      throw ConfigError("", "--max-gpus",
+                        "applies to --shortest-time (the largest GPU count it sweeps); to plan "
+                        "on fewer GPUs than the cluster's, give --gpus N");
+    }
+    if (given("--des-budget") && o->des_top == 0)
+      throw ConfigError("", "--des-budget",
+                        "bounds the discrete-event tier, which --des-top 0 turns off");
     *status = run_plan(*o);
   });
 }

@@ -592,6 +592,13 @@ TEST(PlanCli, ContradictoryConstraintsExit2NamingTheFlags) {
       {"--schedules interleaved:v1", "--schedules interleaved:v1", "at least 2"},
       {"--schedules interleaved:v5,1f1b", "--schedules interleaved:v5,1f1b", "2,3,4,6,8"},
       {"--shortest-time --gpus 64", "--shortest-time --gpus 64", "chooses the GPU count"},
+      // Flags of the other mode were silently ignored (no file written, no row count changed).
+      {"--shortest-time --top 5", "--top", "does not apply to --shortest-time"},
+      {"--shortest-time --emit x.yaml", "--emit", "does not apply to --shortest-time"},
+      {"--shortest-time --report x.html", "--report", "does not apply to --shortest-time"},
+      {"--shortest-time --objective cost", "--objective", "does not apply to --shortest-time"},
+      {"--max-gpus 16", "--max-gpus", "give --gpus N"},
+      {"--des-top 0 --des-budget 5", "--des-budget", "--des-top 0 turns off"},
       {"--shortest-time --tp 8 --global-batch 512", "--shortest-time --tp 8 --global-batch 512",
        "global batch"},
   };
