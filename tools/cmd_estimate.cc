@@ -31,6 +31,9 @@ int run_estimate(const EstimateOptions& opt) {
   o.zero_stage = opt.zero_stage;
   o.recompute = opt.recompute;
   o.zero3_gather = opt.zero3_gather;
+  if (opt.sequence_parallel && opt.no_sequence_parallel)
+    throw ConfigError("", "--sequence-parallel --no-sequence-parallel",
+                      "contradictory constraints: give one of the two");
   if (opt.sequence_parallel) o.sequence_parallel = true;
   if (opt.no_sequence_parallel) o.sequence_parallel = false;
   hw::Scenario s = hw::load_scenario(opt.scenario, o);

@@ -341,3 +341,12 @@ TEST(Hardening, OffloadOnAProfileWithoutTheHostsMemoryBandwidthNamesTheKey) {
 }
 
 }  // namespace
+
+// Two flags that set one switch both ways: refused, not settled by the order the tool reads them
+// in (estimate took --no-sequence-parallel silently).
+TEST(Hardening, EstimateRefusesSequenceParallelismBothOnAndOff) {
+  refused("estimate " + std::string(PW_SOURCE_DIR) +
+              "/scenarios/megatron/weak-scaling-1.7b.yaml --sequence-parallel "
+              "--no-sequence-parallel",
+          {"--sequence-parallel --no-sequence-parallel", "contradictory"});
+}
