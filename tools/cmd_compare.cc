@@ -174,14 +174,26 @@ int run_compare(const CompareOptions& o) {
                                   "markdown, json or html",
                                   o.format, nearest_name(o.format, kFormats)));
   ReportInput in;
+  const auto given = [&](const char* flag) { return o.app->count(flag) > 0; };
   if (!o.plan.empty() || !o.measured.empty()) {
     if (!o.scenario.empty())
       throw ConfigError("", "--plan", "give a scenario or --plan/--measured, not both");
+    // The schedule comparison's flags would be silently ignored here.
+    for (const char* flag :
+         {"--schedules", "--pp", "--microbatches", "--costs", "--memory-limit", "--no-tradeoff"})
+      if (given(flag))
+        throw ConfigError("", flag,
+                          "applies to comparing schedules; --plan/--measured compares one plan's "
+                          "prediction with its measured run");
     in = measured_input(o);
   } else if (!o.scenario.empty()) {
     for (const char* flag : {"--pp", "--microbatches", "--costs"})
-      if (o.app->count(flag) > 0)
+      if (given(flag))
         throw ConfigError("", flag, "comes from the scenario file; drop it or drop the scenario");
+    if (given("--no-tradeoff"))
+      throw ConfigError("", "--no-tradeoff",
+                        "applies without a scenario (the adaptive scheduler's curve under fixed "
+                        "costs); a scenario's comparison draws none");
     if (o.memory_limit < 0) throw ConfigError("", "--memory-limit", "expected GB >= 0");
     const hw::Scenario sc = hw::load_scenario(o.scenario);
     hw::require_uniform_cluster(sc, "compare");

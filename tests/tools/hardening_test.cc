@@ -350,3 +350,15 @@ TEST(Hardening, EstimateRefusesSequenceParallelismBothOnAndOff) {
               "--no-sequence-parallel",
           {"--sequence-parallel --no-sequence-parallel", "contradictory"});
 }
+
+// compare's modes take different flags; one given to the other mode was silently ignored
+// (--plan/--measured printed the same comparison with --schedules, --pp or --costs; a
+// scenario's comparison has no adaptive curve for --no-tradeoff to leave out). The flags are
+// checked before the files are read.
+TEST(Hardening, CompareRefusesFlagsOfTheOtherMode) {
+  for (const char* flag : {"--schedules 1f1b", "--pp 8", "--microbatches 16", "--costs F=2",
+                           "--memory-limit 3", "--no-tradeoff"})
+    refused(std::string("compare --plan p.yaml --measured m.json ") + flag,
+            {std::string(flag).substr(0, std::string(flag).find(' ')), "--plan/--measured"});
+  refused("compare " + kScenario + " --no-tradeoff", {"--no-tradeoff", "a scenario"});
+}
