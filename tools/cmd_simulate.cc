@@ -179,6 +179,13 @@ Schedule build_schedule(const SimOptions& o, const CostSpec& costs, const ModelS
   if (!o.import_csv.empty()) {
     if (!o.schedule.empty())
       throw ConfigError("", "--import-csv", "give either --schedule or --import-csv, not both");
+    // The CSV is the schedule: what a generator would read has nothing to act on.
+    for (const auto& [given, flag] : {std::pair{!o.chunks.empty(), "--chunks"},
+                                      std::pair{!o.group_size.empty(), "--group-size"},
+                                      std::pair{o.memory_limit > 0, "--memory-limit"}})
+      if (given)
+        throw ConfigError(o.import_csv, flag,
+                          "applies to a generated schedule (--schedule); the CSV gives the order");
     Schedule s = load_pytorch_csv(o.import_csv);
     if (!o.pp.empty() && parse_count(o.pp, "--pp", 1, kMaxDevices) != s.placement.num_devices)
       throw ConfigError(o.import_csv, "--pp",
@@ -193,7 +200,41 @@ Schedule build_schedule(const SimOptions& o, const CostSpec& costs, const ModelS
     throw ConfigError("", "--schedule",
                       "expected a schedule name (or --import-csv FILE, or a scenario file)");
   const GeneratorRegistry registry = default_registry();
-  registry.get(o.schedule);  // unknown names fail first, listing the valid ones
+  // Unknown names fail first, listing the valid ones; then a flag the generator does not read
+  // is refused rather than ignored, naming the generators that read it.
+  const GeneratorCaps& caps = registry.get(o.schedule).caps;
+  auto readers = [&](bool GeneratorCaps::*cap) {
+    std::string names;
+    for (const GeneratorInfo& g : registry.all())
+      if (g.caps.*cap) names += (names.empty() ? "" : ", ") + g.name;
+    return names;
+  };
+  if (!o.chunks.empty() && !caps.takes_v)
+    throw ConfigError("", "--chunks",
+                      fmt::format("{} places its own stages per device; schedules that take "
+                                  "--chunks: {}",
+                                  o.schedule, readers(&GeneratorCaps::takes_v)));
+  if (!o.group_size.empty() && !caps.takes_group_size)
+    throw ConfigError("", "--group-size",
+                      fmt::format("{} has no microbatch groups; schedules that take "
+                                  "--group-size: {}",
+                                  o.schedule, readers(&GeneratorCaps::takes_group_size)));
+  if (o.memory_limit > 0 && !caps.memory_aware)
+    throw ConfigError("", "--memory-limit",
+                      fmt::format("{} does not read a memory limit (p and m set its memory); "
+                                  "memory-aware schedules: {}",
+                                  o.schedule, readers(&GeneratorCaps::memory_aware)));
+  if (o.mw_ratio > 0 && !caps.split_backward)
+    throw ConfigError("", "--mw-ratio",
+                      fmt::format("{} has no separate weight pass (W) for a share of the "
+                                  "activation to wait for; schedules with one: {}",
+                                  o.schedule, readers(&GeneratorCaps::split_backward)));
+  if (costs.r > 0 && !caps.explicit_recompute)
+    throw ConfigError(
+        "", "--costs",
+        fmt::format("R = {} but {} has no recomputation pass (R); schedules with "
+                    "one: {}",
+                    costs.r, o.schedule, readers(&GeneratorCaps::explicit_recompute)));
   if (o.pp.empty()) throw ConfigError("", "--pp", "expected the pipeline size (--pp P)");
   if (o.microbatches.empty())
     throw ConfigError("", "--microbatches", "expected the microbatch count (--microbatches M)");

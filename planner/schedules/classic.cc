@@ -185,7 +185,7 @@ void register_classic_generators(GeneratorRegistry& r) {
   r.add({"interleaved",
          "Megatron interleaved 1F1B, v chunks per device (--chunks, default 2; m mod g == 0 or "
          ">= p)",
-         interleaved, GeneratorCaps{.chunks = 2, .takes_v = true}});
+         interleaved, GeneratorCaps{.chunks = 2, .takes_v = true, .takes_group_size = true}});
   r.add({"zb-h1", "ZB-H1: split B/W, 1F1B memory, bubble (p-1)(F+B-W)", zb_h1,
          GeneratorCaps{.split_backward = true}});
   r.add({"zb-h2", "ZB-H2: split B/W, extra warm-up, bubble (p-1)(F+B-2W), (2p-1) M_B", zb_h2,

@@ -77,6 +77,7 @@ struct GeneratorCaps {
   bool v_shape = false;         ///< stage i and 2p-1-i on device i
   bool split_backward = false;  ///< B and W are separate actions
   bool takes_v = false;         ///< honours GeneratorParams::v (chunks per device)
+  bool takes_group_size = false;  ///< honours GeneratorParams::group_size
   bool memory_aware = false;    ///< reads GeneratorParams::memory_limit
   /// Reads the pass costs (GeneratorParams::costs, stage_costs, the W share of memory): its
   /// order depends on them. Generators that do not get one schedule per (p, m, v) in the search.

@@ -89,6 +89,7 @@ void register_memory_generators(GeneratorRegistry& r) {
          GeneratorCaps{.chunks = 2,
                        .split_backward = true,
                        .takes_v = true,
+                       .takes_group_size = true,
                        .memory_aware = true,
                        .reads_costs = true,
                        .max_devices = 16,

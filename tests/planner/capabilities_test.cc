@@ -42,6 +42,19 @@ TEST(GeneratorCaps, EveryDeclarationMatchesTheGeneratedSchedule) {
     } catch (const ConfigError&) {
     }
     EXPECT_EQ(three && c.chunks != 3, c.takes_v) << g.name;
+    // Honours the group size: a group of 8 (interleaved's default is p = 4) or of 4 (ZeroPP's
+    // default is m = 8) changes the schedule or is refused.
+    bool grouped = false;
+    for (int size : {4, 8}) {
+      GeneratorParams gg = gp;
+      gg.group_size = size;
+      try {
+        grouped |= !(generate_schedule(reg, g.name, gg) == s);
+      } catch (const ConfigError&) {
+        grouped = true;
+      }
+    }
+    EXPECT_EQ(grouped, c.takes_group_size) << g.name;
     // Reads the memory limit: a tight limit changes the schedule or is refused.
     GeneratorParams gm = gp;
     gm.memory_limit = 2.0;

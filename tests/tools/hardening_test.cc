@@ -362,3 +362,20 @@ TEST(Hardening, CompareRefusesFlagsOfTheOtherMode) {
             {std::string(flag).substr(0, std::string(flag).find(' ')), "--plan/--measured"});
   refused("compare " + kScenario + " --no-tradeoff", {"--no-tradeoff", "a scenario"});
 }
+
+// A fixed-cost flag the chosen generator does not read was silently ignored (1F1B printed the
+// same schedule with --memory-limit 2, --chunks 3 or --mw-ratio 0.5; GPipe took R = 1). Refused,
+// naming the generators that do read it (their declared capabilities, GeneratorCaps).
+TEST(Hardening, SimulateRefusesFlagsTheGeneratorDoesNotRead) {
+  const std::string base = "simulate --pp 4 --microbatches 8 --schedule ";
+  refused(base + "1f1b --memory-limit 2", {"--memory-limit", "1f1b does not read", "zb-1p"});
+  refused(base + "1f1b --chunks 3", {"--chunks", "interleaved"});
+  refused(base + "zb-1p --group-size 4", {"--group-size", "interleaved, zeropp"});
+  refused(base + "1f1b --mw-ratio 0.5", {"--mw-ratio", "no separate weight pass", "zb-h1"});
+  refused(base + "gpipe --costs F=1,B=1,W=1,R=1", {"--costs", "R = 1", "1f1b-r"});
+  // The readers take them.
+  std::string out;
+  EXPECT_EQ(sh(kTool + " " + base + "zb-1p --memory-limit 3 --mw-ratio 0.5", &out), 0) << out;
+  EXPECT_EQ(sh(kTool + " " + base + "interleaved --chunks 3 --group-size 8", &out), 0) << out;
+  EXPECT_EQ(sh(kTool + " " + base + "1f1b-r --costs F=1,B=1,W=1,R=1", &out), 0) << out;
+}
