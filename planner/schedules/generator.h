@@ -72,13 +72,13 @@ using GenerateFn = Schedule (*)(const GeneratorParams&);
 /// entry (not probed by running it). tests/planner/capabilities_test.cc checks every declaration
 /// against the generator's output.
 struct GeneratorCaps {
-  int chunks = 1;               ///< stages per device per pipeline (at the default v)
-  int pipelines = 1;            ///< model replicas in the pipeline (BitPipe: 2)
-  bool v_shape = false;         ///< stage i and 2p-1-i on device i
-  bool split_backward = false;  ///< B and W are separate actions
-  bool takes_v = false;         ///< honours GeneratorParams::v (chunks per device)
+  int chunks = 1;                 ///< stages per device per pipeline (at the default v)
+  int pipelines = 1;              ///< model replicas in the pipeline (BitPipe: 2)
+  bool v_shape = false;           ///< stage i and 2p-1-i on device i
+  bool split_backward = false;    ///< B and W are separate actions
+  bool takes_v = false;           ///< honours GeneratorParams::v (chunks per device)
   bool takes_group_size = false;  ///< honours GeneratorParams::group_size
-  bool memory_aware = false;    ///< reads GeneratorParams::memory_limit
+  bool memory_aware = false;      ///< reads GeneratorParams::memory_limit
   /// Reads the pass costs (GeneratorParams::costs, stage_costs, the W share of memory): its
   /// order depends on them. Generators that do not get one schedule per (p, m, v) in the search.
   bool reads_costs = false;
