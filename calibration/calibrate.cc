@@ -60,6 +60,14 @@ std::string default_name(const RawProvenance& p) {
   return p.backend == "cpu" ? "calibrated-cpu" : "calibrated-" + (d.empty() ? "gpu" : d);
 }
 
+/// The unit a CPU measurement is fitted on: one compute unit, one 1x1 tile.
+hw::GpuSpec cpu_unit() {
+  hw::GpuSpec g;
+  g.sm_count = 1;
+  g.tiles = {{1, 1, 1.0}};
+  return g;
+}
+
 double peak_for(const RawProvenance& p, const std::string& dtype) {
   auto it = p.peak_flops.find(dtype);
   return it == p.peak_flops.end() ? 0.0 : it->second;
@@ -74,6 +82,22 @@ std::string gpu_designator(const std::string& device) {
 }
 
 CalibrateOutcome calibrate(const CalibrateOptions& o) {
+  if (o.skip_mpi) {  // the CPU alone: kept as raw data, since a profile needs the MPI link
+    if (o.backend != "cpu" || !o.from_raw.empty() || !o.from_trace.empty())
+      throw ConfigError("--skip-mpi", "", "applies to a measurement with the cpu backend");
+    if (!o.out.empty() || o.raw_out.empty())
+      throw ConfigError("--skip-mpi", "",
+                        "a CPU profile needs the MPI link, so --skip-mpi writes only the raw "
+                        "measurements: expected --raw FILE and no --out");
+    CalibrateOutcome out;
+    const RawResults raw = measure(o);
+    out.fit = fit_all(
+        raw, cpu_unit(), [&](const std::string& d) { return peak_for(raw.provenance, d); },
+        o.raw_out);
+    out.report = fit_report(out.fit);
+    write_file_atomic(o.raw_out, raw_to_json(raw));
+    return out;
+  }
   if (o.out.empty()) throw ConfigError("--out", "", "missing: the profile YAML to write");
   if (o.backend != "cpu" && o.backend != "cuda" && !(o.backend.empty() && !o.from_raw.empty()))
     throw ConfigError("--backend", "", "expected cpu or cuda, got '" + o.backend + "'");
@@ -105,6 +129,14 @@ CalibrateOutcome calibrate(const CalibrateOptions& o) {
                         fmt::format("the raw file was measured with the {} backend, but --backend "
                                     "{} was asked",
                                     raw.provenance.backend, o.backend));
+    if (raw.provenance.backend == "cpu" && !o.base.empty())
+      throw ConfigError(o.from_raw, "--base",
+                        "applies to a cuda measurement (the node and fabric a calibrated GPU "
+                        "joins); this raw file was measured with the cpu backend");
+    if (raw.provenance.backend == "cuda" && o.ranks_per_node > 0)
+      throw ConfigError(o.from_raw, "--ranks",
+                        "applies to a cpu measurement (executor ranks per host); this raw file "
+                        "was measured with the cuda backend");
   }
   if (o.ranks_per_node < 0)
     throw ConfigError("--ranks", "", "expected a positive number of executor ranks per host");
@@ -112,9 +144,7 @@ CalibrateOutcome calibrate(const CalibrateOptions& o) {
   po.name = o.name.empty() ? default_name(raw.provenance) : o.name;
   po.ranks_per_node = o.ranks_per_node;
   po.raw_source = source;
-  hw::GpuSpec base_gpu;  // CPU: one unit, one 1x1 tile
-  base_gpu.sm_count = 1;
-  base_gpu.tiles = {{1, 1, 1.0}};
+  hw::GpuSpec base_gpu = cpu_unit();
   if (raw.provenance.backend == "cuda") {
     std::string base = o.base.empty() ? default_base(raw.provenance.device) : o.base;
     hw::HardwareProfile bp = hw::resolve_profile(base, "", "--base", "");

@@ -27,7 +27,7 @@ struct CalibrateOptions {
   std::string base;          ///< base profile (name or path) for cuda; "" = chosen by GPU name
   std::string name;          ///< profile name; "" = calibrated-<backend>[-<gpu>]
   MpiLaunch mpi;             ///< how to start the 2-rank MPI job (CPU backend)
-  bool skip_mpi = false;     ///< CPU: do not measure MPI (then --from-raw data must supply it)
+  bool skip_mpi = false;     ///< CPU: no MPI job; then only raw_out is written (out must be "")
   int ranks_per_node = 0;    ///< CPU: executor ranks per host in the profile; 0 = the cores
   CpuBenchOptions cpu;       ///< CPU sweep (quick is copied from `quick`)
   CudaMeasure measure_cuda;  ///< empty = this build has no CUDA calibration

@@ -23,7 +23,7 @@ struct CalibrateArgs {
   std::string backend = "auto";
   bool quick = false;
   std::string out, raw, from_raw, from_trace, base, name;
-  std::string mpirun = "mpirun";
+  std::string mpirun;  ///< "" = not given (mpirun)
   bool skip_mpi = false;
   int ranks = INT_MIN;     ///< INT_MIN: not given (the number of cores)
   std::string mpi_worker;  // hidden: this process is one rank of the MPI benchmark job
@@ -44,7 +44,7 @@ void run_host_adam(const CalibrateArgs& a, int* status) {
                       "shipped name such as dgx-h100, or a YAML file)");
   if (a.out.empty()) throw ConfigError("", "--out", "expected the profile YAML to write");
   if (a.backend != "auto" || !a.from_raw.empty() || !a.from_trace.empty() || !a.raw.empty() ||
-      a.skip_mpi || a.ranks != INT_MIN || a.mpirun != "mpirun" || !a.nccl_logs.empty() ||
+      a.skip_mpi || a.ranks != INT_MIN || !a.mpirun.empty() || !a.nccl_logs.empty() ||
       !a.nccl_hints.collective.empty() || a.nccl_hints.ranks != 0 || a.nccl_hints.nodes != 0 ||
       !a.size_corrections.empty())
     throw ConfigError("", "--host-adam",
@@ -73,11 +73,11 @@ void run_nccl_tests(const CalibrateArgs& a, int* status) {
                       "--from-nccl-tests fits the collectives of a base profile: give --base "
                       "(a shipped name such as dgx-h100, or a YAML file)");
   if (a.out.empty()) throw ConfigError("", "--out", "expected the profile YAML to write");
-  if (a.backend != "auto" || a.quick || !a.from_raw.empty() || !a.raw.empty() || a.skip_mpi ||
-      a.ranks != INT_MIN)
+  if (a.backend != "auto" || a.quick || !a.from_raw.empty() || !a.from_trace.empty() ||
+      !a.raw.empty() || a.skip_mpi || a.ranks != INT_MIN || !a.mpirun.empty())
     throw ConfigError("", "--from-nccl-tests",
-                      "fits logs; --backend, --quick, --from-raw, --raw, --skip-mpi and --ranks "
-                      "measure this machine and do not apply");
+                      "fits logs; --backend, --quick, --from-raw, --from-trace, --raw, --skip-mpi, "
+                      "--ranks and --mpirun do not apply");
   const hw::HardwareProfile base = hw::resolve_profile(a.base, ".", "", "--base");
   std::vector<calibration::NcclTestsLog> logs;
   for (const std::string& f : a.nccl_logs)
@@ -119,6 +119,31 @@ std::string resolve_backend(const std::string& asked) {
   return "cpu";
 }
 
+/// A measurement on this machine (no --from-raw, --from-trace): each flag that the resolved
+/// backend does not read is refused before anything is measured.
+void check_measuring_flags(const CalibrateArgs& a, const std::string& backend) {
+  if (backend == "cpu" && !a.base.empty())
+    throw ConfigError("", "--base",
+                      "applies to the cuda backend (the node and fabric a calibrated GPU joins); "
+                      "the cpu backend's profile describes this host as it is measured");
+  if (backend == "cuda" && (a.skip_mpi || !a.mpirun.empty() || a.ranks != INT_MIN))
+    throw ConfigError("",
+                      a.skip_mpi          ? "--skip-mpi"
+                      : !a.mpirun.empty() ? "--mpirun"
+                                          : "--ranks",
+                      "applies to the cpu backend (its MPI job and ranks per host); the cuda "
+                      "backend measures this node's GPUs");
+  if (a.skip_mpi && (a.raw.empty() || !a.out.empty()))
+    throw ConfigError("", "--skip-mpi",
+                      "a CPU profile needs the MPI link, so --skip-mpi writes only the raw "
+                      "measurements: expected --raw FILE and no --out");
+  if (a.skip_mpi && !a.mpirun.empty())
+    throw ConfigError("", "--mpirun", "launches the MPI job that --skip-mpi skips");
+  if (a.skip_mpi && a.ranks != INT_MIN)
+    throw ConfigError("", "--ranks",
+                      "sets the ranks per host of the profile, which --skip-mpi does not write");
+}
+
 void run(const CalibrateArgs& a, int* status) {
   if (a.host_adam) {
     run_host_adam(a, status);
@@ -129,7 +154,10 @@ void run(const CalibrateArgs& a, int* status) {
     return;
   }
   if (!a.nccl_hints.collective.empty() || a.nccl_hints.ranks != 0 || a.nccl_hints.nodes != 0)
-    throw ConfigError("", "--log-ranks",
+    throw ConfigError("",
+                      !a.nccl_hints.collective.empty() ? "--log-collective"
+                      : a.nccl_hints.ranks != 0        ? "--log-ranks"
+                                                       : "--log-nodes",
                       "--log-collective, --log-ranks and --log-nodes describe --from-nccl-tests "
                       "logs; none was given");
   if (!a.size_corrections.empty())
@@ -149,11 +177,16 @@ void run(const CalibrateArgs& a, int* status) {
   o.raw_out = a.raw;
   o.from_raw = a.from_raw;
   o.from_trace = a.from_trace;
-  if (!a.from_trace.empty() &&
-      (!a.from_raw.empty() || a.backend != "auto" || a.quick || a.skip_mpi || a.ranks != INT_MIN))
+  if (!a.from_trace.empty() && (!a.from_raw.empty() || a.backend != "auto" || a.quick ||
+                                a.skip_mpi || a.ranks != INT_MIN || !a.mpirun.empty()))
     throw ConfigError("", "--from-trace",
-                      "fits a profiler trace; --from-raw, --backend, --quick, --skip-mpi and "
-                      "--ranks do not apply");
+                      "fits a profiler trace; --from-raw, --backend, --quick, --skip-mpi, --ranks "
+                      "and --mpirun do not apply");
+  if (!a.from_raw.empty() && (a.quick || a.skip_mpi || !a.mpirun.empty() || !a.raw.empty()))
+    throw ConfigError("", "--from-raw",
+                      "fits the measurements in the file; --quick, --skip-mpi, --mpirun and --raw "
+                      "(which keep or shape a new measurement) do not apply");
+  if (a.from_raw.empty() && a.from_trace.empty()) check_measuring_flags(a, o.backend);
   o.base = a.base;
   o.name = a.name;
   o.skip_mpi = a.skip_mpi;
@@ -161,7 +194,7 @@ void run(const CalibrateArgs& a, int* status) {
     throw ConfigError("", "--ranks",
                       fmt::format("expected at least 1 rank per host, got {}", a.ranks));
   o.ranks_per_node = std::max(0, a.ranks);  // 0: the number of cores
-  o.mpi.mpirun = a.mpirun;
+  if (!a.mpirun.empty()) o.mpi.mpirun = a.mpirun;
   o.mpi.worker = {self_exe(), "calibrate"};
   if (a.quick) o.mpi.worker.push_back("--quick");
   o.mpi.worker.push_back("--mpi-worker");
@@ -185,8 +218,12 @@ void run(const CalibrateArgs& a, int* status) {
   }
   if (o.progress) std::fprintf(stderr, "\r\033[K");
   std::printf("%s", result.report.c_str());
-  std::printf("wrote %s%s\n", a.out.c_str(),
-              a.raw.empty() ? "" : fmt::format(" and raw data {}", a.raw).c_str());
+  if (a.skip_mpi)
+    std::printf("wrote raw data %s (no profile: --skip-mpi left out the MPI link it needs)\n",
+                a.raw.c_str());
+  else
+    std::printf("wrote %s%s\n", a.out.c_str(),
+                a.raw.empty() ? "" : fmt::format(" and raw data {}", a.raw).c_str());
   *status = 0;
 }
 

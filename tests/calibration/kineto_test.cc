@@ -237,7 +237,9 @@ TEST(Kineto, FusedAttentionCallsFitTheProfilesAttentionEfficiencies) {
       EXPECT_NEAR(a.time.median_s, tb, 1e-9);  // the three kernels summed
       EXPECT_EQ(a.flops(), bwd);
     }
-    if (a.head_dim == 128 && a.pass == "forward") EXPECT_EQ(a.heads, 64);
+    if (a.head_dim == 128 && a.pass == "forward") {
+      EXPECT_EQ(a.heads, 64);
+    }
   }
   // --raw keeps them: the raw file reads back to the same samples (and a wrong pass is refused).
   const RawResults back = raw_from_json(raw_to_json(raw), "raw.json");

@@ -76,7 +76,9 @@ TEST(PlanPrediction, ActionTimingsCoverEveryActionAndAgreeWithThemselves) {
     }
     if (kind == ActionKind::kRecvF || kind == ActionKind::kRecvB) {
       EXPECT_LE(t.start, t.end);
-      if (t.index > 0) EXPECT_LE(t.start, a[i - 1].end);
+      if (t.index > 0) {
+        EXPECT_LE(t.start, a[i - 1].end);
+      }
       waited += t.end - t.start;
     }
   }

@@ -62,5 +62,58 @@ TEST(CalibrateCli, HostAdamWritesTheMeasuredRateIntoTheBaseProfile) {
   std::filesystem::remove_all(dir);
 }
 
+// Each flag the chosen mode does not read is refused (exit 2, one line naming it) before anything
+// is measured: --base is the cuda backend's (a CPU profile describes the host it measures),
+// --mpirun/--skip-mpi/--ranks the cpu backend's, --quick/--mpirun/--raw a new measurement's.
+// They used to be ignored. --skip-mpi keeps only the raw measurements (a CPU profile needs the
+// MPI link), so it asks for --raw and no --out; it used to measure for seconds and then fail.
+TEST(CalibrateCli, FlagsTheModeDoesNotReadAreRefusedAndSkipMpiKeepsOnlyRawData) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("pw_calib_modes_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "p.yaml").string(), raw = (dir / "r.json").string(),
+                    log = (dir / "log.txt").string();
+  const std::string tool = std::string(PW_BINARY_DIR) + "/tools/pipewright calibrate ";
+  auto run = [&](const std::string& args) {
+    const int st = std::system((tool + args + " > " + log + " 2>&1").c_str());
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  const struct {
+    std::string args, flag;
+  } refused[] = {
+      {"--backend cpu --base dgx-h100 --out " + out, "--base"},
+      {"--backend cpu --skip-mpi --out " + out, "--skip-mpi"},
+      {"--backend cpu --skip-mpi --raw " + raw + " --out " + out, "--skip-mpi"},
+      {"--backend cpu --skip-mpi --mpirun /bin/false --raw " + raw, "--mpirun"},
+      {"--backend cpu --skip-mpi --ranks 2 --raw " + raw, "--ranks"},
+      {"--backend cuda --mpirun /bin/false --out " + out, "--mpirun"},
+      {"--backend cuda --ranks 4 --out " + out, "--ranks"},
+      {"--from-raw " + raw + " --quick --out " + out, "--from-raw"},
+      {"--from-raw " + raw + " --raw " + raw + " --out " + out, "--from-raw"},
+      {"--log-collective all_reduce --out " + out, "--log-collective"},
+      {"--log-nodes 2 --out " + out, "--log-nodes"},
+  };
+  for (const auto& c : refused) {
+    EXPECT_EQ(run(c.args), 2) << c.args << "\n" << read_file(log);
+    const std::string msg = read_file(log);
+    EXPECT_EQ(msg.rfind("pipewright: error: " + c.flag + ":", 0), 0u) << c.args << "\n" << msg;
+    EXPECT_EQ(msg.find('\n'), msg.size() - 1) << msg;  // one line
+    EXPECT_FALSE(std::filesystem::exists(out)) << c.args;
+    EXPECT_FALSE(std::filesystem::exists(raw)) << c.args;
+  }
+  ASSERT_EQ(run("--backend cpu --quick --skip-mpi --raw " + raw), 0) << read_file(log);
+  EXPECT_NE(read_file(log).find("no profile"), std::string::npos) << read_file(log);
+  const std::string kept = read_file(raw);
+  EXPECT_NE(kept.find("\"backend\""), std::string::npos);
+  EXPECT_EQ(kept.find("mpi_p2p"), std::string::npos);  // the MPI job was not run
+  EXPECT_FALSE(std::filesystem::exists(out));
+  // The raw file is a CPU measurement: --base does not apply to it either.
+  EXPECT_EQ(run("--from-raw " + raw + " --base dgx-h100 --out " + out), 2) << read_file(log);
+  EXPECT_NE(read_file(log).find("--base: applies to a cuda measurement"), std::string::npos)
+      << read_file(log);
+  EXPECT_FALSE(std::filesystem::exists(out));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pw
