@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "core/error.h"
 #include "core/heap.h"
@@ -26,8 +27,20 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line, as every other bad input: the command, what CLI11 found, where help is.
+    if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands({}))
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      std::fprintf(stderr, "pipewright: error: '%s': unknown command; expected one of %s\n",
+                   argv[1], names.c_str());
+      return 2;
+    }
+    std::string command = "pipewright";
+    for (const CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
+    std::fprintf(stderr, "pipewright: error: %s (see `%s --help`)\n", e.what(), command.c_str());
+    return 2;
   } catch (const pw::ConfigError& e) {
     std::fprintf(stderr, "pipewright: error: %s\n", e.what());
     return 2;

@@ -379,3 +379,20 @@ TEST(Hardening, SimulateRefusesFlagsTheGeneratorDoesNotRead) {
   EXPECT_EQ(sh(kTool + " " + base + "interleaved --chunks 3 --group-size 8", &out), 0) << out;
   EXPECT_EQ(sh(kTool + " " + base + "1f1b-r --costs F=1,B=1,W=1,R=1", &out), 0) << out;
 }
+
+// A command-line parse error (a missing positional, an unknown flag or command, a value outside
+// a set) is one line like every other bad input. CLI11 printed two ("... is required" and "Run
+// with --help for more information."), without the "pipewright: error:" prefix, and an unknown
+// command read "A subcommand is required".
+TEST(Hardening, ParseErrorsAreOneLineNamingWhereHelpIs) {
+  refused("export --to megatron",
+          {"pipewright: error: plan is required", "pipewright export --help"});
+  refused("plan --bogus", {"pipewright: error: ", "--bogus", "pipewright plan --help"});
+  refused("calibrate --backend gpu", {"--backend", "pipewright calibrate --help"});
+  refused("", {"pipewright: error: ", "subcommand", "`pipewright --help`"});
+  refused("bogus",
+          {"pipewright: error: 'bogus': unknown command; expected one of simulate,", "export"});
+  std::string out;
+  EXPECT_EQ(sh(kTool + " --version", &out), 0) << out;
+  EXPECT_EQ(sh(kTool + " estimate --help", &out), 0) << out;
+}
