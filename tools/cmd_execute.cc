@@ -3,9 +3,12 @@
 #include <fmt/ranges.h>
 #include <mpi.h>
 
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -118,6 +121,24 @@ exec::ExecuteResult run_backend(const Plan& plan, const exec::ExecuteOptions& op
   return cuda->execute_plan(plan, opt, MPI_COMM_WORLD);
 }
 
+/// Flags every rank checks alike before anything runs (so rank 0 alone prints the one line).
+void check_args(const ExecuteArgs& a) {
+  const double lr = a.opt.learning_rate;
+  if (!std::isfinite(lr) || lr <= 0)
+    throw ConfigError("", "--lr", fmt::format("expected a positive learning rate, got {}", lr));
+  const double wd = a.opt.watchdog_seconds;
+  if (!std::isfinite(wd) || wd < 0)
+    throw ConfigError("", "--watchdog-seconds",
+                      fmt::format("expected seconds >= 0 (0 = never), got {}", wd));
+  // An output whose folder is missing would fail only after the run.
+  for (const auto& [flag, path] : {std::pair{"--measured", a.measured}, {"--trace", a.trace}}) {
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    if (!path.empty() && !dir.empty() && !std::filesystem::is_directory(dir))
+      throw ConfigError("", flag,
+                        fmt::format("{}: the folder {} does not exist", path, dir.string()));
+  }
+}
+
 int run_execute(ExecuteArgs& a) {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -126,6 +147,7 @@ int run_execute(ExecuteArgs& a) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int status = 0;
   try {
+    check_args(a);
     Plan plan;
     std::string error;
     try {

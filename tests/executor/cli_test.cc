@@ -176,4 +176,33 @@ TEST(ExecuteCli, PlanWithAnotherRankMapIsRefusedNamingTheEntry) {
   EXPECT_NE(out.find("rank_to_gpu[1]: is 2; expected 1"), std::string::npos) << out;
 }
 
+// A learning rate that is not positive, a negative watchdog, an output in a missing folder: one
+// line, exit 2, before anything runs (the first three ran silently, training backwards or with
+// NaN; the last failed only after the whole run).
+TEST(ExecuteCli, BadLearningRateWatchdogOrOutputFolderIsRefusedBeforeRunning) {
+  std::string out;
+  const std::string plan = kDir + "/cli_args.yaml";
+  ASSERT_EQ(sh(std::string(PW_RANK_HELPER) + " --schedule 1f1b --save-plan " + plan, &out), 0);
+  const std::pair<std::string, std::string> cases[] = {
+      {"--lr -1", "--lr: expected a positive learning rate, got -1"},
+      {"--lr 0", "--lr: expected a positive learning rate"},
+      {"--lr nan", "--lr: expected a positive learning rate"},
+      {"--watchdog-seconds -3", "--watchdog-seconds: expected seconds >= 0"},
+      {"--trace /nonexistent-pw/t.json", "--trace: /nonexistent-pw/t.json: the folder"},
+      {"--measured /nonexistent-pw/m.json", "--measured: /nonexistent-pw/m.json: the folder"},
+  };
+  for (const auto& [args, message] : cases) {
+    out.clear();
+    EXPECT_EQ(sh(std::string(PW_MPIRUN) + " --oversubscribe -np 4 " + kTool + " execute " + plan +
+                     " " + args,
+                 &out),
+              2)
+        << args << "\n"
+        << out;
+    EXPECT_NE(out.find("pipewright: error: " + message), std::string::npos) << args << "\n" << out;
+    EXPECT_EQ(pw::testing::occurrences(out, "pipewright: error:"), 1u) << out;  // rank 0 alone
+    EXPECT_EQ(out.find("iteration"), std::string::npos) << out;                 // nothing ran
+  }
+}
+
 }  // namespace
