@@ -22,11 +22,11 @@ namespace {
 using pw::testing::json_of;
 using pw::testing::occurrences;
 using pw::testing::pipewright;
+using pw::testing::TempDir;
 
 TEST(PlanCli, ReportDrawsEveryComputePassOfTheEmittedPlanAndThePareto) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("pw_plan_cli_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const TempDir tmp("pw_plan_cli_");
+  const std::filesystem::path& dir = tmp.path;
   const std::string html = (dir / "plan.html").string(), plan = (dir / "plan.yaml").string();
   const std::string table = (dir / "table.txt").string();
   const std::string cmd = std::string(PW_BINARY_DIR) + "/tools/pipewright plan " + PW_SOURCE_DIR +
@@ -82,7 +82,6 @@ TEST(PlanCli, ReportDrawsEveryComputePassOfTheEmittedPlanAndThePareto) {
   EXPECT_NE(page.find("Memory (model state, activations, buffers) per device over time (GB"),
             std::string::npos);
   EXPECT_EQ(page.find("(bytes)"), std::string::npos);  // no raw byte counts
-  std::filesystem::remove_all(dir);
 }
 
 // `plan --shortest-time` on the Megatron 1.7B scenario to 2.5 nats. Hand values (see
@@ -131,9 +130,8 @@ TEST(PlanCli, ShortestTimeRejectsAZeroGpuCeiling) {
 // the same fit. 1F1B does not depend on pass-cost ratios, so every command generates the same
 // schedule.
 TEST(PlanCli, PlanSimulateAndEstimateAgreeOnTimeMemoryAndMfu) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("pw_plan_agree_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const TempDir tmp("pw_plan_agree_");
+  const std::filesystem::path& dir = tmp.path;
   const std::string scen = (dir / "s.yaml").string();
   write_file_atomic(scen,
                     "model: {preset: megatron-1.7b}\n"
@@ -168,7 +166,6 @@ TEST(PlanCli, PlanSimulateAndEstimateAgreeOnTimeMemoryAndMfu) {
   EXPECT_NEAR((*row)["hfu"].get<double>() / sim["hfu"].get<double>(), 1.0, 1e-3);
   EXPECT_EQ((*row)["fits"].get<bool>(), sim["fits"].get<bool>());
   EXPECT_EQ(est["memory"]["first_stage"]["fits"].get<bool>(), sim["fits"].get<bool>());
-  std::filesystem::remove_all(dir);
 }
 
 // A scenario naming a schedule whose generator reads the pass costs (memory-reading or not) is
@@ -180,9 +177,8 @@ TEST(PlanCli, PlanSimulateAndEstimateAgreeOnTimeMemoryAndMfu) {
 // do not divide the layers (78 over 12) ran another split than `plan`'s; and V-Min and V-Half
 // got the exact middle-stage times where `plan` gives them its grid's ratios, another order.
 TEST(PlanCli, SimulateRunsTheScheduleThePlannerScoresForACostReader) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("pw_plan_zbsim_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const TempDir tmp("pw_plan_zbsim_");
+  const std::filesystem::path& dir = tmp.path;
   const std::string scen = (dir / "s.yaml").string();
   auto run_json = [&](const std::string& args) { return json_of(dir, args); };
   for (const char* schedule : {"zb-1p", "zb-2p", "v-zb", "zb-v", "v-adaptive", "v-min", "v-half"}) {
@@ -205,7 +201,6 @@ TEST(PlanCli, SimulateRunsTheScheduleThePlannerScoresForACostReader) {
     EXPECT_TRUE(sim["fits"].get<bool>()) << schedule;
     EXPECT_EQ(pub["fits"].get<bool>(), sim["fits"].get<bool>()) << schedule;
   }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -16,6 +16,19 @@
 
 namespace pw::testing {
 
+/// A fresh folder under the system's temporary one, named by `prefix` and this process, removed
+/// with everything in it when the test ends (an ASSERT's early return included).
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& prefix)
+      : path(std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
 inline std::string pipewright() { return std::string(PW_BINARY_DIR) + "/tools/pipewright"; }
 
 // `pipewright ARGS --format json`, run to success, its output parsed (written under `dir`).

@@ -27,6 +27,7 @@ using pw::testing::plan;
 using pw::testing::plan_json;
 using pw::testing::PlanRun;
 using pw::testing::scenario;
+using pw::testing::TempDir;
 
 // --- Search constraints -----------------------------------------------------------------------
 
@@ -141,9 +142,8 @@ TEST(PlanCli, APublishedConfigurationOutsideTheSpaceIsNamedAsWritten) {
 // the scenario (it read "... is not one the planner searches" and went unscored). In JSON the
 // split is the config's `stage_layers`.
 TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("pw_plan_split_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const TempDir tmp("pw_plan_split_");
+  const std::filesystem::path& dir = tmp.path;
   const std::string scen = (dir / "s.yaml").string();
   write_file_atomic(scen,
                     "model: {preset: megatron-1.7b}\n"
@@ -250,7 +250,6 @@ TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
                                 "-> "),
             std::string::npos)
       << read_file(out);
-  std::filesystem::remove_all(dir);
 }
 
 // `plan SCEN BAD` exits 2 with one error line naming BAD.
@@ -268,9 +267,8 @@ void expect_flag_refused(const std::filesystem::path& dir, const std::string& sc
 // it was refused as "differs from t". --etp keeps the search to it; a degree that is not a
 // tensor-parallel size of the model, or any for a dense model, is refused naming the flag.
 TEST(PlanCli, ExpertTensorParallelOneIsSearchedAndScoredAsSimulated) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("pw_plan_etp_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const TempDir tmp("pw_plan_etp_");
+  const std::filesystem::path& dir = tmp.path;
   const std::string scen = (dir / "s.yaml").string();
   write_file_atomic(scen,
                     "model: {preset: qwen3-30b-a3b, use_flash_attn: true}\n"
@@ -291,16 +289,14 @@ TEST(PlanCli, ExpertTensorParallelOneIsSearchedAndScoredAsSimulated) {
       plan["published"]["iteration_s"].get<double>() * 1e3 / sim["iteration_ms"].get<double>(), 1.0,
       1e-3);
   for (const std::string bad : {"--etp 3", "--etp 4 --tp 2"}) expect_flag_refused(dir, scen, bad);
-  std::filesystem::remove_all(dir);
 }
 
 // Megatron's cp_comm_type travels from the scenario (or --cp-comm-type) into every searched
 // configuration with context parallelism, the published one is scored as `simulate` runs it,
 // and a form the model cannot run or an unknown one is refused.
 TEST(PlanCli, ContextParallelFormIsSearchedAsTheScenarioNamesIt) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("pw_plan_cpform_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const TempDir tmp("pw_plan_cpform_");
+  const std::filesystem::path& dir = tmp.path;
   const std::string scen = (dir / "s.yaml").string();
   write_file_atomic(scen,
                     "model: {num_layers: 4, hidden_size: 1024, num_attention_heads: 16,\n"
@@ -334,7 +330,6 @@ TEST(PlanCli, ContextParallelFormIsSearchedAsTheScenarioNamesIt) {
   EXPECT_EQ(ring["top"][0]["config"]["cp_comm_type"], "p2p") << ring["top"][0].dump();
   for (const std::string bad : {"--cp-comm-type ring", "--cp-comm-type a2a+p2p"})
     expect_flag_refused(dir, scen, bad);
-  std::filesystem::remove_all(dir);
 }
 
 // ZB-1p is defined at 1F1B's memory (p microbatches of activations) and never slower than 1F1B
