@@ -9,6 +9,7 @@ namespace pw {
 void keep_freed_heap_top() {
 #if defined(__GLIBC__)
   mallopt(M_TRIM_THRESHOLD, static_cast<int>(kHeapTrimThreshold));
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(kHeapMmapThreshold));
 #endif
 }
 

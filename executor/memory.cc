@@ -7,8 +7,8 @@
 namespace pw::exec {
 
 void keep_freed_memory() {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest (half its 64 MiB heap size)
   keep_freed_heap_top();                // the heap not trimmed below kHeapTrimThreshold of free top
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // then glibc's largest (half its 64 MiB heap size)
   mallopt(M_TOP_PAD, 64 << 20);
 }
 

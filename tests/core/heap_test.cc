@@ -48,4 +48,26 @@ TEST(Heap, FreedBlocksAtTheHeapsTopStayWithTheProcess) {
 #endif
 }
 
+// Blocks under kHeapMmapThreshold (4 MiB) come from the heap, so a block freed and asked for
+// again is the same memory, not a fresh mapping the kernel zero-fills page by page (glibc's
+// fixed 128 KiB threshold mapped every block from 128 KiB up); blocks above it are mapped.
+TEST(Heap, BlocksUnderTheMmapThresholdComeFromTheHeap) {
+#if !defined(__GLIBC__) || defined(PW_TEST_FOREIGN_MALLOC)
+  GTEST_SKIP() << "glibc's malloc only (a sanitizer replaces it)";
+#else
+  pw::keep_freed_heap_top();
+  malloc_trim(0);  // free memory an earlier test left at the top would serve any size
+  const int mapped_before = mallinfo2().hblks;
+  void* mid = std::malloc(pw::kHeapMmapThreshold / 2);  // 2 MiB: from the heap
+  ASSERT_NE(mid, nullptr);
+  EXPECT_EQ(mallinfo2().hblks, mapped_before);
+  void* big = std::malloc(pw::kHeapMmapThreshold * 2);  // 8 MiB: its own mapping
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(mallinfo2().hblks, mapped_before + 1);
+  std::free(big);
+  std::free(mid);
+  EXPECT_EQ(mallinfo2().hblks, mapped_before);
+#endif
+}
+
 }  // namespace
