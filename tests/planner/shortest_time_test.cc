@@ -33,16 +33,16 @@ ShortestTimeResult run(const PlanProblem& pr) {
   return shortest_time(pr, default_registry(), o);
 }
 
-TEST(ShortestTime, ReportsKaplanCriticalBatchAndMinimumSteps) {
+// One sweep to 2.5 nats (each sweep plans 28 points: one per test keeps the sanitized suite
+// short), checked three ways: the reported laws, the points, and the choice.
+TEST(ShortestTime, ReportsTheLawsSweepsAroundTheCriticalBatchAndChoosesTheFastestPoint) {
   const ShortestTimeResult r = run(problem_1_7b(2.5));
   ASSERT_TRUE(r.feasible) << r.note;
+  // The laws: B_crit and S_min as computed above.
   EXPECT_NEAR(r.target_loss, 2.5, 1e-12);
   EXPECT_NEAR(r.b_crit_tokens / kBcrit, 1.0, kRel);
   EXPECT_NEAR(r.s_min / kSmin, 1.0, kRel);
-}
-
-TEST(ShortestTime, SweepsBatchesAroundTheCriticalBatchWithKaplanSteps) {
-  const ShortestTimeResult r = run(problem_1_7b(2.5));
+  // The sweep: batches 2^7..2^13, steps(B) = S_min (1 + B_crit / (B x 2048)), days from them.
   ASSERT_FALSE(r.points.empty());
   int lo = 1 << 30, hi = 0;
   for (const ShortestTimePoint& p : r.points) {
@@ -51,16 +51,6 @@ TEST(ShortestTime, SweepsBatchesAroundTheCriticalBatchWithKaplanSteps) {
     EXPECT_LE(p.gpus, 64);
     const double steps = kSmin * (1 + kBcrit / (p.global_batch * 2048.0));
     EXPECT_NEAR(p.steps / steps, 1.0, 2 * kRel) << p.global_batch;
-    if (!p.feasible) continue;
-    EXPECT_EQ(p.best.config.global_batch(), p.global_batch);
-    EXPECT_EQ(p.best.config.gpus(), p.gpus);
-    // days = steps x seconds per step / 86400
-    EXPECT_NEAR(p.days, p.steps * p.best.iteration / 86400.0, 1e-9 * p.days);
-  }
-  EXPECT_EQ(lo, 128);
-  EXPECT_EQ(hi, 8192);
-  // Hand values of steps(B) at three batches.
-  for (const ShortestTimePoint& p : r.points) {
     if (p.global_batch == 128) {
       EXPECT_NEAR(p.steps / 164454, 1.0, 2 * kRel);
     }
@@ -70,17 +60,16 @@ TEST(ShortestTime, SweepsBatchesAroundTheCriticalBatchWithKaplanSteps) {
     if (p.global_batch == 8192) {
       EXPECT_NEAR(p.steps / 17020, 1.0, 2 * kRel);
     }
+    if (!p.feasible) continue;
+    EXPECT_EQ(p.best.config.global_batch(), p.global_batch);
+    EXPECT_EQ(p.best.config.gpus(), p.gpus);
+    // days = steps x seconds per step / 86400
+    EXPECT_NEAR(p.days, p.steps * p.best.iteration / 86400.0, 1e-9 * p.days);
+    // The choice: no feasible point is faster.
+    EXPECT_LE(r.best.days, p.days) << p.global_batch << " x " << p.gpus;
   }
-}
-
-TEST(ShortestTime, ChoosesTheFastestPointAndSaysWhatBoundsIt) {
-  const ShortestTimeResult r = run(problem_1_7b(2.5));
-  ASSERT_TRUE(r.feasible);
-  for (const ShortestTimePoint& p : r.points) {
-    if (p.feasible) {
-      EXPECT_LE(r.best.days, p.days) << p.global_batch << " x " << p.gpus;
-    }
-  }
+  EXPECT_EQ(lo, 128);
+  EXPECT_EQ(hi, 8192);
   EXPECT_TRUE(r.best.feasible);
   // The bound line quotes the critical batch and the step count relative to S_min, which is
   // 1 + B_crit / B at the chosen batch.
