@@ -171,8 +171,10 @@ std::string shortest_time_table(const PlanProblem& pr, const ShortestTimeResult&
       r.max_gpus >= (1 << 16) ? std::string("unlimited") : fmt::format("up to {}", r.max_gpus);
   std::string o = fmt::format("shortest possible training time: {} on {} {} GPUs\n", pr.model.name,
                               gpus, pr.profile.name);
-  o += fmt::format("{}; critical batch {:.3g} tokens; S_min {:.3g} steps\n", r.note,
-                   r.b_crit_tokens, r.s_min);
+  // Below the loss floor no number of steps reaches the target (S_min is infinite).
+  const std::string s_min = std::isfinite(r.s_min) ? fmt::format("S_min {:.3g} steps", r.s_min)
+                                                   : std::string("no S_min (unreachable)");
+  o += fmt::format("{}; critical batch {:.3g} tokens; {}\n", r.note, r.b_crit_tokens, s_min);
   if (!r.feasible) return o + "no feasible configuration at any batch size or GPU count\n";
   o += fmt::format("\n{:>8} {:>7} {:>10} {:>9} {:>8}  {}\n", "batch", "GPUs", "steps", "iter (s)",
                    "days", "configuration");
