@@ -52,7 +52,20 @@ class Timeline {
       if (t + len <= busy_[i].first) break;
       t = std::max(t, busy_[i].second);
     }
-    busy_.insert(busy_.begin() + static_cast<std::ptrdiff_t>(i), {t, t + len});
+    // Touching intervals are merged (only the gaps matter), so a device laid densely keeps a
+    // few intervals and the scan above stays short even from `earliest` = 0.
+    const bool joins_prev = i > 0 && busy_[i - 1].second == t;
+    const bool joins_next = i < busy_.size() && busy_[i].first == t + len;
+    if (joins_prev && joins_next) {
+      busy_[i - 1].second = busy_[i].second;
+      busy_.erase(busy_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else if (joins_prev) {
+      busy_[i - 1].second = t + len;
+    } else if (joins_next) {
+      busy_[i].first = t;
+    } else {
+      busy_.insert(busy_.begin() + static_cast<std::ptrdiff_t>(i), {t, t + len});
+    }
     return t;
   }
 
@@ -180,6 +193,9 @@ Schedule generate_bitpipe(const GeneratorParams& gp) {
   tbb::parallel_for(std::size_t{0}, cand.size(), [&](std::size_t i) {
     if (i < expanded) {
       const int k = static_cast<int>(i % (gp.p + 1));
+      // Unbounded admission (k = 0) reads no gate: the first gate's order stands for all three
+      // (a copy could only tie it, and the first of the shortest wins).
+      if (k == 0 && i > 0) return;
       cand[i] = bitpipe_time_expanded(pl, gp.m, costs, k, gates[i / (gp.p + 1)]);
     } else {
       GreedyVariant v;
