@@ -466,6 +466,11 @@ TEST(PlanCli, ContradictoryConstraintsExit2NamingTheFlags) {
       {"--des-top 0 --des-budget 5", "--des-budget", "--des-top 0 turns off"},
       {"--shortest-time --tp 8 --global-batch 512", "--shortest-time --tp 8 --global-batch 512",
        "global batch"},
+      // 0 given was read as not given: 300B tokens, the GPU's memory, no target.
+      {"--tokens 0", "--tokens", "above 0, got 0"},
+      {"--memory-limit 0", "--memory-limit", "above 0, got 0"},
+      {"--target-loss 0", "--target-loss", "above 0, got 0"},
+      {"--tokens inf", "--tokens", "finite"},
   };
   for (const auto& k : cases) {
     const PlanRun r = plan(k.args);
