@@ -396,3 +396,14 @@ TEST(Hardening, ParseErrorsAreOneLineNamingWhereHelpIs) {
   EXPECT_EQ(sh(kTool + " --version", &out), 0) << out;
   EXPECT_EQ(sh(kTool + " estimate --help", &out), 0) << out;
 }
+
+// A memory limit given as 0 was read as not given (the generator's default, no limit, the GPU's
+// memory) without a word; now it is one line naming the flag, in each command that takes one.
+TEST(Hardening, AMemoryLimitOfZeroIsRefusedNotReadAsTheDefault) {
+  refused("simulate --schedule zb-1p --pp 4 --microbatches 8 --memory-limit 0",
+          {"pipewright: error: --memory-limit:", "above 0, got 0"});
+  refused("compare --pp 4 --microbatches 8 --memory-limit 0",
+          {"pipewright: error: --memory-limit:", "above 0, got 0"});
+  refused("compare " + kScenario + " --memory-limit 0",
+          {"pipewright: error: --memory-limit:", "above 0, got 0"});
+}
