@@ -175,12 +175,8 @@ int run_compare(const CompareOptions& o) {
                                   o.format, nearest_name(o.format, kFormats)));
   ReportInput in;
   const auto given = [&](const char* flag) { return o.app->count(flag) > 0; };
-  // 0 is the "not given" value: given, it would silently mean no limit.
-  if (given("--memory-limit") && !(o.memory_limit > 0 && std::isfinite(o.memory_limit)))
-    throw ConfigError("", "--memory-limit",
-                      fmt::format("expected a finite limit above 0, got {} (leave the flag out "
-                                  "for the default)",
-                                  o.memory_limit));
+  require_positive_if_given(*o.app, "--memory-limit", o.memory_limit,
+                            o.scenario.empty() ? "no limit" : "the GPU's memory");
   if (!o.plan.empty() || !o.measured.empty()) {
     if (!o.scenario.empty())
       throw ConfigError("", "--plan", "give a scenario or --plan/--measured, not both");

@@ -11,7 +11,6 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <utility>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -625,14 +624,9 @@ void register_plan(CLI::App& app, int* status) {
                   "nemo | deepspeed");
   sub->callback([o, status, sub] {
     const auto given = [sub](const char* name) { return sub->get_option(name)->count() > 0; };
-    // 0 is the "not given" value of these three: given, it would silently mean the default
-    // (300B tokens, the GPU's memory) or no target. NaN fails every comparison below too.
-    const std::pair<const char*, double> positive[] = {{"--target-loss", o->target_loss},
-                                                       {"--tokens", o->tokens},
-                                                       {"--memory-limit", o->memory_limit_gb}};
-    for (const auto& [flag, value] : positive)
-      if (given(flag) && !(value > 0 && std::isfinite(value)))
-        throw ConfigError("", flag, fmt::format("expected a finite value above 0, got {}", value));
+    require_positive_if_given(*sub, "--target-loss", o->target_loss, "no target");
+    require_positive_if_given(*sub, "--tokens", o->tokens, "the default token budget");
+    require_positive_if_given(*sub, "--memory-limit", o->memory_limit_gb, "the GPU's memory");
     // --csv-form shapes the --export-csv file: alone it would do nothing.
     if (given("--csv-form") && o->export_csv.empty())
       throw ConfigError("", "--csv-form",

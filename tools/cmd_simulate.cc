@@ -550,13 +550,8 @@ void register_simulate(CLI::App& app, int* status) {
     auto refuse = [&](const char* flag, const char* why) {
       if (sub->get_option(flag)->count() > 0) throw ConfigError("", flag, why);
     };
-    // 0 is the "not given" value: given, it would silently mean the generator's default.
-    if (const double lim = state->first.memory_limit;
-        sub->get_option("--memory-limit")->count() > 0 && !(lim > 0 && std::isfinite(lim)))
-      throw ConfigError("", "--memory-limit",
-                        fmt::format("expected a finite number of activations above 0, got {} "
-                                    "(leave the flag out for the generator's default)",
-                                    lim));
+    require_positive_if_given(*sub, "--memory-limit", state->first.memory_limit,
+                              "the generator's default");
     if (whole) {
       // A scenario's interleaved groups are its own key (a plan's are in its order).
       refuse("--group-size",
