@@ -394,9 +394,9 @@ Grid cooldown(Grid g, int m, int grid_peak) {
 
 // Slot by slot, a bubble takes the first later pass of its device that can move there without
 // breaking a dependency or raising the device's peak.
-void reorder_greedily(Grid& g, int m) {
+// Returns the grid's peak afterwards (every device's memory is tracked as its row is swept).
+int reorder_greedily(Grid& g, int m) {
   const int p = static_cast<int>(g.size());
-  const int peak = peak_mem(g);
   const std::size_t len = grid_len(g);
   // Per device and kind: how many of its passes lie after the slot being filled (a kind with
   // none left is no candidate: bit v of avail[i] is set while some are), and over all kinds (a
@@ -413,12 +413,20 @@ void reorder_greedily(Grid& g, int m) {
   int* const later_at = later.data();
   int* const cnt_at = cnt.data();
   int* const idx_at = idx.data();
+  // One pass over each row counts its passes and finds its peak (peak_of's sum, fused).
+  int peak = 0;
   for (int i = 0; i < p; ++i) {
-    for (std::size_t j = 0; j < len; ++j)
-      if (const int v = id_of(g[i][j]); v >= 0) ++later_at[i * kPeriod + v], ++left[i];
+    int row_mem = 0;
+    for (std::size_t j = 0; j < len; ++j) {
+      const char c = g[i][j];
+      row_mem += kMemDelta[static_cast<unsigned char>(c)];
+      peak = std::max(peak, row_mem);
+      if (const int v = id_of(c); v >= 0) ++later_at[i * kPeriod + v], ++left[i];
+    }
     for (int v = 0; v < kPeriod; ++v)
       avail[i] |= static_cast<unsigned>(later_at[i * kPeriod + v] > 0) << v;
   }
+  int peak_after = 0;  // the reordered grid's peak: memory only changes where a pass is taken
   // Takes pass kind v (char c) of device i at slot j: its microbatch is the next of its kind.
   auto take_pass = [&](int i, int v, char c, std::size_t j) {
     const int n = cnt_at[i * kPeriod + v];
@@ -428,6 +436,7 @@ void reorder_greedily(Grid& g, int m) {
     if (--later_at[i * kPeriod + v] == 0) avail[i] &= ~(1u << v);
     --left[i];
     mem[i] += kMemDelta[static_cast<unsigned char>(c)];
+    peak_after = std::max(peak_after, mem[i]);
   };
   // The slot of pass kind v of microbatch n on device d (-1: not yet taken).
   auto slot_of = [&](int n, int d, int v) {
@@ -482,6 +491,7 @@ void reorder_greedily(Grid& g, int m) {
       }
     }
   }
+  return peak_after;
 }
 
 // Each weight pass takes the kind of the oldest backward still waiting for its W.
@@ -544,19 +554,20 @@ bool correct(const Grid& g, int m) {
 // one chain per pass and squeezed. nullopt where the repetition's peak refuses the block. From
 // here on the method is a function of this grid (and p, m, max_mem): blocks that give the same
 // grid give the same schedule.
-std::optional<Grid> first_squeeze(int p, int m, const VGridPattern& pattern, int max_mem) {
+// `peak` receives the grid's peak.
+std::optional<Grid> first_squeeze(int p, int m, const VGridPattern& pattern, int max_mem,
+                                  int& peak) {
   const int rm = std::max(m, 2 * p);  // the authors' spare microbatches
   Grid g = repeat(p, rm, pattern);
   clear_invalid(g, rm);
-  const int init_peak = peak_mem(g);
-  if ((m == rm && init_peak > max_mem) || init_peak > 2 * p) return std::nullopt;
+  peak = peak_mem(g);
+  if ((m == rm && peak > max_mem) || peak > 2 * p) return std::nullopt;
   return squeeze(g, rm);  // keeps each device's order, so its peak too
 }
 
-// The rest of the method on first_squeeze's grid.
-std::optional<Schedule> finish(Grid g, int p, int m, int max_mem, int num_layers) {
+// The rest of the method on first_squeeze's grid, whose peak is `init_peak`.
+std::optional<Schedule> finish(Grid g, int init_peak, int p, int m, int max_mem, int num_layers) {
   const int rm = std::max(m, 2 * p);
-  int init_peak = peak_mem(g);
   warmup(g, rm, init_peak);
   g = squeeze(g, rm);
   int peak = peak_mem(g);
@@ -569,9 +580,9 @@ std::optional<Schedule> finish(Grid g, int p, int m, int max_mem, int num_layers
     if (peak > max_mem) return std::nullopt;
   }
   g = cooldown(std::move(g), m, peak);
-  reorder_greedily(g, m);
-  relabel_w(g, m);
-  if (peak_mem(g) > init_peak || !correct(g, m)) return std::nullopt;
+  const int final_peak = reorder_greedily(g, m);
+  relabel_w(g, m);  // W and w hold alike: the peak stays
+  if (final_peak > init_peak || !correct(g, m)) return std::nullopt;
   Schedule s;
   s.name = "v-adaptive";
   s.placement = v_placement(p, num_layers);
@@ -599,9 +610,10 @@ std::optional<Schedule> v_grid_schedule(int p, int m, const VGridPattern& patter
                                         int num_layers) {
   if (p < 2 || m < 1 || static_cast<int>(pattern.size()) != p) return std::nullopt;
   try {
-    std::optional<Grid> g = first_squeeze(p, m, pattern, max_mem);
+    int peak = 0;
+    std::optional<Grid> g = first_squeeze(p, m, pattern, max_mem, peak);
     if (!g) return std::nullopt;
-    return finish(std::move(*g), p, m, max_mem, num_layers);
+    return finish(std::move(*g), peak, p, m, max_mem, num_layers);
   } catch (const Reject&) {
     return std::nullopt;
   }
@@ -655,10 +667,11 @@ VGridSchedules v_grid_schedules(int p, int m, const std::vector<VGridPattern>& p
   out.of.assign(n, 0);
   if (n == 0) return out;
   std::vector<std::optional<Grid>> first(n);
+  std::vector<int> first_peak(n, 0);  // a function of the grid, so shared with it
   tbb::parallel_for(std::size_t{0}, n, [&](std::size_t k) {
     if (p < 2 || m < 1 || static_cast<int>(patterns[k].size()) != p) return;
     try {
-      first[k] = first_squeeze(p, m, patterns[k], max_mem);
+      first[k] = first_squeeze(p, m, patterns[k], max_mem, first_peak[k]);
     } catch (const Reject&) {
     }
   });
@@ -681,7 +694,8 @@ VGridSchedules v_grid_schedules(int p, int m, const std::vector<VGridPattern>& p
   tbb::parallel_for(std::size_t{0}, todo.size(), [&](std::size_t u) {
     if (todo[u] == n) return;
     try {
-      out.schedules[u] = finish(std::move(*first[todo[u]]), p, m, max_mem, num_layers);
+      out.schedules[u] =
+          finish(std::move(*first[todo[u]]), first_peak[todo[u]], p, m, max_mem, num_layers);
     } catch (const Reject&) {
     }
   });
