@@ -262,11 +262,15 @@ void add_greedy_points(int p, int m, const CostTable& costs, std::vector<Tradeof
       runs.push_back(pt);
     }
   }
-  // The runs are independent: in parallel, then offered to the front in the order above.
+  // The runs are independent: in parallel, then offered to the front in the order above. A
+  // level's kFillAny run goes first; the level's other policies run only where it met a W they
+  // would have decided otherwise (GreedyTiming::w_disagree): else their point is its point,
+  // offered after it, which the front already holds or has beaten.
   std::vector<char> finished(runs.size(), 0);
-  tbb::parallel_for(std::size_t{0}, runs.size(), [&](std::size_t i) {
+  std::vector<GreedyTiming> timing(runs.size());
+  auto run = [&](std::size_t i) {
     TradeoffPoint& pt = runs[i];
-    GreedyTiming r;
+    GreedyTiming& r = timing[i];
     if (zb_greedy(pl, m, costs, pt.greedy_limit, pt.greedy_variant, "v-adaptive", &r)
             .actions.empty())
       return;
@@ -274,7 +278,15 @@ void add_greedy_points(int p, int m, const CostTable& costs, std::vector<Tradeof
     pt.peak_memory = r.peak_memory;
     pt.makespan = r.makespan;
     pt.cost = r.cost;
+  };
+  constexpr std::size_t kPolicies = 3;  // per level, kFillAny first
+  std::vector<std::size_t> first, second;
+  for (std::size_t i = 0; i < runs.size(); ++i) (i % kPolicies == 0 ? first : second).push_back(i);
+  tbb::parallel_for(std::size_t{0}, first.size(), [&](std::size_t k) { run(first[k]); });
+  std::erase_if(second, [&](std::size_t i) {
+    return !timing[i - i % kPolicies].differs_for(runs[i].greedy_variant.w_policy);
   });
+  tbb::parallel_for(std::size_t{0}, second.size(), [&](std::size_t k) { run(second[k]); });
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (finished[i]) insert_point(front, std::move(runs[i]));
 }

@@ -116,8 +116,11 @@ class Greedy {
       out.peak_memory = std::max(out.peak_memory, x_peak_[d]);
     }
     out.makespan = last > first ? last - first : 0;
+    out.w_disagree = w_disagree_;
     return out;
   }
+
+  unsigned w_disagree() const { return w_disagree_; }
 
  private:
   int mb(int s, int pos) const { return mb0_[s] + pos; }
@@ -272,21 +275,16 @@ class Greedy {
     if (w_head_[d] < w_queue_[d].size()) {
       const Action w = w_queue_[d][w_head_[d]];
       const bool fits = next_known != kNever && t + c_.time(w.stage, ActionKind::kW) <= next_known;
-      bool go = false;
-      switch (v_.w_policy) {
-        case WPolicy::kFillAny:
-          go = true;
-          break;
-        case WPolicy::kFillKnownGaps:
-          go = fits || memory_wanted || next_known == kNever;
-          break;
-        case WPolicy::kLookahead:
-          go = fits || memory_wanted || !has_fb(d);
-          break;
-        case WPolicy::kLazy:
-          go = memory_wanted || !has_fb(d);
-          break;
-      }
+      // Every policy's answer (bit w: WPolicy w would run the W); the run follows its own and
+      // notes which others would have answered otherwise here.
+      const unsigned answers =
+          1u << static_cast<int>(WPolicy::kFillAny) |
+          unsigned{fits || memory_wanted || next_known == kNever}
+              << static_cast<int>(WPolicy::kFillKnownGaps) |
+          unsigned{fits || memory_wanted || !has_fb(d)} << static_cast<int>(WPolicy::kLookahead) |
+          unsigned{memory_wanted || !has_fb(d)} << static_cast<int>(WPolicy::kLazy);
+      const bool go = answers >> static_cast<int>(v_.w_policy) & 1u;
+      w_disagree_ |= go ? ~answers & kAllPolicies : answers;
       if (go) return run_w(d);
     }
     if (next_known == kNever) {
@@ -335,6 +333,8 @@ class Greedy {
   std::vector<TimePs> x_f_end_, x_b_end_, x_clock_, x_first_;
   std::vector<double> x_mem_, x_peak_;
   long long remaining_ = 0;
+  static constexpr unsigned kAllPolicies = (1u << kNumWPolicies) - 1;
+  unsigned w_disagree_ = 0;  // GreedyTiming::w_disagree
 };
 
 std::vector<GreedyVariant> variants() {
@@ -375,6 +375,7 @@ Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs,
   Greedy g(placement, m, costs, limits, variant);
   if (!g.run()) {
     s.actions.clear();
+    if (timing) *timing = GreedyTiming{}, timing->w_disagree = g.w_disagree();
     return s;
   }
   s.actions = std::move(g.order());
@@ -391,12 +392,30 @@ Schedule zb_auto(const Placement& placement, int m, const CostTable& costs,
                  const std::vector<double>& limits, const std::string& name) {
   // The variants run in parallel (a long generation otherwise leaves the search's other threads
   // idle); the first variant of the smallest cost wins whatever the thread count.
+  // A variant with another W policy than kFillAny runs only where its kFillAny twin's run met a
+  // W it would have decided otherwise; else its order is the twin's, which comes first in
+  // `vs` and so wins any tie: leaving it out changes nothing.
   const std::vector<GreedyVariant> vs = variants();
   std::vector<Schedule> runs(vs.size());
   std::vector<GreedyTiming> timing(vs.size());
-  tbb::parallel_for(std::size_t{0}, vs.size(), [&](std::size_t i) {
+  std::vector<std::size_t> twin(vs.size());
+  std::vector<std::size_t> first, second;
+  for (std::size_t i = 0; i < vs.size(); ++i) {
+    GreedyVariant base = vs[i];
+    base.w_policy = WPolicy::kFillAny;
+    twin[i] = static_cast<std::size_t>(
+        std::find_if(vs.begin(), vs.end(), [&](const GreedyVariant& v) { return v == base; }) -
+        vs.begin());
+    PW_ASSERT(twin[i] <= i, "a variant's kFillAny twin comes first");
+    (twin[i] == i ? first : second).push_back(i);
+  }
+  auto run = [&](std::size_t i) {
     runs[i] = zb_greedy(placement, m, costs, limits, vs[i], name, &timing[i]);
-  });
+  };
+  tbb::parallel_for(std::size_t{0}, first.size(), [&](std::size_t k) { run(first[k]); });
+  std::erase_if(second,
+                [&](std::size_t i) { return !timing[twin[i]].differs_for(vs[i].w_policy); });
+  tbb::parallel_for(std::size_t{0}, second.size(), [&](std::size_t k) { run(second[k]); });
   Schedule best;
   TimePs best_cost = kNever;
   for (std::size_t i = 0; i < vs.size(); ++i)

@@ -25,6 +25,7 @@ enum class WPolicy : std::uint8_t {
                    ///< memory needs it, or no F/B is left on the device
   kLazy,           ///< only when memory needs it or no F/B is left on the device
 };
+inline constexpr int kNumWPolicies = 4;
 
 /// Knobs of one greedy run.
 struct GreedyVariant {
@@ -41,20 +42,30 @@ struct GreedyVariant {
   int stagger_slope = 1;
   /// Emit full backwards (BW) instead of B + W (schedules without the zero-bubble split).
   bool fused_backward = false;
+
+  bool operator==(const GreedyVariant&) const = default;
 };
 
 /// The fixed-cost evaluator's figures for a greedy run's order (sim/evaluator.h EvalResult: cost,
 /// makespan, the largest device peak), computed alongside the run.
+/// Also which other W policies would have decided some W differently on the run's path: a
+/// policy whose bit is clear makes every decision alike, so its run (the variant otherwise the
+/// same) gives the same order, finished or not. Set whether or not the run finishes.
 struct GreedyTiming {
   TimePs cost = 0;
   TimePs makespan = 0;
   double peak_memory = 0;
+  unsigned w_disagree = 0;  ///< bit w set: WPolicy w would have answered otherwise somewhere
+
+  /// Whether the same variant with W policy `w` would have to be run to know its order.
+  bool differs_for(WPolicy w) const { return w_disagree >> static_cast<int>(w) & 1u; }
 };
 
 /// One greedy run. With several pipelines (Placement::num_pipelines), microbatch j runs in
 /// pipeline j * P / m. `limit` is per device in the cost table's memory units (<= 0: none). Returns
 /// an empty schedule (no actions) when the run cannot finish (memory too small to progress).
-/// With `timing`, a finished run also reports what evaluate(schedule, costs) would.
+/// With `timing`, a finished run also reports what evaluate(schedule, costs) would, and any run
+/// which other W policies it would have to be repeated with (GreedyTiming::w_disagree).
 Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs, double limit,
                    const GreedyVariant& variant, const std::string& name,
                    GreedyTiming* timing = nullptr);

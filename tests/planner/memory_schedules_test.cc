@@ -459,6 +459,64 @@ TEST(ZbGreedy, ReportedTimingIsTheEvaluatorsExactly) {
   EXPECT_GT(compared, 500);
 }
 
+// zb_auto and the V curve skip a variant's other W policies where its kFillAny run says they
+// would have decided every W alike (GreedyTiming::w_disagree). By the greedy's definition such a
+// policy follows the same path: checked by running it, on random costs (hops, W holding part of
+// the activation), limits and every variant knob; and the report is not trivially "all agree"
+// or "all differ": both occur, and where a policy differs its order does at least once.
+TEST(ZbGreedy, APolicyThatAgreesAtEveryWGivesTheSameOrder) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> dur(1, 9);
+  std::uniform_real_distribution<double> share(0.0, 1.0);
+  int agreed = 0, differed = 0, order_differed = 0;
+  for (int p : {2, 3, 4, 6}) {
+    for (const Placement& pl : {linear_placement(p), v_placement(p)}) {
+      for (bool uniform : {true, false}) {
+        CostTable costs = make_uniform_cost_table(pl, unit(0.5));
+        for (int st = 0; st < costs.num_stages && !uniform; ++st) {
+          const TimePs f = dur(rng), b = dur(rng), w = dur(rng);
+          costs.time(st, ActionKind::kF) = f;
+          costs.time(st, ActionKind::kB) = b;
+          costs.time(st, ActionKind::kW) = w;
+          costs.time(st, ActionKind::kBW) = b + w;
+          const double a = 0.5 + share(rng), kept = share(rng) * a;
+          costs.mem(st, ActionKind::kF) = a;
+          costs.mem(st, ActionKind::kB) = kept - a;
+          costs.mem(st, ActionKind::kW) = -kept;
+          costs.mem(st, ActionKind::kBW) = -a;
+          costs.comm[st] = dur(rng) / 3;
+        }
+        for (int m : {p, 2 * p + 1})
+          for (double limit : {0.0, 1.0 * p, 2.0 * p})
+            for (bool strict : {false, true})
+              for (int extra : {-1, 1}) {
+                GreedyVariant v;
+                v.strict_f = strict;
+                v.staggered_extra = extra;
+                GreedyTiming t;
+                const Schedule base = zb_greedy(pl, m, costs, limit, v, "zb", &t);
+                EXPECT_FALSE(t.differs_for(WPolicy::kFillAny));  // the run's own policy
+                for (WPolicy w : {WPolicy::kFillKnownGaps, WPolicy::kLookahead, WPolicy::kLazy}) {
+                  GreedyVariant other = v;
+                  other.w_policy = w;
+                  const Schedule s = zb_greedy(pl, m, costs, limit, other, "zb");
+                  if (t.differs_for(w)) {
+                    ++differed;
+                    order_differed += s.actions != base.actions;
+                    continue;
+                  }
+                  ++agreed;
+                  ASSERT_EQ(s.actions, base.actions) << "p=" << p << " m=" << m << " w=" << int(w);
+                }
+              }
+      }
+    }
+  }
+  EXPECT_GT(agreed, 20);
+  EXPECT_GT(differed, 20);
+  EXPECT_GT(order_differed, 0);
+}
+
 // The generators that try candidates in parallel (zero-bubble greedy variants, BitPipe's orders,
 // the V offset search and its reorderings) keep them in a fixed order: one thread or many, the
 // same schedule.
