@@ -393,8 +393,7 @@ Grid cooldown(Grid g, int m, int grid_peak) {
 }
 
 // Slot by slot, a bubble takes the first later pass of its device that can move there without
-// breaking a dependency or raising the device's peak.
-// Returns the grid's peak afterwards (every device's memory is tracked as its row is swept).
+// breaking a dependency or raising the device's peak. Returns the grid's peak afterwards.
 int reorder_greedily(Grid& g, int m) {
   const int p = static_cast<int>(g.size());
   const std::size_t len = grid_len(g);
@@ -413,8 +412,7 @@ int reorder_greedily(Grid& g, int m) {
   int* const later_at = later.data();
   int* const cnt_at = cnt.data();
   int* const idx_at = idx.data();
-  // One pass over each row counts its passes and finds its peak (peak_of's sum, fused).
-  int peak = 0;
+  int peak = 0;  // the grid's, found by the same pass over each row (peak_of's sum)
   for (int i = 0; i < p; ++i) {
     int row_mem = 0;
     for (std::size_t j = 0; j < len; ++j) {
@@ -553,12 +551,10 @@ bool correct(const Grid& g, int m) {
 // The method's first steps: the block repeated for the authors' spare microbatches, cleared to
 // one chain per pass and squeezed. nullopt where the repetition's peak refuses the block. From
 // here on the method is a function of this grid (and p, m, max_mem): blocks that give the same
-// grid give the same schedule.
-// `peak` receives the grid's peak.
-std::optional<Grid> first_squeeze(int p, int m, const VGridPattern& pattern, int max_mem,
-                                  int& peak) {
+// grid give the same schedule. `peak` receives the grid's peak.
+std::optional<Grid> first_squeeze(int p, int m, const VGridPattern& pat, int max_mem, int& peak) {
   const int rm = std::max(m, 2 * p);  // the authors' spare microbatches
-  Grid g = repeat(p, rm, pattern);
+  Grid g = repeat(p, rm, pat);
   clear_invalid(g, rm);
   peak = peak_mem(g);
   if ((m == rm && peak > max_mem) || peak > 2 * p) return std::nullopt;
@@ -675,8 +671,7 @@ VGridSchedules v_grid_schedules(int p, int m, const std::vector<VGridPattern>& p
     } catch (const Reject&) {
     }
   });
-  // In the patterns' order: the first block of each distinct grid is the one finished; refused
-  // blocks share one empty answer.
+  // In the patterns' order: each distinct grid's first block is finished; refused ones share.
   std::map<Grid, std::size_t> seen;
   std::vector<std::size_t> todo;  // per answer: the pattern finished for it (n: refused)
   std::optional<std::size_t> refused;
