@@ -169,11 +169,7 @@ std::vector<std::optional<TradeoffPoint>> grid_points(int p, int m, const Cands&
   // evaluator's checks accept, built once. Each order is timed on it as the evaluator times it
   // (detail::time_orders, same timeline, same peaks); an order that deadlocks is refused.
   std::optional<detail::Flat> flat;
-  std::vector<std::int32_t> id_of;  // (stage, kind, microbatch) -> the graph's action id
-  auto cell = [&](const Action& a) {
-    return (static_cast<std::size_t>(a.stage) * kNumActionKinds + static_cast<int>(a.kind)) * m +
-           static_cast<std::size_t>(a.microbatch);
-  };
+  std::optional<detail::ActionIds> ids;
   for (const std::optional<Schedule>& s : grid.schedules) {
     if (!s) continue;
     try {
@@ -181,28 +177,17 @@ std::vector<std::optional<TradeoffPoint>> grid_points(int p, int m, const Cands&
     } catch (const ConfigError&) {
       continue;  // refused (an order that deadlocks): the next one's graph
     }
-    id_of.assign(static_cast<std::size_t>(2 * p) * kNumActionKinds * m, -1);
-    for (std::size_t id = 0; id < flat->size(); ++id)
-      id_of[cell(flat->g.action[id])] = static_cast<std::int32_t>(id);
+    ids.emplace(*flat, 2 * p, m);
     break;
   }
   std::vector<std::optional<TradeoffPoint>> answer(grid.schedules.size());
   tbb::parallel_for(std::size_t{0}, answer.size(), [&](std::size_t u) {
     const std::optional<Schedule>& s = grid.schedules[u];
     if (!s || !flat) return;
-    detail::Orders ord(static_cast<std::size_t>(p));
-    std::size_t mapped = 0;
-    for (int d = 0; d < p; ++d) {
-      ord[d].reserve(s->actions[d].size());
-      for (const Action& a : s->actions[d]) {
-        ord[d].push_back(id_of[cell(a)]);
-        mapped += ord[d].back() >= 0;
-      }
-    }
-    PW_ASSERT(mapped == flat->size() && mapped == s->total_actions(),
-              "v_grid schedules hold different passes");
+    const std::optional<detail::Orders> ord = ids->orders_of(*s);
+    PW_ASSERT(ord.has_value(), "v_grid schedules hold different passes");
     detail::Timeline tl;
-    if (!detail::time_orders(*flat, ord, tl)) return;
+    if (!detail::time_orders(*flat, *ord, tl)) return;
     TradeoffPoint pt;
     pt.grid = true;
     pt.makespan = tl.makespan;

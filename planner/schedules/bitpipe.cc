@@ -29,9 +29,10 @@
 #include <limits>
 
 #include "core/error.h"
+#include "planner/schedules/block_reorder.h"
 #include "planner/schedules/memory_family.h"
+#include "planner/schedules/order_timing.h"
 #include "planner/schedules/zb_auto.h"
-#include "sim/evaluator.h"
 
 namespace pw {
 namespace {
@@ -120,12 +121,6 @@ std::vector<std::vector<Action>> time_expanded_order(const Placement& pl, int m,
   return out;
 }
 
-double peak(const EvalResult& r) {
-  double pk = 0;
-  for (const DeviceStats& d : r.device) pk = std::max(pk, d.peak_memory);
-  return pk;
-}
-
 }  // namespace
 
 Placement bitpipe_placement(int p, int num_layers) {
@@ -203,11 +198,30 @@ Schedule generate_bitpipe(const GeneratorParams& gp) {
       v.fused_backward = true;
       cand[i] = zb_greedy(pl, gp.m, costs, limit, v, "bitpipe");
     }
-    if (cand[i].actions.empty()) return;
-    const EvalResult r = evaluate(cand[i], costs);
-    pk[i] = peak(r);
-    makespan[i] = r.makespan;
   });
+  // Every candidate holds the same passes (F and BW of every stage and microbatch) in another
+  // order, so one dependency graph serves them all: the first candidate's, built once, each
+  // order timed on it as the evaluator times it (detail::time_orders; peaks by order_peaks, the
+  // evaluator's too). An order that deadlocks is no candidate.
+  const std::size_t first = static_cast<std::size_t>(
+      std::find_if(cand.begin(), cand.end(), [](const Schedule& c) { return !c.actions.empty(); }) -
+      cand.begin());
+  if (first < cand.size()) {
+    const detail::Flat flat(cand[first], costs);
+    const detail::ActionIds ids(flat, pl.num_stages(), gp.m);
+    tbb::parallel_for(std::size_t{0}, cand.size(), [&](std::size_t i) {
+      if (cand[i].actions.empty()) return;
+      const std::optional<detail::Orders> ord = ids.orders_of(cand[i]);
+      PW_ASSERT(ord.has_value(), "bitpipe candidates hold different passes");
+      detail::Timeline tl;
+      if (!detail::time_orders(flat, *ord, tl)) {
+        cand[i].actions.clear();
+        return;
+      }
+      for (const double x : order_peaks(cand[i], costs)) pk[i] = std::max(pk[i], x);
+      makespan[i] = tl.makespan;
+    });
+  }
   for (std::size_t i = 0; i < cand.size(); ++i) {
     if (cand[i].actions.empty()) continue;
     smallest_peak = std::min(smallest_peak, pk[i]);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace pw::detail {
 
 Flat::Flat(const Schedule& s, const CostTable& costs) : g(build_dependency_graph(s)) {
@@ -85,6 +87,43 @@ void write_orders(const Flat& f, const Orders& ord, Schedule& s) {
     out.clear();
     for (const std::int32_t id : ord[d]) out.push_back(f.g.action[id]);
   }
+}
+
+ActionIds::ActionIds(const Flat& f, int num_stages, int num_microbatches)
+    : stages_(num_stages), m_(num_microbatches), size_(f.size()) {
+  id_.assign(static_cast<std::size_t>(num_stages) * kNumActionKinds * num_microbatches, -1);
+  for (std::size_t id = 0; id < f.size(); ++id) {
+    const Action& a = f.g.action[id];
+    PW_ASSERT(a.stage >= 0 && a.stage < stages_ && a.microbatch >= 0 && a.microbatch < m_,
+              "ActionIds: a pass outside its stages and microbatches");
+    id_[cell(a)] = static_cast<std::int32_t>(id);
+  }
+  f_device_.assign(f.g.device_of.begin(), f.g.device_of.end());
+}
+
+std::size_t ActionIds::cell(const Action& a) const {
+  return (static_cast<std::size_t>(a.stage) * kNumActionKinds + static_cast<int>(a.kind)) * m_ +
+         static_cast<std::size_t>(a.microbatch);
+}
+
+std::optional<Orders> ActionIds::orders_of(const Schedule& s) const {
+  Orders ord(s.actions.size());
+  std::vector<char> seen(size_, 0);
+  std::size_t mapped = 0;
+  for (std::size_t d = 0; d < s.actions.size(); ++d) {
+    ord[d].reserve(s.actions[d].size());
+    for (const Action& a : s.actions[d]) {
+      if (a.stage < 0 || a.stage >= stages_ || a.microbatch < 0 || a.microbatch >= m_)
+        return std::nullopt;
+      const std::int32_t id = id_[cell(a)];
+      if (id < 0 || seen[id] || f_device_[id] != static_cast<int>(d)) return std::nullopt;
+      seen[id] = 1;
+      ord[d].push_back(id);
+      ++mapped;
+    }
+  }
+  if (mapped != size_) return std::nullopt;
+  return ord;
 }
 
 }  // namespace pw::detail

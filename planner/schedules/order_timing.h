@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "core/cost_table.h"
@@ -59,5 +60,22 @@ bool time_orders(const Flat& f, const Orders& ord, Timeline& tl);
 Orders graph_orders(const Flat& f);
 /// Writes `ord` back into `s`'s per-device action lists.
 void write_orders(const Flat& f, const Orders& ord, Schedule& s);
+
+/// The Flat's action ids by (stage, kind, microbatch), to time other orders of the same passes
+/// on its graph: candidates that only reorder one schedule's passes share one Flat.
+class ActionIds {
+ public:
+  ActionIds(const Flat& f, int num_stages, int num_microbatches);
+  /// `s`'s per-device orders as the Flat's ids; nullopt when `s` holds other passes than the
+  /// Flat's (one missing, one more, or one of another stage, kind or microbatch).
+  std::optional<Orders> orders_of(const Schedule& s) const;
+
+ private:
+  std::size_t cell(const Action& a) const;
+  int stages_, m_;
+  std::size_t size_;
+  std::vector<std::int32_t> id_;        // -1: no such pass in the Flat
+  std::vector<std::int32_t> f_device_;  // per id: its device
+};
 
 }  // namespace pw::detail
