@@ -265,13 +265,13 @@ void add_greedy_points(int p, int m, const CostTable& costs, std::vector<Tradeof
     pt.cost = r.cost;
   };
   constexpr std::size_t kPolicies = 3;  // per level, kFillAny first
-  std::vector<std::size_t> first, second;
-  for (std::size_t i = 0; i < runs.size(); ++i) (i % kPolicies == 0 ? first : second).push_back(i);
-  tbb::parallel_for(std::size_t{0}, first.size(), [&](std::size_t k) { run(first[k]); });
-  std::erase_if(second, [&](std::size_t i) {
-    return !timing[i - i % kPolicies].differs_for(runs[i].greedy_variant.w_policy);
-  });
-  tbb::parallel_for(std::size_t{0}, second.size(), [&](std::size_t k) { run(second[k]); });
+  std::vector<std::size_t> twin(runs.size());
+  std::vector<WPolicy> policy(runs.size());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    twin[i] = i - i % kPolicies;
+    policy[i] = runs[i].greedy_variant.w_policy;
+  }
+  run_greedy_twins(twin, policy, timing, run);
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (finished[i]) insert_point(front, std::move(runs[i]));
 }

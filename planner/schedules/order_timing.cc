@@ -90,7 +90,7 @@ void write_orders(const Flat& f, const Orders& ord, Schedule& s) {
 }
 
 ActionIds::ActionIds(const Flat& f, int num_stages, int num_microbatches)
-    : stages_(num_stages), m_(num_microbatches), size_(f.size()) {
+    : f_(&f), stages_(num_stages), m_(num_microbatches) {
   id_.assign(static_cast<std::size_t>(num_stages) * kNumActionKinds * num_microbatches, -1);
   for (std::size_t id = 0; id < f.size(); ++id) {
     const Action& a = f.g.action[id];
@@ -98,7 +98,6 @@ ActionIds::ActionIds(const Flat& f, int num_stages, int num_microbatches)
               "ActionIds: a pass outside its stages and microbatches");
     id_[cell(a)] = static_cast<std::int32_t>(id);
   }
-  f_device_.assign(f.g.device_of.begin(), f.g.device_of.end());
 }
 
 std::size_t ActionIds::cell(const Action& a) const {
@@ -108,7 +107,9 @@ std::size_t ActionIds::cell(const Action& a) const {
 
 std::optional<Orders> ActionIds::orders_of(const Schedule& s) const {
   Orders ord(s.actions.size());
-  std::vector<char> seen(size_, 0);
+  const std::size_t size = f_->size();
+  const auto& device_of = f_->g.device_of;
+  std::vector<char> seen(size, 0);
   std::size_t mapped = 0;
   for (std::size_t d = 0; d < s.actions.size(); ++d) {
     ord[d].reserve(s.actions[d].size());
@@ -116,13 +117,13 @@ std::optional<Orders> ActionIds::orders_of(const Schedule& s) const {
       if (a.stage < 0 || a.stage >= stages_ || a.microbatch < 0 || a.microbatch >= m_)
         return std::nullopt;
       const std::int32_t id = id_[cell(a)];
-      if (id < 0 || seen[id] || f_device_[id] != static_cast<int>(d)) return std::nullopt;
+      if (id < 0 || seen[id] || device_of[id] != static_cast<int>(d)) return std::nullopt;
       seen[id] = 1;
       ord[d].push_back(id);
       ++mapped;
     }
   }
-  if (mapped != size_) return std::nullopt;
+  if (mapped != size) return std::nullopt;
   return ord;
 }
 

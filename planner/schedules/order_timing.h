@@ -62,7 +62,8 @@ Orders graph_orders(const Flat& f);
 void write_orders(const Flat& f, const Orders& ord, Schedule& s);
 
 /// The Flat's action ids by (stage, kind, microbatch), to time other orders of the same passes
-/// on its graph: candidates that only reorder one schedule's passes share one Flat.
+/// on its graph: candidates that only reorder one schedule's passes share one Flat. It reads the
+/// Flat's devices and size from the Flat, which must outlive it.
 class ActionIds {
  public:
   ActionIds(const Flat& f, int num_stages, int num_microbatches);
@@ -72,10 +73,9 @@ class ActionIds {
 
  private:
   std::size_t cell(const Action& a) const;
+  const Flat* f_;
   int stages_, m_;
-  std::size_t size_;
-  std::vector<std::int32_t> id_;        // -1: no such pass in the Flat
-  std::vector<std::int32_t> f_device_;  // per id: its device
+  std::vector<std::int32_t> id_;  // -1: no such pass in the Flat
 };
 
 }  // namespace pw::detail

@@ -383,6 +383,21 @@ Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs,
   return s;
 }
 
+void run_greedy_twins(const std::vector<std::size_t>& twin, const std::vector<WPolicy>& policy,
+                      const std::vector<GreedyTiming>& timing,
+                      const std::function<void(std::size_t)>& run) {
+  PW_ASSERT(policy.size() == twin.size() && timing.size() == twin.size(),
+            "run_greedy_twins: one twin, policy and timing per run");
+  std::vector<std::size_t> first, second;
+  for (std::size_t i = 0; i < twin.size(); ++i) {
+    PW_ASSERT(twin[i] <= i, "a run's kFillAny twin comes first");
+    (twin[i] == i ? first : second).push_back(i);
+  }
+  tbb::parallel_for(std::size_t{0}, first.size(), [&](std::size_t k) { run(first[k]); });
+  std::erase_if(second, [&](std::size_t i) { return !timing[twin[i]].differs_for(policy[i]); });
+  tbb::parallel_for(std::size_t{0}, second.size(), [&](std::size_t k) { run(second[k]); });
+}
+
 Schedule zb_auto(const Placement& placement, int m, const CostTable& costs, double limit,
                  const std::string& name) {
   return zb_auto(placement, m, costs, std::vector<double>(placement.num_devices, limit), name);
@@ -399,23 +414,18 @@ Schedule zb_auto(const Placement& placement, int m, const CostTable& costs,
   std::vector<Schedule> runs(vs.size());
   std::vector<GreedyTiming> timing(vs.size());
   std::vector<std::size_t> twin(vs.size());
-  std::vector<std::size_t> first, second;
+  std::vector<WPolicy> policy(vs.size());
   for (std::size_t i = 0; i < vs.size(); ++i) {
     GreedyVariant base = vs[i];
     base.w_policy = WPolicy::kFillAny;
     twin[i] = static_cast<std::size_t>(
         std::find_if(vs.begin(), vs.end(), [&](const GreedyVariant& v) { return v == base; }) -
         vs.begin());
-    PW_ASSERT(twin[i] <= i, "a variant's kFillAny twin comes first");
-    (twin[i] == i ? first : second).push_back(i);
+    policy[i] = vs[i].w_policy;
   }
-  auto run = [&](std::size_t i) {
+  run_greedy_twins(twin, policy, timing, [&](std::size_t i) {
     runs[i] = zb_greedy(placement, m, costs, limits, vs[i], name, &timing[i]);
-  };
-  tbb::parallel_for(std::size_t{0}, first.size(), [&](std::size_t k) { run(first[k]); });
-  std::erase_if(second,
-                [&](std::size_t i) { return !timing[twin[i]].differs_for(vs[i].w_policy); });
-  tbb::parallel_for(std::size_t{0}, second.size(), [&](std::size_t k) { run(second[k]); });
+  });
   Schedule best;
   TimePs best_cost = kNever;
   for (std::size_t i = 0; i < vs.size(); ++i)

@@ -8,6 +8,7 @@
 /// memory), else it waits for the next pass to become ready. Several variants (how strictly W
 /// may fill a gap, how many forwards the warm-up may run ahead) are tried and the best kept.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,16 @@ Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs, do
 Schedule zb_greedy(const Placement& placement, int m, const CostTable& costs,
                    const std::vector<double>& limits, const GreedyVariant& variant,
                    const std::string& name, GreedyTiming* timing = nullptr);
+
+/// Runs the greedy runs 0..twin.size()-1 (`run(i)` runs run i and fills timing[i]) as zb_auto's
+/// variants and the V curve's greedy points are run: first, in parallel, every run that is its
+/// own kFillAny twin (twin[i] == i, the same variant with WPolicy::kFillAny); then, in parallel,
+/// each other run whose twin's timing says its W policy `policy[i]` would have decided some W
+/// otherwise (GreedyTiming::differs_for). The runs left out would repeat their twin's order, so
+/// with every twin ahead of its runs in the callers' order, leaving them out changes no pick.
+void run_greedy_twins(const std::vector<std::size_t>& twin, const std::vector<WPolicy>& policy,
+                      const std::vector<GreedyTiming>& timing,
+                      const std::function<void(std::size_t)>& run);
 
 /// Tries the variants and returns the schedule with the smallest zero-bubble cost (ties: the
 /// first variant). Throws ConfigError("", "--memory-limit", ...) naming the smallest feasible

@@ -122,5 +122,25 @@ TEST(ZbGreedy, APolicyThatAgreesAtEveryWGivesTheSameOrder) {
   EXPECT_GT(order_differed, 0);
 }
 
+// run_greedy_twins: every twin runs; another run only where its twin's timing names its W
+// policy, and only after the twin has run. By hand: runs 0-2 are one variant under the three
+// policies, 3-4 another under kFillAny and kLookahead. Twin 0 met a W that kLookahead would have
+// decided otherwise (bit 2), twin 3 none: runs 0, 2 and 3 run; 1 and 4 repeat their twin.
+TEST(ZbGreedy, TwinRunsRepeatOnlyWhereTheirPolicyDiffers) {
+  const std::vector<std::size_t> twin = {0, 0, 0, 3, 3};
+  const std::vector<WPolicy> policy = {WPolicy::kFillAny, WPolicy::kFillKnownGaps,
+                                       WPolicy::kLookahead, WPolicy::kFillAny, WPolicy::kLookahead};
+  std::vector<GreedyTiming> timing(twin.size());
+  std::vector<int> ran(twin.size(), 0);
+  std::vector<int> twin_done_before(twin.size(), 0);
+  run_greedy_twins(twin, policy, timing, [&](std::size_t i) {
+    ran[i] = 1;
+    if (twin[i] != i) twin_done_before[i] = ran[twin[i]];
+    if (i == 0) timing[i].w_disagree = 1u << static_cast<int>(WPolicy::kLookahead);
+  });
+  EXPECT_EQ(ran, (std::vector<int>{1, 0, 1, 1, 0}));
+  EXPECT_EQ(twin_done_before[2], 1);
+}
+
 }  // namespace
 }  // namespace pw
