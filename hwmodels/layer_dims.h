@@ -33,6 +33,12 @@ double expert_rows(const ModelShape& m, const WorkloadOptions& o, const Dims& d)
 
 // The GEMMs a sequence-parallel collective of `pass` is paired with (see StageCosts::hide_f).
 bool tp_paired(const LayerOp& op, Pass pass);
+// The paired GEMMs Transformer Engine's userbuffers overlap splits into tp chunks of rows
+// (NeMo's userbuffers configurations, nemo/collections/llm/recipes/tp_overlap_configs/
+// userbuffers.py: qkv/fc1 fprop and proj/fc2 dgrad as ring exchanges of t steps, proj/fc2 fprop
+// as ring exchanges or pipelined reduce-scatters of num_splits = 4 = t chunks in the t = 4
+// configurations); qkv/fc1 dgrad and the weight gradients overlap in bulk, unsplit.
+bool tp_overlap_split(const LayerOp& op, Pass pass);
 // Attention-core GEMMs (scores, context): both operands are activations.
 bool is_attention_core(const LayerOp& op);
 // The kernels of the attention core, GEMMs and the softmax/dropout between them (what a

@@ -14,7 +14,37 @@ using detail::Dims;
 using detail::dims;
 using detail::in_attention_core;
 using detail::kAct;
+using detail::tp_overlap_split;
 using detail::tp_paired;
+
+namespace {
+
+// A pass's GEMMs paired with its sequence-parallel collectives: the time they can hide the
+// collectives under (StageCosts::hide_f) and what splitting them into t row chunks adds to the
+// pass (tp_comm_overlap; t GEMMs of 1/t of the rows each, the first or last chunk exposed).
+struct PairedGemms {
+  TimePs hide = 0, extra = 0;
+};
+PairedGemms paired_gemms(const std::vector<LayerOp>& ops, Pass pass, const GpuModel& gpu,
+                         const WorkloadOptions& o) {
+  PairedGemms p;
+  for (const LayerOp& op : ops) {
+    if (!tp_paired(op, pass)) continue;
+    const TimePs g = ops_time({op}, gpu, o.dtype);
+    if (o.tp_comm_overlap && tp_overlap_split(op, pass)) {
+      LayerOp piece = op;
+      piece.m = (op.m + o.tp - 1) / o.tp;
+      const TimePs chunk = ops_time({piece}, gpu, o.dtype);
+      p.extra += o.tp * chunk - g;
+      p.hide += (o.tp - 1) * chunk;
+    } else {
+      p.hide += g - g / o.tp;
+    }
+  }
+  return p;
+}
+
+}  // namespace
 
 StageRole stage_role(int index, int stages, bool mtp_standalone) {
   StageRole r;
@@ -69,13 +99,9 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
       auto ops = layer_ops(m, o, passes[i], moe);
       *times[i] += static_cast<TimePs>(layers) * ops_time(ops, gpu, o.dtype);
       if (o.sequence_parallel && o.tp > 1) {
-        TimePs hide = 0;
-        for (const LayerOp& op : ops) {
-          if (!tp_paired(op, passes[i])) continue;
-          const TimePs g = ops_time({op}, gpu, o.dtype);
-          hide += g - g / o.tp;
-        }
-        *hides[i] += static_cast<TimePs>(layers) * hide;
+        const PairedGemms pg = paired_gemms(ops, passes[i], gpu, o);
+        *times[i] += static_cast<TimePs>(layers) * pg.extra;
+        *hides[i] += static_cast<TimePs>(layers) * pg.hide;
       }
       TimePs attn = 0;
       for (const LayerOp& op : ops)
@@ -102,12 +128,11 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
     if (mtp > 0) {
       std::vector<LayerOp> ops = mtp_ops(m, o, passes[i]);
       std::vector<TpComm> depth = mtp_tp_comms(m, o, passes[i]);
-      if (o.sequence_parallel && o.tp > 1)
-        for (const LayerOp& op : ops)
-          if (tp_paired(op, passes[i])) {
-            const TimePs g = ops_time({op}, gpu, o.dtype);
-            *hides[i] += static_cast<TimePs>(mtp) * (g - g / o.tp);
-          }
+      if (o.sequence_parallel && o.tp > 1) {
+        const PairedGemms pg = paired_gemms(ops, passes[i], gpu, o);
+        *times[i] += static_cast<TimePs>(mtp) * pg.extra;
+        *hides[i] += static_cast<TimePs>(mtp) * pg.hide;
+      }
       if (passes[i] != Pass::kRecompute) {
         std::vector<LayerOp> parts = embedding_ops(m, o, passes[i]);
         std::vector<TpComm> part_comms = embedding_tp_comms(m, o, passes[i]);

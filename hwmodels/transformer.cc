@@ -50,6 +50,7 @@ WorkloadOptions workload_options(const ParallelConfig& p, bool flash_attention) 
   o.etp = p.expert_tp();
   PW_ASSERT(p.fp8 == "off" || p.fp8 == "e4m3" || p.fp8 == "hybrid", "unvalidated fp8 " + p.fp8);
   o.fp8 = p.fp8 != "off";
+  o.tp_comm_overlap = p.tp_comm_overlap && o.sequence_parallel;
   return o;
 }
 
@@ -243,6 +244,13 @@ bool tp_paired(const LayerOp& op, Pass pass) {
                       n == "shared_up" || n == "mtp_eh_proj";
   const bool row = n == "proj" || n == "mlp_down" || n == "shared_down";
   return pass == Pass::kBackwardWeight ? column : column || row;
+}
+
+bool tp_overlap_split(const LayerOp& op, Pass pass) {
+  if (!tp_paired(op, pass) || pass == Pass::kBackwardWeight) return false;
+  if (pass != Pass::kBackwardInput) return true;
+  const std::string n = op.name;
+  return n == "proj" || n == "mlp_down" || n == "shared_down";
 }
 
 bool is_attention_core(const LayerOp& op) {

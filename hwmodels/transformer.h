@@ -42,6 +42,10 @@ struct WorkloadOptions {
   int ep = 1;        ///< expert parallel: each rank holds num_experts / ep experts
   int etp = 1;       ///< expert tensor parallel: expert FFN width split etp ways
   bool fp8 = false;  ///< linear-layer GEMMs in FP8 (attention core stays bf16)
+  /// Megatron / Transformer Engine tp_comm_overlap (with sequence parallelism, tp > 1): the
+  /// GEMMs its ring exchanges and pipelined reduce-scatters run beside are computed in tp row
+  /// chunks (StageCosts::hide_f).
+  bool tp_comm_overlap = false;
 };
 
 /// Builds options from the IR's ParallelConfig (recompute and fp8 strings already validated).
@@ -206,7 +210,10 @@ struct StageCosts {
   /// all-gather feeds or a reduce-scatter drains (qkv, proj, mlp up/down and the shared
   /// expert's in F and R; their input-gradient GEMMs in B; the qkv and mlp-up weight-gradient
   /// GEMMs beside the re-gather of their inputs in W). The ring's first (all-gather) or last
-  /// (reduce-scatter) chunk of 1/t cannot overlap.
+  /// (reduce-scatter) chunk of 1/t cannot overlap. With WorkloadOptions::tp_comm_overlap the
+  /// GEMMs Transformer Engine splits (detail::tp_overlap_split: the F/R ones and the B input
+  /// gradients of proj and mlp down) run as t GEMMs of 1/t of the rows each, priced so in the
+  /// pass time, and the hideable part is t - 1 of those chunks.
   TimePs hide_f = 0, hide_b = 0, hide_w = 0, hide_r = 0;
   /// Per pass, the attention core's time (scores, softmax, context; the fused kernel): what a
   /// context-parallel ring step runs under (cp_ring_exposed).

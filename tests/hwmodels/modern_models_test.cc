@@ -244,6 +244,52 @@ TEST(ModernModels, TpCommOverlapHidesUnderThePairedGemmsLessOneRingChunk) {
   EXPECT_EQ(overlapped_pass_time(10, 20, 5), 10);  // never more hidden than the compute
 }
 
+TEST(ModernModels, TpCommOverlapSplitsTheRingExchangeGemmsIntoTRowChunks) {
+  // The same layer at t = 4 with WorkloadOptions::tp_comm_overlap: Transformer Engine runs the
+  // F (and R) GEMMs beside the sequence-parallel collectives and the input gradients of proj and
+  // mlp down in B as t GEMMs of s/t rows (NeMo's userbuffers configurations: ring exchanges,
+  // pipelined reduce-scatters of 4 chunks); qkv and mlp-up input gradients and the W GEMMs
+  // overlap in bulk, unsplit. A split GEMM adds t x gemm(s/t) - gemm(s) to its pass and hides
+  // (t - 1) x gemm(s/t); an unsplit one hides gemm - gemm / t and adds nothing.
+  ModelShape m{"t", 2, 1024, 16, 4096, 2048, 32000};
+  const GpuModel gpu(resolve_profile("dgx-h100", "", "", "").gpu);
+  WorkloadOptions o;
+  o.tp = 4;
+  o.sequence_parallel = true;
+  o.flash_attention = true;
+  o.recompute = Recompute::kFull;
+  const StageCosts plain = stage_costs_for(m, gpu, o, 1, 0, false, false);
+  o.tp_comm_overlap = true;
+  const StageCosts split = stage_costs_for(m, gpu, o, 1, 0, false, false);
+  const long long s = 2048, h = 1024, f = 4096, t = 4;
+  auto gemm = [&](long long mm, long long n, long long k) {
+    return gpu.gemm_time(mm, n, k, DType::kBf16);
+  };
+  auto added = [&](long long n, long long k) { return t * gemm(s / t, n, k) - gemm(s, n, k); };
+  auto hidden = [&](long long n, long long k) { return (t - 1) * gemm(s / t, n, k); };
+  auto whole = [&](long long mm, long long n, long long k) {
+    return gemm(mm, n, k) - gemm(mm, n, k) / t;
+  };
+  const TimePs f_added = added(3 * h / t, h) + added(h, h / t) + added(f / t, h) + added(h, f / t);
+  EXPECT_EQ(split.f, plain.f + f_added);
+  EXPECT_EQ(split.r, plain.r + f_added);
+  EXPECT_EQ(split.hide_f,
+            hidden(3 * h / t, h) + hidden(h, h / t) + hidden(f / t, h) + hidden(h, f / t));
+  EXPECT_EQ(split.hide_r, split.hide_f);
+  // B: proj's input gradient (s x h/t from s x h) and mlp down's (s x f/t) split; qkv's
+  // (s x h) and mlp up's (s x h) whole.
+  EXPECT_EQ(split.b, plain.b + added(h / t, h) + added(f / t, h));
+  EXPECT_EQ(split.hide_b,
+            whole(s, h, 3 * h / t) + hidden(h / t, h) + whole(s, h, f / t) + hidden(f / t, h));
+  EXPECT_EQ(split.w, plain.w);
+  EXPECT_EQ(split.hide_w, plain.hide_w);
+  // Without sequence parallelism there is nothing to overlap: the option changes nothing.
+  o.sequence_parallel = false;
+  const StageCosts nosp = stage_costs_for(m, gpu, o, 1, 0, false, false);
+  o.tp_comm_overlap = false;
+  EXPECT_EQ(nosp.f, stage_costs_for(m, gpu, o, 1, 0, false, false).f);
+}
+
 TEST(ModernModels, MegatronModelStateIs18BytesPerParameterAnd6Plus12OverD) {
   // Megatron-LM's distributed-optimizer table (docs/source/api-guide/dist_optimizer.md), bf16
   // parameters with fp32 gradients: 18 bytes per parameter without the distributed optimizer,
