@@ -214,18 +214,29 @@ TEST(ModernModels, ExpertStateIsShardedOverTheExpertDataParallelGroup) {
                    4 * (1e9 / 16 + 3e9 / 2));
 }
 
-TEST(ModernModels, TpCommOverlapHidesUnderThePairedGemmsLessOneRingChunk) {
-  // GPT-style layer (GELU, f = 4h), h = 1024, s = 2048, t = 2 with sequence parallelism. The
-  // hideable time of each pass is (t-1)/t of the GEMMs beside its sequence-parallel collectives:
-  // F: qkv (s x 3h/t x h), proj (s x h x h/t), mlp up (s x f/t x h), mlp down (s x h x f/t);
-  // B: their input gradients (m x k from m x n times n x k); W: the qkv and mlp-up weight
-  // gradients (k x n over m), beside the re-gather of their inputs.
+// A GPT-style layer (GELU, f = 4h), h = 1024, s = 2048, on an H100, sequence-parallel at `t`
+// with fused attention: the TP-overlap tests' layer.
+struct SpLayer {
   ModelShape m{"t", 2, 1024, 16, 4096, 2048, 32000};
-  const GpuModel gpu(resolve_profile("dgx-h100", "", "", "").gpu);
+  GpuModel gpu{resolve_profile("dgx-h100", "", "", "").gpu};
   WorkloadOptions o;
-  o.tp = 2;
-  o.sequence_parallel = true;
-  o.flash_attention = true;
+  explicit SpLayer(int t) {
+    o.tp = t;
+    o.sequence_parallel = true;
+    o.flash_attention = true;
+  }
+};
+
+TEST(ModernModels, TpCommOverlapHidesUnderThePairedGemmsLessOneRingChunk) {
+  // The layer at t = 2. The hideable time of each pass is (t-1)/t of the GEMMs beside its
+  // sequence-parallel collectives: F: qkv (s x 3h/t x h), proj (s x h x h/t), mlp up
+  // (s x f/t x h), mlp down (s x h x f/t); B: their input gradients (m x k from m x n times
+  // n x k); W: the qkv and mlp-up weight gradients (k x n over m), beside the re-gather of their
+  // inputs.
+  SpLayer l(2);
+  const ModelShape& m = l.m;
+  const GpuModel& gpu = l.gpu;
+  WorkloadOptions& o = l.o;
   const StageCosts c = stage_costs_for(m, gpu, o, 1, 0, false, false);
   auto g = [&](long long mm, long long n, long long k) {
     const TimePs t = gpu.gemm_time(mm, n, k, DType::kBf16);
@@ -251,12 +262,10 @@ TEST(ModernModels, TpCommOverlapSplitsTheRingExchangeGemmsIntoTRowChunks) {
   // pipelined reduce-scatters of 4 chunks); qkv and mlp-up input gradients and the W GEMMs
   // overlap in bulk, unsplit. A split GEMM adds t x gemm(s/t) - gemm(s) to its pass and hides
   // (t - 1) x gemm(s/t); an unsplit one hides gemm - gemm / t and adds nothing.
-  ModelShape m{"t", 2, 1024, 16, 4096, 2048, 32000};
-  const GpuModel gpu(resolve_profile("dgx-h100", "", "", "").gpu);
-  WorkloadOptions o;
-  o.tp = 4;
-  o.sequence_parallel = true;
-  o.flash_attention = true;
+  SpLayer l(4);
+  const ModelShape& m = l.m;
+  const GpuModel& gpu = l.gpu;
+  WorkloadOptions& o = l.o;
   o.recompute = Recompute::kFull;
   const StageCosts plain = stage_costs_for(m, gpu, o, 1, 0, false, false);
   o.tp_comm_overlap = true;
