@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <Eigen/Dense>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -130,19 +131,30 @@ double loop_once(int attempt, std::string* why) {
   return median;
 }
 
-/// Fixed arithmetic work of about 0.1 s on one core (a dependency chain the compiler cannot drop).
+/// Fixed work of about 0.1 s on one core, of the kind the executor's ranks do: float64 GEMMs of
+/// the loop model's MLP shape (128 tokens x 160 -> 640). A GEMM is bound by the core's vector
+/// units and caches, so two of them at once slow each other down wherever the two CPUs share
+/// those (hyperthreads of one physical core under a VM's 2 "cores", or a busy neighbour's
+/// work on the same core); a latency-bound scalar chain would not see that (stop 57's CI
+/// log: every pass 2x its calibrated time, the scalar probe at 1x).
 double spin_seconds() {
+  const Eigen::MatrixXd x = Eigen::MatrixXd::Constant(128, 160, 0.5);
+  const Eigen::MatrixXd w = Eigen::MatrixXd::Constant(160, 640, 1e-3);
+  Eigen::MatrixXd y(128, 640);
   const auto start = std::chrono::steady_clock::now();
-  volatile double sink = 0;
-  double x = 1.0;
-  for (long i = 0; i < 60'000'000; ++i) x = x * 1.0000001 + 1e-9;
-  sink = x;
-  (void)sink;
+  double sink = 0;
+  for (int i = 0; i < 100; ++i) {
+    y.noalias() = x * w;
+    sink += y(i % 128, i % 640);
+  }
+  volatile double keep = sink;
+  (void)keep;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 /// How much slower the same work runs on two threads at once than on one: about 1 when two cores
-/// are free, about 2 when outside work holds one of them. The loop's two ranks need two cores:
+/// are free, about 2 when outside work holds one of them or the two share one core's units. The
+/// loop's two ranks need two cores:
 /// the model predicts them overlapping, and on one shared core they run one after the other
 /// (the CI log of stop 50: every action within 21% of its calibrated time, the iteration 55%
 /// over, i.e. the sum of both ranks' passes), which is the machine and not the model.
