@@ -56,7 +56,8 @@ std::string gpu_designator(const std::string& device);
 /// parameter, fp32 state and bf16 weight/gradient, against 56 in the executor, whose parameters,
 /// gradients and both moments are float64: reads 4 x 8, writes 3 x 8), 1 for the element-wise
 /// throughput (the fit to the executor's layer passes, and layer_mix, already count model bytes),
-/// 2/8 for messages (the model sends bf16 activations, the executor float64).
+/// 2/8 for messages (the model sends bf16 activations, the executor float64). The first serves
+/// only raw files without the executor's measured Adam step (whose fit counts model bytes).
 inline constexpr double kCpuMemoryBytesRatio = 0.5;
 inline constexpr double kCpuElementwiseBytesRatio = 1.0;
 inline constexpr double kCpuLinkBytesRatio = 0.25;

@@ -14,6 +14,7 @@
 #include "calibration/gemm_shapes.h"
 #include "executor/memory.h"
 #include "executor/model.h"
+#include "hwmodels/optimizer.h"
 
 namespace pw::calibration {
 namespace {
@@ -296,6 +297,40 @@ std::vector<LayerSample> bench_layer_passes(const CpuBenchOptions& o, double bud
   return out;
 }
 
+/// The executor's own optimizer step (exec::StageModel::adam_step over a stage of 1, 2, 4 and 8
+/// layers of h = 256: 0.8 M to 6.3 M parameters, beyond the caches as an executor rank's stage
+/// is). Recorded in the workload model's bytes (hw::kAdamBytesPerParam per parameter, as
+/// layer_mix records model bytes), so the fitted rate is the profile's streaming figure that
+/// makes hwmodels' Adam (hw::adam_step_time) take the executor's measured time: the float64
+/// step makes three passes over its state and divides and takes square roots, which a copy
+/// kernel's bandwidth does not show (the closed loop's optimizer read 12x its prediction).
+std::vector<MemorySample> bench_adam_step(const CpuBenchOptions& o, double budget) {
+  std::vector<MemorySample> out;
+  constexpr int kHidden = 256;
+  const std::vector<int> layers{1, 2, 4, 8};
+  int step = 0;
+  for (int n : layers) {
+    if (o.progress)
+      o.progress(fmt::format("executor Adam step {}/{} layers={}", ++step, layers.size(), n));
+    ModelShape shape{"calibration", n,  kHidden, std::max(1, kHidden / o.head_dim),
+                     4 * kHidden,   64, 64};
+    ParallelConfig pc;
+    pc.micro_batch_size = 1;
+    exec::ModelDims dims = exec::make_model_dims(shape, pc, 1, "calibration");
+    exec::StageModel m(dims, 0, n, false, false, 0, 1, 1.0, nullptr);
+    int t = 0;
+    Timing time = time_calls(
+        [&] {
+          m.adam_step(1e-9, ++t);
+          g_sink = g_sink + m.tensors()[0].value(0, 0);
+        },
+        budget, o.min_iterations);
+    out.push_back({"adam_step", "fp64",
+                   static_cast<double>(m.num_parameters()) * hw::kAdamBytesPerParam, time});
+  }
+  return out;
+}
+
 double bench_call_overhead() {
   Eigen::MatrixXd a = Eigen::MatrixXd::Random(1, 1), b = a, c = a;
   Timing t = time_calls(
@@ -372,6 +407,8 @@ RawResults run_cpu_benchmarks(const CpuBenchOptions& options, const std::string&
   raw.memory = bench_memory(options, budget);
   auto mix = bench_layer_mix(options, budget, sweep_hiddens(options), sweep_tokens(options));
   raw.memory.insert(raw.memory.end(), mix.begin(), mix.end());
+  auto adam = bench_adam_step(options, budget);
+  raw.memory.insert(raw.memory.end(), adam.begin(), adam.end());
   raw.layers = bench_layer_passes(options, budget, sweep_hiddens(options), sweep_tokens(options));
   return raw;
 }

@@ -379,6 +379,14 @@ FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
       r.has_elementwise = true;
     }
   }
+  // The streaming figure: the executor's own Adam step where measured (CPU), in model bytes.
+  for (const auto& m : r.memory)
+    if (m.op == "adam_step") {
+      r.memory_pooled = m.fit;
+      r.memory_source = "executor Adam step";
+      r.memory_in_model_bytes = true;
+      return r;
+    }
   if (r.has_elementwise) {
     // The streaming figure apart from it: the copy kernel (reads and writes in equal parts, as
     // the optimizer step and the offload copies stream their state).

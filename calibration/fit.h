@@ -100,8 +100,14 @@ struct FitResult {
   /// step, copies and offload with), in the bytes the measured kernels moved. When the
   /// element-wise throughput is fitted on its own (`elementwise`), the "copy" kernel's fit; else
   /// every memory kernel pooled (GPU).
+  /// CPU with the executor's Adam step measured ("adam_step" kernel, newer raw files): that
+  /// kernel's fit, already in the workload model's bytes (memory_in_model_bytes).
   AlphaBetaFit memory_pooled;
-  std::string memory_source;  ///< "copy kernel" | "all memory kernels"
+  std::string memory_source;  ///< "executor Adam step" | "copy kernel" | "all memory kernels"
+  /// memory_pooled counts the workload model's bytes (hw::kAdamBytesPerParam per parameter),
+  /// so the profile writer takes it as it is; false: the measured kernels' own bytes, which
+  /// ProfileOptions::memory_bytes_ratio converts.
+  bool memory_in_model_bytes = false;
   /// Element-wise throughput of the layer model's memory-bound ops, in the workload model's
   /// bytes (the profile's gpu.elementwise_gb_per_s). CPU with layer samples: the throughput that
   /// makes hwmodels' layer model reproduce the executor's measured F and B passes (one

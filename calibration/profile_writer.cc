@@ -11,6 +11,7 @@
 #include "calibration/base_profile.h"
 #include "core/error.h"
 #include "hwmodels/gpu_model.h"
+#include "hwmodels/optimizer.h"
 
 namespace pw::calibration {
 namespace {
@@ -132,7 +133,8 @@ std::string cpu_profile(const FitResult& fit, const ProfileOptions& o) {
   gpu["peak_tflops"] = flow(peaks);
   gpu["compute_dtype"] = g.dtype;
   gpu["hbm_capacity_gb"] = num(p.memory_bytes / ranks_per_node * 1e-9);
-  gpu["hbm_bandwidth_gb_per_s"] = num(fit.memory_pooled.bandwidth() * o.memory_bytes_ratio * 1e-9);
+  const double memory_ratio = fit.memory_in_model_bytes ? 1.0 : o.memory_bytes_ratio;
+  gpu["hbm_bandwidth_gb_per_s"] = num(fit.memory_pooled.bandwidth() * memory_ratio * 1e-9);
   gpu["hbm_efficiency"] = 1;
   if (fit.has_elementwise)
     gpu["elementwise_gb_per_s"] =
@@ -144,9 +146,13 @@ std::string cpu_profile(const FitResult& fit, const ProfileOptions& o) {
   }
   gpu["source"] = fmt::format(
       "peak = fitted asymptotic {} GEMM rate (compute_dtype: the CPU backend computes every "
-      "dtype in float64); hbm bandwidth = {} fit x {} (model bytes of the optimizer step per "
-      "executor byte){}; {}",
-      g.dtype, fit.memory_source, o.memory_bytes_ratio,
+      "dtype in float64); hbm bandwidth = {}{}; {}",
+      g.dtype,
+      fit.memory_in_model_bytes
+          ? fmt::format("{} fit (the model's {} bytes per parameter over the executor's step time)",
+                        fit.memory_source, hw::kAdamBytesPerParam)
+          : fmt::format("{} fit x {} (model bytes of the optimizer step per executor byte)",
+                        fit.memory_source, o.memory_bytes_ratio),
       fit.has_elementwise ? fmt::format("; elementwise = fit to the {} x {} (model bytes)",
                                         fit.elementwise_source, o.elementwise_bytes_ratio)
                           : std::string(),

@@ -33,7 +33,8 @@ struct ProfileOptions {
   /// optimizer step, copies), over the bytes the measured copy kernel moved for the same work;
   /// the written hbm_bandwidth_gb_per_s is the measured streaming bandwidth times it. CPU: Adam's
   /// state is fp32 in the model (28 bytes per parameter) and float64 in the executor (56), so
-  /// 0.5.
+  /// 0.5. Unused when the fit already counts model bytes (FitResult::memory_in_model_bytes: the
+  /// executor's Adam step measured, newer raw files).
   double memory_bytes_ratio = 1.0;
   /// The same for the element-wise throughput (gpu.elementwise_gb_per_s), when fitted. CPU: 1,
   /// the fit to the executor's layer passes already counts model bytes.

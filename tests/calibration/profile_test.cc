@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "hwmodels/gpu_model.h"
+#include "hwmodels/optimizer.h"
 
 namespace pw::calibration {
 namespace {
@@ -187,6 +188,32 @@ TEST(CpuProfile, BytesRatiosScaleTheirOwnFigureOnly) {
   hw::HardwareProfile p = write_and_load(synthetic_cpu(1.0), cpu_base(), po);
   EXPECT_NEAR(p.gpu.hbm_bandwidth.value, 0.5 * 40e9, 0.01 * 20e9);
   EXPECT_NEAR(p.gpu.elementwise_bandwidth.value, 2.0 * 5e9, 0.01 * 10e9);
+}
+
+TEST(CpuProfile, TheExecutorsAdamStepSetsTheStreamingFigureSoHwmodelsAdamTakesItsTime) {
+  // The executor's Adam step measured (calibration/cpu_bench.cc: `adam_step`, recorded in the
+  // model's 28 bytes per parameter): here it takes 2 us + 4 ns per parameter, far slower than
+  // the copy kernel's 40 GB/s would say (its divisions and square roots, three passes).
+  RawResults raw = synthetic_cpu(1.0);
+  for (double params : {0.8e6, 1.6e6, 3.2e6, 6.4e6})
+    raw.memory.push_back(
+        {"adam_step", "fp64", params * hw::kAdamBytesPerParam, exact(2e-6 + params * 4e-9)});
+  ProfileOptions po;
+  po.name = "adam";
+  po.memory_bytes_ratio = 0.5;  // calibrate's ratio for the copy kernel: not applied to this fit
+  FitResult fit;
+  const hw::HardwareProfile p = write_and_load(raw, cpu_base(), po, &fit);
+  EXPECT_EQ(fit.memory_source, "executor Adam step");
+  EXPECT_TRUE(fit.memory_in_model_bytes);
+  // 28 model bytes per 4 ns = 7 GB/s, whatever the ratio.
+  EXPECT_NEAR(p.gpu.hbm_bandwidth.value * p.gpu.hbm_efficiency, 28.0 / 4e-9, 0.01 * 7e9);
+  // hwmodels' Adam of 1.3 M parameters then takes the executor's time (the fitted 2 us alpha
+  // aside, which the profile's one kernel latency replaces): 4 ns x 1.3e6 = 5.2 ms.
+  const double t = ps_to_seconds(hw::adam_step_time(hw::GpuModel(p.gpu), 1.3e6));
+  EXPECT_NEAR(t, 1.3e6 * 4e-9, 0.01 * 5.2e-3);
+  // Without it (older raw files) the copy kernel x the ratio: 0.5 x 40 GB/s.
+  EXPECT_NEAR(write_and_load(synthetic_cpu(1.0), cpu_base(), po).gpu.hbm_bandwidth.value,
+              0.5 * 40e9, 0.01 * 20e9);
 }
 
 TEST(CpuProfile, ElementwiseWithoutACopyKernelIsBadInput) {
