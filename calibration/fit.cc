@@ -247,20 +247,30 @@ bool fit_layer_passes(FitResult& r, const std::string& source) {
   for (const auto& f : r.gemms)
     if (f.dtype == "bf16") g = &f;
   hw::GpuModel gpu(fitted_gpu(*g, r.raw.gemms, r.table_threshold));
-  // Minimise sum ((fixed_i + bytes_i * x) / T_i - 1)^2 over F and B passes, x = 1 / bandwidth.
-  double num = 0, den = 0;
-  for (const LayerSample& l : r.raw.layers) {
-    if (l.pass == "backward_weight" || l.time.median_s <= 0) continue;
-    PassModel pm = pass_model(l, gpu);
-    double a = pm.bytes / l.time.median_s, y = 1.0 - pm.fixed_s / l.time.median_s;
-    num += a * y;
-    den += a * a;
-  }
-  if (den <= 0 || num <= 0) return false;
-  double x = num / den;
+  // Minimise sum ((fixed_i + bytes_i * x) / T_i - 1)^2 over the passes of `pass`, x = 1 /
+  // throughput: F gives the forward's figure, B the backward's (W's element-wise work, bias and
+  // norm reductions, is priced at the backward's; its passes check the fit).
+  auto fit_pass = [&](const char* pass) {
+    double num = 0, den = 0;
+    for (const LayerSample& l : r.raw.layers) {
+      if (l.pass != pass || l.time.median_s <= 0) continue;
+      PassModel pm = pass_model(l, gpu);
+      double a = pm.bytes / l.time.median_s, y = 1.0 - pm.fixed_s / l.time.median_s;
+      num += a * y;
+      den += a * a;
+    }
+    return den > 0 && num > 0 ? num / den : 0.0;
+  };
+  const double x = fit_pass("forward"), x_bwd = fit_pass("backward_input");
+  if (x <= 0) return false;
   r.elementwise = AlphaBetaFit{0.0, x, {}};
   r.elementwise_source = "executor layer passes";
   r.has_elementwise = true;
+  r.has_elementwise_bwd = x_bwd > 0;
+  if (r.has_elementwise_bwd) r.elementwise_bwd = AlphaBetaFit{0.0, x_bwd, {}};
+  auto x_of = [&](const std::string& pass) {
+    return pass != "forward" && r.has_elementwise_bwd ? x_bwd : x;
+  };
   std::vector<double> pred_fb, meas_fb;
   std::vector<std::string> label_fb;
   for (const char* pass : {"forward", "backward_input", "backward_weight"}) {
@@ -269,7 +279,7 @@ bool fit_layer_passes(FitResult& r, const std::string& source) {
     for (const LayerSample& l : r.raw.layers) {
       if (l.pass != pass || l.time.median_s <= 0) continue;
       PassModel pm = pass_model(l, gpu);
-      pred.push_back(pm.fixed_s + pm.bytes * x);
+      pred.push_back(pm.fixed_s + pm.bytes * x_of(l.pass));
       meas.push_back(l.time.median_s);
       labels.push_back(fmt::format("{} h={} a={} s={}", l.pass, l.hidden, l.heads, l.seq));
       if (l.pass != std::string("backward_weight")) {
@@ -463,6 +473,10 @@ std::string fit_report(const FitResult& fit) {
                        "(element-wise)", fit.elementwise.alpha_s * 1e6,
                        fit.elementwise.bandwidth() * 1e-9, quality(fit.elementwise.quality),
                        fit.elementwise_source);
+  if (fit.has_elementwise_bwd)
+    out += fmt::format("memory {:<24} alpha={:.2f} us bw={:.2f} GB/s  (from {}, B passes)\n",
+                       "(element-wise backward)", fit.elementwise_bwd.alpha_s * 1e6,
+                       fit.elementwise_bwd.bandwidth() * 1e-9, fit.elementwise_source);
   for (const auto& [pass, q] : fit.layer_checks)
     out += fmt::format("layer {:<25} hwmodels vs executor  {}\n", pass, quality(q));
   series(fit.transfers);

@@ -117,6 +117,12 @@ struct FitResult {
   /// layer model then uses the streaming figure.
   bool has_elementwise = false;
   AlphaBetaFit elementwise;
+  /// CPU with layer samples since 2026-11-30: `elementwise` is fitted to the F passes alone and
+  /// this to the B passes (the profile's gpu.elementwise_bwd_gb_per_s, for B and W): the
+  /// executor's backward moves 1.5x the forward's model bytes around the same tanh and exp, so
+  /// one throughput left F 12% under and B over. false: one figure for every pass.
+  bool has_elementwise_bwd = false;
+  AlphaBetaFit elementwise_bwd;
   std::string elementwise_source;  ///< "executor layer passes" | "layer_mix"
   /// CPU with layer samples: hwmodels' layer model (hw::layer_ops with the fitted GEMMs, the
   /// kernel latency and `elementwise`) against the executor's measured layer passes, one entry

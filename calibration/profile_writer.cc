@@ -139,6 +139,9 @@ std::string cpu_profile(const FitResult& fit, const ProfileOptions& o) {
   if (fit.has_elementwise)
     gpu["elementwise_gb_per_s"] =
         num(fit.elementwise.bandwidth() * o.elementwise_bytes_ratio * 1e-9);
+  if (fit.has_elementwise_bwd)
+    gpu["elementwise_bwd_gb_per_s"] =
+        num(fit.elementwise_bwd.bandwidth() * o.elementwise_bytes_ratio * 1e-9);
   gpu["kernel_latency_us"] = num(g.kernel_latency_s * 1e6);
   gpu["gemm"] = gemm_node(g, true, src);
   if (g.quality.worst_residual > fit.table_threshold) {
@@ -153,9 +156,11 @@ std::string cpu_profile(const FitResult& fit, const ProfileOptions& o) {
                         fit.memory_source, hw::kAdamBytesPerParam)
           : fmt::format("{} fit x {} (model bytes of the optimizer step per executor byte)",
                         fit.memory_source, o.memory_bytes_ratio),
-      fit.has_elementwise ? fmt::format("; elementwise = fit to the {} x {} (model bytes)",
-                                        fit.elementwise_source, o.elementwise_bytes_ratio)
-                          : std::string(),
+      fit.has_elementwise
+          ? fmt::format("; elementwise{} = fit to the {} x {} (model bytes)",
+                        fit.has_elementwise_bwd ? " (forward; elementwise_bwd: backward)" : "",
+                        fit.elementwise_source, o.elementwise_bytes_ratio)
+          : std::string(),
       src);
   doc["gpu"] = gpu;
   std::string link_src = fmt::format(
@@ -242,7 +247,8 @@ std::string cuda_profile(const FitResult& fit, const ProfileOptions& o) {
     gpu["elementwise_gb_per_s"] =
         num(fit.elementwise.bandwidth() * o.elementwise_bytes_ratio * 1e-9);
   else
-    gpu.remove("elementwise_gb_per_s");  // a base profile's figure describes another device
+    gpu.remove("elementwise_gb_per_s");    // a base profile's figure describes another device
+  gpu.remove("elementwise_bwd_gb_per_s");  // no GPU measurement fits one
   gpu["kernel_latency_us"] = num(g.kernel_latency_s * 1e6);
   YAML::Node gemm = gemm_node(g, false, src);
   if (gpu["gemm"]["tiles"]) gemm["tiles"] = gpu["gemm"]["tiles"];

@@ -131,16 +131,18 @@ TimePs GpuModel::memory_bound_time(Bytes bytes) const {
   return seconds_to_ps(bytes.value / bw) + spec_.kernel_latency;
 }
 
-double GpuModel::elementwise_rate() const {
+double GpuModel::elementwise_rate(bool backward) const {
+  if (backward && spec_.elementwise_bwd_bandwidth.value > 0)
+    return spec_.elementwise_bwd_bandwidth.value;
   // The same product as memory_bound_time when unset, so profiles without the field give the
   // same picoseconds as before it existed.
   return spec_.elementwise_bandwidth.value > 0 ? spec_.elementwise_bandwidth.value
                                                : spec_.hbm_bandwidth.value * spec_.hbm_efficiency;
 }
 
-TimePs GpuModel::elementwise_time(Bytes bytes) const {
+TimePs GpuModel::elementwise_time(Bytes bytes, bool backward) const {
   if (bytes.value <= 0) return 0;
-  return seconds_to_ps(bytes.value / elementwise_rate()) + spec_.kernel_latency;
+  return seconds_to_ps(bytes.value / elementwise_rate(backward)) + spec_.kernel_latency;
 }
 
 }  // namespace pw::hw

@@ -59,6 +59,12 @@ struct GpuSpec {
   /// hbm_efficiency, the streaming figure. Calibration of the CPU backend sets it: there the
   /// executor's scalar element-wise code runs far below the machine's streaming bandwidth.
   BytesPerSec elementwise_bandwidth{0};
+  /// The same for the backward passes' element-wise kernels (B and W); 0 (the default, and a
+  /// profile without gpu.elementwise_bwd_gb_per_s) = the forward's figure. Calibration of the
+  /// CPU backend sets it: the executor's backward element-wise code moves 1.5x the forward's
+  /// model bytes around the same transcendental functions, so its throughput in model bytes
+  /// differs from the forward's, where a GPU's bandwidth-bound kernels need one figure.
+  BytesPerSec elementwise_bwd_bandwidth{0};
   TimePs kernel_latency = 3'000'000;  ///< fixed launch + tail cost per kernel (ps)
   double gemm_max_efficiency = 0.8;   ///< best achieved / peak for large, well-shaped GEMMs
   /// The same for FP8 GEMMs against the FP8 peak (profile gemm.fp8_max_efficiency; 0 = the
@@ -95,12 +101,13 @@ class GpuModel {
   /// Time of one of the layer model's element-wise kernels moving `bytes` (reads + writes) at
   /// the element-wise throughput (elementwise_bandwidth; hbm_bandwidth x hbm_efficiency when it
   /// is 0, bit-for-bit memory_bound_time then), plus the kernel latency; 0 bytes take 0.
-  TimePs elementwise_time(Bytes bytes) const;
+  /// `backward`: a kernel of a B or W pass (elementwise_bwd_bandwidth where the profile gives it).
+  TimePs elementwise_time(Bytes bytes, bool backward) const;
   /// Time of `flops` of a fused attention kernel (forward or backward) at the profile's attention
   /// efficiency of the `d` peak, plus the kernel latency; -1 when the profile gives none.
   TimePs fused_attention_time(Flops flops, DType d, bool backward) const;
   /// The throughput elementwise_time divides by (bytes per second).
-  double elementwise_rate() const;
+  double elementwise_rate(bool backward) const;
   /// The fitted formula alone (no measured correction).
   double fitted_gemm_efficiency(long long m, long long n, long long k, long long batch = 1) const;
 

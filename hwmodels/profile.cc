@@ -135,8 +135,8 @@ void apply_compute_dtype(const ConfigMap& gpu, DType cd, GpuSpec* g) {
 GpuSpec parse_gpu(const ConfigMap& m, std::optional<DType>* compute_dtype) {
   m.check_keys({"name", "sm_count", "peak_tflops", "compute_dtype", "hbm_capacity_gb",
                 "hbm_bandwidth_gb_per_s", "hbm_efficiency", "elementwise_gb_per_s",
-                "reserved_memory_gb", "kernel_latency_us", "gemm", "gemm_measured", "attention",
-                "source"});
+                "elementwise_bwd_gb_per_s", "reserved_memory_gb", "kernel_latency_us", "gemm",
+                "gemm_measured", "attention", "source"});
   GpuSpec g;
   g.name = m.text("name");
   g.sm_count = static_cast<int>(m.integer("sm_count"));
@@ -169,6 +169,9 @@ GpuSpec parse_gpu(const ConfigMap& m, std::optional<DType>* compute_dtype) {
   // Optional: absent keeps elementwise_bandwidth 0, i.e. hbm_bandwidth x hbm_efficiency.
   if (m.has("elementwise_gb_per_s"))
     g.elementwise_bandwidth = gigabytes_per_sec(m.positive("elementwise_gb_per_s"));
+  // Optional: absent keeps the backward's element-wise kernels at the forward's figure.
+  if (m.has("elementwise_bwd_gb_per_s"))
+    g.elementwise_bwd_bandwidth = gigabytes_per_sec(m.positive("elementwise_bwd_gb_per_s"));
   g.kernel_latency = seconds_to_ps(m.positive_or("kernel_latency_us", 3.0, true) * 1e-6);
   parse_gemm(m.child("gemm"), &g);
   if (m.has("attention")) {

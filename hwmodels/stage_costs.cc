@@ -30,11 +30,11 @@ PairedGemms paired_gemms(const std::vector<LayerOp>& ops, Pass pass, const GpuMo
   PairedGemms p;
   for (const LayerOp& op : ops) {
     if (!tp_paired(op, pass)) continue;
-    const TimePs g = ops_time({op}, gpu, o.dtype);
+    const TimePs g = ops_time({op}, gpu, o.dtype, pass);
     if (o.tp_comm_overlap && tp_overlap_split(op, pass)) {
       LayerOp piece = op;
       piece.m = (op.m + o.tp - 1) / o.tp;
-      const TimePs chunk = ops_time({piece}, gpu, o.dtype);
+      const TimePs chunk = ops_time({piece}, gpu, o.dtype, pass);
       p.extra += o.tp * chunk - g;
       p.hide += (o.tp - 1) * chunk;
     } else {
@@ -97,7 +97,7 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
       const int layers = moe ? moe_layers : dense_layers;
       if (layers == 0) continue;
       auto ops = layer_ops(m, o, passes[i], moe);
-      *times[i] += static_cast<TimePs>(layers) * ops_time(ops, gpu, o.dtype);
+      *times[i] += static_cast<TimePs>(layers) * ops_time(ops, gpu, o.dtype, passes[i]);
       if (o.sequence_parallel && o.tp > 1) {
         const PairedGemms pg = paired_gemms(ops, passes[i], gpu, o);
         *times[i] += static_cast<TimePs>(layers) * pg.extra;
@@ -105,7 +105,7 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
       }
       TimePs attn = 0;
       for (const LayerOp& op : ops)
-        if (in_attention_core(op)) attn += ops_time({op}, gpu, o.dtype);
+        if (in_attention_core(op)) attn += ops_time({op}, gpu, o.dtype, passes[i]);
       *attns[i] += static_cast<TimePs>(layers) * attn;
       *flops[i] += total_flops(ops) * double(layers);
       for (TpComm tc : layer_tp_comms(m, o, passes[i], moe)) {
@@ -115,13 +115,13 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
     }
     if (is_first) {
       auto e = embedding_ops(m, o, passes[i]);
-      *times[i] += ops_time(e, gpu, o.dtype);
+      *times[i] += ops_time(e, gpu, o.dtype, passes[i]);
       *flops[i] += total_flops(e);
       for (const TpComm& tc : embedding_tp_comms(m, o, passes[i])) comms[i]->push_back(tc);
     }
     if (is_last && passes[i] != Pass::kRecompute) {
       auto hd = head_ops(m, o, passes[i]);
-      *times[i] += ops_time(hd, gpu, o.dtype);
+      *times[i] += ops_time(hd, gpu, o.dtype, passes[i]);
       *flops[i] += total_flops(hd);
       for (const TpComm& tc : head_tp_comms(m, o, passes[i])) comms[i]->push_back(tc);
     }
@@ -143,7 +143,7 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
         ops.insert(ops.end(), parts.begin(), parts.end());
         depth.insert(depth.end(), part_comms.begin(), part_comms.end());
       }
-      *times[i] += static_cast<TimePs>(mtp) * ops_time(ops, gpu, o.dtype);
+      *times[i] += static_cast<TimePs>(mtp) * ops_time(ops, gpu, o.dtype, passes[i]);
       *flops[i] += total_flops(ops) * double(mtp);
       for (TpComm tc : depth) {
         tc.count *= mtp;
@@ -154,7 +154,7 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
       // The depths' logits and losses after a stage of their own (Megatron's process_mtp_loss
       // on the loss stage).
       auto hd = head_ops(m, o, passes[i]);
-      *times[i] += static_cast<TimePs>(head_depths) * ops_time(hd, gpu, o.dtype);
+      *times[i] += static_cast<TimePs>(head_depths) * ops_time(hd, gpu, o.dtype, passes[i]);
       *flops[i] += total_flops(hd) * double(head_depths);
       for (TpComm tc : head_tp_comms(m, o, passes[i])) {
         tc.count *= head_depths;

@@ -606,7 +606,8 @@ double fused_attention_flops(long long heads, long long seq_q, long long seq_k, 
   return (backward ? 5.0 : 2.0) * gemm;
 }
 
-TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtype) {
+TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtype, Pass pass) {
+  const bool backward = pass == Pass::kBackwardInput || pass == Pass::kBackwardWeight;
   TimePs t = 0;
   for (const LayerOp& op : ops) {
     if (op.fused_attention > 0) {
@@ -617,7 +618,7 @@ TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtyp
       }
     }
     t += op.gemm ? gpu.gemm_time(op.m, op.n, op.k, op.fp8 ? DType::kFp8 : dtype, op.batch)
-                 : gpu.elementwise_time(op.bytes);
+                 : gpu.elementwise_time(op.bytes, backward);
   }
   return t;
 }

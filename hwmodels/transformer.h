@@ -175,8 +175,9 @@ long long fused_attention_keys(long long seq_k, bool causal);
 double fused_attention_flops(long long heads, long long seq_q, long long seq_k, long long head_dim,
                              bool causal, bool backward);
 /// Sum of the ops' times on `gpu`: GEMMs by GpuModel::gemm_time, memory-bound ops by
-/// GpuModel::elementwise_time (the element-wise throughput, not the streaming bandwidth).
-TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtype);
+/// GpuModel::elementwise_time (the element-wise throughput, not the streaming bandwidth; the
+/// backward's where `pass` is B or W).
+TimePs ops_time(const std::vector<LayerOp>& ops, const GpuModel& gpu, DType dtype, Pass pass);
 
 /// Activation bytes one layer holds from F until B, per microbatch per TP rank (Korthikanti et
 /// al.: s*b*h*(10 + 24/t + 5as/(ht)) without SP, s*b*h*(34/t + 5as/(ht)) with; selective

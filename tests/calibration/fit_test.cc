@@ -126,11 +126,13 @@ TEST(GemmFit, CpuPeakIsTheFittedAsymptote) {
   EXPECT_EQ(fits[0].k_half, 0);
 }
 
-TEST(LayerPasses, ElementwiseBandwidthIsRecoveredFromTheExecutorPasses) {
+TEST(LayerPasses, ElementwiseBandwidthsAreRecoveredFromTheExecutorPasses) {
   // A CPU whose GEMMs run at 20 GFLOP/s + 0.3 us each and whose memory-bound ops stream the
-  // workload model's bytes at 1.5 GB/s + 0.3 us each; its layer passes are the sums over
-  // hwmodels' op list (hand-written here: latency + flops / rate or latency + bytes / bw).
-  const double rate = 20e9, latency = 3e-7, bw = 1.5e9;
+  // workload model's bytes at 1.5 GB/s + 0.3 us each in the forward and 2.25 GB/s in the
+  // backward passes (B and W: the executor's backward moves more model bytes per tanh); its
+  // layer passes are the sums over hwmodels' op list (hand-written here: latency + flops / rate
+  // or latency + bytes / bw).
+  const double rate = 20e9, latency = 3e-7, bw = 1.5e9, bw_bwd = 2.25e9;
   RawResults raw;
   raw.provenance.backend = "cpu";
   for (const auto& s : gemm_sweep({32, 64, 128, 256}, {16, 64, 128}, 16, true)) {
@@ -148,7 +150,8 @@ TEST(LayerPasses, ElementwiseBandwidthIsRecoveredFromTheExecutorPasses) {
       for (int p = 0; p < 3; ++p) {
         double t = 0;
         for (const hw::LayerOp& op : hw::layer_ops(shape, hw::WorkloadOptions{}, kinds[p]))
-          t += latency + (op.gemm ? op.flops.value / rate : op.bytes.value / bw);
+          t +=
+              latency + (op.gemm ? op.flops.value / rate : op.bytes.value / (p == 0 ? bw : bw_bwd));
         raw.layers.push_back({passes[p], h, h / 16, s, {t, t, t, 1}});
       }
     }
@@ -161,6 +164,8 @@ TEST(LayerPasses, ElementwiseBandwidthIsRecoveredFromTheExecutorPasses) {
   EXPECT_TRUE(fit.has_elementwise);
   EXPECT_EQ(fit.elementwise_source, "executor layer passes");
   EXPECT_NEAR(fit.elementwise.bandwidth(), bw, 0.01 * bw);
+  EXPECT_TRUE(fit.has_elementwise_bwd);
+  EXPECT_NEAR(fit.elementwise_bwd.bandwidth(), bw_bwd, 0.01 * bw_bwd);
   // The streaming figure is the copy kernel's: 1e6 B in 100 us and 1e7 B in 1 ms = 10 GB/s.
   EXPECT_EQ(fit.memory_source, "copy kernel");
   EXPECT_NEAR(fit.memory_pooled.bandwidth(), 10e9, 0.01 * 10e9);

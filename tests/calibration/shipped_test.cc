@@ -38,7 +38,8 @@ TEST(ShippedCpuMeasurement, FitsAndItsProfileLoads) {
   EXPECT_GT(fit.gemms[0].quality.r2_log, 0.9);
   // The element-wise bandwidth comes from the executor's own layer passes, far below any memory
   // bandwidth of the machine (tanh/exp bound), and hwmodels' layer model then follows every pass
-  // kind: F, B and W of 12 shapes each, median within 20% (one bandwidth cannot split F and B
+  // kind: F, B and W of 12 shapes each, median within 20% (a figure per direction since
+  // 2026-11-30; one bandwidth could not split F and B
   // the way the executor does: see docs/calibration.md).
   EXPECT_TRUE(fit.has_elementwise);
   EXPECT_EQ(fit.elementwise_source, "executor layer passes");
@@ -166,8 +167,8 @@ TEST(ShippedCpuMeasurement, LayerModelUsesTheExecutorElementwiseThroughput) {
     expect += op.gemm ? ps_to_seconds(gpu.gemm_time(op.m, op.n, op.k, wo.dtype, op.batch))
                       : ps_to_seconds(shipped.gpu.kernel_latency) +
                             op.bytes.value / shipped.gpu.elementwise_bandwidth.value;
-  const double got =
-      ps_to_seconds(hw::ops_time(hw::layer_ops(loop, wo, hw::Pass::kForward), gpu, wo.dtype));
+  const double got = ps_to_seconds(
+      hw::ops_time(hw::layer_ops(loop, wo, hw::Pass::kForward), gpu, wo.dtype, hw::Pass::kForward));
   EXPECT_NEAR(got, expect, 1e-6 * expect);
 }
 

@@ -39,11 +39,17 @@ std::string profile_error(const std::string& text) {
 TEST(ElementwiseProfile, FieldLoadsInGigabytesPerSecond) {
   HardwareProfile p = parse_profile(with_gpu_line("elementwise_gb_per_s: 1.5"), "p.yaml");
   EXPECT_DOUBLE_EQ(p.gpu.elementwise_bandwidth.value, 1.5e9);
+  EXPECT_DOUBLE_EQ(p.gpu.elementwise_bwd_bandwidth.value, 0.0);  // absent: the forward's
+  EXPECT_DOUBLE_EQ(parse_profile(with_gpu_line("elementwise_bwd_gb_per_s: 2.25"), "p.yaml")
+                       .gpu.elementwise_bwd_bandwidth.value,
+                   2.25e9);
   // The streaming figure is untouched: A100 datasheet 2039 GB/s.
   EXPECT_DOUBLE_EQ(p.gpu.hbm_bandwidth.value, 2039e9);
 }
 
 TEST(ElementwiseProfile, BadValueNamesTheField) {
+  EXPECT_EQ(profile_error(with_gpu_line("elementwise_bwd_gb_per_s: 0")),
+            "p.yaml: gpu.elementwise_bwd_gb_per_s: 0 is out of range; expected a number > 0");
   EXPECT_EQ(profile_error(with_gpu_line("elementwise_gb_per_s: -2")),
             "p.yaml: gpu.elementwise_gb_per_s: -2 is out of range; expected a number > 0");
   EXPECT_EQ(profile_error(with_gpu_line("elementwise_gb_per_s: 0")),
@@ -57,10 +63,15 @@ TEST(ElementwiseProfile, AbsentFieldMeansStreamingBandwidthTimesEfficiency) {
   for (const std::string& name : shipped_profile_names()) {
     HardwareProfile p = resolve_profile(name, "", "", "");
     EXPECT_EQ(p.gpu.elementwise_bandwidth.value, 0.0) << name;
+    EXPECT_EQ(p.gpu.elementwise_bwd_bandwidth.value, 0.0) << name;
     GpuModel gpu(p.gpu);
-    EXPECT_EQ(gpu.elementwise_rate(), p.gpu.hbm_bandwidth.value * p.gpu.hbm_efficiency) << name;
-    for (double bytes : {0.0, 1.0, 4096.0, 3.7e6, 1.2e9})
-      EXPECT_EQ(gpu.elementwise_time(Bytes{bytes}), gpu.memory_bound_time(Bytes{bytes})) << name;
+    for (bool bwd : {false, true}) {
+      EXPECT_EQ(gpu.elementwise_rate(bwd), p.gpu.hbm_bandwidth.value * p.gpu.hbm_efficiency)
+          << name;
+      for (double bytes : {0.0, 1.0, 4096.0, 3.7e6, 1.2e9})
+        EXPECT_EQ(gpu.elementwise_time(Bytes{bytes}, bwd), gpu.memory_bound_time(Bytes{bytes}))
+            << name;
+    }
   }
 }
 
@@ -125,10 +136,18 @@ TEST(ElementwiseTime, UsesTheFieldAndLeavesStreamingAlone) {
   spec.kernel_latency = 200'000;  // 0.2 us
   GpuModel g(spec);
   // 1e6 bytes: element-wise 1e6 / 1.25e9 = 800 us; streaming 1e6 / 100e9 = 10 us; + 0.2 us each.
-  EXPECT_EQ(g.elementwise_time(Bytes{1e6}), 800'000'000 + 200'000);
+  EXPECT_EQ(g.elementwise_time(Bytes{1e6}, false), 800'000'000 + 200'000);
   EXPECT_EQ(g.memory_bound_time(Bytes{1e6}), 10'000'000 + 200'000);
-  EXPECT_EQ(g.elementwise_time(Bytes{0}), 0);
-  EXPECT_DOUBLE_EQ(g.elementwise_rate(), 1.25e9);
+  EXPECT_EQ(g.elementwise_time(Bytes{0}, false), 0);
+  EXPECT_DOUBLE_EQ(g.elementwise_rate(false), 1.25e9);
+  // No backward figure: the backward's kernels at the forward's.
+  EXPECT_EQ(g.elementwise_time(Bytes{1e6}, true), 800'000'000 + 200'000);
+  // With one (2.5e9): 1e6 / 2.5e9 = 400 us + 0.2 us; the forward's unchanged.
+  spec.elementwise_bwd_bandwidth = {2.5e9};
+  GpuModel b(spec);
+  EXPECT_EQ(b.elementwise_time(Bytes{1e6}, true), 400'000'000 + 200'000);
+  EXPECT_EQ(b.elementwise_time(Bytes{1e6}, false), 800'000'000 + 200'000);
+  EXPECT_DOUBLE_EQ(b.elementwise_rate(true), 2.5e9);
 }
 
 TEST(ElementwiseTime, LayerModelMemoryBoundOpsUseTheField) {
@@ -159,11 +178,19 @@ TEST(ElementwiseTime, LayerModelMemoryBoundOpsUseTheField) {
     // Pass time = GEMMs + memory-bound bytes / throughput (no kernel latency here); the GEMMs
     // are the same on both, the bytes go at 1.6e12 B/s without the field and 0.4e12 with it.
     const auto ops = layer_ops(m, o, pass);
-    EXPECT_NEAR(ps_to_seconds(ops_time(ops, streaming, o.dtype)), gemm_s + bytes / 1.6e12, 1e-9);
-    EXPECT_NEAR(ps_to_seconds(ops_time(ops, slow, o.dtype)), gemm_s + bytes / 0.4e12, 1e-9);
+    EXPECT_NEAR(ps_to_seconds(ops_time(ops, streaming, o.dtype, pass)), gemm_s + bytes / 1.6e12,
+                1e-9);
+    EXPECT_NEAR(ps_to_seconds(ops_time(ops, slow, o.dtype, pass)), gemm_s + bytes / 0.4e12, 1e-9);
     StageCosts c = stage_costs(m, slow, o, 0, 2, false, false);
     const TimePs t = pass == Pass::kForward ? c.f : pass == Pass::kBackwardInput ? c.b : c.w;
     EXPECT_NEAR(ps_to_seconds(t), 2 * (gemm_s + bytes / 0.4e12), 2e-9);
+    // A backward figure (0.8e12) moves B's and W's bytes at it, F's stay at 0.4e12.
+    GpuSpec split = spec;
+    split.elementwise_bwd_bandwidth = {0.8e12};
+    const StageCosts cs = stage_costs(m, GpuModel(split), o, 0, 2, false, false);
+    const TimePs ts = pass == Pass::kForward ? cs.f : pass == Pass::kBackwardInput ? cs.b : cs.w;
+    const double rate = pass == Pass::kForward ? 0.4e12 : 0.8e12;
+    EXPECT_NEAR(ps_to_seconds(ts), 2 * (gemm_s + bytes / rate), 2e-9);
   }
   // The streaming work (e.g. Adam's 28 bytes per parameter) is the same on both.
   EXPECT_EQ(slow.memory_bound_time(Bytes{28e6}), streaming.memory_bound_time(Bytes{28e6}));
