@@ -58,10 +58,11 @@ double iteration_error(const Plan& plan, const MeasuredRun& run) {
          ps_to_millis(run.iteration_time);
 }
 
-/// One closed loop: calibrate, plan, execute three times, compare; returns the median iteration
-/// error (1.0 when a step failed, with the reason in *why: a noisy measurement on a busy machine
-/// can fail one attempt, e.g. a memory series that does not grow with size, and the next
-/// attempt starts afresh).
+/// One closed loop: calibrate, plan, execute three times (with Adam, the optimizer every tier
+/// of the model prices and calibration times; `execute` defaults to SGD), compare; returns the
+/// median iteration error (1.0 when a step failed, with the reason in *why: a noisy measurement on
+/// a busy machine can fail one attempt, e.g. a memory series that does not grow with size, and the
+/// next attempt starts afresh).
 double loop_once(int attempt, std::string* why) {
   fs::path dir = fs::temp_directory_path() / fmt::format("pw-calib-loop-{}-{}", getpid(), attempt);
   fs::create_directories(dir);
@@ -103,7 +104,7 @@ double loop_once(int attempt, std::string* why) {
   for (int run = 0; run < 3; ++run) {
     std::string measured = at(fmt::format("run{}.json", run));
     if (shell(fmt::format("mpirun -np 2 --oversubscribe {} execute {} --backend cpu "
-                          "--warmup 2 --iterations 4 --measured {} > {} 2>&1",
+                          "--optimizer adam --warmup 2 --iterations 4 --measured {} > {} 2>&1",
                           kBin, at("plan.yaml"), measured, at("execute.log"))) != 0) {
       std::ostringstream msg;
       msg << "execution failed: see " << at("execute.log");
