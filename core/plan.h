@@ -207,6 +207,9 @@ struct MeasuredAction {
 struct MeasuredRun {
   std::string backend;  ///< "cpu" or "cuda"
   std::string device;   ///< hardware description
+  /// The optimizer the executor stepped ("sgd" or "adam"; "" in files written before the field):
+  /// every tier of the model prices Adam's step.
+  std::string optimizer;
   int iterations = 1;
   TimePs iteration_time = 0;            ///< median over measured iterations
   std::vector<MeasuredAction> actions;  ///< from one representative iteration

@@ -483,6 +483,7 @@ Doc measured_run_to_doc(const MeasuredRun& run) {
   d["version"] = kMeasuredRunFormatVersion;
   d["backend"] = run.backend;
   d["device"] = run.device;
+  if (!run.optimizer.empty()) d["optimizer"] = run.optimizer;
   d["iterations"] = run.iterations;
   d["iteration_time_ps"] = run.iteration_time;
   Doc acts = Doc::array();
@@ -496,13 +497,18 @@ Doc measured_run_to_doc(const MeasuredRun& run) {
 
 MeasuredRun measured_run_from_doc(const Doc& d, const std::string& source) {
   const R r(source);
-  r.expect_keys(
-      d, "",
-      {"format", "version", "backend", "device", "iterations", "iteration_time_ps", "actions"});
+  r.expect_keys(d, "",
+                {"format", "version", "backend", "device", "optimizer", "iterations",
+                 "iteration_time_ps", "actions"});
   check_header(d, r, kRunFormat, kMeasuredRunFormatVersion);
   MeasuredRun run;
   run.backend = r.as_string(r.at(d, "", "backend"), "backend");
   run.device = r.as_string(r.at(d, "", "device"), "device");
+  if (const Doc* v = r.find(d, "optimizer")) {  // optional: absent in older files
+    run.optimizer = r.as_string(*v, "optimizer");
+    if (run.optimizer != "sgd" && run.optimizer != "adam")
+      r.fail("optimizer", fmt::format("sgd or adam, got '{}'", run.optimizer));
+  }
   run.iterations = static_cast<int>(r.as_int(r.at(d, "", "iterations"), "iterations", 1, kIntMax));
   run.iteration_time = r.as_int(r.at(d, "", "iteration_time_ps"), "iteration_time_ps", 0, kTimeMax);
   const Doc& acts = r.at(d, "", "actions");

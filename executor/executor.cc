@@ -291,6 +291,7 @@ ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& opt, MPI_Comm
   summarize_iterations(opt, iteration_ps, res);
   res.run.backend = "cpu";
   res.run.device = fmt::format("CPU (Eigen float64), {} MPI ranks", size);
+  res.run.optimizer = opt.optimizer;
   return res;
 }
 

@@ -162,6 +162,11 @@ ReportInput measured_input(const CompareOptions& o) {
                 {"backend", run.backend},
                 {"device", run.device},
                 {"iterations", std::to_string(run.iterations)}};
+  // The model prices Adam's step: say so where the run stepped something else.
+  if (!run.optimizer.empty())
+    in.context.emplace_back("optimizer", run.optimizer == "adam"
+                                             ? run.optimizer
+                                             : run.optimizer + " (the plan prices Adam's step)");
   in.measured = compare_run(plan, run, o.measured);
   return in;
 }

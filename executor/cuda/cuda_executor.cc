@@ -561,6 +561,7 @@ ExecuteResult execute_plan_cuda(const Plan& plan, const ExecuteOptions& opt, MPI
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   res.run.backend = opt.backend;
+  res.run.optimizer = opt.optimizer;
   res.run.device =
       fmt::format("{} ({}), {} process(es)", prop.name,
                   single ? "single-GPU mode, all devices on one GPU" : "one GPU per rank", size);

@@ -273,6 +273,7 @@ TEST(MeasuredRunIo, RoundTripIsLossless) {
   MeasuredRun run;
   run.backend = "cpu";
   run.device = "2x Xeon, 1 rank per core";
+  run.optimizer = "adam";
   run.iterations = 5;
   run.iteration_time = 123'456'789;
   run.actions = {{0, 0, {ActionKind::kF, 0, 0}, 0, 10},
@@ -281,6 +282,7 @@ TEST(MeasuredRunIo, RoundTripIsLossless) {
     MeasuredRun back = parse_measured_run(measured_run_to_text(run, f), f, "t");
     EXPECT_EQ(back.backend, run.backend);
     EXPECT_EQ(back.device, run.device);
+    EXPECT_EQ(back.optimizer, run.optimizer);
     EXPECT_EQ(back.iterations, run.iterations);
     EXPECT_EQ(back.iteration_time, run.iteration_time);
     ASSERT_EQ(back.actions.size(), run.actions.size());
@@ -291,6 +293,28 @@ TEST(MeasuredRunIo, RoundTripIsLossless) {
       EXPECT_EQ(back.actions[i].start, run.actions[i].start);
       EXPECT_EQ(back.actions[i].end, run.actions[i].end);
     }
+  }
+}
+
+TEST(MeasuredRunIo, OptimizerIsOptionalAndChecked) {
+  MeasuredRun run;
+  run.backend = "cpu";
+  run.device = "d";
+  run.iteration_time = 1;
+  // Written only when known; a file without it (older executors) reads as "".
+  const std::string text = measured_run_to_text(run, DocFormat::kJson);
+  EXPECT_EQ(text.find("optimizer"), std::string::npos) << text;
+  EXPECT_EQ(parse_measured_run(text, DocFormat::kJson, "t").optimizer, "");
+  run.optimizer = "adam";
+  std::string bad = measured_run_to_text(run, DocFormat::kJson);
+  bad.replace(bad.find("\"adam\""), 6, "\"lamb\"");
+  try {
+    parse_measured_run(bad, DocFormat::kJson, "run.json");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("run.json: optimizer: expected sgd or adam, got 'lamb'"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -43,6 +43,42 @@ TEST(ExecuteCli, RunsAPlanFileAndWritesMeasuredRunAndTrace) {
   for (const auto& a : m.actions) EXPECT_LE(a.start, a.end);
   EXPECT_NE(pw::read_file(kDir + "/cli_zbh1_trace.json").find("\"traceEvents\""),
             std::string::npos);
+  EXPECT_EQ(m.optimizer, "sgd");  // execute's default, named in the run
+}
+
+// A planned run (`plan --emit` on the shipped CPU profile) executed with each optimizer: the
+// measured run names it and `compare` says when it is not the Adam step every tier prices.
+TEST(ExecuteCli, CompareNamesTheOptimizerTheRunStepped) {
+  std::string out;
+  const std::string scenario = kDir + "/cli_opt.yaml", plan = kDir + "/cli_opt_plan.yaml";
+  pw::write_file_atomic(
+      scenario, std::string("name: cli-opt\n"
+                            "model: {name: tiny, num_layers: 4, hidden_size: 32, "
+                            "num_attention_heads: 2, seq_length: 16, vocab_size: 64, "
+                            "attention_backend: unfused}\n"
+                            "cluster: {profile: ") +
+                    PW_SOURCE_DIR + "/calibration/profiles/cpu-epyc-2core.yaml, nodes: 1}\n" +
+                    "parallel: {global_batch_size: 4}\n");
+  ASSERT_EQ(
+      sh(std::string(kTool) + " plan " + scenario + " --tp 1 --pp 2 --dp 1 --emit " + plan, &out),
+      0)
+      << out;
+  for (const std::string opt : {"sgd", "adam"}) {
+    const std::string run = kDir + "/cli_opt_" + opt + ".json";
+    out.clear();
+    ASSERT_EQ(sh(std::string(PW_MPIRUN) + " --oversubscribe -np 2 " + kTool + " execute " + plan +
+                     " --optimizer " + opt + " --measured " + run,
+                 &out),
+              0)
+        << out;
+    EXPECT_EQ(pw::load_measured_run(run).optimizer, opt);
+    out.clear();
+    ASSERT_EQ(sh(std::string(kTool) + " compare --plan " + plan + " --measured " + run, &out), 0)
+        << out;
+    const std::string said =
+        opt == "adam" ? "optimizer = adam" : "optimizer = sgd (the plan prices Adam's step)";
+    EXPECT_NE(out.find(said), std::string::npos) << out;
+  }
 }
 
 // --warmup W trains W iterations before the timed ones: all W + N are listed (the warm-up ones
