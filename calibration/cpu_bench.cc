@@ -303,7 +303,7 @@ std::vector<LayerSample> bench_layer_passes(const CpuBenchOptions& o, double bud
 /// layer_mix records model bytes), so the fitted rate is the profile's streaming figure that
 /// makes hwmodels' Adam (hw::adam_step_time) take the executor's measured time: the float64
 /// step makes three passes over its state and divides and takes square roots, which a copy
-/// kernel's bandwidth does not show (the closed loop's optimizer read 12x its prediction).
+/// kernel's bandwidth does not show (copy x 0.5 made it 7x too fast on the 2-core EPYC).
 std::vector<MemorySample> bench_adam_step(const CpuBenchOptions& o, double budget) {
   std::vector<MemorySample> out;
   constexpr int kHidden = 256;
