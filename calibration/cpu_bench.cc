@@ -1,6 +1,7 @@
 #include "calibration/cpu_bench.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 
@@ -253,6 +255,16 @@ std::vector<MemorySample> bench_layer_mix(const CpuBenchOptions& o, double budge
   return out;
 }
 
+/// The executor's stage of `layers` layers of hidden size h (h / head_dim heads, ffn = 4h) over
+/// `tokens` tokens at micro batch 1: what the layer passes, the Adam step and the core probe time.
+exec::StageModel bench_stage(const CpuBenchOptions& o, int layers, int h, int tokens) {
+  ModelShape shape{"calibration", layers, h, std::max(1, h / o.head_dim), 4 * h, tokens, 64};
+  ParallelConfig pc;
+  pc.micro_batch_size = 1;
+  const exec::ModelDims dims = exec::make_model_dims(shape, pc, 1, "calibration");
+  return exec::StageModel(dims, 0, layers, false, false, 0, 1, 1.0, nullptr);
+}
+
 /// The executor's own layer passes (exec::StageModel, one layer, micro batch 1, ffn = 4h): F,
 /// B (input gradient) and W (weight gradient), each timed alone. What the GEMM benchmarks miss
 /// (layer norms, causal softmax, GELU with scalar tanh, bias and residual adds, copies and the
@@ -267,11 +279,7 @@ std::vector<LayerSample> bench_layer_passes(const CpuBenchOptions& o, double bud
       if (o.progress)
         o.progress(fmt::format("executor layer passes {}/{} h={} tokens={}", ++step, total, h, t));
       const int heads = std::max(1, h / o.head_dim);
-      ModelShape shape{"calibration", 1, h, heads, 4 * h, t, 64};
-      ParallelConfig pc;
-      pc.micro_batch_size = 1;
-      exec::ModelDims dims = exec::make_model_dims(shape, pc, 1, "calibration");
-      exec::StageModel m(dims, 0, 1, false, false, 0, 1, 1.0, nullptr);
+      exec::StageModel m = bench_stage(o, 1, h, t);
       exec::Mat in = exec::Mat::Random(t, h), d_out = exec::Mat::Random(t, h);
       // B needs F's saved state and W needs B's; each pass is timed with its prerequisites run
       // untimed just before, so every timed call does exactly the executor's work.
@@ -312,12 +320,7 @@ std::vector<MemorySample> bench_adam_step(const CpuBenchOptions& o, double budge
   for (int n : layers) {
     if (o.progress)
       o.progress(fmt::format("executor Adam step {}/{} layers={}", ++step, layers.size(), n));
-    ModelShape shape{"calibration", n,  kHidden, std::max(1, kHidden / o.head_dim),
-                     4 * kHidden,   64, 64};
-    ParallelConfig pc;
-    pc.micro_batch_size = 1;
-    exec::ModelDims dims = exec::make_model_dims(shape, pc, 1, "calibration");
-    exec::StageModel m(dims, 0, n, false, false, 0, 1, 1.0, nullptr);
+    exec::StageModel m = bench_stage(o, n, kHidden, 64);
     int t = 0;
     Timing time = time_calls(
         [&] {
@@ -327,6 +330,27 @@ std::vector<MemorySample> bench_adam_step(const CpuBenchOptions& o, double budge
         budget, o.min_iterations);
     out.push_back({"adam_step", "fp64",
                    static_cast<double>(m.num_parameters()) * hw::kAdamBytesPerParam, time});
+  }
+  return out;
+}
+
+/// Each core this process may run on, timed pinned to it (CoreProbe: the executor's layer
+/// forward, h = 256, 128 tokens), one after the other. Empty when the affinity mask cannot be
+/// read or a core cannot be pinned to: the benchmarks then run where the scheduler puts them.
+std::vector<CoreProbe> probe_cores(const CpuBenchOptions& o, double budget) {
+  constexpr int kHidden = 256, kTokens = 128;
+  exec::StageModel m = bench_stage(o, 1, kHidden, kTokens);
+  exec::Mat in = exec::Mat::Random(kTokens, kHidden);
+  std::vector<CoreProbe> out;
+  const std::vector<int> cores = allowed_cores();
+  for (std::size_t i = 0; i < cores.size(); ++i) {
+    if (o.progress)
+      o.progress(fmt::format("core {}/{} (core {}): executor layer forward h={} tokens={}", i + 1,
+                             cores.size(), cores[i], kHidden, kTokens));
+    CorePin pin(cores[i]);
+    if (!pin.ok()) return {};
+    out.push_back({cores[i], time_calls([&] { m.forward(0, &in, 0, true); }, std::max(budget, 0.05),
+                                        o.min_iterations)});
   }
   return out;
 }
@@ -376,6 +400,45 @@ Timing time_calls(const std::function<void()>& fn, double budget_s, int min_iter
   return summarize(std::move(samples));
 }
 
+std::vector<int> allowed_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return {};
+  std::vector<int> out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
+CorePin::CorePin(int core) {
+  cpu_set_t old;
+  CPU_ZERO(&old);
+  if (core < 0 || core >= CPU_SETSIZE || sched_getaffinity(0, sizeof old, &old) != 0) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(core, &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0) return;
+  old_.resize(sizeof old);
+  std::memcpy(old_.data(), &old, sizeof old);
+  ok_ = true;
+}
+
+CorePin::~CorePin() {
+  if (!ok_) return;
+  cpu_set_t old;
+  std::memcpy(&old, old_.data(), sizeof old);
+  sched_setaffinity(0, sizeof old, &old);
+}
+
+int slowest_core(const std::vector<CoreProbe>& probes) {
+  const CoreProbe* slow = nullptr;
+  for (const CoreProbe& c : probes)
+    if (!slow || c.time.median_s > slow->time.median_s ||
+        (c.time.median_s == slow->time.median_s && c.core < slow->core))
+      slow = &c;
+  return slow ? slow->core : -1;
+}
+
 RawProvenance cpu_provenance(const std::string& command, bool quick) {
   RawProvenance p;
   p.backend = "cpu";
@@ -402,6 +465,13 @@ RawResults run_cpu_benchmarks(const CpuBenchOptions& options, const std::string&
   exec::keep_freed_memory();  // as the executor runs (executor/memory.h)
   RawResults raw;
   raw.provenance = cpu_provenance(command, options.quick);
+  // The cores of one machine need not run alike (a VM's two "cores" read 2.33 and 1.87 ms on
+  // the same probe, and which one a run landed on moved the fitted element-wise figure by a
+  // third): every benchmark runs on the slowest, the core that paces a step of one rank per core.
+  raw.core_probes = probe_cores(options, budget);
+  raw.pinned_core = slowest_core(raw.core_probes);
+  CorePin pin(raw.pinned_core);
+  if (!pin.ok()) raw.core_probes.clear(), raw.pinned_core = -1;
   raw.launch_latency_s = bench_call_overhead();
   raw.gemms = bench_gemms(options, budget);
   raw.memory = bench_memory(options, budget);

@@ -1,7 +1,8 @@
 #pragma once
 /// CPU microbenchmarks: the executor's CPU backend kernels (Eigen float64 GEMMs of transformer
 /// shapes, element-wise work, the executor's own layer passes) and memory bandwidth,
-/// single-threaded as each executor rank runs.
+/// single-threaded as each executor rank runs, pinned to the slowest core the run may use (each
+/// core probed first: the cores of a VM need not run alike).
 /// Method (as nccl-tests): warm-up, then timed iterations, median/min/max kept.
 #include <functional>
 #include <string>
@@ -34,6 +35,30 @@ RawProvenance cpu_provenance(const std::string& command, bool quick);
 /// Runs the GEMM sweep (float64), element-wise kernels and memory bandwidth. MPI is measured
 /// separately (mpi_bench.h) because it needs more than one process.
 RawResults run_cpu_benchmarks(const CpuBenchOptions& options, const std::string& command);
+
+/// The cores this process may run on (its affinity mask: all of them, or what taskset or a
+/// cgroup leaves), ascending; empty when the mask cannot be read.
+std::vector<int> allowed_cores();
+
+/// Pins the calling thread to one core while alive, and gives it back the mask it had.
+/// `ok()` is false when the core cannot be pinned to (then nothing changed).
+class CorePin {
+ public:
+  explicit CorePin(int core);
+  ~CorePin();
+  CorePin(const CorePin&) = delete;
+  CorePin& operator=(const CorePin&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  std::vector<unsigned char> old_;  // the thread's mask before (a cpu_set_t's bytes)
+  bool ok_ = false;
+};
+
+/// The core the benchmarks run pinned to: the slowest probe (largest median; the lowest core
+/// number among equals). With one executor rank per core every step waits for the slowest
+/// rank, so the profile describes that core. -1 when `probes` is empty.
+int slowest_core(const std::vector<CoreProbe>& probes);
 
 /// Times `fn` as the benchmarks do: one warm-up call, then samples until `budget_s` of this
 /// thread's CPU time has passed (or 20x that of wall time) and at least `min_iterations` were

@@ -356,6 +356,8 @@ FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
   FitResult r;
   r.provenance = raw.provenance;
   r.launch_latency_s = raw.launch_latency_s;
+  r.core_probes = raw.core_probes;
+  r.pinned_core = raw.pinned_core;
   if (raw.gemms.empty()) throw ConfigError(source, "gemm", "no GEMM measurements to fit");
   if (raw.memory.empty()) throw ConfigError(source, "memory", "no memory measurements to fit");
   r.gemms = fit_gemms(raw.gemms, base, peak_flops, source);
@@ -438,8 +440,30 @@ hw::GpuSpec fitted_gpu(const GemmFit& g, const std::vector<GemmSample>& samples,
   return spec;
 }
 
+std::string cores_line(const FitResult& fit) {
+  if (fit.core_probes.empty() || fit.pinned_core < 0) return {};
+  double fast = fit.core_probes.front().time.median_s, slow = fast;
+  for (const CoreProbe& c : fit.core_probes) {
+    fast = std::min(fast, c.time.median_s);
+    slow = std::max(slow, c.time.median_s);
+  }
+  std::string each;
+  if (fit.core_probes.size() <= 8) {
+    for (const CoreProbe& c : fit.core_probes)
+      each +=
+          fmt::format("{} {}: {:.2f} ms", each.empty() ? "" : ",", c.core, c.time.median_s * 1e3);
+  } else {
+    each = fmt::format(" ({}) {:.2f} to {:.2f} ms", fit.core_probes.size(), fast * 1e3, slow * 1e3);
+  }
+  return fmt::format(
+      "cores{} (executor layer forward h=256, 128 tokens) -> benchmarks pinned to core {}, the "
+      "slowest ({:.2f}x the fastest)",
+      each, fit.pinned_core, fast > 0 ? slow / fast : 1.0);
+}
+
 std::string fit_report(const FitResult& fit) {
-  std::string out;
+  std::string out = cores_line(fit);  // where everything below was measured
+  if (!out.empty()) out += "\n";
   auto quality = [](const FitQuality& q) {
     return fmt::format("R2(log)={:.4f} worst={:.1f}% at {} median={:.1f}% n={}", q.r2_log,
                        100 * q.worst_residual, q.worst_at, 100 * q.median_residual, q.points);

@@ -92,6 +92,9 @@ struct SeriesFit {
 struct FitResult {
   RawProvenance provenance;
   double launch_latency_s = 0;
+  /// CPU: the cores probed and the one the benchmarks ran on (RawResults; empty / -1 if none).
+  std::vector<CoreProbe> core_probes;
+  int pinned_core = -1;
   std::vector<GemmFit> gemms;
   std::vector<AttentionFit> attention;  ///< by (pass, dtype); empty without attention samples
   RawResults raw;                       ///< the measurements fitted (for tables)
@@ -146,6 +149,11 @@ FitResult fit_all(const RawResults& raw, const hw::GpuSpec& base,
 /// when the fit is worse than `table_threshold` (as the profile will carry it).
 hw::GpuSpec fitted_gpu(const GemmFit& g, const std::vector<GemmSample>& samples,
                        double table_threshold);
+
+/// CPU: the probed cores and the one the benchmarks ran on, as one report line ("cores 0: 2.33 ms,
+/// 1: 1.87 ms (...) -> benchmarks pinned to core 0, the slowest (1.25x the fastest)"); empty
+/// when the run probed none.
+std::string cores_line(const FitResult& fit);
 
 /// Human-readable fit report (one line per fit: parameters, R^2 of log time, worst residual).
 std::string fit_report(const FitResult& fit);

@@ -33,8 +33,12 @@ const SeriesFit* find_series(const std::vector<SeriesFit>& v, const std::string&
 
 std::string provenance_line(const FitResult& fit, const ProfileOptions& o) {
   const RawProvenance& p = fit.provenance;
+  std::string where = p.host;  // and the core the benchmarks ran pinned to, where they were
+  if (fit.pinned_core >= 0)
+    where += fmt::format("{}core {}, the slowest of {} probed", where.empty() ? "" : ", ",
+                         fit.pinned_core, fit.core_probes.size());
   return fmt::format("pipewright calibrate ({}{}) on {} ({}), {}; raw data: {}", p.backend,
-                     p.quick ? ", quick" : "", p.device, p.host, p.date,
+                     p.quick ? ", quick" : "", p.device, where, p.date,
                      o.raw_source.empty() ? "not kept" : o.raw_source);
 }
 

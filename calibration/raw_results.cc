@@ -1,5 +1,7 @@
 #include "calibration/raw_results.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -229,6 +231,13 @@ std::string raw_to_json(const RawResults& raw) {
                    {"gemm", gemms},          {"memory", memory},
                    {"transfers", transfers}, {"collectives", colls}};
   if (!raw.layers.empty()) doc["layers"] = layers;  // older readers and files have none
+  if (!raw.core_probes.empty()) {
+    ordered_json probes = ordered_json::array();
+    for (const CoreProbe& c : raw.core_probes)
+      probes.push_back({{"core", c.core}, {"time", timing_json(c.time)}});
+    doc["core_probes"] = probes;
+    doc["pinned_core"] = raw.pinned_core;
+  }
   if (!raw.attention.empty()) doc["attention"] = attention;
   return doc.dump(1) + "\n";
 }
@@ -278,6 +287,24 @@ RawResults raw_from_json(const std::string& text, const std::string& source) {
   top.each("transfers", [&](const Reader& r) {
     raw.transfers.push_back({r.str("link"), r.num("bytes"), r.timing()});
   });
+  top.each("core_probes", [&](const Reader& r) {
+    const std::int64_t core = r.integer("core");
+    for (const CoreProbe& c : raw.core_probes)
+      if (c.core == core) r.fail(r.key("core"), "expected each core once");
+    raw.core_probes.push_back({static_cast<int>(core), r.timing()});
+  });
+  if (doc.contains("pinned_core")) {
+    if (!doc["pinned_core"].is_number_integer())
+      top.fail("pinned_core", "expected an integer (a probed core, or -1: not pinned)");
+    raw.pinned_core = doc["pinned_core"].get<int>();
+    bool probed = raw.pinned_core == -1;
+    for (const CoreProbe& c : raw.core_probes) probed = probed || c.core == raw.pinned_core;
+    if (!probed)
+      top.fail("pinned_core", fmt::format("expected one of the cores in core_probes, or -1; got {}",
+                                          raw.pinned_core));
+  } else if (!raw.core_probes.empty()) {
+    top.fail("pinned_core", "missing field (core_probes are given)");
+  }
   top.each("collectives", [&](const Reader& r) {
     CollectiveSample c{r.str("library"), r.str("op"), static_cast<int>(r.integer("ranks")),
                        r.num("bytes"),   r.timing(),  r.integer("wrong")};

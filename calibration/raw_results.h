@@ -114,6 +114,13 @@ struct CollectiveSample {
   double busbw() const;
 };
 
+/// CPU: one core's speed, timed pinned to it: the executor's layer forward (h = 256, 128 tokens,
+/// micro batch 1), GEMMs and element-wise work together, as a rank's passes mix them.
+struct CoreProbe {
+  int core = 0;  ///< the core's number (as taskset and sched_getaffinity count)
+  Timing time;
+};
+
 /// Every measurement of one calibration run.
 struct RawResults {
   RawProvenance provenance;
@@ -124,6 +131,10 @@ struct RawResults {
   std::vector<AttentionSample> attention;  ///< fused attention from a trace (absent elsewhere)
   std::vector<TransferSample> transfers;
   std::vector<CollectiveSample> collectives;
+  /// CPU: each core the run could use, probed (absent in older files and on the GPU), and the
+  /// core every benchmark then ran pinned to: the slowest (-1: not pinned).
+  std::vector<CoreProbe> core_probes;
+  int pinned_core = -1;
 };
 
 /// The nccl-tests bus-bandwidth factor for `op` over `ranks` (1 for unknown ops).

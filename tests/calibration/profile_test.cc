@@ -85,6 +85,25 @@ TEST(CpuProfile, LoadsInHwmodelsWithTheKnownParameters) {
   EXPECT_NEAR(ps_to_seconds(p.collective_step_latency), 0.7e-6, 0.01 * 0.7e-6);
 }
 
+TEST(CpuProfile, ItsSourceNamesTheCoreTheBenchmarksRanOn) {
+  ProfileOptions po;
+  po.name = "pinned";
+  RawResults raw = synthetic_cpu(1.0);
+  const std::string unpinned =
+      profile_yaml(fit_all(
+                       raw, cpu_base(), [](const std::string&) { return 0.0; }, "s"),
+                   po);
+  EXPECT_EQ(unpinned.find("probed"), std::string::npos) << unpinned;
+  raw.core_probes = {{0, exact(2.33e-3)}, {1, exact(1.87e-3)}};
+  raw.pinned_core = 0;
+  const std::string text =
+      profile_yaml(fit_all(
+                       raw, cpu_base(), [](const std::string&) { return 0.0; }, "s"),
+                   po);
+  EXPECT_NE(text.find("Synthetic CPU (core 0, the slowest of 2 probed)"), std::string::npos)
+      << text;
+}
+
 TEST(CpuProfile, LabelsItsFiguresFp64AndAnswersEveryDtypeWithThem) {
   ProfileOptions po;
   po.name = "fp64";

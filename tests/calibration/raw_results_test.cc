@@ -76,6 +76,37 @@ TEST(RawResults, LayerPassesRoundTripAndAreOptional) {
   expect_error(j.dump(), "layers[0].hidden");
 }
 
+TEST(RawResults, CoreProbesRoundTripAndNameTheirCore) {
+  RawResults r = sample();
+  r.provenance.backend = "cpu";
+  r.core_probes = {{0, {2.33e-3, 2.3e-3, 2.4e-3, 5}}, {1, {1.87e-3, 1.8e-3, 1.9e-3, 5}}};
+  r.pinned_core = 0;
+  const std::string text = raw_to_json(r);
+  const RawResults back = raw_from_json(text, "raw.json");
+  ASSERT_EQ(back.core_probes.size(), 2u);
+  EXPECT_EQ(back.core_probes[1].core, 1);
+  EXPECT_DOUBLE_EQ(back.core_probes[0].time.median_s, 2.33e-3);
+  EXPECT_EQ(back.pinned_core, 0);
+  EXPECT_EQ(raw_to_json(back), text);
+  // Files written before cores were probed (and GPU files) have neither key: nothing pinned.
+  const auto plain = nlohmann::json::parse(raw_to_json(sample()));
+  EXPECT_EQ(plain.count("core_probes"), 0u);
+  EXPECT_EQ(plain.count("pinned_core"), 0u);
+  EXPECT_EQ(raw_from_json(plain.dump(), "raw.json").pinned_core, -1);
+  auto j = nlohmann::json::parse(text);
+  j["pinned_core"] = 5;  // not a probed core
+  expect_error(j.dump(), "pinned_core");
+  j = nlohmann::json::parse(text);
+  j.erase("pinned_core");
+  expect_error(j.dump(), "pinned_core");
+  j = nlohmann::json::parse(text);
+  j["core_probes"][1]["core"] = 0;  // the same core twice
+  expect_error(j.dump(), "core_probes[1].core");
+  j = nlohmann::json::parse(text);
+  j["core_probes"][0]["core"] = -1;
+  expect_error(j.dump(), "core_probes[0].core");
+}
+
 TEST(RawResults, MissingFieldNamesIt) {
   auto j = nlohmann::json::parse(raw_to_json(sample()));
   j["provenance"].erase("date");
