@@ -16,6 +16,7 @@
 #include "calibration/gemm_shapes.h"
 #include "executor/memory.h"
 #include "executor/model.h"
+#include "executor/probe.h"
 #include "hwmodels/optimizer.h"
 
 namespace pw::calibration {
@@ -334,23 +335,20 @@ std::vector<MemorySample> bench_adam_step(const CpuBenchOptions& o, double budge
   return out;
 }
 
-/// Each core this process may run on, timed pinned to it (CoreProbe: the executor's layer
-/// forward, h = 256, 128 tokens), one after the other. Empty when the affinity mask cannot be
-/// read or a core cannot be pinned to: the benchmarks then run where the scheduler puts them.
-std::vector<CoreProbe> probe_cores(const CpuBenchOptions& o, double budget) {
-  constexpr int kHidden = 256, kTokens = 128;
-  exec::StageModel m = bench_stage(o, 1, kHidden, kTokens);
-  exec::Mat in = exec::Mat::Random(kTokens, kHidden);
+/// Each core this process may run on, timed pinned to it (CoreProbe: exec::probe_forward_samples,
+/// the probe the executor also runs), one after the other. Empty when the affinity mask cannot
+/// be read or a core cannot be pinned to: the benchmarks then run where the scheduler puts them.
+std::vector<CoreProbe> probe_cores(const CpuBenchOptions& o) {
   std::vector<CoreProbe> out;
   const std::vector<int> cores = allowed_cores();
   for (std::size_t i = 0; i < cores.size(); ++i) {
     if (o.progress)
       o.progress(fmt::format("core {}/{} (core {}): executor layer forward h={} tokens={}", i + 1,
-                             cores.size(), cores[i], kHidden, kTokens));
+                             cores.size(), cores[i], exec::kProbeHidden, exec::kProbeTokens));
     CorePin pin(cores[i]);
     if (!pin.ok()) return {};
-    out.push_back({cores[i], time_calls([&] { m.forward(0, &in, 0, true); }, std::max(budget, 0.05),
-                                        o.min_iterations)});
+    out.push_back(
+        {cores[i], summarize(exec::probe_forward_samples(std::max(o.min_iterations, 5)))});
   }
   return out;
 }
@@ -468,7 +466,7 @@ RawResults run_cpu_benchmarks(const CpuBenchOptions& options, const std::string&
   // The cores of one machine need not run alike (a VM's two "cores" read 2.33 and 1.87 ms on
   // the same probe, and which one a run landed on moved the fitted element-wise figure by a
   // third): every benchmark runs on the slowest, the core that paces a step of one rank per core.
-  raw.core_probes = probe_cores(options, budget);
+  raw.core_probes = probe_cores(options);
   raw.pinned_core = slowest_core(raw.core_probes);
   CorePin pin(raw.pinned_core);
   if (!pin.ok()) raw.core_probes.clear(), raw.pinned_core = -1;

@@ -10,6 +10,7 @@
 
 #include "calibration/profile_writer.h"
 #include "core/error.h"
+#include "executor/probe.h"
 #include "hwmodels/transformer.h"
 
 namespace pw::calibration {
@@ -456,9 +457,9 @@ std::string cores_line(const FitResult& fit) {
     each = fmt::format(" ({}) {:.2f} to {:.2f} ms", fit.core_probes.size(), fast * 1e3, slow * 1e3);
   }
   return fmt::format(
-      "cores{} (executor layer forward h=256, 128 tokens) -> benchmarks pinned to core {}, the "
+      "cores{} (executor layer forward h={}, {} tokens) -> benchmarks pinned to core {}, the "
       "slowest ({:.2f}x the fastest)",
-      each, fit.pinned_core, fast > 0 ? slow / fast : 1.0);
+      each, exec::kProbeHidden, exec::kProbeTokens, fit.pinned_core, fast > 0 ? slow / fast : 1.0);
 }
 
 std::string fit_report(const FitResult& fit) {

@@ -10,6 +10,7 @@
 
 #include "calibration/base_profile.h"
 #include "core/error.h"
+#include "executor/probe.h"
 #include "hwmodels/gpu_model.h"
 #include "hwmodels/optimizer.h"
 
@@ -195,6 +196,19 @@ std::string cpu_profile(const FitResult& fit, const ProfileOptions& o) {
                     ar->fit.alpha_s * 1e6, ar->fit.bandwidth() * ar->bus_factor * 1e-9, src);
   }
   doc["collectives"] = coll;
+  // The core the benchmarks ran on, as the executor's probe timed it: `compare` sets a run's
+  // own probe against it (a machine that changed speed since, or a model that is wrong).
+  for (const CoreProbe& c : fit.core_probes)
+    if (c.core == fit.pinned_core) {
+      YAML::Node probe;
+      probe["forward_ms"] = std::round(c.time.median_s * 1e7) / 1e4;  // 0.1 us
+      probe["core"] = c.core;
+      probe["source"] = fmt::format(
+          "executor layer forward h={}, {} tokens (exec::probe_forward_samples), median of {} "
+          "calls in thread CPU time, on the slowest of {} cores probed; {}",
+          exec::kProbeHidden, exec::kProbeTokens, c.time.iterations, fit.core_probes.size(), src);
+      doc["calibration_probe"] = probe;
+    }
   return render(doc,
                 "# Hardware profile measured by `pipewright calibrate --backend cpu`.\n"
                 "# Regenerate rather than edit: pipewright calibrate --from-raw RAW.json\n");

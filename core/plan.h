@@ -210,6 +210,10 @@ struct MeasuredRun {
   /// The optimizer the executor stepped ("sgd" or "adam"; "" in files written before the field):
   /// every tier of the model prices Adam's step.
   std::string optimizer;
+  /// Per rank, the machine probe timed on that rank's core before the run (executor/probe.h,
+  /// ms; the CPU executor writes it, empty elsewhere and in older files): set against the
+  /// profile's calibration_probe, it tells a machine that changed speed from a wrong model.
+  std::vector<double> probe_ms;
   int iterations = 1;
   TimePs iteration_time = 0;            ///< median over measured iterations
   std::vector<MeasuredAction> actions;  ///< from one representative iteration

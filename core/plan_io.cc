@@ -484,6 +484,7 @@ Doc measured_run_to_doc(const MeasuredRun& run) {
   d["backend"] = run.backend;
   d["device"] = run.device;
   if (!run.optimizer.empty()) d["optimizer"] = run.optimizer;
+  if (!run.probe_ms.empty()) d["probe_ms"] = run.probe_ms;
   d["iterations"] = run.iterations;
   d["iteration_time_ps"] = run.iteration_time;
   Doc acts = Doc::array();
@@ -498,7 +499,7 @@ Doc measured_run_to_doc(const MeasuredRun& run) {
 MeasuredRun measured_run_from_doc(const Doc& d, const std::string& source) {
   const R r(source);
   r.expect_keys(d, "",
-                {"format", "version", "backend", "device", "optimizer", "iterations",
+                {"format", "version", "backend", "device", "optimizer", "probe_ms", "iterations",
                  "iteration_time_ps", "actions"});
   check_header(d, r, kRunFormat, kMeasuredRunFormatVersion);
   MeasuredRun run;
@@ -508,6 +509,15 @@ MeasuredRun measured_run_from_doc(const Doc& d, const std::string& source) {
     run.optimizer = r.as_string(*v, "optimizer");
     if (run.optimizer != "sgd" && run.optimizer != "adam")
       r.fail("optimizer", fmt::format("sgd or adam, got '{}'", run.optimizer));
+  }
+  if (const Doc* v = r.find(d, "probe_ms")) {  // optional: the CPU executor's, since 2026-11-30
+    r.expect_array(*v, "probe_ms");
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      const double ms = r.as_double((*v)[i], R::index("probe_ms", i));
+      if (!(ms > 0))
+        r.fail(R::index("probe_ms", i), fmt::format("a positive time (ms), got {}", ms));
+      run.probe_ms.push_back(ms);
+    }
   }
   run.iterations = static_cast<int>(r.as_int(r.at(d, "", "iterations"), "iterations", 1, kIntMax));
   run.iteration_time = r.as_int(r.at(d, "", "iteration_time_ps"), "iteration_time_ps", 0, kTimeMax);

@@ -10,10 +10,14 @@
 #include "executor/action_loop.h"
 #include "executor/cpu_backend.h"
 #include "executor/memory.h"
+#include "executor/probe.h"
 #include "executor/reference.h"
 
 namespace pw::exec {
 namespace {
+
+/// Probe calls per rank before a run (about 0.1 s with h = 256, 128 tokens on a 2-core EPYC).
+constexpr int kRunProbeCalls = 7;
 
 constexpr double kGradTolerance = 1e-9;
 
@@ -252,6 +256,11 @@ ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& opt, MPI_Comm
   Watchdog wd(world, opt.watchdog_seconds,
               fmt::format("rank {} (dp {}, pp {}, tp {})", rank, d, p, t));
   keep_freed_memory();
+  // Each rank times the machine probe on its own core first (executor/probe.h), the figure
+  // calibration recorded for the core it ran on: compare sets one against the other.
+  double probe_ms = probe_forward_ms(kRunProbeCalls);
+  std::vector<double> probes(rank == 0 ? size : 0);
+  MPI_Gather(&probe_ms, 1, MPI_DOUBLE, probes.data(), 1, MPI_DOUBLE, 0, world);
   CpuBackend be(plan, prog, dims, layout, rank, world, wd, opt);
   const std::vector<ExecAction>& list = prog.device[p];
   std::vector<std::int64_t> start(list.size()), end(list.size());
@@ -292,6 +301,7 @@ ExecuteResult execute_plan(const Plan& plan, const ExecuteOptions& opt, MPI_Comm
   res.run.backend = "cpu";
   res.run.device = fmt::format("CPU (Eigen float64), {} MPI ranks", size);
   res.run.optimizer = opt.optimizer;
+  res.run.probe_ms = std::move(probes);
   return res;
 }
 

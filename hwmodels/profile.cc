@@ -286,7 +286,8 @@ std::vector<CollectiveSizeCorrection> parse_size_corrections(const ConfigMap& co
 
 HardwareProfile parse_profile(const std::string& text, const std::string& file) {
   ConfigMap root(parse_yaml(text, file), file, "");
-  root.check_keys({"name", "description", "gpu", "node", "fabric", "collectives", "source"});
+  root.check_keys({"name", "description", "gpu", "node", "fabric", "collectives",
+                   "calibration_probe", "source"});
   HardwareProfile p;
   p.name = root.text("name");
   p.description = root.text_or("description", "");
@@ -294,6 +295,12 @@ HardwareProfile parse_profile(const std::string& text, const std::string& file) 
   p.gpu = parse_gpu(root.child("gpu"), &p.compute_dtype);
   p.node = parse_node(root.child("node"));
   p.fabric = parse_fabric(root.child("fabric"));
+  if (root.has("calibration_probe")) {
+    ConfigMap probe = root.child("calibration_probe");
+    probe.check_keys({"forward_ms", "core", "source"});
+    p.calibration_probe_ms = probe.positive("forward_ms");
+    if (probe.has("core")) probe.integer("core", 0);
+  }
   // Optional section. Only looked up when present: ConfigMap::child(key, optional) on a missing
   // key throws yaml-cpp's InvalidNode (it assigns to the zombie node operator[] returned).
   if (root.has("collectives")) {

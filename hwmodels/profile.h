@@ -51,6 +51,9 @@ struct HardwareProfile {
   /// dtype's peak and measured GEMMs; on load they answer for every dtype (gpu.peak_flops and
   /// gpu.measured are filled for all of them). Empty for GPUs, whose dtypes differ.
   std::optional<DType> compute_dtype;
+  /// `calibration_probe.forward_ms` (CPU profiles since 2026-11-30): the executor's probe
+  /// (executor/probe.h) on the core calibration ran on, ms; 0 = not recorded.
+  double calibration_probe_ms = 0;
 };
 
 /// Parses profile YAML text; errors name `file` and the key path.

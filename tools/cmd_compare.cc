@@ -6,12 +6,15 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/plan_io.h"
+#include "executor/probe.h"
+#include "hwmodels/profile.h"
 #include "hwmodels/scenario.h"
 #include "planner/schedules/adaptive.h"
 #include "planner/schedules/generator.h"
@@ -148,6 +151,35 @@ ReportInput fixed_cost_input(const CompareOptions& o) {
   return in;
 }
 
+/// The run's ranks' machine probes (executor/probe.h) set against the one calibration took on
+/// the core its figures come from (the plan's profile's calibration_probe): a run whose slowest
+/// rank reads the probe 1.2x calibration's ran on a machine 1.2x slower than the one the plan
+/// was priced for, whatever the model does.
+std::string machine_line(const Plan& plan, const MeasuredRun& run, const std::string& plan_file) {
+  std::string ranks;
+  double slowest = 0;
+  for (const double ms : run.probe_ms) {
+    ranks += fmt::format("{}{:.2f}", ranks.empty() ? "" : ", ", ms);
+    slowest = std::max(slowest, ms);
+  }
+  std::string out = fmt::format(
+      "probe (executor layer forward h={}, {} tokens) {} ms on the "
+      "run's ranks",
+      exec::kProbeHidden, exec::kProbeTokens, ranks);
+  double calibrated = 0;
+  try {
+    const std::string dir = std::filesystem::path(plan_file).parent_path().string();
+    calibrated = hw::resolve_profile(plan.cluster, dir, plan_file, "cluster").calibration_probe_ms;
+  } catch (const ConfigError&) {
+    return out + fmt::format("; the plan's profile '{}' is not found here", plan.cluster);
+  }
+  if (calibrated <= 0) return out + "; the plan's profile records no calibration probe";
+  return out + fmt::format(
+                   ", {:.2f} ms on the core the profile was calibrated on: the slowest "
+                   "rank took {:.2f}x that",
+                   calibrated, slowest / calibrated);
+}
+
 ReportInput measured_input(const CompareOptions& o) {
   if (o.plan.empty() || o.measured.empty())
     throw ConfigError("", o.plan.empty() ? "--plan" : "--measured",
@@ -167,6 +199,7 @@ ReportInput measured_input(const CompareOptions& o) {
     in.context.emplace_back("optimizer", run.optimizer == "adam"
                                              ? run.optimizer
                                              : run.optimizer + " (the plan prices Adam's step)");
+  if (!run.probe_ms.empty()) in.context.emplace_back("machine", machine_line(plan, run, o.plan));
   in.measured = compare_run(plan, run, o.measured);
   return in;
 }

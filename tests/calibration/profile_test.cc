@@ -102,6 +102,25 @@ TEST(CpuProfile, ItsSourceNamesTheCoreTheBenchmarksRanOn) {
                    po);
   EXPECT_NE(text.find("Synthetic CPU (core 0, the slowest of 2 probed)"), std::string::npos)
       << text;
+  // The pinned core's probe is the profile's calibration_probe (what compare sets a run's
+  // ranks' probes against); a profile without it reads 0.
+  EXPECT_EQ(hw::parse_profile(unpinned, "u.yaml").calibration_probe_ms, 0.0);
+  const hw::HardwareProfile p = hw::parse_profile(text, "p.yaml");
+  EXPECT_DOUBLE_EQ(p.calibration_probe_ms, 2.33);
+  for (const auto& [bad, key] :
+       {std::pair<std::string, std::string>{"forward_ms: -1", "calibration_probe.forward_ms"},
+        {"forward_ms: 2\n  speed: 3", "calibration_probe"}}) {
+    std::string t = text;
+    const std::size_t at = t.find("forward_ms: 2.33");
+    ASSERT_NE(at, std::string::npos) << t;
+    t.replace(at, std::string("forward_ms: 2.33").size(), bad);
+    try {
+      hw::parse_profile(t, "bad.yaml");
+      FAIL() << "expected a ConfigError for " << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(CpuProfile, LabelsItsFiguresFp64AndAnswersEveryDtypeWithThem) {

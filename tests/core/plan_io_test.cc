@@ -318,5 +318,24 @@ TEST(MeasuredRunIo, OptimizerIsOptionalAndChecked) {
   }
 }
 
+TEST(MeasuredRunIo, RankProbesAreOptionalAndChecked) {
+  MeasuredRun run;
+  run.backend = "cpu";
+  run.device = "d";
+  run.iteration_time = 1;
+  EXPECT_EQ(measured_run_to_text(run, DocFormat::kJson).find("probe_ms"), std::string::npos);
+  run.probe_ms = {15.64, 18.81};
+  const std::string text = measured_run_to_text(run, DocFormat::kJson);
+  EXPECT_EQ(parse_measured_run(text, DocFormat::kJson, "t").probe_ms, run.probe_ms);
+  std::string bad = text;
+  bad.replace(bad.find("18.81"), 5, "-1.00");
+  try {
+    parse_measured_run(bad, DocFormat::kJson, "run.json");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("run.json: probe_ms[1]"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace pw

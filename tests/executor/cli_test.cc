@@ -1,5 +1,6 @@
 // `pipewright execute` end to end under mpirun: a plan file in, a measured run and a trace out;
 // an edited plan is rejected by its checksum.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -78,6 +79,56 @@ TEST(ExecuteCli, CompareNamesTheOptimizerTheRunStepped) {
     const std::string said =
         opt == "adam" ? "optimizer = adam" : "optimizer = sgd (the plan prices Adam's step)";
     EXPECT_NE(out.find(said), std::string::npos) << out;
+  }
+}
+
+// The run's ranks time the machine probe on their cores; compare sets the slowest against the
+// probe the plan's profile recorded where it was calibrated (here written by hand: 10 ms).
+TEST(ExecuteCli, CompareSetsTheRanksProbesAgainstTheCalibratedCore) {
+  std::string out;
+  const std::string profile = kDir + "/cli_probe_profile.yaml";
+  const std::string shipped =
+      pw::read_file(std::string(PW_SOURCE_DIR) + "/calibration/profiles/cpu-epyc-2core.yaml");
+  for (const bool recorded : {false, true}) {
+    pw::write_file_atomic(profile, recorded ? shipped +
+                                                  "calibration_probe: {forward_ms: 10, "
+                                                  "core: 0, source: by hand}\n"
+                                            : shipped);
+    const std::string scenario = kDir + "/cli_probe.yaml", plan = kDir + "/cli_probe_plan.yaml",
+                      run = kDir + "/cli_probe_run.json";
+    pw::write_file_atomic(scenario,
+                          "name: cli-probe\n"
+                          "model: {name: tiny, num_layers: 4, hidden_size: 32, "
+                          "num_attention_heads: 2, seq_length: 16, vocab_size: 64, "
+                          "attention_backend: unfused}\n"
+                          "cluster: {profile: " +
+                              profile + ", nodes: 1}\n" + "parallel: {global_batch_size: 4}\n");
+    ASSERT_EQ(
+        sh(std::string(kTool) + " plan " + scenario + " --tp 1 --pp 2 --dp 1 --emit " + plan, &out),
+        0)
+        << out;
+    ASSERT_EQ(sh(std::string(PW_MPIRUN) + " --oversubscribe -np 2 " + kTool + " execute " + plan +
+                     " --measured " + run,
+                 &out),
+              0)
+        << out;
+    const pw::MeasuredRun m = pw::load_measured_run(run);
+    ASSERT_EQ(m.probe_ms.size(), 2u);  // one per rank
+    out.clear();
+    ASSERT_EQ(sh(std::string(kTool) + " compare --plan " + plan + " --measured " + run, &out), 0)
+        << out;
+    const std::string ranks = fmt::format(
+        "machine = probe (executor layer forward h=256, 128 tokens) {:.2f}, {:.2f} ms on the "
+        "run's ranks",
+        m.probe_ms[0], m.probe_ms[1]);
+    EXPECT_NE(out.find(ranks), std::string::npos) << out;
+    const std::string against =
+        recorded ? fmt::format(
+                       ", 10.00 ms on the core the profile was calibrated on: the slowest "
+                       "rank took {:.2f}x that",
+                       std::max(m.probe_ms[0], m.probe_ms[1]) / 10)
+                 : "; the plan's profile records no calibration probe";
+    EXPECT_NE(out.find(ranks + against), std::string::npos) << out;
   }
 }
 
