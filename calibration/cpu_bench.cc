@@ -24,15 +24,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// This thread's CPU time, seconds. The executor's model gives each rank a core of its own; CPU
-/// time measures the work as it runs on such a core even while other jobs share the machine
-/// (wall-clock medians on a busy 2-core VM came out 2-5x slow, and a measured table then
-/// carried that into every prediction).
-double thread_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+// Every sample is this thread's CPU time (exec::thread_cpu_s, the probe's clock too).
+using exec::thread_cpu_s;
 
 /// Cost of one empty thread_cpu_s() pair (a system call each), subtracted from every sample.
 double clock_overhead_s() {

@@ -7,15 +7,12 @@
 #include "executor/model.h"
 
 namespace pw::exec {
-namespace {
 
 double thread_cpu_s() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
-
-}  // namespace
 
 std::vector<double> probe_forward_samples(int calls) {
   ModelShape shape{"probe", 1, kProbeHidden, kProbeHidden / 16, 4 * kProbeHidden, kProbeTokens, 64};

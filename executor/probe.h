@@ -9,6 +9,12 @@
 
 namespace pw::exec {
 
+/// This thread's CPU time, seconds: the clock of the probe and of every CPU calibration sample.
+/// The executor's model gives each rank a core of its own; CPU time measures the work as it runs
+/// on such a core even while other jobs share the machine (wall-clock medians on a busy 2-core
+/// VM came out 2-5x slow, and a measured table then carried that into every prediction).
+double thread_cpu_s();
+
 inline constexpr int kProbeHidden = 256;
 inline constexpr int kProbeTokens = 128;
 
