@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -294,9 +295,11 @@ RawResults raw_from_json(const std::string& text, const std::string& source) {
     raw.core_probes.push_back({static_cast<int>(core), r.timing()});
   });
   if (doc.contains("pinned_core")) {
-    if (!doc["pinned_core"].is_number_integer())
+    const auto& v = doc["pinned_core"];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < -1 ||
+        v.get<std::int64_t>() > std::numeric_limits<int>::max())
       top.fail("pinned_core", "expected an integer (a probed core, or -1: not pinned)");
-    raw.pinned_core = doc["pinned_core"].get<int>();
+    raw.pinned_core = static_cast<int>(v.get<std::int64_t>());
     bool probed = raw.pinned_core == -1;
     for (const CoreProbe& c : raw.core_probes) probed = probed || c.core == raw.pinned_core;
     if (!probed)

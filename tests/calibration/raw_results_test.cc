@@ -96,6 +96,8 @@ TEST(RawResults, CoreProbesRoundTripAndNameTheirCore) {
   auto j = nlohmann::json::parse(text);
   j["pinned_core"] = 5;  // not a probed core
   expect_error(j.dump(), "pinned_core");
+  j["pinned_core"] = 4294967296LL;  // would wrap to core 0 as an int
+  expect_error(j.dump(), "pinned_core");
   j = nlohmann::json::parse(text);
   j.erase("pinned_core");
   expect_error(j.dump(), "pinned_core");
