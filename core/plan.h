@@ -83,6 +83,13 @@ struct ParallelConfig {
   int expert_parallel = 1;         ///< expert_model_parallel_size (within cp * d * t)
   int expert_tensor_parallel = 0;  ///< expert_tensor_parallel_size; 0 = tensor_parallel
   std::string fp8 = "off";         ///< off | e4m3 | hybrid: FP8 GEMMs (Transformer Engine)
+  /// Megatron's `--fp8-recipe` (with fp8 on): "delayed" (its default: Transformer Engine's
+  /// delayed scaling, whose amax histories are all-reduced over the stage's tensor-, data- and
+  /// context-parallel ranks at each model chunk's forward and backward) or "tensorwise"
+  /// (current scaling: each tensor scaled as it is cast, no such reduction).
+  std::string fp8_recipe = "delayed";
+  /// True when the step all-reduces delayed scaling's amaxes (fp8 on, recipe delayed).
+  bool fp8_amax_reduction() const { return fp8 != "off" && fp8_recipe == "delayed"; }
   /// Megatron's gradient buffer and data-parallel reduction in fp32 (`grad_reduce_in_fp32`,
   /// Megatron-LM's default with bf16): 4 bytes per gradient, 2 when false (bf16).
   bool grad_reduce_in_fp32 = true;
@@ -132,6 +139,12 @@ struct ParallelConfig {
   friend bool operator==(const ParallelConfig&, const ParallelConfig&) = default;
 };
 
+/// The values of ParallelConfig::fp8_recipe: delayed, tensorwise.
+const std::vector<std::string>& fp8_recipe_names();
+/// "delayed or tensorwise", for messages.
+std::string fp8_recipe_choices();
+/// True when `r` is one of fp8_recipe_names().
+bool is_fp8_recipe(const std::string& r);
 /// The values of ParallelConfig::cp_comm_type: p2p, all_gather, a2a.
 const std::vector<std::string>& cp_comm_type_names();
 /// "p2p, all_gather or a2a", for messages.

@@ -26,6 +26,15 @@ std::string cp_comm_type_choices() { return "p2p, all_gather or a2a"; }
 
 bool is_cp_comm_type(const std::string& t) { return one_of(cp_comm_type_names(), t); }
 
+const std::vector<std::string>& fp8_recipe_names() {
+  static const std::vector<std::string> names{"delayed", "tensorwise"};
+  return names;
+}
+
+std::string fp8_recipe_choices() { return "delayed or tensorwise"; }
+
+bool is_fp8_recipe(const std::string& r) { return one_of(fp8_recipe_names(), r); }
+
 std::string cp_label(const ParallelConfig& c) {
   if (c.context_parallel <= 1) return "";
   return fmt::format(" cp={}{}", c.context_parallel,
@@ -219,6 +228,7 @@ Doc config_to_doc(const ParallelConfig& c) {
   if (c.expert_tensor_parallel != def.expert_tensor_parallel)
     d["expert_tensor_parallel"] = c.expert_tensor_parallel;
   if (c.fp8 != def.fp8) d["fp8"] = c.fp8;
+  if (c.fp8_recipe != def.fp8_recipe) d["fp8_recipe"] = c.fp8_recipe;
   if (c.grad_reduce_in_fp32 != def.grad_reduce_in_fp32)
     d["grad_reduce_in_fp32"] = c.grad_reduce_in_fp32;
   if (c.overlap_grad_reduce != def.overlap_grad_reduce)
@@ -255,6 +265,7 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
                  "expert_parallel",
                  "expert_tensor_parallel",
                  "fp8",
+                 "fp8_recipe",
                  "grad_reduce_in_fp32",
                  "overlap_grad_reduce",
                  "overlap_param_gather",
@@ -288,6 +299,13 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     c.fp8 = get_str(d, r, p, "fp8");
     if (c.fp8 != "off" && c.fp8 != "e4m3" && c.fp8 != "hybrid")
       r.fail("config.fp8", fmt::format("off, e4m3 or hybrid, got '{}'", c.fp8));
+  }
+  if (r.find(d, "fp8_recipe")) {
+    c.fp8_recipe = get_str(d, r, p, "fp8_recipe");
+    if (!is_fp8_recipe(c.fp8_recipe))
+      r.fail("config.fp8_recipe", fmt::format("{}, got '{}'", fp8_recipe_choices(), c.fp8_recipe));
+    if (c.fp8 == "off" && c.fp8_recipe != ParallelConfig{}.fp8_recipe)
+      r.fail("config.fp8_recipe", "absent unless fp8 is e4m3 or hybrid");
   }
   if (const Doc* v = r.find(d, "grad_reduce_in_fp32"))
     c.grad_reduce_in_fp32 = r.as_bool(*v, "config.grad_reduce_in_fp32");

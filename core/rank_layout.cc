@@ -36,6 +36,12 @@ std::vector<int> RankLayout::ep_group(int t_rank, int d_rank, int p_rank) const 
   return g;
 }
 
+std::vector<int> RankLayout::stage_group(int p_rank) const {
+  std::vector<int> g(static_cast<std::size_t>(tp) * dp);
+  for (int i = 0; i < tp * dp; ++i) g[i] = gpu(i % tp, i / tp, p_rank);
+  return g;
+}
+
 std::vector<int> RankLayout::pp_group(int t_rank, int d_rank) const {
   std::vector<int> g;
   for (int p = 0; p < pp; ++p) g.push_back(gpu(t_rank, d_rank, p));

@@ -39,6 +39,9 @@ struct RankLayout {
   int expert_dp() const { return tp * dp / (etp * ep); }
   /// GPUs of the pipeline of (t_rank, d_rank), stage 0 first.
   std::vector<int> pp_group(int t_rank, int d_rank) const;
+  /// GPUs of pipeline rank `p_rank`, in rank order: Megatron's tensor-and-data-parallel group
+  /// with context parallelism (its FP8 amax reduction group).
+  std::vector<int> stage_group(int p_rank) const;
   /// Coordinates of global rank `rank` (inverse of gpu()).
   void coords(int rank, int* t_rank, int* d_rank, int* p_rank) const {
     *t_rank = rank % tp;

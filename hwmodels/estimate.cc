@@ -30,6 +30,7 @@ CollectiveEstimate timed(std::string purpose, CollectiveKind kind, Bytes bytes, 
 void add_tp(const std::vector<TpComm>& comms, const char* pass, long long per_iter_scale,
             const CommNetworks& nets, std::vector<CollectiveEstimate>* out) {
   for (const TpComm& tc : comms) {
+    if (nets.of(tc.group).n <= 1) continue;  // a group of one rank (an amax group of one GPU)
     std::string group = comm_group_name(tc.group);
     for (char& ch : group) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     out->push_back(timed(fmt::format("{} {} ({})", group, collective_kind_name(tc.kind), pass),
@@ -180,11 +181,13 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   Topology topo(s.topology);
   RankLayout layout = rank_layout_of(par, s.topology.node.gpus_per_node);
   const long long mv = e.microbatches * v;
-  if (par.tensor_parallel > 1 || layout.cp > 1 || layout.ep > 1) {
+  const bool amax = o.fp8_amax_reduction && layout.tp * layout.dp > 1;
+  if (par.tensor_parallel > 1 || layout.cp > 1 || layout.ep > 1 || amax) {
     CommNetworks nets;
     nets.tp = describe_group(topo, s.profile, layout.tp_group(0, 0));
     nets.cp = describe_group(topo, s.profile, layout.cp_group(0, 0, 0));
     nets.ep = describe_group(topo, s.profile, layout.ep_group(0, 0, 0));
+    nets.amax = describe_group(topo, s.profile, layout.stage_group(0));
     const bool ov = par.tp_comm_overlap;
     e.tp_comm_f = exposed_comm(middle.comm_f, nets, middle.f, middle.hide_f, middle.attn_f, ov);
     e.tp_comm_b = exposed_comm(middle.comm_b, nets, middle.b, middle.hide_b, middle.attn_b, ov) +

@@ -148,7 +148,7 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
 std::vector<std::string> shared_parallel_keys() {
   return {"grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather",
           "align_param_gather",  "ddp_bucket_size",     "overlap_p2p_comm",
-          "tp_comm_overlap",     "cp_comm_type"};
+          "tp_comm_overlap",     "cp_comm_type",        "fp8_recipe"};
 }
 
 void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
@@ -163,6 +163,11 @@ void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
            fmt::format(
                "'{}'; expected {}{}", c->cp_comm_type, cp_comm_type_choices(),
                c->cp_comm_type == "a2a+p2p" ? " (the hierarchical a2a+p2p is not modelled)" : ""));
+  c->fp8_recipe = p.text_or("fp8_recipe", "delayed");
+  if (!is_fp8_recipe(c->fp8_recipe))
+    p.fail("fp8_recipe", fmt::format("'{}'; expected {} (Megatron's mxfp8, blockwise and custom "
+                                     "recipes are not modelled)",
+                                     c->fp8_recipe, fp8_recipe_choices()));
   // Megatron asserts it ("Must use --overlap-param-gather with --overlap-grad-reduce").
   if (c->overlap_param_gather && !c->overlap_grad_reduce)
     p.fail("overlap_param_gather",
@@ -213,6 +218,8 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
   c.expert_parallel = static_cast<int>(p.integer_or("expert_model_parallel_size", 1));
   c.expert_tensor_parallel = static_cast<int>(p.integer_or("expert_tensor_parallel_size", 0, 1));
   c.fp8 = p.choice_or("fp8", "off", {"off", "e4m3", "hybrid"});
+  if (p.has("fp8_recipe") && c.fp8 == "off")
+    p.fail("fp8_recipe", "given with fp8 off; expected it only with fp8: e4m3 or hybrid");
   c.schedule = p.text_or("schedule", c.virtual_stages > 1 ? "interleaved" : "1f1b");
   s->first_stage_layers = static_cast<int>(p.integer_or("decoder_first_pipeline_num_layers", 0, 1));
   s->last_stage_layers = static_cast<int>(p.integer_or("decoder_last_pipeline_num_layers", 0, 1));

@@ -72,6 +72,22 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
                          StageRole{is_first, is_last, is_last});
 }
 
+Fp8AmaxBytes fp8_amax_bytes(const ModelShape& m, const WorkloadOptions& o, int dense_layers,
+                            int moe_layers) {
+  // Transformer Engine keeps, per FP8 GEMM, three forward scaling entries (input, weight,
+  // output) and two backward ones (output gradient, input gradient); a grouped GEMM of k experts
+  // is k GEMMs (GroupedLinear's num_gemms). The all-reduce carries each entry's current amax, a
+  // float32.
+  double gemms = 0;
+  for (const bool moe : {false, true}) {
+    const int layers = moe ? moe_layers : dense_layers;
+    if (layers == 0) continue;
+    for (const LayerOp& op : layer_ops(m, o, Pass::kForward, moe))
+      if (op.gemm && op.fp8) gemms += double(op.batch) * layers;
+  }
+  return {Bytes{4.0 * 3.0 * gemms}, Bytes{4.0 * 2.0 * gemms}};
+}
+
 StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const WorkloadOptions& o,
                            int dense_layers, int moe_layers, StageRole role) {
   PW_ASSERT(dense_layers >= 0 && moe_layers >= 0, "bad layer counts");
@@ -164,6 +180,15 @@ StageCosts stage_costs_for(const ModelShape& m, const GpuModel& gpu, const Workl
   }
   for (const TpComm& tc : c.comm_f) c.comm_bytes_f += tc.bytes * tc.count;
   for (const TpComm& tc : c.comm_b) c.comm_bytes_b += tc.bytes * tc.count;
+  if (o.fp8 && o.fp8_amax_reduction) {
+    const Fp8AmaxBytes amax = fp8_amax_bytes(m, o, dense_layers, moe_layers);
+    if (amax.forward.value > 0) {
+      c.comm_f.push_back(
+          {CollectiveKind::kAllReduce, amax.forward, 1, "fp8 amax reduction", CommGroup::kAmax});
+      c.comm_b.push_back(
+          {CollectiveKind::kAllReduce, amax.backward, 1, "fp8 amax reduction", CommGroup::kAmax});
+    }
+  }
 
   Dims d = dims(m, o);
   const double sbh = double(d.s) * double(d.b) * double(d.h);

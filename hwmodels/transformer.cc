@@ -50,6 +50,7 @@ WorkloadOptions workload_options(const ParallelConfig& p, bool flash_attention) 
   o.etp = p.expert_tp();
   PW_ASSERT(p.fp8 == "off" || p.fp8 == "e4m3" || p.fp8 == "hybrid", "unvalidated fp8 " + p.fp8);
   o.fp8 = p.fp8 != "off";
+  o.fp8_amax_reduction = p.fp8_amax_reduction();
   o.tp_comm_overlap = p.tp_comm_overlap && o.sequence_parallel;
   return o;
 }
@@ -62,6 +63,8 @@ const char* comm_group_name(CommGroup g) {
       return "cp";
     case CommGroup::kEp:
       return "ep";
+    case CommGroup::kAmax:
+      return "fp8 amax";
   }
   return "?";
 }

@@ -42,6 +42,9 @@ struct WorkloadOptions {
   int ep = 1;        ///< expert parallel: each rank holds num_experts / ep experts
   int etp = 1;       ///< expert tensor parallel: expert FFN width split etp ways
   bool fp8 = false;  ///< linear-layer GEMMs in FP8 (attention core stays bf16)
+  /// Delayed scaling (ParallelConfig::fp8_amax_reduction): each stage pass's F and B end with
+  /// the all-reduce of its FP8 tensors' amaxes (stage_costs, CommGroup::kAmax).
+  bool fp8_amax_reduction = false;
   /// Megatron / Transformer Engine tp_comm_overlap (with sequence parallelism, tp > 1): the
   /// GEMMs its ring exchanges and pipelined reduce-scatters run beside are computed in tp row
   /// chunks (StageCosts::hide_f).
@@ -70,8 +73,11 @@ enum class CommGroup : std::uint8_t {
   kTp,  ///< the tensor-parallel group (and expert-TP, which is the same ranks)
   kCp,  ///< the context-parallel group: K/V exchange, overlapped with the pass's compute
   kEp,  ///< the expert-parallel group: token dispatch and combine (all-to-all)
+  /// Megatron's amax reduction group: every tensor-, data- and context-parallel rank of the
+  /// pipeline stage (Transformer Engine's delayed-scaling amax all-reduce).
+  kAmax,
 };
-const char* comm_group_name(CommGroup g);  ///< "tp", "cp", "ep"
+const char* comm_group_name(CommGroup g);  ///< "tp", "cp", "ep", "fp8 amax"
 
 /// One collective a pass issues (per microbatch, over `group`); `bytes` is the nccl-tests
 /// size (whole buffer for all-reduce, gathered size for all-gather/reduce-scatter, per-rank
@@ -95,11 +101,11 @@ inline bool is_cp_ring_step(const TpComm& c) {
   return c.group == CommGroup::kCp && c.kind == CollectiveKind::kSendRecv && !c.waited;
 }
 
-/// The networks of a rank's TP, CP and EP groups.
+/// The networks of a rank's TP, CP, EP and amax reduction groups.
 struct CommNetworks {
-  GroupNetwork tp, cp, ep;
+  GroupNetwork tp, cp, ep, amax;
   const GroupNetwork& of(CommGroup g) const {
-    return g == CommGroup::kCp ? cp : g == CommGroup::kEp ? ep : tp;
+    return g == CommGroup::kCp ? cp : g == CommGroup::kEp ? ep : g == CommGroup::kAmax ? amax : tp;
   }
 };
 
@@ -193,6 +199,17 @@ Bytes layer_activation_bytes(const ModelShape& m, const WorkloadOptions& o, bool
 /// s*b*h*(8 + 24/t) without SP, 32*s*b*h/t with (32sbh at t = 1, as in the zero-bubble paper).
 /// Generalised as layer_activation_bytes (GQA widths, gated MLP, MoE rows).
 Bytes layer_weight_grad_bytes(const ModelShape& m, const WorkloadOptions& o, bool moe = false);
+
+/// The bytes of the amax all-reduces that end a stage pass under delayed scaling (Transformer
+/// Engine's reduce_and_update_fp8_tensors at the exit of the chunk's fp8_autocast, and in the
+/// backward of its first FP8 module): 4 bytes per scaling entry, three per FP8 GEMM of the
+/// forward, two per GEMM of the backward (a grouped expert GEMM counts its experts), over the
+/// stage's `dense_layers` and `moe_layers`. Zero without FP8 GEMMs.
+struct Fp8AmaxBytes {
+  Bytes forward{}, backward{};
+};
+Fp8AmaxBytes fp8_amax_bytes(const ModelShape& m, const WorkloadOptions& o, int dense_layers,
+                            int moe_layers);
 
 /// Costs of one pipeline stage (layers [layer_begin, layer_end), plus the embedding if first
 /// and the head if last) per microbatch on one TP rank. Times are compute only; TP collectives

@@ -29,7 +29,7 @@ struct PassCost {
     TimePs attn = 0;  ///< of dur, the attention core
   };
   std::vector<Part> parts;
-  std::vector<hw::TpComm> by_group[3];  ///< comms by hw::CommGroup, CP's ring steps apart
+  std::vector<hw::TpComm> by_group[4];  ///< comms by hw::CommGroup, CP's ring steps apart
   /// Context-parallel rings (hw::CpComm::kP2p), one per workload pass that runs attention (F;
   /// B and an inline recompute each their own): the pass's attention core, which runs in cp
   /// blocks after the rest of the action (dur and parts exclude it), and its send/recv steps.
@@ -411,6 +411,12 @@ void IterationBuilder::build_passes() {
         waited(hw::CommGroup::kCp, 11, layout_.cp_group(r.tr, r.dr, r.pr), CommKind::kCp);
       if (layout_.ep > 1)
         waited(hw::CommGroup::kEp, 6, layout_.ep_group(r.tr, r.dr, r.pr), CommKind::kEp);
+      // Delayed scaling's amax all-reduce at the end of the chunk's forward (its fp8_autocast's
+      // exit) and of its backward (the first FP8 module's), over the stage's tensor-, data- and
+      // context-parallel ranks; the compute stream waits for it (Transformer Engine reduces
+      // with async_op=False). Counted with the data-parallel communication.
+      if (layout_.tp * layout_.dp > 1)
+        waited(hw::CommGroup::kAmax, 14, layout_.stage_group(r.pr), CommKind::kDp);
       pass_[out_.action_slot(sim, id)] = pt;
       if (is_pass) {
         const int done = a.kind == ActionKind::kOverlapFB ? a.stage2 : a.stage;

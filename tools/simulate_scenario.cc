@@ -158,7 +158,9 @@ std::string to_table(const hw::Scenario& s, const IterationResult& r, const char
                    p.zero_stage == 3  ? fmt::format(" zero=3 (gathers by {})", p.zero3_gather)
                    : p.zero_stage > 0 ? fmt::format(" zero={}", p.zero_stage)
                                       : "",
-                   p.fp8 != "off" ? fmt::format(" fp8={}", p.fp8) : "",
+                   p.fp8 != "off" ? fmt::format(" fp8={}{}", p.fp8,
+                                                p.fp8_recipe == "delayed" ? "" : " " + p.fp8_recipe)
+                                  : "",
                    s.flash_attention ? "" : " attention=unfused"));
   if (s.uneven_split())
     line("layers per stage",

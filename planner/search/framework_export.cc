@@ -157,7 +157,10 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers, int 
   }
   out += "# precision\n";
   arg("--bf16");
-  if (pc.fp8 != "off") arg("--fp8-format", pc.fp8);
+  if (pc.fp8 != "off") {
+    arg("--fp8-format", pc.fp8);
+    arg("--fp8-recipe", pc.fp8_recipe);
+  }
   return out;
 }
 
@@ -317,6 +320,7 @@ std::string nemo_overrides(const Plan& plan, const std::vector<int>& layers, int
     num("model.config.recompute_num_layers", 1);
   }
   kv("trainer.plugins.fp8", pc.fp8 == "off" ? "None" : pc.fp8);
+  if (pc.fp8 != "off") kv("trainer.plugins.fp8_recipe", pc.fp8_recipe);
   return out;
 }
 

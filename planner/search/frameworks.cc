@@ -281,6 +281,11 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
         framework_title(fw));
   // torchtitan's context parallelism passes key/value shards (all-gather or all-to-all
   // rotation, context_parallel_rotate_method); it has no Ulysses head scattering.
+  // torchtitan's float8 converter scales each tensor as it casts it (its tensorwise and rowwise
+  // recipes); Transformer Engine's delayed scaling, with its amax all-reduces, is not there.
+  if (fw == Framework::kTorchtitan && pc.fp8 != "off" && pc.fp8_recipe == "delayed")
+    return "config.fp8_recipe: torchtitan's float8 scales each tensor as it is cast (current "
+           "scaling), not from amax histories; nearest: fp8_recipe tensorwise";
   if (fw == Framework::kTorchtitan && pc.context_parallel > 1 && pc.cp_comm_type == "a2a")
     return "config.cp_comm_type: torchtitan's context parallelism rotates key/value shards, it "
            "does not scatter heads (Ulysses); nearest: cp_comm_type p2p";

@@ -87,6 +87,7 @@ PlanProblem plan_problem(const hw::Scenario& s) {
   pr.overlap_p2p_comm = s.parallel.overlap_p2p_comm;
   pr.tp_comm_overlap = s.parallel.tp_comm_overlap;
   pr.cp_comm_type = s.parallel.cp_comm_type;
+  pr.fp8_recipe = s.parallel.fp8_recipe;
   return pr;
 }
 

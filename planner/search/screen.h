@@ -49,7 +49,8 @@ struct PlanProblem {
   double ddp_bucket_size = 0;      ///< Megatron's --ddp-bucket-size (0: its default)
   bool overlap_p2p_comm = false;   ///< Megatron's overlap_p2p_comm (interleaved rows)
   bool tp_comm_overlap = false;
-  std::string cp_comm_type = "p2p";  ///< Megatron's cp_comm_type
+  std::string cp_comm_type = "p2p";    ///< Megatron's cp_comm_type
+  std::string fp8_recipe = "delayed";  ///< Megatron's fp8_recipe (with FP8)
   /// Layers per stage of the split SearchConfig::end_trim kOwnSplit names (a scenario's own
   /// uneven split; empty: none).
   std::vector<int> own_split;

@@ -152,6 +152,7 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
   par.expert_parallel = k.ep;
   par.expert_tensor_parallel = k.etp1 ? 1 : t;
   par.fp8 = k.fp8 ? "hybrid" : "off";
+  if (k.fp8) par.fp8_recipe = space_.fp8_recipe;
   par.tp_comm_overlap = space_.tp_comm_overlap;  // kept only with sequence parallelism
   const hw::WorkloadOptions wo = hw::workload_options(par, problem_.sim.flash_attention);
   const ModelShape& m = problem_.model;

@@ -331,6 +331,7 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   s.overlap_p2p_comm = pr.overlap_p2p_comm;
   s.tp_comm_overlap = pr.tp_comm_overlap;
   s.cp_comm_type = pr.cp_comm_type;
+  s.fp8_recipe = pr.fp8_recipe;
   const int gpn = pr.gpus_per_node();
   for (int n = pr.num_gpus; n >= 1; n /= 2) {
     s.gpu_counts.push_back(n);

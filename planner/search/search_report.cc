@@ -346,6 +346,7 @@ nlohmann::json to_json(const PlanReportInput& in, const Evaluated& e) {
   }
   if (c.zero == 3) j["config"]["zero3_gather"] = c.zero3_stage ? "stage" : "layer";
   if (c.cp > 1) j["config"]["cp_comm_type"] = in.space->cp_comm_type;
+  if (c.fp8) j["config"]["fp8_recipe"] = in.space->fp8_recipe;
   if (c.zero == 1 || c.zero == 2) j["config"]["overlap_param_gather"] = c.param_gather != 0;
   j["iteration_s"] = e.iteration;
   j["tier"] = tier_name(e.tier);

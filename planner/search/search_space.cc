@@ -122,6 +122,7 @@ ParallelConfig parallel_from_config(const SearchSpace& space, const SearchConfig
   pc.expert_parallel = c.ep;
   pc.expert_tensor_parallel = c.etp1 ? 1 : 0;  // 0: expert TP = t (Megatron's default)
   pc.fp8 = c.fp8 ? "hybrid" : "off";
+  if (c.fp8) pc.fp8_recipe = space.fp8_recipe;
   pc.grad_reduce_in_fp32 = space.grad_reduce_in_fp32;
   pc.overlap_grad_reduce = space.overlap_grad_reduce;
   pc.overlap_param_gather = c.param_gather && (pc.zero_stage == 1 || pc.zero_stage == 2);

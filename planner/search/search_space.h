@@ -173,6 +173,8 @@ struct SearchSpace {
   bool tp_comm_overlap = false;
   /// Megatron's cp_comm_type for the configurations with context parallelism.
   std::string cp_comm_type = "p2p";
+  /// Megatron's fp8_recipe for the configurations with FP8 (ParallelConfig::fp8_recipe).
+  std::string fp8_recipe = "delayed";
   /// The split end_trim kOwnSplit names (PlanProblem::own_split, a scenario's layout) puts the
   /// multi-token prediction depths on a stage of their own (ParallelConfig::mtp_standalone).
   /// The searched splits put them there with the codes of mtp_standalone_code.

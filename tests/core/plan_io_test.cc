@@ -96,6 +96,27 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
     for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
       EXPECT_EQ(parse_plan(plan_to_text(q, f), f, "t"), q);
   }
+  // Megatron's fp8_recipe: delayed (its default) is not written, tensorwise is; a recipe
+  // without FP8, or one not modelled, is refused by key.
+  EXPECT_EQ(plan_to_text(p, DocFormat::kYaml).find("fp8_recipe"), std::string::npos);
+  {
+    Plan q = p;
+    q.config.fp8_recipe = "tensorwise";
+    EXPECT_NE(plan_to_text(q, DocFormat::kYaml).find("fp8_recipe: tensorwise"), std::string::npos);
+    for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
+      EXPECT_EQ(parse_plan(plan_to_text(q, f), f, "t"), q);
+    for (int variant = 0; variant < 2; ++variant) {
+      Plan r = q;
+      if (variant == 0) r.config.fp8_recipe = "mxfp8";
+      if (variant == 1) r.config.fp8 = "off";
+      try {
+        parse_plan(plan_to_text(r, DocFormat::kYaml), DocFormat::kYaml, "plan.yaml");
+        ADD_FAILURE() << "fp8_recipe accepted, variant " << variant;
+      } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("config.fp8_recipe"), std::string::npos) << e.what();
+      }
+    }
+  }
   // How the CLI names the form: the ring plainly, the others by name; nothing without CP.
   {
     ParallelConfig c;

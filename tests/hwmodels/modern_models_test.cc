@@ -344,6 +344,61 @@ TEST(ModernModels, Fp8GemmsRunOnTheFp8PeakAtTheProfilesEfficiency) {
   }
 }
 
+TEST(ModernModels, DelayedScalingAllReducesEachStagePassAmaxesOnce) {
+  // Transformer Engine keeps 3 forward scaling entries (input, weight, output) and 2 backward
+  // ones (output gradient, input gradient) per FP8 GEMM, a float32 amax each; a dense layer has
+  // 4 FP8 GEMMs (qkv, proj, mlp up, mlp down). Four Llama 3 8B layers: F 4 x 4 x 3 x 4 = 192
+  // bytes, B 4 x 4 x 2 x 4 = 128 bytes, one all-reduce each over the amax group; W and the
+  // recompute none.
+  GpuSpec g;
+  g.peak_flops[static_cast<int>(DType::kBf16)] = 1000e12;
+  g.peak_flops[static_cast<int>(DType::kFp8)] = 2000e12;
+  const GpuModel gpu(g);
+  const ModelShape& m = preset("llama3-8b");
+  ParallelConfig par;
+  par.fp8 = "hybrid";
+  par.recompute = "full";
+  WorkloadOptions o = workload_options(par, true);
+  EXPECT_TRUE(o.fp8_amax_reduction);  // Megatron's default recipe is delayed
+  auto amax = [](const std::vector<TpComm>& comms) {
+    std::vector<TpComm> out;
+    for (const TpComm& c : comms)
+      if (c.group == CommGroup::kAmax) out.push_back(c);
+    return out;
+  };
+  const StageCosts c = stage_costs_for(m, gpu, o, 4, 0, false, false);
+  const std::vector<TpComm> f = amax(c.comm_f), b = amax(c.comm_b);
+  ASSERT_EQ(f.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(f[0].kind, CollectiveKind::kAllReduce);
+  EXPECT_EQ(f[0].count, 1);
+  EXPECT_EQ(f[0].bytes.value, 192.0);
+  EXPECT_EQ(b[0].bytes.value, 128.0);
+  EXPECT_TRUE(amax(c.comm_w).empty());
+  EXPECT_TRUE(amax(c.comm_r).empty());
+  EXPECT_STREQ(comm_group_name(CommGroup::kAmax), "fp8 amax");
+  // Current scaling (tensorwise) and BF16 reduce no amaxes; neither does a stage without
+  // transformer layers.
+  par.fp8_recipe = "tensorwise";
+  EXPECT_FALSE(workload_options(par, true).fp8_amax_reduction);
+  EXPECT_TRUE(amax(stage_costs_for(m, gpu, workload_options(par, true), 4, 0, false, false).comm_f)
+                  .empty());
+  par.fp8 = "off";
+  par.fp8_recipe = "delayed";
+  EXPECT_FALSE(workload_options(par, true).fp8_amax_reduction);
+  EXPECT_TRUE(amax(stage_costs_for(m, gpu, o, 0, 0, true, false).comm_f).empty());
+  // An MoE layer of Qwen3-30B-A3B at ep = 8: qkv and proj, and the 128 / 8 = 16 local experts'
+  // up and down GEMMs (a grouped GEMM is one GEMM per expert; the router stays 16-bit):
+  // 2 + 2 x 16 = 34 GEMMs, F 34 x 3 x 4 = 408 bytes, B 34 x 2 x 4 = 272.
+  WorkloadOptions e;
+  e.fp8 = true;
+  e.fp8_amax_reduction = true;
+  e.ep = 8;
+  const Fp8AmaxBytes q = fp8_amax_bytes(preset("qwen3-30b-a3b"), e, 0, 1);
+  EXPECT_EQ(q.forward.value, 408.0);
+  EXPECT_EQ(q.backward.value, 272.0);
+}
+
 TEST(ModernModels, CollectivesOfCpAndEpGoToTheirGroups) {
   // Context parallelism, a ring of cp - 1 steps: in each the forward sends the K and V a rank
   // holds, 2 x kv / t x s_local x 2 bytes (kv = 8 groups x 128 = 1024, s_local = 8192 / 2); the
@@ -542,6 +597,15 @@ TEST(ModernModels, BadShapesAndLayoutsAreOneLineErrorsNamingTheKey) {
                         "parallel.tensor_model_parallel_size");
   expect_scenario_error("{preset: llama3-8b}",
                         "{fp8: e5m2, micro_batch_size: 1, global_batch_size: 8}", "parallel.fp8");
+  // Megatron's FP8 recipes: delayed and tensorwise are modelled; a recipe without FP8 would be
+  // ignored by Megatron and is refused here.
+  expect_scenario_error("{preset: llama3-8b}",
+                        "{fp8: hybrid, fp8_recipe: mxfp8, micro_batch_size: 1, "
+                        "global_batch_size: 8}",
+                        "parallel.fp8_recipe");
+  expect_scenario_error("{preset: llama3-8b}",
+                        "{fp8_recipe: tensorwise, micro_batch_size: 1, global_batch_size: 8}",
+                        "parallel.fp8_recipe");
   // Megatron's cp_comm_type: its hierarchical a2a+p2p is not modelled; a2a needs each TP
   // rank's heads and key/value heads (6 here) to split over the CP group (4).
   for (const char* form : {"ring", "a2a+p2p"})

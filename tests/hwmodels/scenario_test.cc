@@ -13,6 +13,7 @@
 #include "core/file_io.h"
 #include "hwmodels/estimate.h"
 #include "hwmodels/profile.h"
+#include "tests/hwmodels/test_util.h"
 
 namespace pw::hw {
 namespace {
@@ -338,6 +339,30 @@ TEST(Estimate, TheTiedCopysGradientAllReduceIsExposed) {
   EXPECT_EQ(a.first.params, b.first.params);
   EXPECT_EQ(a.last.params, b.last.params);
   EXPECT_EQ(a.iteration_time - b.iteration_time, sync->time);
+}
+
+TEST(Estimate, DelayedScalingsAmaxAllReducesAreListedAndWaitedFor) {
+  // Two layers on two DGX H100 nodes at t = 1, p = 1, d = 16, two microbatches per rank: each
+  // F and B ends with an all-reduce over all 16 GPUs of 2 layers x 4 FP8 GEMMs x 3 (F) or 2 (B)
+  // float32 amaxes, 96 and 64 bytes; the analytic step (m x (F + B) at p = 1) waits for both.
+  GpuMemoryFigures first, last;
+  const Estimate d = make_estimate(testing::fp8_scenario("delayed"), first, last);
+  const Estimate c = make_estimate(testing::fp8_scenario("tensorwise"), first, last);
+  const CollectiveEstimate *f = nullptr, *b = nullptr;
+  for (const auto& x : d.collectives) {
+    if (x.purpose == "FP8 AMAX all-reduce (F)") f = &x;
+    if (x.purpose == "FP8 AMAX all-reduce (B)") b = &x;
+  }
+  ASSERT_NE(f, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(f->group_size, 16);
+  EXPECT_EQ(f->group_nodes, 2);
+  EXPECT_DOUBLE_EQ(f->bytes.value, 96.0);
+  EXPECT_DOUBLE_EQ(b->bytes.value, 64.0);
+  EXPECT_EQ(f->calls_per_iteration, 2);
+  EXPECT_GT(f->time, 0);
+  for (const auto& x : c.collectives) EXPECT_EQ(x.purpose.find("AMAX"), std::string::npos);
+  EXPECT_EQ(d.iteration_time - c.iteration_time, 2 * (f->time + b->time));
 }
 
 // overlap_p2p_comm is Megatron's interleaved schedule's alone: with chunks but another

@@ -30,6 +30,16 @@ inline Scenario scenario(const std::string& model, const std::string& parallel, 
   return parse_scenario(text, "s.yaml", "");
 }
 
+// Two layers (h = 1024, 8 heads, sequence 2048, fused attention) on two DGX H100 nodes at
+// t = 1, p = 1, d = 16 (eight GPUs per node), global batch 32 (two microbatches per rank), FP8
+// hybrid under Megatron's `recipe` (delayed or tensorwise).
+inline Scenario fp8_scenario(const std::string& recipe) {
+  return scenario(
+      "{num_layers: 2, hidden_size: 1024, num_attention_heads: 8, seq_length: 2048, "
+      "vocab_size: 32000, use_flash_attn: true}",
+      "{micro_batch_size: 1, global_batch_size: 32, fp8: hybrid, fp8_recipe: " + recipe + "}", 2);
+}
+
 inline void expect_scenario_error(const std::string& model, const std::string& parallel,
                                   const std::string& key) {
   try {

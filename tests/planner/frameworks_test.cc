@@ -129,6 +129,7 @@ TEST(Frameworks, MegatronArgumentsReadBackIntoThePlansConfiguration) {
   EXPECT_EQ(u.count("--no-align-param-gather"), 1u);
   EXPECT_EQ(u.at("--ddp-bucket-size"), "134217728");
   EXPECT_EQ(a.at("--fp8-format"), "hybrid");
+  EXPECT_EQ(a.at("--fp8-recipe"), "delayed");  // Megatron's default, the plan's
   EXPECT_EQ(a.count("--bf16"), 1u);
   // Data parallelism is what is left: GPUs / (t cp p) = 256 / 32 = 8 = the plan's d.
   EXPECT_EQ(pc.num_gpus() / (4 * 2 * 4), pc.data_parallel);
@@ -308,6 +309,7 @@ TEST(Frameworks, NemoOverridesReadBackIntoThePlansConfiguration) {
   EXPECT_EQ(o.at("optim.config.use_distributed_optimizer"), "True");
   EXPECT_EQ(o.at("model.config.recompute_granularity"), "selective");
   EXPECT_EQ(o.at("trainer.plugins.fp8"), "hybrid");
+  EXPECT_EQ(o.at("trainer.plugins.fp8_recipe"), "delayed");
   // Interleaving: the virtual size is the plan's chunks per device.
   const Plan il = make_plan("llama3-8b", "interleaved", 1, 1, 4, 2, 2, std::vector<int>(8, 4));
   EXPECT_EQ(parse_overrides(export_plan(il, Framework::kNemo, "p", "").text)
@@ -372,6 +374,7 @@ TEST(Frameworks, TorchtitanTomlReadsBackIntoThePlansConfiguration) {
   plan.config.zero_stage = 3;
   plan.config.recompute = "full";
   plan.config.fp8 = "e4m3";
+  plan.config.fp8_recipe = "tensorwise";  // torchtitan's float8 scales as it casts
   const FrameworkExport e = export_plan(plan, Framework::kTorchtitan, "p", "p.csv");
   EXPECT_TRUE(e.csv_path.empty());  // a schedule torchtitan has: no CSV
   const auto t = parse_toml(e.text);
@@ -399,6 +402,15 @@ TEST(Frameworks, TorchtitanTomlReadsBackIntoThePlansConfiguration) {
     ul.config.cp_comm_type = "a2a";
     EXPECT_EQ(refusal_key(ul, Framework::kTorchtitan).rfind("config.cp_comm_type | ", 0), 0u);
     EXPECT_EQ(refusal_key(ul, Framework::kMegatron), "");
+  }
+  {
+    // torchtitan's float8 scales as it casts: Transformer Engine's delayed scaling (Megatron's
+    // default recipe) is refused naming the key; Megatron and NeMo take either recipe.
+    Plan dl = plan;
+    dl.config.fp8_recipe = "delayed";
+    EXPECT_EQ(refusal_key(dl, Framework::kTorchtitan).rfind("config.fp8_recipe | ", 0), 0u);
+    EXPECT_EQ(refusal_key(dl, Framework::kMegatron), "");
+    EXPECT_EQ(refusal_key(dl, Framework::kNemo), "");
   }
   EXPECT_EQ(t.at("parallelism.pipeline_parallel_degree"), "4");
   EXPECT_EQ(t.at("parallelism.pipeline_parallel_schedule"), "\"Interleaved1F1B\"");
