@@ -590,6 +590,17 @@ void keep_framework(const SearchConstraints& c, const ModelShape& m, SearchSpace
                         "torchtitan offloads parameters, gradients and optimizer state together, "
                         "not the optimizer alone; expected --offload off");
     s->offload = {0};
+    // Its float8 converter scales each tensor as it casts it: Transformer Engine's delayed
+    // scaling (the scenario's fp8_recipe, Megatron's default) is not there (frameworks.cc).
+    if (s->fp8_recipe == "delayed") {
+      if (std::find(s->fp8.begin(), s->fp8.end(), 0) == s->fp8.end())
+        throw ConfigError("", flags({"--fp8 on", flag}),
+                          "torchtitan's float8 scales each tensor as it is cast (current "
+                          "scaling), not from amax histories as the scenario's fp8_recipe "
+                          "delayed (Megatron's default) does; expected --fp8 off, or "
+                          "parallel.fp8_recipe: tensorwise in the scenario");
+      s->fp8 = {0};
+    }
   }
 }
 

@@ -571,6 +571,30 @@ TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
     EXPECT_NE(std::string(e.what()).find("parallel.grad_reduce_in_fp32"), std::string::npos)
         << e.what();
   }
+  // torchtitan's float8 scales as it casts: under the scenario's delayed recipe (Megatron's
+  // default) FP8 is dropped from a space that also searches it without, refused where only FP8
+  // was asked for, and kept under tensorwise.
+  {
+    SearchSpace both = whole;
+    both.fp8 = {0, 1};
+    constrain_space(c, pr.model, pr.num_gpus, &both);
+    EXPECT_EQ(both.fp8, std::vector<int>{0});
+    SearchSpace on = whole;
+    on.fp8 = {1};
+    try {
+      constrain_space(c, pr.model, pr.num_gpus, &on);
+      ADD_FAILURE() << "delayed scaling accepted for torchtitan";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "--fp8 on --framework torchtitan");
+      EXPECT_NE(std::string(e.what()).find("parallel.fp8_recipe: tensorwise"), std::string::npos)
+          << e.what();
+    }
+    SearchSpace current = whole;
+    current.fp8 = {1};
+    current.fp8_recipe = "tensorwise";
+    constrain_space(c, pr.model, pr.num_gpus, &current);
+    EXPECT_EQ(current.fp8, std::vector<int>{1});
+  }
   // Megatron's overlap_param_gather: DeepSpeed and torchtitan have none. Searched both ways,
   // the space keeps the off form; asked for on, the search is refused naming the flag.
   for (Framework fw : {Framework::kDeepspeed, Framework::kTorchtitan}) {
