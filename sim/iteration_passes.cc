@@ -140,6 +140,8 @@ void IterationBuilder::build_passes() {
     }
     return cost_by_action[id];
   };
+  // Per pipeline rank, its GPUs (the FP8 amax reduction group), built when a pass first needs it.
+  std::vector<std::vector<int>> stage_groups(layout_.pp);
 
   for (int sim = 0; sim < static_cast<int>(out_.ranks.size()); ++sim) {
     const SimRank& r = out_.ranks[sim];
@@ -415,8 +417,12 @@ void IterationBuilder::build_passes() {
       // exit) and of its backward (the first FP8 module's), over the stage's tensor-, data- and
       // context-parallel ranks; the compute stream waits for it (Transformer Engine reduces
       // with async_op=False). Counted with the data-parallel communication.
-      if (layout_.tp * layout_.dp > 1)
-        waited(hw::CommGroup::kAmax, 14, layout_.stage_group(r.pr), CommKind::kDp);
+      if (layout_.tp * layout_.dp > 1 &&
+          !by_group[static_cast<int>(hw::CommGroup::kAmax)].empty()) {
+        std::vector<int>& members = stage_groups[r.pr];
+        if (members.empty()) members = layout_.stage_group(r.pr);
+        waited(hw::CommGroup::kAmax, 14, members, CommKind::kDp);
+      }
       pass_[out_.action_slot(sim, id)] = pt;
       if (is_pass) {
         const int done = a.kind == ActionKind::kOverlapFB ? a.stage2 : a.stage;
