@@ -310,6 +310,12 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     m.b = pass(&SC::b, &SC::hide_b, &SC::attn_b, 1) + r;
     m.w = pass(&SC::w, &SC::hide_w, &SC::attn_w, 2);
     m.r = r;
+    // Delayed scaling: F and B end with one all-reduce of the stage's amaxes over its pipeline
+    // rank's GPUs, waited for after the pass's other collectives (as the DES).
+    if (c.fp8 != 0 && net.amax_all_reduce.count > 0)
+      for (int k = 0; k < 2; ++k)
+        (k == 0 ? m.f : m.b) += net.amax_all_reduce.seconds(n * le.amax[k] + nm * le.amax_moe[k] +
+                                                            (role.mtp ? le.amax_mtp[k] : 0));
     m.act = sum_bytes(&hw::StageCosts::m_b);
     m.act_w = sum_bytes(&hw::StageCosts::m_w);
     m.act_r = has_r ? sum_bytes(&hw::StageCosts::m_r) : 0;

@@ -207,6 +207,10 @@ class CostModel {
     double tp_loss[4] = {}, tp_mtp[4] = {}, ep_loss[4] = {}, ep_mtp[4] = {};
     /// A layer's context-parallel ring steps, bandwidth bound (dense and MoE layers alike).
     double cp[4] = {};
+    /// Bytes of the FP8 amax all-reduce that ends a stage's F and B ([0], [1]) under delayed
+    /// scaling, per dense layer, per MoE layer and for the multi-token prediction depths (the
+    /// kAmax entries of hw::stage_costs; 0 otherwise): a stage reduces its sum once per pass.
+    double amax[2] = {}, amax_moe[2] = {}, amax_mtp[2] = {};
   };
   // The networks of one (t, p, d) layout: DP group collectives, the pipeline hop, the TP group's
   // all-gather (Megatron's scatter/gather of pipeline messages), the all-reduce of the first and
@@ -214,6 +218,9 @@ class CostModel {
   struct CellNet {
     hw::CollectiveLine dp_all_reduce, dp_reduce_scatter, dp_all_gather, tp_all_gather;
     hw::CollectiveLine embedding_all_reduce;
+    /// Over a pipeline rank's t x cp x d GPUs (RankLayout::stage_group): FP8 delayed scaling's
+    /// amax all-reduce; empty when the space has no such configuration.
+    hw::CollectiveLine amax_all_reduce;
     double hop_alpha = 0, hop_beta = 0;  // seconds, seconds per byte
   };
   bool layer_split(const SearchConfig& c, std::vector<int>* layers) const;
@@ -235,6 +242,7 @@ class CostModel {
   // value -> index along its axis of layers_, -1 if not tabulated
   std::vector<int> t_index_, b_index_, cp_index_, ep_index_;
   int num_b_ = 0, num_cp_ = 0, num_ep_ = 0, num_etp_ = 0, num_fp8_ = 0;
+  bool amax_ = false;  // FP8 searched under delayed scaling: cells carry the amax all-reduce
   std::vector<LayerEntry> layers_;  // [t][cp][ep][etp1][fp8][b][sp][rc]
   std::unordered_map<std::uint64_t, CellNet> nets_;
   std::vector<int> cost_class_;  // per schedule option

@@ -132,6 +132,10 @@ CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
                                            : LayerEntry{});
                 }
   // The networks of every layout of every GPU count searched.
+  ParallelConfig fp8_par;
+  fp8_par.fp8 = "hybrid";
+  fp8_par.fp8_recipe = space_.fp8_recipe;
+  amax_ = searched(space_.fp8, 1) && fp8_par.fp8_amax_reduction();
   std::vector<int> counts = space_.gpu_counts;
   counts.push_back(problem_.num_gpus);
   for (int n : counts)
@@ -165,6 +169,16 @@ CostModel::LayerEntry CostModel::make_layer_entry(const LayerKey& k) const {
     e.loss = hw::stage_costs(m, gpu_, wo, 0, 0, hw::StageRole{false, true, false});
     e.mtp = hw::stage_costs(m, gpu_, wo, 0, 0, hw::StageRole{false, false, true});
   }
+  // Delayed scaling's amax bytes as hwmodels lists them (e.last: the depths with the loss).
+  auto amax = [](const hw::StageCosts& c, double* out) {
+    const std::vector<hw::TpComm>* lists[2] = {&c.comm_f, &c.comm_b};
+    for (int i = 0; i < 2; ++i)
+      for (const hw::TpComm& tc : *lists[i])
+        if (tc.group == hw::CommGroup::kAmax) out[i] += tc.bytes.value * tc.count;
+  };
+  amax(e.layer, e.amax);
+  amax(e.moe, e.amax_moe);
+  amax(e.last, e.amax_mtp);
   if ((t > 1 || k.cp > 1 || k.ep > 1) && !problem_.sim.free_communication) {
     // The groups as the DES lays them out: TP consecutive, CP over consecutive data ranks,
     // EP over the tensor-and-data ranks with expert TP fastest (expert TP t: consecutive data
@@ -247,6 +261,10 @@ CostModel::CellNet CostModel::make_cell_net(int t, int p, int d) const {
         hw::describe_group(topo, problem_.profile, {lay.gpu(0, 0, 0), lay.gpu(0, 0, p - 1)});
     net.embedding_all_reduce = hw::collective_line(hw::CollectiveKind::kAllReduce, ends);
   }
+  if (amax_ && t * d > 1)
+    net.amax_all_reduce =
+        hw::collective_line(hw::CollectiveKind::kAllReduce,
+                            hw::describe_group(topo, problem_.profile, lay.stage_group(0)));
   return net;
 }
 
