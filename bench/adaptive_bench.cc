@@ -6,6 +6,8 @@
 
 #include "planner/schedules/adaptive.h"
 #include "planner/schedules/generator.h"
+#include "planner/schedules/v_grid.h"
+#include "planner/schedules/v_schedules.h"
 
 namespace {
 
@@ -28,6 +30,25 @@ void run(benchmark::State& state, bool greedy_points, bool authors = true) {
 void BM_AdaptiveOffsetSpace(benchmark::State& state) { run(state, false); }
 void BM_AdaptiveWithGreedyPoints(benchmark::State& state) { run(state, true); }
 void BM_AdaptiveOursOnly(benchmark::State& state) { run(state, true, false); }
+
+// The authors' method (planner/schedules/v_grid.h) alone, one thread: its four steps on the
+// V-Min, V-Half, V-ZB and V-ZB grid blocks, each finished (no sharing between them). The per-grid
+// cost behind the adaptive search's "authors' method" phase, without the thread pool's noise.
+void BM_VGridMethod(benchmark::State& state) {
+  const int p = static_cast<int>(state.range(0)), m = static_cast<int>(state.range(1));
+  std::vector<pw::VGridPattern> patterns;
+  for (const pw::VOffsets& o :
+       {pw::v_min_offsets(p), pw::v_half_offsets(p), pw::v_zb_offsets(p), pw::v_zb_grid_offsets(p)})
+    patterns.push_back(pw::v_grid_pattern(pw::v_block(p, o, "bench")));
+  std::size_t finished = 0;
+  for (auto _ : state) {
+    finished = 0;
+    for (const pw::VGridPattern& pat : patterns)
+      finished += pw::v_grid_schedule(p, m, pat, 2 * p).has_value();
+    benchmark::DoNotOptimize(finished);
+  }
+  state.counters["finished"] = static_cast<double>(finished);
+}
 
 // Generates `name` with `gp` once per iteration; reports the schedule's action count.
 void generate_repeatedly(benchmark::State& state, const char* name, const pw::GeneratorParams& gp) {
@@ -98,5 +119,7 @@ BENCHMARK(BM_AdaptiveWithGreedyPoints)->Args({4, 8})->Args({16, 64})->Unit(bench
 BENCHMARK(BM_AdaptiveOursOnly)->Args({4, 8})->Args({16, 64})->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+BENCHMARK(BM_VGridMethod)->Args({16, 64})->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();
