@@ -343,8 +343,10 @@ std::string estimate_table(const Estimate& e) {
                        : "");
   out += fmt::format("FLOPs per iteration   model {:.4g}   hardware {:.4g}\n\n", e.flops.model,
                      e.flops.hardware);
-  out += fmt::format("memory per GPU (GB)   {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
-                     "weights", "grads", "optimizer", "activation", "buffers", "peak", "usable");
+  // The header's columns over the rows' (memory_rows: two spaces and a 34-wide label).
+  out += fmt::format("{:<36} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+                     "memory per GPU (GB)", "weights", "grads", "optimizer", "activation",
+                     "buffers", "peak", "usable");
   memory_rows(&out, fmt::format("first stage ({:.2f} B params)", e.first.params / 1e9).c_str(),
               e.first);
   memory_rows(&out, fmt::format("last stage ({:.2f} B params)", e.last.params / 1e9).c_str(),
@@ -359,12 +361,15 @@ std::string estimate_table(const Estimate& e) {
   }
   out += fmt::format("  TP/CP/EP waited per chunk     F {:.3f}  B+W {:.3f}\n\n",
                      ps_to_millis(e.tp_comm_f), ps_to_millis(e.tp_comm_b));
-  out +=
-      fmt::format("collectives{:<34} {:>6} {:>5} {:>12} {:>8} {:>13} {:>10} {:>12}\n", "", "ranks",
-                  "nodes", "size (MB)", "calls", "algorithm", "time (ms)", "busbw (GB/s)");
+  // The purpose column as wide as its longest entry (43 at least), the header over it.
+  std::size_t width = 43;
+  for (const CollectiveEstimate& c : e.collectives) width = std::max(width, c.purpose.size());
+  out += fmt::format("{:<{}} {:>6} {:>5} {:>12} {:>8} {:>13} {:>10} {:>12}\n", "collectives",
+                     width + 2, "ranks", "nodes", "size (MB)", "calls", "algorithm", "time (ms)",
+                     "busbw (GB/s)");
   for (const CollectiveEstimate& c : e.collectives) {
-    out += fmt::format("  {:<43} {:>6} {:>5} {:>12.2f} {:>8} {:>13} {:>10.3f} {:>12.1f}\n",
-                       c.purpose, c.group_size, c.group_nodes, c.bytes.value / 1e6,
+    out += fmt::format("  {:<{}} {:>6} {:>5} {:>12.2f} {:>8} {:>13} {:>10.3f} {:>12.1f}\n",
+                       c.purpose, width, c.group_size, c.group_nodes, c.bytes.value / 1e6,
                        c.calls_per_iteration, algo_label(c), ps_to_millis(c.time), c.busbw / 1e9);
   }
   if (e.collectives.empty()) out += "  (none: a single GPU)\n";
@@ -416,7 +421,11 @@ nlohmann::ordered_json estimate_json(const Estimate& e) {
         {"sequence_parallel", p.sequence_parallel},
         {"recompute_granularity", p.recompute},
         {"zero_stage", p.zero_stage},
-        {"optimizer_offload", p.optimizer_offload}}},
+        {"optimizer_offload", p.optimizer_offload},
+        {"context_parallel_size", p.context_parallel},
+        {"expert_model_parallel_size", p.expert_parallel},
+        {"expert_tensor_parallel_size", p.expert_tp()},
+        {"fp8", p.fp8}}},
       {"fused_attention", e.fused_attention},
       {"microbatches", e.microbatches},
       {"parameters", e.params},

@@ -252,6 +252,15 @@ void set_override_values(Scenario* s, const ParallelOverrides& o) {
     }
     c.recompute = *o.recompute;
   }
+  if (o.cp) c.context_parallel = positive("--cp", *o.cp);
+  if (o.ep) c.expert_parallel = positive("--ep", *o.ep);
+  if (o.etp) c.expert_tensor_parallel = positive("--etp", *o.etp);
+  if (o.fp8) {
+    if (*o.fp8 != "off" && *o.fp8 != "e4m3" && *o.fp8 != "hybrid")
+      throw ConfigError(s->file, "--fp8",
+                        fmt::format("'{}'; expected off, e4m3 or hybrid", *o.fp8));
+    c.fp8 = *o.fp8;
+  }
   if (o.sequence_parallel) c.sequence_parallel = *o.sequence_parallel;
   if (o.zero_stage) {
     if (*o.zero_stage < 0 || *o.zero_stage > 3) {
@@ -292,14 +301,21 @@ double published_error_pct(const PublishedFigures& pub, double predicted_tflops_
                                    : 0.0;
 }
 
-void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool from_cli) {
+// Errors name the flag where the value came from one (`o`), else the scenario's key.
+void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual,
+                       const ParallelOverrides& o) {
   ParallelConfig& c = s->parallel;
   const ModelShape& m = s->model;
-  auto key = [from_cli](const char* yaml, const char* flag) {
-    return std::string(from_cli ? flag : yaml);
+  auto key = [](const char* yaml, const char* flag, bool given) {
+    return std::string(given ? flag : yaml);
   };
-  const std::string tp_key = key("parallel.tensor_model_parallel_size", "--tp");
-  const std::string pp_key = key("parallel.pipeline_model_parallel_size", "--pp");
+  const std::string tp_key = key("parallel.tensor_model_parallel_size", "--tp", o.tp.has_value());
+  const std::string pp_key = key("parallel.pipeline_model_parallel_size", "--pp", o.pp.has_value());
+  const std::string cp_key = key("parallel.context_parallel_size", "--cp", o.cp.has_value());
+  const std::string ep_key = key("parallel.expert_model_parallel_size", "--ep", o.ep.has_value());
+  const std::string etp_key =
+      key("parallel.expert_tensor_parallel_size", "--etp", o.etp.has_value());
+  const std::string fp8_key = key("parallel.fp8", "--fp8", o.fp8.has_value());
   const int gpus = s->num_gpus();
   const int cp = c.context_parallel;
   // In 64 bits: each factor is read up to the int range (the check below refuses the product
@@ -311,7 +327,16 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
       cp > 1 ? fmt::format("{}*{}*{}", c.tensor_parallel, cp, c.pipeline_parallel)
              : fmt::format("{}*{}", c.tensor_parallel, c.pipeline_parallel);
   if (gpus % tp_pp != 0) {
-    throw ConfigError(s->file, tp_key,
+    // The key of the first factor that alone does not divide the GPUs (t, cp, p); where each
+    // does, their product is too large and the last one written above 1 is named.
+    auto culprit_key = [&]() -> const std::string& {
+      if (gpus % c.tensor_parallel != 0) return tp_key;
+      if (gpus % cp != 0) return cp_key;
+      if (c.pipeline_parallel > 1) return pp_key;
+      return cp > 1 ? cp_key : tp_key;
+    };
+    const std::string& culprit = culprit_key();
+    throw ConfigError(s->file, culprit,
                       fmt::format("{} = {} = {} does not divide the {} GPUs ({} nodes x {}); "
                                   "expected {} to divide {}",
                                   prod, factors, tp_pp, gpus, s->topology.nodes,
@@ -319,7 +344,7 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
   }
   c.data_parallel = static_cast<int>(gpus / tp_pp);
   if (dp_given > 0 && dp_given != c.data_parallel) {
-    throw ConfigError(s->file, key("parallel.data_parallel_size", "--dp"),
+    throw ConfigError(s->file, key("parallel.data_parallel_size", "--dp", o.dp.has_value()),
                       fmt::format("{} does not match GPUs / ({}) = {} / {}; expected {}", dp_given,
                                   prod, gpus, tp_pp, c.data_parallel));
   }
@@ -335,7 +360,6 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                                   c.tensor_parallel, kv_heads(m)));
   }
   if (cp > 1) {
-    const std::string cp_key = "parallel.context_parallel_size";
     if (m.seq_length % (2 * cp) != 0)
       throw ConfigError(s->file, cp_key,
                         fmt::format("{}: 2 x cp = {} does not divide seq_length {} (each rank "
@@ -357,7 +381,6 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                                     cp, m.num_attention_heads / c.tensor_parallel,
                                     kv_heads(m) / c.tensor_parallel));
   }
-  const std::string ep_key = "parallel.expert_model_parallel_size";
   if (c.expert_parallel > 1 && m.num_experts == 0)
     throw ConfigError(
         s->file, ep_key,
@@ -370,7 +393,7 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
     const int etp = c.expert_tp();
     if (etp != 1 && etp != c.tensor_parallel)
       throw ConfigError(
-          s->file, "parallel.expert_tensor_parallel_size",
+          s->file, etp_key,
           fmt::format("{}; expected 1 or tensor_model_parallel_size ({})", etp, c.tensor_parallel));
     const long long ranks = 1LL * c.tensor_parallel * cp * c.data_parallel;
     if (ranks % (1LL * etp * c.expert_parallel) != 0)
@@ -393,7 +416,7 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
                       "true without sequence parallelism and t > 1; expected false (Megatron "
                       "overlaps the sequence-parallel all-gathers and reduce-scatters)");
   if (c.fp8 != "off" && s->profile.gpu.peak_flops[static_cast<int>(DType::kFp8)] <= 0)
-    throw ConfigError(s->file, "parallel.fp8",
+    throw ConfigError(s->file, fp8_key,
                       fmt::format("{}, but profile {} gives no FP8 peak (gpu.peak_tflops.fp8); "
                                   "expected off",
                                   c.fp8, s->profile.name));
@@ -427,7 +450,8 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual, bool f
   const long long per_step = 1LL * c.micro_batch_size * c.data_parallel;
   if (c.global_batch_size % per_step != 0) {
     throw ConfigError(
-        s->file, key("parallel.global_batch_size", "--micro-batch-size"),
+        s->file,
+        key("parallel.global_batch_size", "--micro-batch-size", o.micro_batch_size.has_value()),
         fmt::format("global batch {} is not a multiple of micro_batch_size x "
                     "data-parallel size = {} x {}; expected a multiple of {}",
                     c.global_batch_size, c.micro_batch_size, c.data_parallel, per_step));
@@ -553,9 +577,9 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   if (overrides.any()) {
     set_override_values(&s, overrides);
     lpv = keep_interleaving(s, lpv);
-    validate_parallel(&s, overrides.dp.value_or(x.dp_given), lpv, true);
+    validate_parallel(&s, overrides.dp.value_or(x.dp_given), lpv, overrides);
   } else {
-    validate_parallel(&s, x.dp_given, lpv, false);
+    validate_parallel(&s, x.dp_given, lpv, overrides);
   }
   if (!root.child("parallel").has("schedule")) {
     s.parallel.schedule = s.parallel.virtual_stages > 1 ? "interleaved" : "1f1b";
@@ -627,7 +651,7 @@ void apply_overrides(Scenario* s, const ParallelOverrides& o) {
   const ParallelConfig& c = s->parallel;
   int lpv = c.virtual_stages > 1 ? s->model.num_layers / c.pipeline_parallel / c.virtual_stages : 0;
   set_override_values(s, o);
-  validate_parallel(s, o.dp.value_or(0), keep_interleaving(*s, lpv), true);
+  validate_parallel(s, o.dp.value_or(0), keep_interleaving(*s, lpv), o);
 }
 
 }  // namespace pw::hw

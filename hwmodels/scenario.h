@@ -86,12 +86,14 @@ struct Scenario {
 /// Command-line overrides of the parallel section (unset = keep the file's value).
 struct ParallelOverrides {
   std::optional<int> tp, pp, dp, micro_batch_size, zero_stage;
+  std::optional<int> cp, ep, etp;  ///< context, expert and expert-tensor parallel sizes
   std::optional<std::string> recompute;
   std::optional<bool> sequence_parallel;
   std::optional<std::string> zero3_gather;  ///< layer | stage (with ZeRO-3)
+  std::optional<std::string> fp8;           ///< off | e4m3 | hybrid
   bool any() const {
-    return tp || pp || dp || micro_batch_size || zero_stage || recompute || sequence_parallel ||
-           zero3_gather;
+    return tp || pp || dp || micro_batch_size || zero_stage || cp || ep || etp || recompute ||
+           sequence_parallel || zero3_gather || fp8;
   }
 };
 

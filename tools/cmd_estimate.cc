@@ -16,8 +16,8 @@ namespace {
 struct EstimateOptions {
   std::string scenario;
   std::string format = "table";
-  std::optional<int> tp, pp, dp, micro_batch_size, zero_stage;
-  std::optional<std::string> recompute, zero3_gather;
+  std::optional<int> tp, pp, dp, micro_batch_size, zero_stage, cp, ep, etp;
+  std::optional<std::string> recompute, zero3_gather, fp8;
   bool sequence_parallel = false;
   bool no_sequence_parallel = false;
 };
@@ -31,6 +31,10 @@ int run_estimate(const EstimateOptions& opt) {
   o.zero_stage = opt.zero_stage;
   o.recompute = opt.recompute;
   o.zero3_gather = opt.zero3_gather;
+  o.cp = opt.cp;
+  o.ep = opt.ep;
+  o.etp = opt.etp;
+  o.fp8 = opt.fp8;
   if (opt.sequence_parallel && opt.no_sequence_parallel)
     throw ConfigError("", "--sequence-parallel --no-sequence-parallel",
                       "contradictory constraints: give one of the two");
@@ -58,7 +62,11 @@ void register_estimate(CLI::App& app, int* status) {
   sub->add_option("scenario", opt->scenario, "Scenario YAML")->required();
   sub->add_option("--tp", opt->tp, "Tensor-parallel size (overrides the scenario)");
   sub->add_option("--pp", opt->pp, "Pipeline-parallel size");
-  sub->add_option("--dp", opt->dp, "Data-parallel size (checked against GPUs / (t*p))");
+  sub->add_option("--dp", opt->dp, "Data-parallel size (checked against GPUs / (t*cp*p))");
+  sub->add_option("--cp", opt->cp, "Context-parallel size");
+  sub->add_option("--ep", opt->ep, "Expert-parallel size (MoE models)");
+  sub->add_option("--etp", opt->etp, "Expert-tensor-parallel size: 1 or the TP size");
+  sub->add_option("--fp8", opt->fp8, "FP8 GEMMs: off | e4m3 | hybrid");
   sub->add_option("--micro-batch-size", opt->micro_batch_size, "Microbatch size");
   sub->add_option("--recompute", opt->recompute, "none | selective | full");
   sub->add_flag("--sequence-parallel", opt->sequence_parallel, "Turn sequence parallelism on");

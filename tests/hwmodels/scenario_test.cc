@@ -120,8 +120,13 @@ TEST(Scenario, SizesBeyondReasonAreRefusedByKey) {
 
 TEST(Scenario, GpuCountMismatchIsAnError) {
   EXPECT_EQ(error_of(replace(kBase, "nodes: 128", "nodes: 3")),
-            "s.yaml: parallel.tensor_model_parallel_size: t*p = 8*8 = 64 does not divide the 24 "
+            "s.yaml: parallel.pipeline_model_parallel_size: t*p = 8*8 = 64 does not divide the 24 "
             "GPUs (3 nodes x 8); expected t*p to divide 24");
+  // The key named is the factor that does not divide the GPUs: p = 3 here, t = 8 divides 1024.
+  EXPECT_EQ(error_of(replace(kBase, "pipeline_model_parallel_size: 8",
+                             "pipeline_model_parallel_size: 3")),
+            "s.yaml: parallel.pipeline_model_parallel_size: t*p = 8*3 = 24 does not divide the "
+            "1024 GPUs (128 nodes x 8); expected t*p to divide 1024");
   std::string text =
       replace(kBase, "  micro_batch_size: 1\n", "  micro_batch_size: 1\n  data_parallel_size: 4\n");
   EXPECT_EQ(error_of(text),
@@ -487,10 +492,26 @@ TEST(EstimateCommand, BadInputExitsTwoWithOneLine) {
   EXPECT_EQ(WEXITSTATUS(rc), 2);
   std::string text = read_file(err);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
-  EXPECT_NE(text.find("parallel.tensor_model_parallel_size"), std::string::npos) << text;
+  EXPECT_NE(text.find("parallel.pipeline_model_parallel_size"), std::string::npos) << text;
   rc =
       std::system((exe + " estimate " + scen + " --tp 8 --pp 1 --format json > /dev/null").c_str());
   EXPECT_EQ(WEXITSTATUS(rc), 0);
+  // The context, expert and FP8 flags reach the configuration (the JSON reports it): Llama 3
+  // 8B on one DGX H100 node at t = 2, p = 1, cp = 2, so d = 8 / (2 x 2) = 2.
+  const std::string llama = (dir / "llama.yaml").string();
+  std::ofstream(llama) << "model: {preset: llama3-8b}\ncluster: {profile: dgx-h100, nodes: 1}\n"
+                          "parallel: {micro_batch_size: 1, global_batch_size: 8}\n";
+  const std::string json = (dir / "cp.json").string();
+  rc = std::system((exe + " estimate " + llama + " --tp 2 --cp 2 --fp8 hybrid --format json > " +
+                    json + " 2> " + err)
+                       .c_str());
+  ASSERT_EQ(WEXITSTATUS(rc), 0) << read_file(err);
+  const nlohmann::json j = nlohmann::json::parse(read_file(json));
+  EXPECT_EQ(j["parallel"]["tensor_model_parallel_size"], 2);
+  EXPECT_EQ(j["parallel"]["context_parallel_size"], 2);
+  EXPECT_EQ(j["parallel"]["data_parallel_size"], 2);
+  EXPECT_EQ(j["parallel"]["fp8"], "hybrid");
+  EXPECT_EQ(j["parallel"]["expert_model_parallel_size"], 1);
 }
 
 }  // namespace
