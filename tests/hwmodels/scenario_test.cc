@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/plan.h"
+#include "core/rank_layout.h"
 #include "hwmodels/estimate.h"
 #include "hwmodels/profile.h"
 #include "tests/hwmodels/test_util.h"
@@ -167,6 +169,71 @@ TEST(Scenario, OverridesRevalidateAndNameTheFlag) {
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(), "s.yaml: --recompute: 'ful'; expected none, selective or full");
   }
+}
+
+// `estimate --cp --ep --etp --fp8` set what the scenario's keys set: Qwen3-30B-A3B on two DGX
+// H100 nodes (16 GPUs), written with cp 2, ep 8, fp8 hybrid, against the same scenario without
+// them and the flags. d = 16 / (t cp p) = 8; the expert-data-parallel size t (cp d) / (etp ep)
+// = 16 / 8 = 2. Bad values name the flag they came from; a bad value from the file its key.
+TEST(Scenario, ParallelFlagsSetContextExpertParallelismAndFp8AsTheKeysDo) {
+  const std::string model = "{preset: qwen3-30b-a3b, use_flash_attn: true}";
+  const std::string base = "{micro_batch_size: 1, global_batch_size: 64}";
+  const Scenario written =
+      testing::scenario(model,
+                        "{micro_batch_size: 1, global_batch_size: 64, context_parallel_size: 2, "
+                        "expert_model_parallel_size: 8, fp8: hybrid}",
+                        2);
+  const std::string text =
+      "model: " + model + "\ncluster: {profile: dgx-h100, nodes: 2}\nparallel: " + base + "\n";
+  ParallelOverrides o;
+  o.cp = 2;
+  o.ep = 8;
+  o.fp8 = "hybrid";
+  const Scenario flagged = parse_scenario(text, "s.yaml", "", o);
+  for (const Scenario* s : {&written, &flagged}) {
+    EXPECT_EQ(s->parallel.context_parallel, 2);
+    EXPECT_EQ(s->parallel.expert_parallel, 8);
+    EXPECT_EQ(s->parallel.expert_tp(), 1);
+    EXPECT_EQ(s->parallel.fp8, "hybrid");
+    EXPECT_EQ(s->parallel.data_parallel, 8);
+    EXPECT_EQ(rank_layout_of(s->parallel, 8).expert_dp(), 2);
+  }
+  auto flag_error = [&](const ParallelOverrides& bad, const std::string& parallel) {
+    const std::string t = "model: " + model +
+                          "\ncluster: {profile: dgx-h100, nodes: 2}\nparallel: " + parallel + "\n";
+    try {
+      parse_scenario(t, "s.yaml", "", bad);
+      ADD_FAILURE() << "no error";
+      return std::string();
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+      return std::string(e.what());
+    }
+  };
+  ParallelOverrides ep3;
+  ep3.ep = 3;  // 128 experts
+  EXPECT_EQ(flag_error(ep3, base),
+            "s.yaml: --ep: 3 does not divide num_experts 128; expected a divisor");
+  ParallelOverrides cp3;
+  cp3.cp = 3;  // t cp p = 3 does not divide 16; t = p = 1 do
+  EXPECT_EQ(flag_error(cp3, base),
+            "s.yaml: --cp: t*cp*p = 1*3*1 = 3 does not divide the 16 GPUs (2 nodes x 8); "
+            "expected t*cp*p to divide 16");
+  ParallelOverrides etp2;
+  etp2.etp = 2;  // t = 1
+  EXPECT_EQ(flag_error(etp2, base),
+            "s.yaml: --etp: 2; expected 1 or tensor_model_parallel_size (1)");
+  ParallelOverrides fp8;
+  fp8.fp8 = "bf16";
+  EXPECT_EQ(flag_error(fp8, base), "s.yaml: --fp8: 'bf16'; expected off, e4m3 or hybrid");
+  // The file's bad ep under a --tp flag: the error names the file's key, not a flag.
+  ParallelOverrides tp1;
+  tp1.tp = 1;
+  EXPECT_EQ(flag_error(tp1,
+                       "{micro_batch_size: 1, global_batch_size: 64, "
+                       "expert_model_parallel_size: 3}"),
+            "s.yaml: parallel.expert_model_parallel_size: 3 does not divide num_experts 128; "
+            "expected a divisor");
 }
 
 // The zero-bubble paper's 1.5B model (22 layers) on p = 8: embedding and head count as one layer
