@@ -139,6 +139,12 @@ struct ParallelConfig {
   friend bool operator==(const ParallelConfig&, const ParallelConfig&) = default;
 };
 
+/// The values of ParallelConfig::fp8: off, e4m3, hybrid.
+const std::vector<std::string>& fp8_format_names();
+/// "off, e4m3 or hybrid", for messages.
+std::string fp8_format_choices();
+/// True when `f` is one of fp8_format_names().
+bool is_fp8_format(const std::string& f);
 /// The values of ParallelConfig::fp8_recipe: delayed, tensorwise.
 const std::vector<std::string>& fp8_recipe_names();
 /// "delayed or tensorwise", for messages.

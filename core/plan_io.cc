@@ -26,6 +26,15 @@ std::string cp_comm_type_choices() { return "p2p, all_gather or a2a"; }
 
 bool is_cp_comm_type(const std::string& t) { return one_of(cp_comm_type_names(), t); }
 
+const std::vector<std::string>& fp8_format_names() {
+  static const std::vector<std::string> names{"off", "e4m3", "hybrid"};
+  return names;
+}
+
+std::string fp8_format_choices() { return "off, e4m3 or hybrid"; }
+
+bool is_fp8_format(const std::string& f) { return one_of(fp8_format_names(), f); }
+
 const std::vector<std::string>& fp8_recipe_names() {
   static const std::vector<std::string> names{"delayed", "tensorwise"};
   return names;
@@ -297,8 +306,8 @@ ParallelConfig config_from_doc(const Doc& d, const R& r) {
     c.expert_tensor_parallel = get_int(d, r, p, "expert_tensor_parallel", 1);
   if (r.find(d, "fp8")) {
     c.fp8 = get_str(d, r, p, "fp8");
-    if (c.fp8 != "off" && c.fp8 != "e4m3" && c.fp8 != "hybrid")
-      r.fail("config.fp8", fmt::format("off, e4m3 or hybrid, got '{}'", c.fp8));
+    if (!is_fp8_format(c.fp8))
+      r.fail("config.fp8", fmt::format("{}, got '{}'", fp8_format_choices(), c.fp8));
   }
   if (r.find(d, "fp8_recipe")) {
     c.fp8_recipe = get_str(d, r, p, "fp8_recipe");

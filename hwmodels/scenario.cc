@@ -217,7 +217,7 @@ ParallelExtras parse_parallel(const ConfigMap& p, Scenario* s) {
   c.context_parallel = static_cast<int>(p.integer_or("context_parallel_size", 1));
   c.expert_parallel = static_cast<int>(p.integer_or("expert_model_parallel_size", 1));
   c.expert_tensor_parallel = static_cast<int>(p.integer_or("expert_tensor_parallel_size", 0, 1));
-  c.fp8 = p.choice_or("fp8", "off", {"off", "e4m3", "hybrid"});
+  c.fp8 = p.choice_or("fp8", "off", fp8_format_names());
   if (p.has("fp8_recipe") && c.fp8 == "off")
     p.fail("fp8_recipe", "given with fp8 off; expected it only with fp8: e4m3 or hybrid");
   c.schedule = p.text_or("schedule", c.virtual_stages > 1 ? "interleaved" : "1f1b");
@@ -256,9 +256,9 @@ void set_override_values(Scenario* s, const ParallelOverrides& o) {
   if (o.ep) c.expert_parallel = positive("--ep", *o.ep);
   if (o.etp) c.expert_tensor_parallel = positive("--etp", *o.etp);
   if (o.fp8) {
-    if (*o.fp8 != "off" && *o.fp8 != "e4m3" && *o.fp8 != "hybrid")
+    if (!is_fp8_format(*o.fp8))
       throw ConfigError(s->file, "--fp8",
-                        fmt::format("'{}'; expected off, e4m3 or hybrid", *o.fp8));
+                        fmt::format("'{}'; expected {}", *o.fp8, fp8_format_choices()));
     c.fp8 = *o.fp8;
   }
   if (o.sequence_parallel) c.sequence_parallel = *o.sequence_parallel;
@@ -577,10 +577,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   if (overrides.any()) {
     set_override_values(&s, overrides);
     lpv = keep_interleaving(s, lpv);
-    validate_parallel(&s, overrides.dp.value_or(x.dp_given), lpv, overrides);
-  } else {
-    validate_parallel(&s, x.dp_given, lpv, overrides);
   }
+  validate_parallel(&s, overrides.dp.value_or(x.dp_given), lpv, overrides);
   if (!root.child("parallel").has("schedule")) {
     s.parallel.schedule = s.parallel.virtual_stages > 1 ? "interleaved" : "1f1b";
   }

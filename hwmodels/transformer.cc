@@ -48,7 +48,7 @@ WorkloadOptions workload_options(const ParallelConfig& p, bool flash_attention) 
                                              : CpComm::kP2p;
   o.ep = p.expert_parallel;
   o.etp = p.expert_tp();
-  PW_ASSERT(p.fp8 == "off" || p.fp8 == "e4m3" || p.fp8 == "hybrid", "unvalidated fp8 " + p.fp8);
+  PW_ASSERT(is_fp8_format(p.fp8), "unvalidated fp8 " + p.fp8);
   o.fp8 = p.fp8 != "off";
   o.fp8_amax_reduction = p.fp8_amax_reduction();
   o.tp_comm_overlap = p.tp_comm_overlap && o.sequence_parallel;
