@@ -385,6 +385,11 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual,
     throw ConfigError(
         s->file, ep_key,
         fmt::format("{} for a dense model; expected 1 (or model.num_experts)", c.expert_parallel));
+  if (m.num_experts == 0 && c.expert_tensor_parallel > 1)
+    throw ConfigError(s->file, etp_key,
+                      fmt::format("{} for a dense model; expected 1 (expert tensor parallelism "
+                                  "needs model.num_experts)",
+                                  c.expert_tensor_parallel));
   if (m.num_experts > 0) {
     if (m.num_experts % c.expert_parallel != 0)
       throw ConfigError(s->file, ep_key,

@@ -236,6 +236,31 @@ TEST(Scenario, ParallelFlagsSetContextExpertParallelismAndFp8AsTheKeysDo) {
             "expected a divisor");
 }
 
+// Expert parallelism and expert tensor parallelism on a dense model (GPT-3 175B has no experts)
+// would be ignored, so the key and the flag are refused; 1 (the value without experts) passes.
+TEST(Scenario, ExpertParallelDegreesOnADenseModelAreRefused) {
+  EXPECT_EQ(
+      error_of(replace(kBase, "zero_stage: 1", "zero_stage: 1\n  expert_model_parallel_size: 2")),
+      "s.yaml: parallel.expert_model_parallel_size: 2 for a dense model; expected 1 (or "
+      "model.num_experts)");
+  EXPECT_EQ(
+      error_of(replace(kBase, "zero_stage: 1", "zero_stage: 1\n  expert_tensor_parallel_size: 8")),
+      "s.yaml: parallel.expert_tensor_parallel_size: 8 for a dense model; expected 1 (expert "
+      "tensor parallelism needs model.num_experts)");
+  ParallelOverrides etp;
+  etp.etp = 2;
+  try {
+    parse_scenario(kBase, "s.yaml", "", etp);
+    ADD_FAILURE() << "--etp 2 on a dense model accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "s.yaml: --etp: 2 for a dense model; expected 1 (expert tensor "
+                 "parallelism needs model.num_experts)");
+  }
+  etp.etp = 1;
+  EXPECT_EQ(parse_scenario(kBase, "s.yaml", "", etp).parallel.expert_tp(), 1);
+}
+
 // The zero-bubble paper's 1.5B model (22 layers) on p = 8: embedding and head count as one layer
 // each, so the first and last stages carry 2 transformer layers and the six between 3.
 const char* kUneven = R"(model: {preset: zb-1.5b}
