@@ -11,6 +11,7 @@
 #include "planner/schedules/generator.h"
 
 namespace pw {
+
 namespace {
 
 Action act(ActionKind k, int stage, int mb) {
@@ -125,32 +126,6 @@ Schedule interleaved(const GeneratorParams& gp) {
   return s;
 }
 
-// --- Zero-bubble handcrafted schedules -------------------------------------------------------
-
-// Device d (0-based) runs `warmup(d)` forwards, then repeats B(k), W(k - lag(d)) when due, F(next),
-// then drains the backwards and finally the deferred W passes. Deferring W on later devices lets
-// input gradients travel upstream after B alone; the deferred W passes fill the tail bubble.
-// ZB-H2 runs one more warm-up forward, so its cycle is B, W, F instead of F, B, W.
-Schedule zero_bubble_handcrafted(const char* name, const GeneratorParams& gp, bool h2) {
-  const int p = gp.p, m = gp.m;
-  Schedule s = empty_schedule(name, linear_placement(p, gp.num_layers), m);
-  for (int d = 0; d < p; ++d) {
-    auto& out = s.actions[d];
-    const int warmup = std::min(h2 ? 2 * (p - d) - 1 : p - d - 1, m);
-    const int lag = h2 ? 2 * d : d;
-    int f = 0, b = 0, w = 0;
-    for (; f < warmup; ++f) out.push_back(act(ActionKind::kF, d, f));
-    while (b < m) {
-      if (!h2 && f < m) out.push_back(act(ActionKind::kF, d, f++));
-      out.push_back(act(ActionKind::kB, d, b++));
-      if (b - 1 - lag >= 0 && w < b - lag) out.push_back(act(ActionKind::kW, d, w++));
-      if (h2 && f < m) out.push_back(act(ActionKind::kF, d, f++));
-    }
-    while (w < m) out.push_back(act(ActionKind::kW, d, w++));
-  }
-  return s;
-}
-
 Schedule zb_h1(const GeneratorParams& gp) { return zero_bubble_handcrafted("zb-h1", gp, false); }
 Schedule zb_h2(const GeneratorParams& gp) { return zero_bubble_handcrafted("zb-h2", gp, true); }
 
@@ -218,6 +193,32 @@ int interleaved_group_of(const Schedule& s) {
   gp.v = stages / p;
   gp.group_size = g;
   return interleaved(gp).actions == passes ? g : 0;
+}
+
+// --- Zero-bubble handcrafted schedules -------------------------------------------------------
+
+// Device d (0-based) runs `warmup(d)` forwards, then repeats B(k), W(k - lag(d)) when due, F(next),
+// then drains the backwards and finally the deferred W passes. Deferring W on later devices lets
+// input gradients travel upstream after B alone; the deferred W passes fill the tail bubble.
+// ZB-H2 runs one more warm-up forward, so its cycle is B, W, F instead of F, B, W.
+Schedule zero_bubble_handcrafted(const char* name, const GeneratorParams& gp, bool h2) {
+  const int p = gp.p, m = gp.m;
+  Schedule s = empty_schedule(name, linear_placement(p, gp.num_layers), m);
+  for (int d = 0; d < p; ++d) {
+    auto& out = s.actions[d];
+    const int warmup = std::min(h2 ? 2 * (p - d) - 1 : p - d - 1, m);
+    const int lag = h2 ? 2 * d : d;
+    int f = 0, b = 0, w = 0;
+    for (; f < warmup; ++f) out.push_back(act(ActionKind::kF, d, f));
+    while (b < m) {
+      if (!h2 && f < m) out.push_back(act(ActionKind::kF, d, f++));
+      out.push_back(act(ActionKind::kB, d, b++));
+      if (b - 1 - lag >= 0 && w < b - lag) out.push_back(act(ActionKind::kW, d, w++));
+      if (h2 && f < m) out.push_back(act(ActionKind::kF, d, f++));
+    }
+    while (w < m) out.push_back(act(ActionKind::kW, d, w++));
+  }
+  return s;
 }
 
 }  // namespace pw

@@ -123,6 +123,10 @@ class GeneratorRegistry {
 /// GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, looped breadth-first.
 void register_classic_generators(GeneratorRegistry& registry);
 
+/// The zero-bubble paper's handcrafted schedules on p devices, named `name`: ZB-H1 (`h2` false,
+/// 1F1B's memory) or ZB-H2 (twice it). ZB-1p and ZB-2p weigh them beside their greedy runs.
+Schedule zero_bubble_handcrafted(const char* name, const GeneratorParams& gp, bool h2);
+
 /// Memory-controllable and zero-bubble family: V-Min, V-Half, V-ZB, adaptive offsets, ZB-1p/2p,
 /// ZB-V, BitPipe, DualPipeV, ZeroPP-style interleaving, 1F1B-R.
 void register_memory_generators(GeneratorRegistry& registry);

@@ -392,6 +392,34 @@ TEST(Zb2p, UsesAtMostTwicePMbAndNoMoreBubbleThanZb1p) {
   }
 }
 
+// ZB-H1 runs in 1F1B's memory and ZB-H2 in twice it, so the automatic schedules under those
+// limits are never slower than them (the authors' exact pass starts from such a schedule). By
+// hand at p = 8, m = 24, F 2.7, B 2.9, W 1.9, no transfer time: ZB-H1 takes
+// m (F + B + W) + (p - 1)(F + B - W) = 180 + 25.9 = 205.9. With 0.022 per transfer the greedy
+// alone costs 207.1 (largest device span) against ZB-H1's 206.5; over a grid of costs and
+// transfer times ZB-1p costs at most ZB-H1 and ZB-2p at most ZB-H1 and ZB-H2, within limits.
+TEST(ZbAuto, NeverSlowerThanTheHandcraftedScheduleItsMemoryAllows) {
+  GeneratorParams hand = params(8, 24, 0.0);
+  hand.costs = UniformCosts{millis_to_ps(2.7), millis_to_ps(2.9), millis_to_ps(1.9), 0, 0};
+  EXPECT_EQ(run("zb-h1", hand).cost, millis_to_ps(205.9));
+  EXPECT_LE(run("zb-1p", hand).cost, millis_to_ps(205.9));
+  for (const int p : {4, 8})
+    for (const double comm : {0.0, 0.022, 0.3})
+      for (const double w : {0.6, 1.9, 3.0}) {
+        GeneratorParams gp = params(p, 3 * p, 0.0);
+        gp.costs = UniformCosts{millis_to_ps(2.7), millis_to_ps(2.9), millis_to_ps(w), 0,
+                                millis_to_ps(comm)};
+        const EvalResult h1 = run("zb-h1", gp), h2 = run("zb-h2", gp);
+        const EvalResult one = run("zb-1p", gp), two = run("zb-2p", gp);
+        const std::string at =
+            "p=" + std::to_string(p) + " comm=" + std::to_string(comm) + " W=" + std::to_string(w);
+        EXPECT_LE(one.cost, h1.cost) << at;
+        EXPECT_LE(two.cost, std::min(h1.cost, h2.cost)) << at;
+        EXPECT_LE(max_peak(one), p + 1e-9) << at;
+        EXPECT_LE(max_peak(two), 2 * p + 1e-9) << at;
+      }
+}
+
 TEST(ZbAuto, LimitBelowOneForwardNamesTheSmallestFeasibleLimit) {
   GeneratorParams gp = params(4, 8, 0.5);
   gp.memory_limit = 0.5;  // not even one microbatch's activation of a stage (1.0)
