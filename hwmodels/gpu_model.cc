@@ -118,9 +118,8 @@ TimePs GpuModel::gemm_time(long long m, long long n, long long k, DType d, long 
   // GEMMs write 16-bit results), at the streaming rate memory_bound_time uses. Binds for thin
   // GEMMs: many small experts, a router, non-fused attention's probabilities x values.
   const double in = dtype_bytes(d), out = d == DType::kFp8 ? 2.0 : in;
-  const double bytes =
-      double(batch) * ((double(m) * double(k) + double(k) * double(n)) * in +
-                       double(m) * double(n) * out);
+  const double bytes = double(batch) * ((double(m) * double(k) + double(k) * double(n)) * in +
+                                        double(m) * double(n) * out);
   secs = std::max(secs, bytes / (spec_.hbm_bandwidth.value * spec_.hbm_efficiency));
   return seconds_to_ps(secs) + spec_.kernel_latency;
 }
