@@ -120,7 +120,7 @@ TimePs GpuModel::gemm_time(long long m, long long n, long long k, DType d, long 
   const double in = dtype_bytes(d), out = d == DType::kFp8 ? 2.0 : in;
   const double bytes = double(batch) * ((double(m) * double(k) + double(k) * double(n)) * in +
                                         double(m) * double(n) * out);
-  secs = std::max(secs, bytes / (spec_.hbm_bandwidth.value * spec_.hbm_efficiency));
+  secs = std::max(secs, bytes / spec_.streaming_rate());
   return seconds_to_ps(secs) + spec_.kernel_latency;
 }
 
@@ -134,7 +134,7 @@ TimePs GpuModel::fused_attention_time(Flops flops, DType d, bool backward) const
 
 TimePs GpuModel::memory_bound_time(Bytes bytes) const {
   if (bytes.value <= 0) return 0;
-  double bw = spec_.hbm_bandwidth.value * spec_.hbm_efficiency;
+  double bw = spec_.streaming_rate();
   return seconds_to_ps(bytes.value / bw) + spec_.kernel_latency;
 }
 
@@ -144,7 +144,7 @@ double GpuModel::elementwise_rate(bool backward) const {
   // The same product as memory_bound_time when unset, so profiles without the field give the
   // same picoseconds as before it existed.
   return spec_.elementwise_bandwidth.value > 0 ? spec_.elementwise_bandwidth.value
-                                               : spec_.hbm_bandwidth.value * spec_.hbm_efficiency;
+                                               : spec_.streaming_rate();
 }
 
 TimePs GpuModel::elementwise_time(Bytes bytes, bool backward) const {

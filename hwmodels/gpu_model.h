@@ -53,6 +53,9 @@ struct GpuSpec {
   Bytes usable_memory() const { return hbm_capacity - reserved_memory; }
   BytesPerSec hbm_bandwidth{2.039e12};
   double hbm_efficiency = 0.8;  ///< achieved / datasheet HBM bandwidth for streaming kernels
+  /// hbm_bandwidth x hbm_efficiency (bytes/s): the one streaming rate of memory-bound kernels,
+  /// the optimizer step and the GEMMs' memory roofline.
+  double streaming_rate() const { return hbm_bandwidth.value * hbm_efficiency; }
   /// Achieved throughput of the layer model's element-wise kernels (LayerNorm, GeLU, softmax,
   /// dropout, residual adds, cross-entropy), in model bytes per second; no efficiency applies.
   /// 0 (the default, and a profile without gpu.elementwise_gb_per_s) = hbm_bandwidth x

@@ -28,7 +28,7 @@ TimePs adam_step_time(const GpuModel& gpu, double params) {
 
 OffloadSplit offload_split(const HardwareProfile& profile, double shard, double cpu_params_per_sec,
                            double gpu_share) {
-  const double hbm = profile.gpu.hbm_bandwidth.value * profile.gpu.hbm_efficiency;
+  const double hbm = profile.gpu.streaming_rate();
   const double pcie = profile.node.pcie.effective().value;
   auto split = [&](double x) {
     OffloadSplit s;
