@@ -36,6 +36,15 @@ std::vector<int> RankLayout::ep_group(int t_rank, int d_rank, int p_rank) const 
   return g;
 }
 
+std::vector<int> RankLayout::expert_dp_group(int t_rank, int d_rank, int p_rank) const {
+  // The same local order as ep_group: expert-TP fastest, then EP, then expert-DP.
+  const int stage = tp * dp * p_rank;
+  const int i = expert_dp_index(t_rank, d_rank);
+  std::vector<int> g;
+  for (int k = 0; k < expert_dp(); ++k) g.push_back(stage + i + etp * ep * k);
+  return g;
+}
+
 std::vector<int> RankLayout::stage_group(int p_rank) const {
   std::vector<int> g(static_cast<std::size_t>(tp) * dp);
   for (int i = 0; i < tp * dp; ++i) g[i] = gpu(i % tp, i / tp, p_rank);

@@ -37,6 +37,15 @@ struct RankLayout {
   std::vector<int> ep_group(int t_rank, int d_rank, int p_rank) const;
   /// Expert-data-parallel size: ranks holding the same experts, tp * dp / (etp * ep).
   int expert_dp() const { return tp * dp / (etp * ep); }
+  /// GPUs of the expert-data-parallel group of the rank at (t_rank, d_rank, p_rank): the ranks
+  /// of its stage holding the same experts (same expert-TP and EP rank), over which expert
+  /// gradients are reduced and the distributed optimizer shards expert state.
+  std::vector<int> expert_dp_group(int t_rank, int d_rank, int p_rank) const;
+  /// Index of that group among its stage's etp * ep expert-data-parallel groups.
+  int expert_dp_index(int t_rank, int d_rank) const { return (t_rank + tp * d_rank) % (etp * ep); }
+  /// True when expert gradients reduce over other ranks than the dense ones (an expert-DP group
+  /// is not the DP group: EP > 1, or expert-TP other than TP).
+  bool expert_dp_differs() const { return ep > 1 || etp != tp; }
   /// GPUs of the pipeline of (t_rank, d_rank), stage 0 first.
   std::vector<int> pp_group(int t_rank, int d_rank) const;
   /// GPUs of pipeline rank `p_rank`, in rank order: Megatron's tensor-and-data-parallel group

@@ -64,28 +64,39 @@ TimePs exposed_comm(const std::vector<TpComm>& comms, const CommNetworks& nets, 
 // with ZeRO-3 by layer or tensor, the `gathers` every F and B pass makes of its chunk's weights
 // (`chunk_passes` F and B passes per iteration), which run under the passes' compute rather
 // than after them.
-void add_dp(const Scenario& s, double params, bool first, long long chunk_passes,
+// `expert` of the `params` are expert parameters reduced and gathered over `expert_net` (the
+// expert-data-parallel group) in rows of their own, "expert-DP" (0 when that group is the DP
+// group): each bucket carries its share of both.
+void add_dp(const Scenario& s, double params, double expert, bool first, long long chunk_passes,
             const Zero3PassGathers& gathers, const GroupNetwork& net,
-            std::vector<CollectiveEstimate>* out) {
+            const GroupNetwork& expert_net, std::vector<CollectiveEstimate>* out) {
   const ParallelConfig& par = s.parallel;
   const int nb =
       grad_bucket_count(params, par.zero_stage, par.overlap_grad_reduce,
                         par.data_parallel * par.context_parallel, first, par.ddp_bucket_size);
-  const Bytes bucket{grad_bytes_per_param(par) * params / nb};
+  const double dense = params - expert;
   const Bytes weights{2.0 * params};  // bf16
   using K = CollectiveKind;
+  // A row per group with more than one rank: the dense share over the DP group, the expert
+  // share over the expert-DP group.
+  auto rows = [&](const char* what, K kind, double bytes_per_param, long long calls) {
+    if (net.n > 1)
+      out->push_back(timed(what, kind, Bytes{bytes_per_param * dense / calls}, calls, net));
+    if (expert > 0 && expert_net.n > 1)
+      out->push_back(timed(fmt::format("expert-DP {}", what), kind,
+                           Bytes{bytes_per_param * expert / calls}, calls, expert_net));
+  };
+  const double grad = grad_bytes_per_param(par);
   switch (par.zero_stage) {
     case 0:
-      out->push_back(timed("DP gradient all-reduce (per bucket)", K::kAllReduce, bucket, nb, net));
+      rows("DP gradient all-reduce (per bucket)", K::kAllReduce, grad, nb);
       break;
     case 1:
     case 2:
-      out->push_back(
-          timed("ZeRO gradient reduce-scatter (per bucket)", K::kReduceScatter, bucket, nb, net));
-      out->push_back(timed(par.overlap_param_gather
-                               ? "ZeRO parameter all-gather (under the next forwards)"
-                               : "ZeRO parameter all-gather",
-                           K::kAllGather, weights, 1, net));
+      rows("ZeRO gradient reduce-scatter (per bucket)", K::kReduceScatter, grad, nb);
+      rows(par.overlap_param_gather ? "ZeRO parameter all-gather (under the next forwards)"
+                                    : "ZeRO parameter all-gather",
+           K::kAllGather, 2.0, 1);
       break;
     default:
       if (gathers.first_bytes > 0) {
@@ -108,8 +119,7 @@ void add_dp(const Scenario& s, double params, bool first, long long chunk_passes
       } else {
         out->push_back(timed("ZeRO-3 parameter all-gather (F, B)", K::kAllGather, weights, 2, net));
       }
-      out->push_back(
-          timed("ZeRO-3 gradient reduce-scatter (per bucket)", K::kReduceScatter, bucket, nb, net));
+      rows("ZeRO-3 gradient reduce-scatter (per bucket)", K::kReduceScatter, grad, nb);
   }
 }
 
@@ -146,15 +156,20 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   const int S = static_cast<int>(layers.size());
   std::vector<int> begin(S + 1, 0);
   for (int st = 0; st < S; ++st) begin[st + 1] = begin[st] + layers[st];
-  auto device_params = [&](int d) {
+  auto device_params = [&](int d, double* expert) {
     double sum = 0;
-    for (int st = d; st < S; st += p)
+    *expert = 0;
+    for (int st = d; st < S; st += p) {
+      double x = 0;
       sum += stage_parameter_count(m, o, begin[st], begin[st + 1],
-                                   stage_role(st, S, par.mtp_standalone), p);
+                                   stage_role(st, S, par.mtp_standalone), p, &x);
+      *expert += x;
+    }
     return sum;
   };
-  e.first.params = device_params(0);
-  e.last.params = device_params(p - 1);
+  double first_expert = 0, last_expert = 0;
+  e.first.params = device_params(0, &first_expert);
+  e.last.params = device_params(p - 1, &last_expert);
 
   GpuModel gpu(s.profile.gpu);
   const int chunk = m.num_layers / (p * v);
@@ -219,11 +234,16 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
   }
   TimePs dp_time = 0;
   TimePs pass_gather = 0;  // ZeRO-3 by layer: each F and B pass lasts at least its gather
-  if (par.data_parallel > 1) {
+  // Expert parameters reduce and gather over the expert-DP group where it is not the DP group.
+  const bool expert_split = layout.expert_dp_differs();
+  if (layout.dp > 1 || (expert_split && layout.expert_dp() > 1)) {
     GroupNetwork net = describe_group(topo, s.profile, layout.dp_group(0, 0));
+    GroupNetwork expert_net =
+        expert_split ? describe_group(topo, s.profile, layout.expert_dp_group(0, 0, 0)) : net;
     std::size_t before = e.collectives.size();
     // The GPU with more parameters (the first stage's unless the head outweighs it).
     const bool first = p == 1 || e.first.params >= e.last.params;
+    const double expert = expert_split ? (first ? first_expert : last_expert) : 0;
     // ZeRO-3 by layer or tensor: the gathers of that GPU's first (or last) chunk.
     const bool by_pass = par.zero_stage == 3 && par.zero3_gather != "stage";
     Zero3PassGathers gathers;
@@ -235,22 +255,32 @@ Estimate make_estimate(const Scenario& s, const GpuMemoryFigures& first,
       gathers = zero3_pass_gathers(par.zero3_gather, stage_parameter_count(m, o, b, en, f, l, p),
                                    chunk, tensors);
     }
-    add_dp(s, first ? e.first.params : e.last.params, first, mv, gathers, net, &e.collectives);
+    add_dp(s, first ? e.first.params : e.last.params, expert, first, mv, gathers, net, expert_net,
+           &e.collectives);
     // overlap_param_gather (ZeRO-1/2): the re-gather moves to the next step's first forwards
     // (hw::exposed_param_gather_seconds); the GPU's chunks hold a v-th of its parameters each.
+    // Its expert share goes first on the same stream (over the expert-DP group).
     const bool param_overlap =
-        par.overlap_param_gather && (par.zero_stage == 1 || par.zero_stage == 2);
+        par.overlap_param_gather && (par.zero_stage == 1 || par.zero_stage == 2) && layout.dp > 1;
+    bool param_overlap_done = false;
     for (std::size_t i = before; i < e.collectives.size(); ++i) {
       const CollectiveEstimate& c = e.collectives[i];
       if (param_overlap && c.kind == CollectiveKind::kAllGather) {
+        if (param_overlap_done) continue;
+        param_overlap_done = true;
         const double chunk0 = e.first.params / v;
         const int nb =
             grad_bucket_count(chunk0, par.zero_stage, par.overlap_grad_reduce,
                               par.data_parallel * par.context_parallel, true, par.ddp_bucket_size);
-        const double bucket_s =
-            ps_to_seconds(timed("", c.kind, Bytes{2.0 * chunk0 / nb}, 1, net).time);
-        const double chunk_s =
-            ps_to_seconds(timed("", c.kind, Bytes{c.bytes.value / v}, 1, net).time);
+        const double chunk_expert = expert_split ? first_expert / v : 0;
+        double bucket_s = 0, chunk_s = 0;
+        for (int part = 0; part < 2; ++part) {
+          const GroupNetwork& g = part == 0 ? net : expert_net;
+          const double bytes = 2.0 * (part == 0 ? chunk0 - chunk_expert : chunk_expert);
+          if (g.n <= 1 || bytes <= 0) continue;
+          bucket_s += ps_to_seconds(timed("", c.kind, Bytes{bytes / nb}, 1, g).time);
+          chunk_s += ps_to_seconds(timed("", c.kind, Bytes{bytes}, 1, g).time);
+        }
         const double fill_s = ps_to_seconds(e.first_costs.f + e.tp_comm_f);
         dp_time += seconds_to_ps(exposed_param_gather_seconds(
             bucket_s, chunk_s, fill_s, p, param_gather_aligned(p, v, par.align_param_gather)));

@@ -121,6 +121,11 @@ class IterationBuilder {
     std::vector<int> chunk, by_chunk;
   };
   ParamGathers param_gathers(int sim);
+  /// ZeRO-1/2: the all-gather of `bytes` of updated expert weights of `stage` (bucket part
+  /// `part`, `count` calls) over the rank's expert-DP group, on the stream the dense gather of
+  /// the same weights takes next (the DP stream after the step, the gather stream with
+  /// overlap_param_gather).
+  std::int32_t expert_gather_first(int sim, int stage, int part, double bytes, int count);
   bool param_gather_overlapped() const;
   std::int32_t add_compute(int sim, TimePs dur, double mem_start, double mem_end,
                            const Action& label,

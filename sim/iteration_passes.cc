@@ -433,17 +433,28 @@ void IterationBuilder::build_passes() {
                              : a.kind == ActionKind::kOverlapFB                    ? int{a.stage2}
                                                                                    : -1;
       if (reduce_every && grad_stage >= 0 && id != last_bwd[grad_stage]) {
-        // The last one is bucketed with the other stages' (build_data_parallel).
-        bool fresh = false;
-        const std::int32_t c = keyed_collective({9, r.tr, r.pr, id}, &fresh);
-        if (fresh)
-          add_collective_phases(hw::CollectiveKind::kReduceScatter,
-                                stage_params_[grad_stage] * hw::grad_bytes_per_param(in_.parallel),
-                                1, layout_.dp_group(r.tr, r.pr));
-        const std::int32_t tk = add_comm(sim, StreamKind::kDp, c, CommKind::kDp,
-                                         label(ActionKind::kReduceGrad, grad_stage, a.microbatch));
-        out_.graph.add_dep(pt.last, tk);
-        dp_tasks_[sim].push_back(tk);
+        // The last one is bucketed with the other stages' (build_data_parallel); the expert
+        // share over the expert-DP group, as there.
+        const double gb = hw::grad_bytes_per_param(in_.parallel);
+        const double expert =
+            layout_.expert_dp_differs() ? stage_expert_params_[grad_stage] * gb : 0;
+        for (int part = expert > 0 && layout_.expert_dp() > 1 ? 0 : 1; part < 2; ++part) {
+          bool fresh = false;
+          const std::int32_t c =
+              part == 0
+                  ? keyed_collective({16, layout_.expert_dp_index(r.tr, r.dr), r.pr, id}, &fresh)
+                  : keyed_collective({9, r.tr, r.pr, id}, &fresh);
+          if (fresh)
+            add_collective_phases(hw::CollectiveKind::kReduceScatter,
+                                  part == 0 ? expert : stage_params_[grad_stage] * gb - expert, 1,
+                                  part == 0 ? layout_.expert_dp_group(r.tr, r.dr, r.pr)
+                                            : layout_.dp_group(r.tr, r.pr));
+          const std::int32_t tk =
+              add_comm(sim, StreamKind::kDp, c, CommKind::kDp,
+                       label(ActionKind::kReduceGrad, grad_stage, a.microbatch));
+          out_.graph.add_dep(pt.last, tk);
+          dp_tasks_[sim].push_back(tk);
+        }
       }
       prev_last = pt.last;
       if (is_pass) {
@@ -464,7 +475,10 @@ void IterationBuilder::build_data_parallel() {
   const int S = pl.num_stages();
   bool replicated = false;
   for (const std::vector<int>& c : stage_copies_) replicated |= !c.empty();
-  if (layout_.dp <= 1 && !replicated) return;
+  // Expert gradients reduce over the expert-data-parallel group (Megatron's expert buffers),
+  // the rest over the DP group.
+  const bool expert_split = layout_.expert_dp_differs();
+  if (layout_.dp <= 1 && !replicated && !(expert_split && layout_.expert_dp() > 1)) return;
   const hw::CollectiveKind kind = in_.parallel.zero_stage == 0 ? hw::CollectiveKind::kAllReduce
                                                                : hw::CollectiveKind::kReduceScatter;
   for (int sim = 0; sim < static_cast<int>(out_.ranks.size()); ++sim) {
@@ -505,19 +519,32 @@ void IterationBuilder::build_data_parallel() {
         out_.graph.add_dep(ready >= 0 ? ready : last_compute_[sim], pair);
         dp_tasks_[sim].push_back(pair);
       }
-      if (layout_.dp <= 1) continue;
+      const double expert =
+          expert_split ? stage_expert_params_[st] * hw::grad_bytes_per_param(in_.parallel) : 0;
+      const bool dense_group = layout_.dp > 1, expert_group = expert > 0 && layout_.expert_dp() > 1;
+      if (!dense_group && !expert_group) continue;
       const auto& buckets = bucket_tasks_[static_cast<std::size_t>(sim) * S + st];
       const int nb = std::max<int>(1, static_cast<int>(buckets.size()));
       for (int k = 0; k < nb; ++k) {
-        bool fresh = false;
-        const std::int32_t c = keyed_collective({3, r.tr, r.pr, st, k}, &fresh);
-        if (fresh) add_collective_phases(kind, grad / nb, 1, layout_.dp_group(r.tr, r.pr));
-        const std::int32_t tk =
-            add_comm(sim, StreamKind::kDp, c, CommKind::kDp, label(ActionKind::kReduceGrad, st, k));
-        const bool overlap = in_.parallel.overlap_grad_reduce && !buckets.empty();
-        out_.graph.add_dep(overlap ? buckets[k] : last_compute_[sim], tk);
-        if (pair >= 0) out_.graph.add_dep(pair, tk);
-        dp_tasks_[sim].push_back(tk);
+        // Each bucket: its expert share over the expert-DP group, then the rest over the DP
+        // group, in one in-order stream.
+        for (int part = expert_group ? 0 : 1; part < (dense_group ? 2 : 1); ++part) {
+          bool fresh = false;
+          const std::int32_t c =
+              part == 0
+                  ? keyed_collective({15, layout_.expert_dp_index(r.tr, r.dr), r.pr, st, k}, &fresh)
+                  : keyed_collective({3, r.tr, r.pr, st, k}, &fresh);
+          if (fresh)
+            add_collective_phases(kind, (part == 0 ? expert : grad - expert) / nb, 1,
+                                  part == 0 ? layout_.expert_dp_group(r.tr, r.dr, r.pr)
+                                            : layout_.dp_group(r.tr, r.pr));
+          const std::int32_t tk = add_comm(sim, StreamKind::kDp, c, CommKind::kDp,
+                                           label(ActionKind::kReduceGrad, st, k));
+          const bool overlap = in_.parallel.overlap_grad_reduce && !buckets.empty();
+          out_.graph.add_dep(overlap ? buckets[k] : last_compute_[sim], tk);
+          if (pair >= 0) out_.graph.add_dep(pair, tk);
+          dp_tasks_[sim].push_back(tk);
+        }
       }
     }
   }

@@ -98,20 +98,46 @@ void IterationBuilder::build_optimizer() {
     for (std::int32_t t : step_waits_[sim]) out_.graph.add_dep(t, opt_task);
     // ZeRO-1/2: all-gather the updated bf16 parameters of each stage (with
     // overlap_param_gather at the start of the step instead: param_gathers).
-    if (zero >= 1 && zero <= 2 && d > 1 && !param_gather_overlapped()) {
+    // The expert share over the expert-DP group (expert_gather_first), the rest over the DP
+    // group.
+    const bool expert_group = layout_.expert_dp_differs() && ed > 1;
+    if (zero >= 1 && zero <= 2 && (d > 1 || expert_group) && !param_gather_overlapped()) {
       for (int st = 0; st < pl.num_stages(); ++st) {
         if (pl.stages[st].device != r.pr) continue;
+        const double expert_bytes = expert_group ? stage_expert_params_[st] * 2.0 : 0;
+        if (expert_bytes > 0) {
+          const std::int32_t eg = expert_gather_first(sim, st, -1, expert_bytes, 1);
+          out_.graph.add_dep(opt_task, eg);
+        }
+        if (d <= 1) continue;
         bool fresh = false;
         const std::int32_t c = keyed_collective({4, r.tr, r.pr, st}, &fresh);
         if (fresh)
-          add_collective_phases(hw::CollectiveKind::kAllGather, stage_params_[st] * 2.0, 1,
-                                layout_.dp_group(r.tr, r.pr));
+          add_collective_phases(
+              hw::CollectiveKind::kAllGather,
+              stage_params_[st] * 2.0 -
+                  (layout_.expert_dp_differs() ? stage_expert_params_[st] * 2.0 : 0),
+              1, layout_.dp_group(r.tr, r.pr));
         const std::int32_t ag =
             add_comm(sim, StreamKind::kDp, c, CommKind::kDp, label(ActionKind::kUnshard, st, -1));
         out_.graph.add_dep(opt_task, ag);
       }
     }
   }
+}
+
+std::int32_t IterationBuilder::expert_gather_first(int sim, int stage, int part, double bytes,
+                                                   int count) {
+  const SimRank& r = out_.ranks[sim];
+  const bool overlapped = param_gather_overlapped();
+  bool fresh = false;
+  const std::int32_t c = keyed_collective(
+      {overlapped ? 18 : 17, layout_.expert_dp_index(r.tr, r.dr), r.pr, stage, part}, &fresh);
+  if (fresh)
+    add_collective_phases(hw::CollectiveKind::kAllGather, bytes, count,
+                          layout_.expert_dp_group(r.tr, r.dr, r.pr));
+  return add_comm(sim, overlapped ? StreamKind::kDpGather : StreamKind::kDp, c, CommKind::kDp,
+                  label(ActionKind::kUnshard, stage, -1));
 }
 
 bool IterationBuilder::param_gather_overlapped() const {
@@ -146,13 +172,19 @@ IterationBuilder::ParamGathers IterationBuilder::param_gathers(int sim) {
   g.aligned = hw::param_gather_aligned(layout_.pp, static_cast<int>(g.by_chunk.size()),
                                        in_.parallel.align_param_gather);
   const std::vector<int> group = layout_.dp_group(r.tr, r.pr);
+  const bool expert_group = layout_.expert_dp_differs() && layout_.expert_dp() > 1;
   for (int st : g.by_chunk) {
     // The gradient buckets (parameters and gradients share the buffer's layout).
     const int nb = hw::grad_bucket_count(stage_params_[st], in_.parallel.zero_stage,
                                          in_.parallel.overlap_grad_reduce, layout_.dp, st == 0,
                                          in_.parallel.ddp_bucket_size);
-    const double bytes = stage_params_[st] * 2.0 / nb;
+    const double expert = layout_.expert_dp_differs() ? stage_expert_params_[st] * 2.0 : 0;
+    const double bytes = (stage_params_[st] * 2.0 - expert) / nb;
     for (int part = 0; part < (nb > 1 ? 2 : 1); ++part) {
+      // Each bucket's expert share first (the stream is in order: the dense task that the
+      // forwards wait for ends after it).
+      if (expert_group && expert > 0)
+        expert_gather_first(sim, st, part, expert / nb, part == 0 ? 1 : nb - 1);
       bool fresh = false;
       const std::int32_t c = keyed_collective({10 + part, r.tr, r.pr, st}, &fresh);
       if (fresh)

@@ -244,6 +244,18 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
                                   : 0.0;
   const int D = P;
   const hw::CollectiveLine& reduce = c.zero == 0 ? net.dp_all_reduce : net.dp_reduce_scatter;
+  // The expert-DP group's lines of this expert layout (CellNet::expert), or none where expert
+  // gradients reduce with the rest.
+  const CellNet::ExpertNet* xnet = nullptr;
+  if (!net.expert.empty() && static_cast<std::size_t>(c.ep) < ep_index_.size() &&
+      ep_index_[c.ep] >= 0) {
+    const CellNet::ExpertNet& x = net.expert[static_cast<std::size_t>(ep_index_[c.ep]) * num_etp_ +
+                                             (num_etp_ > 1 ? c.etp1 : 0)];
+    if (x.all_gather.count > 0) xnet = &x;
+  }
+  const hw::CollectiveLine* xreduce = xnet == nullptr ? nullptr
+                                      : c.zero == 0   ? &xnet->all_reduce
+                                                      : &xnet->reduce_scatter;
   hw::WorkloadOptions wo;
   wo.tp = c.t;
   wo.ep = c.ep;
@@ -356,23 +368,37 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
     // (Megatron without --overlap-grad-reduce), then ZeRO-1/2 re-gather the bf16 weights;
     // ZeRO-2/3 also reduce-scatter them after every earlier microbatch's backward.
     // m.one_gather and m.stage_rs_link: per route, see below.
-    if (dpc > 1) {
-      const double grad = params * (hw::grad_bytes_per_param(space_.grad_reduce_in_fp32));
+    // Expert parameters (xnet): each bucket's expert share reduces (and re-gathers) over the
+    // expert-DP group, then the rest over the DP group, as the DES; the route times (a lower
+    // bound) count the DP group's alone.
+    const double x_params = xnet != nullptr ? m.expert : 0;
+    if (dpc > 1 || x_params > 0) {
+      const double gbpp = hw::grad_bytes_per_param(space_.grad_reduce_in_fp32);
+      const double grad = (params - x_params) * gbpp, x_grad = x_params * gbpp;
       const double nb = hw::grad_bucket_count(params, c.zero, space_.overlap_grad_reduce, dpc,
                                               first, space_.ddp_bucket_size);
+      auto red_s = [&](double bytes, double x_bytes) {
+        return reduce.seconds(bytes) + (xreduce != nullptr ? xreduce->seconds(x_bytes) : 0);
+      };
+      auto gather_s = [&](double bytes, double x_bytes) {
+        return net.dp_all_gather.seconds(bytes) +
+               (xnet != nullptr ? xnet->all_gather.seconds(x_bytes) : 0);
+      };
       // Overlapped, the last bucket's reduction starts when the last backward's compute ends,
       // beside that pass's TP collectives.
       const double last_tp = sum_of(le.tp, le.tp_moe, le.tp_first, tp_end, 1) +
                              sum_of(le.tp, le.tp_moe, le.tp_first, tp_end, 2) +
                              (has_r ? sum_of(le.tp, le.tp_moe, le.tp_first, tp_end, 3) : 0);
-      m.stage_red = space_.overlap_grad_reduce ? std::max(0.0, reduce.seconds(grad / nb) - last_tp)
-                                               : nb * reduce.seconds(grad / nb);
+      m.stage_red = space_.overlap_grad_reduce
+                        ? std::max(0.0, red_s(grad / nb, x_grad / nb) - last_tp)
+                        : nb * red_s(grad / nb, x_grad / nb);
       if (c.zero == 1 || c.zero == 2) {
-        m.stage_gather = net.dp_all_gather.seconds(2 * params);
+        const double w = 2 * (params - x_params), x_w = 2 * x_params;
+        m.stage_gather = gather_s(w, x_w);
         // overlap_param_gather: the buckets are the gradient buckets (the DES's rule).
-        if (c.param_gather && first) m.first_bucket = net.dp_all_gather.seconds(2 * params / nb);
+        if (c.param_gather && first) m.first_bucket = gather_s(w / nb, x_w / nb);
       }
-      if (c.zero >= 2) m.stage_rs = reduce.seconds(grad);
+      if (c.zero >= 2) m.stage_rs = red_s(grad, x_grad);
       // Route times: the gathers (by layer: the first layer's and the rest's), m - 1
       // microbatches' reduce-scatters and the tail's buckets.
       if (volume) {

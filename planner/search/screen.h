@@ -222,6 +222,13 @@ class CostModel {
     /// amax all-reduce; empty when the space has no such configuration.
     hw::CollectiveLine amax_all_reduce;
     double hop_alpha = 0, hop_beta = 0;  // seconds, seconds per byte
+    /// MoE models: the expert-data-parallel group's lines (RankLayout::expert_dp_group) per
+    /// expert layout, [ep index][etp1], empty lines where that group is the DP group, has one
+    /// rank or the layout cannot exist (ExpertNet).
+    struct ExpertNet {
+      hw::CollectiveLine all_reduce, reduce_scatter, all_gather;
+    };
+    std::vector<ExpertNet> expert;
   };
   bool layer_split(const SearchConfig& c, std::vector<int>* layers) const;
   void fill(const SearchConfig& c, StageCosts* out) const;
@@ -241,6 +248,7 @@ class CostModel {
   hw::GpuModel gpu_;
   // value -> index along its axis of layers_, -1 if not tabulated
   std::vector<int> t_index_, b_index_, cp_index_, ep_index_;
+  std::vector<int> eps_;  // the expert-parallel sizes tabulated, in ep_index_ order
   int num_b_ = 0, num_cp_ = 0, num_ep_ = 0, num_etp_ = 0, num_fp8_ = 0;
   bool amax_ = false;  // FP8 searched under delayed scaling: cells carry the amax all-reduce
   std::vector<LayerEntry> layers_;  // [t][cp][ep][etp1][fp8][b][sp][rc]

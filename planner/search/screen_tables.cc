@@ -105,6 +105,7 @@ CostModel::CostModel(const PlanProblem& problem, const SearchSpace& space)
   for (std::size_t i = 0; i < bs.size(); ++i) b_index_[bs[i]] = static_cast<int>(i);
   for (std::size_t i = 0; i < cps.size(); ++i) cp_index_[cps[i]] = static_cast<int>(i);
   for (std::size_t i = 0; i < eps.size(); ++i) ep_index_[eps[i]] = static_cast<int>(i);
+  eps_ = eps;
   num_b_ = static_cast<int>(bs.size());
   num_cp_ = static_cast<int>(cps.size());
   num_ep_ = static_cast<int>(eps.size());
@@ -260,6 +261,25 @@ CostModel::CellNet CostModel::make_cell_net(int t, int p, int d) const {
     const hw::GroupNetwork ends =
         hw::describe_group(topo, problem_.profile, {lay.gpu(0, 0, 0), lay.gpu(0, 0, p - 1)});
     net.embedding_all_reduce = hw::collective_line(hw::CollectiveKind::kAllReduce, ends);
+  }
+  // MoE models: expert gradients and ZeRO-1/2 re-gathers of expert weights run over the
+  // expert-DP group of each expert layout (where it is another group than the DP group).
+  if (problem_.model.num_experts > 0) {
+    net.expert.resize(eps_.size() * num_etp_);
+    for (std::size_t ei = 0; ei < eps_.size(); ++ei)
+      for (int one = 0; one < num_etp_; ++one) {
+        hw::RankLayout el = lay;
+        el.ep = eps_[ei];
+        el.etp = one != 0 ? 1 : t;
+        if ((t * d) % (el.ep * el.etp) != 0 || !el.expert_dp_differs() || el.expert_dp() <= 1)
+          continue;
+        const hw::GroupNetwork g =
+            hw::describe_group(topo, problem_.profile, el.expert_dp_group(0, 0, 0));
+        CellNet::ExpertNet& x = net.expert[ei * num_etp_ + one];
+        x.all_reduce = hw::collective_line(hw::CollectiveKind::kAllReduce, g);
+        x.reduce_scatter = hw::collective_line(hw::CollectiveKind::kReduceScatter, g);
+        x.all_gather = hw::collective_line(hw::CollectiveKind::kAllGather, g);
+      }
   }
   if (amax_ && t * d > 1)
     net.amax_all_reduce =

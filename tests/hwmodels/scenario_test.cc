@@ -1,6 +1,7 @@
 // Scenario and profile loading: validation messages name file, key path and expectation.
 #include "hwmodels/scenario.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -436,6 +437,51 @@ TEST(Estimate, TheTiedCopysGradientAllReduceIsExposed) {
   EXPECT_EQ(a.first.params, b.first.params);
   EXPECT_EQ(a.last.params, b.last.params);
   EXPECT_EQ(a.iteration_time - b.iteration_time, sync->time);
+}
+
+// Expert gradients reduce over the expert-data-parallel group, in rows of their own. A small
+// SwiGLU MoE model (4 layers, h = 512, 8 experts of width 512) on one DGX H100 node at t = p = 1,
+// d = 8, ZeRO-0 without overlap (one all-reduce per group): at ep = 2 a rank holds 4 experts per
+// layer of 3 x 512 x 512 weights and 3 x 512 biases, 4 x 4 x 787,968 = 12,607,488 expert
+// parameters, reduced over the 8 / 2 = 4 ranks holding the same experts (50,429,952 bytes in
+// fp32); the rest over all 8. At ep = 8
+// (one expert each, nobody else holds it) there is no expert row; a rank's other parameters are
+// the same at every ep, so the dense rows are equal.
+TEST(Estimate, ExpertGradientsReduceOverTheExpertDataParallelGroup) {
+  auto estimate = [](int ep) {
+    const Scenario s = parse_scenario(
+        fmt::format(
+            "model: {{num_layers: 4, hidden_size: 512, num_attention_heads: 8, swiglu: true,\n"
+            "        normalization: RMSNorm, num_experts: 8, moe_router_topk: 2,\n"
+            "        moe_ffn_hidden_size: 512, seq_length: 1024, vocab_size: 32000}}\n"
+            "cluster: {{profile: dgx-h100, nodes: 1}}\n"
+            "parallel: {{expert_model_parallel_size: {}, micro_batch_size: 1,\n"
+            "           global_batch_size: 16, overlap_grad_reduce: false}}\n",
+            ep),
+        "moe.yaml", "");
+    GpuMemoryFigures first, last;
+    return make_estimate(s, first, last);
+  };
+  auto rows = [](const Estimate& e, bool expert) {
+    std::vector<CollectiveEstimate> out;
+    for (const CollectiveEstimate& c : e.collectives)
+      if (c.purpose.find("gradient all-reduce") != std::string::npos &&
+          (c.purpose.rfind("expert-DP ", 0) == 0) == expert)
+        out.push_back(c);
+    return out;
+  };
+  const Estimate two = estimate(2), eight = estimate(8);
+  const auto x2 = rows(two, true), d2 = rows(two, false), d8 = rows(eight, false);
+  ASSERT_EQ(x2.size(), 1u);
+  EXPECT_EQ(x2[0].group_size, 4);
+  EXPECT_DOUBLE_EQ(x2[0].bytes.value, 4.0 * 12607488);
+  EXPECT_TRUE(rows(eight, true).empty());
+  ASSERT_EQ(d2.size(), 1u);
+  ASSERT_EQ(d8.size(), 1u);
+  EXPECT_EQ(d2[0].group_size, 8);
+  EXPECT_DOUBLE_EQ(d2[0].bytes.value, d8[0].bytes.value);
+  EXPECT_DOUBLE_EQ(d2[0].bytes.value, 4.0 * (two.first.params - 12607488));
+  EXPECT_GT(x2[0].time, 0);
 }
 
 TEST(Estimate, DelayedScalingsAmaxAllReducesAreListedAndWaitedFor) {

@@ -122,6 +122,35 @@ TEST(RankLayout, TensorGroupsStayInsideANode) {
   EXPECT_FALSE(wide.tp_groups_within_nodes());
 }
 
+// Megatron's expert layout within a pipeline stage (local index i = t_rank + t d_rank): expert-TP
+// fastest, then EP, then expert-DP. t = 2, d = 8, p = 2, ep = 4, expert-TP 1: expert-DP =
+// 2 x 8 / 4 = 4 and rank (t 1, d 0) of stage 1 (local 1, GPU 17) has EP group local {0, 1, 2, 3}
+// and expert-DP group local {1, 5, 9, 13} (i mod 4 = 1), i.e. GPUs {17, 21, 25, 29}. Every EP
+// group meets every expert-DP group of its stage in exactly one rank. With ep = 1 and expert-TP
+// = t the expert-DP group is the DP group.
+TEST(RankLayout, ExpertDataParallelGroupsHoldTheSameExperts) {
+  RankLayout l = make_rank_layout(2, 2, 8, 8, 32, "f", "k");
+  l.ep = 4;
+  l.etp = 1;
+  EXPECT_EQ(l.expert_dp(), 4);
+  EXPECT_TRUE(l.expert_dp_differs());
+  EXPECT_EQ(l.ep_group(1, 0, 1), (std::vector<int>{16, 17, 18, 19}));
+  EXPECT_EQ(l.expert_dp_group(1, 0, 1), (std::vector<int>{17, 21, 25, 29}));
+  EXPECT_EQ(l.expert_dp_index(1, 0), 1);
+  for (int d = 0; d < 8; ++d)
+    for (int t = 0; t < 2; ++t) {
+      const std::vector<int> e = l.ep_group(t, d, 0), x = l.expert_dp_group(t, d, 0);
+      int shared = 0;
+      for (int g : e) shared += static_cast<int>(std::count(x.begin(), x.end(), g));
+      EXPECT_EQ(shared, 1) << t << " " << d;
+      EXPECT_NE(std::find(x.begin(), x.end(), l.gpu(t, d, 0)), x.end());
+    }
+  RankLayout dense = make_rank_layout(2, 2, 8, 8, 32, "f", "k");
+  dense.etp = 2;
+  EXPECT_FALSE(dense.expert_dp_differs());
+  EXPECT_EQ(dense.expert_dp_group(1, 3, 1), dense.dp_group(1, 1));
+}
+
 TEST(RankLayout, GpuCountMismatchNamesSizesAndExpectation) {
   try {
     make_rank_layout(8, 4, 3, 8, 64, "s.yaml", "parallel");

@@ -168,6 +168,69 @@ TEST(Iteration, BitPipesTwinChunksAllReduceTheirGradientsBeforeTheStep) {
     EXPECT_NE(sl.name.rfind("PAIR_REDUCE", 0), 0u);
 }
 
+// Expert gradients reduce over the expert-data-parallel group (Megatron's expert buffers), the
+// rest over the DP group. A small SwiGLU MoE model (4 layers, h = 512, 8 experts of width 512)
+// on one DGX H100 node, t = p = 1, d = 8, ZeRO-0 without overlap: one all-reduce per group after
+// the backward. A rank holds 8 / ep experts per layer, each 3 x 512 x 512 weights and biases of
+// 2 x 512 (gate and up) + 512 (down) = 787,968 parameters: ep = 8 holds 4 x 787,968 = 3,151,872
+// expert parameters and no other rank holds them (expert-DP 8 / 8 = 1: no expert reduction);
+// ep = 2 holds 4 x 4 x 787,968 = 12,607,488, the
+// same as GPUs {0, 2, 4, 6} (expert-DP 8 / 2 = 4), reduced there. Each reduction lasts the
+// collective model's time for its bytes (4 per parameter, fp32) on its group; ep = 1 (every rank
+// holds every expert) reduces all parameters over the DP group as a dense model does.
+TEST(Iteration, ExpertGradientsReduceOverTheExpertDataParallelGroup) {
+  auto scenario = [](int ep) {
+    return hw::parse_scenario(
+        fmt::format(
+            "model: {{num_layers: 4, hidden_size: 512, num_attention_heads: 8, swiglu: true,\n"
+            "        normalization: RMSNorm, num_experts: 8, moe_router_topk: 2,\n"
+            "        moe_ffn_hidden_size: 512, seq_length: 1024, vocab_size: 32000}}\n"
+            "cluster: {{profile: dgx-h100, nodes: 1}}\n"
+            "parallel: {{expert_model_parallel_size: {}, micro_batch_size: 1,\n"
+            "           global_batch_size: 16, overlap_grad_reduce: false}}\n",
+            ep),
+        "moe.yaml", "");
+  };
+  for (const auto& [ep, expert_hand, expert_group] :
+       {std::tuple{8, 3151872.0, std::vector<int>{0}},
+        std::tuple{2, 12607488.0, std::vector<int>{0, 2, 4, 6}},
+        std::tuple{1, 0.0, std::vector<int>{}}}) {
+    const hw::Scenario s = scenario(ep);
+    const IterationInput in = testing::input_for(s);
+    ASSERT_EQ(in.parallel.data_parallel, 8);
+    const hw::RankLayout lay = hw::rank_layout_of(in.parallel, 8);
+    EXPECT_EQ(lay.expert_dp_group(0, 0, 0),
+              expert_group.empty() ? lay.dp_group(0, 0) : expert_group);
+    double expert = 0;
+    const double params =
+        hw::stage_parameter_count(in.model, hw::workload_options(in.parallel, false), 0, 4,
+                                  hw::stage_role(0, 1, false), 1, &expert);
+    if (ep > 1) {
+      EXPECT_DOUBLE_EQ(expert, expert_hand);
+    }
+    const hw::Topology topo(s.topology);
+    auto time_of = [&](double n_params, const std::vector<int>& group) {
+      const hw::GroupNetwork net = hw::describe_group(topo, s.profile, group);
+      const Bytes bytes{4.0 * n_params};
+      return static_cast<double>(hw::collective_time(
+          hw::CollectiveKind::kAllReduce,
+          hw::choose_algorithm(hw::CollectiveKind::kAllReduce, bytes, net), bytes, net));
+    };
+    std::vector<double> expected{time_of(ep > 1 ? params - expert : params, lay.dp_group(0, 0))};
+    if (expert_group.size() > 1) expected.insert(expected.begin(), time_of(expert, expert_group));
+    IterationOptions o;
+    o.trace = true;
+    const IterationResult r = simulate_iteration(in, o);
+    std::vector<double> got;
+    for (const TraceSlice& sl : r.trace.slices)
+      if (sl.pid == 0 && sl.name.rfind("REDUCE_GRAD", 0) == 0)
+        got.push_back(static_cast<double>(sl.duration));
+    ASSERT_EQ(got.size(), expected.size()) << "ep " << ep;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], expected[i], 1e-6 * expected[i]) << "ep " << ep << " reduction " << i;
+  }
+}
+
 TEST(Iteration, GradientBytesFollowTheConfigurationInMemoryAndReduction) {
   // One pipeline stage, d = 16 over two nodes, ZeRO-1 (distributed optimizer): the gradient
   // buffer holds every parameter of the rank at 4 bytes (grad_reduce_in_fp32, Megatron's
