@@ -75,28 +75,29 @@ void add_dp(const Scenario& s, double params, double expert, bool first, long lo
       grad_bucket_count(params, par.zero_stage, par.overlap_grad_reduce,
                         par.data_parallel * par.context_parallel, first, par.ddp_bucket_size);
   const double dense = params - expert;
-  const Bytes weights{2.0 * params};  // bf16
   using K = CollectiveKind;
   // A row per group with more than one rank: the dense share over the DP group, the expert
   // share over the expert-DP group.
-  auto rows = [&](const char* what, K kind, double bytes_per_param, long long calls) {
+  // `calls` per iteration, each of a `parts`-th of the parameters.
+  auto rows = [&](const char* what, K kind, double bytes_per_param, long long calls,
+                  long long parts) {
     if (net.n > 1)
-      out->push_back(timed(what, kind, Bytes{bytes_per_param * dense / calls}, calls, net));
+      out->push_back(timed(what, kind, Bytes{bytes_per_param * dense / parts}, calls, net));
     if (expert > 0 && expert_net.n > 1)
       out->push_back(timed(fmt::format("expert-DP {}", what), kind,
-                           Bytes{bytes_per_param * expert / calls}, calls, expert_net));
+                           Bytes{bytes_per_param * expert / parts}, calls, expert_net));
   };
   const double grad = grad_bytes_per_param(par);
   switch (par.zero_stage) {
     case 0:
-      rows("DP gradient all-reduce (per bucket)", K::kAllReduce, grad, nb);
+      rows("DP gradient all-reduce (per bucket)", K::kAllReduce, grad, nb, nb);
       break;
     case 1:
     case 2:
-      rows("ZeRO gradient reduce-scatter (per bucket)", K::kReduceScatter, grad, nb);
+      rows("ZeRO gradient reduce-scatter (per bucket)", K::kReduceScatter, grad, nb, nb);
       rows(par.overlap_param_gather ? "ZeRO parameter all-gather (under the next forwards)"
                                     : "ZeRO parameter all-gather",
-           K::kAllGather, 2.0, 1);
+           K::kAllGather, 2.0, 1, 1);
       break;
     default:
       if (gathers.first_bytes > 0) {
@@ -113,13 +114,21 @@ void add_dp(const Scenario& s, double params, double expert, bool first, long lo
           else
             rows.push_back(g);
         }
-        for (const GatherRun& g : rows)
-          out->push_back(
-              timed(what, K::kAllGather, Bytes{g.bytes}, 2 * chunk_passes * g.count, net));
+        // A gather's expert share (the GPU's expert fraction) over the expert-DP group, the
+        // rest over the DP group, as the simulator's.
+        for (const GatherRun& g : rows) {
+          if (net.n > 1)
+            out->push_back(timed(what, K::kAllGather, Bytes{g.bytes * dense / params},
+                                 2 * chunk_passes * g.count, net));
+          if (expert > 0 && expert_net.n > 1)
+            out->push_back(timed(fmt::format("expert-DP {}", what), K::kAllGather,
+                                 Bytes{g.bytes * expert / params}, 2 * chunk_passes * g.count,
+                                 expert_net));
+        }
       } else {
-        out->push_back(timed("ZeRO-3 parameter all-gather (F, B)", K::kAllGather, weights, 2, net));
+        rows("ZeRO-3 parameter all-gather (F, B)", K::kAllGather, 2.0, 2, 1);
       }
-      rows("ZeRO-3 gradient reduce-scatter (per bucket)", K::kReduceScatter, grad, nb);
+      rows("ZeRO-3 gradient reduce-scatter (per bucket)", K::kReduceScatter, grad, nb, nb);
   }
 }
 

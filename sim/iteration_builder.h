@@ -121,6 +121,14 @@ class IterationBuilder {
     std::vector<int> chunk, by_chunk;
   };
   ParamGathers param_gathers(int sim);
+  /// ZeRO-3: the share of stage `st`'s gathered bytes that are expert weights gathered over the
+  /// expert-DP group (its expert fraction where that group is another than the DP group and
+  /// has more than one rank; 0 otherwise).
+  double expert_share(int st) const;
+  /// ZeRO-3: the share of stage `st`'s gathered bytes the DP group does not gather: its expert
+  /// fraction where expert weights are not gathered over the DP group (expert_share, or none at
+  /// all where each rank's experts are its own).
+  double dense_drop(int st) const;
   /// ZeRO-1/2: the all-gather of `bytes` of updated expert weights of `stage` (bucket part
   /// `part`, `count` calls) over the rank's expert-DP group, on the stream the dense gather of
   /// the same weights takes next (the DP stream after the step, the gather stream with

@@ -176,10 +176,24 @@ void IterationBuilder::build_passes() {
       if (zero3 && is_pass && a.stage != sweep_stage) {
         close_sweep();
         // ZeRO-3: gather this stage's weights once per sweep (one ahead of use at most).
+        // The expert share over the expert-DP group first, on the same in-order stream.
+        const double x = expert_share(a.stage);
+        if (x > 0) {
+          bool fresh = false;
+          const std::int32_t c =
+              keyed_collective({19, layout_.expert_dp_index(r.tr, r.dr), r.pr, sweep}, &fresh);
+          if (fresh)
+            add_collective_phases(hw::CollectiveKind::kAllGather, stage_params_[a.stage] * 2.0 * x,
+                                  1, layout_.expert_dp_group(r.tr, r.dr, r.pr));
+          const std::int32_t eg = add_comm(sim, StreamKind::kDpGather, c, CommKind::kDp,
+                                           label(ActionKind::kUnshard, a.stage, a.microbatch));
+          if (prev_sweep_first >= 0) out_.graph.add_dep(prev_sweep_first, eg);
+        }
         bool fresh = false;
         const std::int32_t c = keyed_collective({1, r.tr, r.pr, sweep}, &fresh);
         if (fresh)
-          add_collective_phases(hw::CollectiveKind::kAllGather, stage_params_[a.stage] * 2.0, 1,
+          add_collective_phases(hw::CollectiveKind::kAllGather,
+                                stage_params_[a.stage] * 2.0 * (1 - dense_drop(a.stage)), 1,
                                 layout_.dp_group(r.tr, r.pr));
         gather = add_comm(sim, StreamKind::kDpGather, c, CommKind::kDp,
                           label(ActionKind::kUnshard, a.stage, a.microbatch));
@@ -209,28 +223,48 @@ void IterationBuilder::build_passes() {
           rest_count += g.count() - 1;
           gathered += 2 * g.largest_bytes();
         }
-        auto all_gather = [&](int key, bool first) {
+        // Each gather's expert share (expert_share: the stage's expert fraction of its bytes)
+        // over the expert-DP group, before the rest over the DP group on the same stream.
+        std::array<double, 2> share{}, keep{};
+        for (int k = 0; k < n_runs; ++k) {
+          const int st = k == 0 ? int{a.stage} : int{a.stage2};
+          share[k] = expert_share(st);
+          keep[k] = 1 - dense_drop(st);
+        }
+        const bool expert = share[0] > 0 || share[1] > 0;
+        auto all_gather = [&](int key, bool first, bool of_experts) {
           bool fresh = false;
-          const std::int32_t c = keyed_collective({key, r.tr, r.pr, id}, &fresh);
+          const std::int32_t c =
+              of_experts ? keyed_collective(
+                               {key + 13, layout_.expert_dp_index(r.tr, r.dr), r.pr, id}, &fresh)
+                         : keyed_collective({key, r.tr, r.pr, id}, &fresh);
           if (fresh) {
-            const std::vector<int> group = layout_.dp_group(r.tr, r.pr);
+            const std::vector<int> group = of_experts ? layout_.expert_dp_group(r.tr, r.dr, r.pr)
+                                                      : layout_.dp_group(r.tr, r.pr);
             for (int k = 0; k < n_runs; ++k) {
+              const double f = of_experts ? share[k] : keep[k];
+              if (f <= 0) continue;
               if (first) {
-                add_collective_phases(hw::CollectiveKind::kAllGather, runs[k]->first_bytes, 1,
+                add_collective_phases(hw::CollectiveKind::kAllGather, runs[k]->first_bytes * f, 1,
                                       group);
                 continue;
               }
               for (const hw::GatherRun& g : runs[k]->rest)
-                add_collective_phases(hw::CollectiveKind::kAllGather, g.bytes, g.count, group);
+                add_collective_phases(hw::CollectiveKind::kAllGather, g.bytes * f, g.count, group);
             }
           }
           return add_comm(sim, StreamKind::kDpGather, c, CommKind::kDp,
                           label(ActionKind::kUnshard, a.stage, a.microbatch));
         };
-        layer_gather = all_gather(7, true);
+        if (expert) {
+          const std::int32_t eg = all_gather(7, true, true);
+          if (prev_start >= 0) out_.graph.add_dep(prev_start, eg);
+        }
+        layer_gather = all_gather(7, true, false);
         if (prev_start >= 0) out_.graph.add_dep(prev_start, layer_gather);
         if (rest_count > 0) {
-          layer_rest = all_gather(8, false);
+          if (expert) out_.graph.add_dep(layer_gather, all_gather(8, false, true));
+          layer_rest = all_gather(8, false, false);
           out_.graph.add_dep(layer_gather, layer_rest);
           // Before the pass's compute: the compute stream runs its tasks in the order made.
           layer_start = add_compute(sim, 0, 0, 0, a);

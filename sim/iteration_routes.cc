@@ -140,6 +140,15 @@ std::int32_t IterationBuilder::expert_gather_first(int sim, int stage, int part,
                   label(ActionKind::kUnshard, stage, -1));
 }
 
+double IterationBuilder::dense_drop(int st) const {
+  if (!layout_.expert_dp_differs() || stage_params_[st] <= 0) return 0;
+  return stage_expert_params_[st] / stage_params_[st];
+}
+
+double IterationBuilder::expert_share(int st) const {
+  return layout_.expert_dp() > 1 ? dense_drop(st) : 0;
+}
+
 bool IterationBuilder::param_gather_overlapped() const {
   const int zero = in_.parallel.zero_stage;
   return in_.parallel.overlap_param_gather && zero >= 1 && zero <= 2 && layout_.dp > 1;

@@ -6,6 +6,7 @@
 
 #include "hwmodels/memory.h"
 #include "hwmodels/optimizer.h"
+#include "hwmodels/rank_layout.h"
 
 namespace pw {
 namespace {
@@ -256,6 +257,12 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
   const hw::CollectiveLine* xreduce = xnet == nullptr ? nullptr
                                       : c.zero == 0   ? &xnet->all_reduce
                                                       : &xnet->reduce_scatter;
+  // Expert weights are gathered apart from the DP group's (RankLayout::expert_dp_differs).
+  hw::RankLayout xlay;
+  xlay.tp = c.t;
+  xlay.ep = c.ep;
+  xlay.etp = c.etp();
+  const bool experts_apart = xlay.expert_dp_differs();
   hw::WorkloadOptions wo;
   wo.tp = c.t;
   wo.ep = c.ep;
@@ -341,7 +348,18 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
                                                             layer_begin + layers, false, false, P)
                                 : params);
     m.params = params;
-    if (z3) m.gather = net.dp_all_gather.seconds(2 * params);
+    // ZeRO-3 gathers the expert weights over the expert-DP group (xnet; not at all where each
+    // rank's experts are its own), the rest over the DP group, as the DES (expert_share).
+    const double x_gathered = xnet != nullptr ? m.expert : 0;
+    const double dense_gathered = params - (experts_apart ? m.expert : 0);
+    auto z3_gather_s = [&](double bytes) {
+      return params <= 0
+                 ? 0.0
+                 : net.dp_all_gather.seconds(bytes * dense_gathered / params) +
+                       (xnet != nullptr ? xnet->all_gather.seconds(bytes * x_gathered / params)
+                                        : 0.0);
+    };
+    if (z3) m.gather = z3_gather_s(2 * params);
     // ZeRO-3 by layer (as the DES): every pass but W all-gathers the stage's weights, the first
     // layer's under the previous pass and the rest under its own compute, so a pass lasts at
     // least the rest's gather.
@@ -352,7 +370,7 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       m.gathered = 2 * first;
       if (!so.overlap) {
         // The layers after the first, each gathered by its own collective (as the DES).
-        const double g = std::max(0, layers - 1) * net.dp_all_gather.seconds(first);
+        const double g = std::max(0, layers - 1) * z3_gather_s(first);
         const double w_in_b = so.split_backward ? 0 : m.w;  // B and W run as one pass
         m.f = std::max(m.f, g);
         if (so.explicit_recompute) {  // separate R and B passes, each gathers
@@ -403,11 +421,12 @@ void CostModel::fill(const SearchConfig& c, StageCosts* out) const {
       // microbatches' reduce-scatters and the tail's buckets.
       if (volume) {
         if (z3_layer) {
-          const double first = hw::zero3_layer_bytes(params, layers);
+          const double first =
+              params > 0 ? hw::zero3_layer_bytes(params, layers) * dense_gathered / params : 0.0;
           const auto a = net.dp_all_gather.route_seconds(first);
           m.one_gather = {a[0] * std::max(1, layers), a[1] * std::max(1, layers)};
         } else if (z3) {
-          m.one_gather = net.dp_all_gather.route_seconds(2 * params);
+          m.one_gather = net.dp_all_gather.route_seconds(2 * dense_gathered);
           m.gather_link = m.one_gather;
         }
         const auto mb = reduce.route_seconds(grad), bucket = reduce.route_seconds(grad / nb);

@@ -482,6 +482,30 @@ TEST(Estimate, ExpertGradientsReduceOverTheExpertDataParallelGroup) {
   EXPECT_DOUBLE_EQ(d2[0].bytes.value, d8[0].bytes.value);
   EXPECT_DOUBLE_EQ(d2[0].bytes.value, 4.0 * (two.first.params - 12607488));
   EXPECT_GT(x2[0].time, 0);
+  // ZeRO-3 by layer: each of the 4 layers' gathers, 2 bytes x a quarter of the GPU's parameters
+  // (zero3_layer_bytes), carries its expert share over the expert-DP group: 2 x 12,607,488 / 4
+  // = 6,303,744 bytes over 4 GPUs, the rest over 8.
+  Scenario z3 = parse_scenario(
+      "model: {num_layers: 4, hidden_size: 512, num_attention_heads: 8, swiglu: true,\n"
+      "        normalization: RMSNorm, num_experts: 8, moe_router_topk: 2,\n"
+      "        moe_ffn_hidden_size: 512, seq_length: 1024, vocab_size: 32000}\n"
+      "cluster: {profile: dgx-h100, nodes: 1}\n"
+      "parallel: {expert_model_parallel_size: 2, micro_batch_size: 1,\n"
+      "           global_batch_size: 16, zero_stage: 3, zero3_gather: layer}\n",
+      "moe3.yaml", "");
+  GpuMemoryFigures first, last;
+  const Estimate e3 = make_estimate(z3, first, last);
+  const CollectiveEstimate *xg = nullptr, *dg = nullptr;
+  for (const CollectiveEstimate& c : e3.collectives) {
+    if (c.purpose == "expert-DP ZeRO-3 all-gather per layer") xg = &c;
+    if (c.purpose == "ZeRO-3 all-gather per layer") dg = &c;
+  }
+  ASSERT_NE(xg, nullptr);
+  ASSERT_NE(dg, nullptr);
+  EXPECT_EQ(xg->group_size, 4);
+  EXPECT_EQ(dg->group_size, 8);
+  EXPECT_DOUBLE_EQ(xg->bytes.value, 6303744.0);
+  EXPECT_DOUBLE_EQ(dg->bytes.value, 2.0 * (e3.first.params - 12607488) / 4);
 }
 
 TEST(Estimate, DelayedScalingsAmaxAllReducesAreListedAndWaitedFor) {

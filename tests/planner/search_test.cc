@@ -354,9 +354,9 @@ PlanProblem llama_style_on_two_h100_nodes(const ModelShape& shape) {
   return pr;
 }
 
-// The same certificate with context parallelism, expert parallelism (expert-TP t and 1) and FP8
-// in the space: a small GQA + SwiGLU + RMSNorm MoE model (8 experts, top-2, its first layer
-// dense) on two DGX H100 nodes. Every bound is below the DES's figure and the search's first
+// The same certificate with context parallelism, expert parallelism (expert-TP t and 1), FP8 and
+// ZeRO-0/1/3 in the space: a small GQA + SwiGLU + RMSNorm MoE model (8 experts, top-2, its first
+// layer dense) on two DGX H100 nodes. Every bound is below the DES's figure and the search's first
 // row is the exhaustive DES winner.
 TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
   const GeneratorRegistry reg = default_registry();
@@ -369,7 +369,7 @@ TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
   SearchSpace space = default_space(pr, reg, {64});
   space.gpu_counts = {16};
   space.micro_batches = {1};
-  space.zero = {0, 1};
+  space.zero = {0, 1, 3};
   space.end_trim = {0};
   space.offload = {0};
   space.recompute = {Recompute::kNone, Recompute::kFull};
@@ -386,6 +386,8 @@ TEST(Search, BoundsHoldWithContextAndExpertParallelism) {
   EXPECT_GT(k.with_ep, 20);
   EXPECT_GT(k.with_fp8, 20);
   EXPECT_GT(k.with_etp1, 20);
+  // ZeRO-3 too: expert weights gathered over the expert-DP group (or not at all).
+  EXPECT_GT(k.z3_by_layer + k.z3_by_stage, 20);
 }
 
 // The same certificate for a model with a multi-token prediction depth on its last stage (an

@@ -231,6 +231,54 @@ TEST(Iteration, ExpertGradientsReduceOverTheExpertDataParallelGroup) {
   }
 }
 
+// ZeRO-3 gathers the expert weights over the expert-DP group too: the model above at ep = 2,
+// ZeRO-3 by stage (one sweep: one stage per device), each gather alone on the gather stream, so
+// each lasts the collective model's time: 2 bytes x 12,607,488 expert parameters over GPUs
+// {0, 2, 4, 6}, then 2 bytes x the rest over all 8. At ep = 8 the experts are each rank's own
+// (expert-DP 1): nothing of them is gathered, only the rest.
+TEST(Iteration, Zero3GathersExpertWeightsOverTheExpertDataParallelGroup) {
+  for (const auto& [ep, expert_group] :
+       {std::pair{2, std::vector<int>{0, 2, 4, 6}}, std::pair{8, std::vector<int>{0}}}) {
+    const hw::Scenario s = hw::parse_scenario(
+        fmt::format(
+            "model: {{num_layers: 4, hidden_size: 512, num_attention_heads: 8, swiglu: true,\n"
+            "        normalization: RMSNorm, num_experts: 8, moe_router_topk: 2,\n"
+            "        moe_ffn_hidden_size: 512, seq_length: 1024, vocab_size: 32000}}\n"
+            "cluster: {{profile: dgx-h100, nodes: 1}}\n"
+            "parallel: {{expert_model_parallel_size: {}, micro_batch_size: 1,\n"
+            "           global_batch_size: 16, zero_stage: 3, zero3_gather: stage}}\n",
+            ep),
+        "moe.yaml", "");
+    const IterationInput in = testing::input_for(s);
+    double expert = 0;
+    const double params =
+        hw::stage_parameter_count(in.model, hw::workload_options(in.parallel, false), 0, 4,
+                                  hw::stage_role(0, 1, false), 1, &expert);
+    EXPECT_DOUBLE_EQ(expert, ep == 2 ? 12607488.0 : 3151872.0);
+    const hw::Topology topo(s.topology);
+    auto time_of = [&](double n_params, const std::vector<int>& group) {
+      const hw::GroupNetwork net = hw::describe_group(topo, s.profile, group);
+      const Bytes bytes{2.0 * n_params};
+      return static_cast<double>(hw::collective_time(
+          hw::CollectiveKind::kAllGather,
+          hw::choose_algorithm(hw::CollectiveKind::kAllGather, bytes, net), bytes, net));
+    };
+    std::vector<double> expected;
+    if (expert_group.size() > 1) expected.push_back(time_of(expert, expert_group));
+    expected.push_back(time_of(params - expert, {0, 1, 2, 3, 4, 5, 6, 7}));
+    IterationOptions o;
+    o.trace = true;
+    const IterationResult r = simulate_iteration(in, o);
+    std::vector<double> got;
+    for (const TraceSlice& sl : r.trace.slices)
+      if (sl.pid == 0 && sl.name.rfind("UNSHARD", 0) == 0)
+        got.push_back(static_cast<double>(sl.duration));
+    ASSERT_EQ(got.size(), expected.size()) << "ep " << ep;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], expected[i], 1e-6 * expected[i]) << "ep " << ep << " gather " << i;
+  }
+}
+
 TEST(Iteration, GradientBytesFollowTheConfigurationInMemoryAndReduction) {
   // One pipeline stage, d = 16 over two nodes, ZeRO-1 (distributed optimizer): the gradient
   // buffer holds every parameter of the rank at 4 bytes (grad_reduce_in_fp32, Megatron's

@@ -105,6 +105,38 @@ TEST(Iteration, RepresentativeRanksHoldWithContextAndExpertParallelism) {
   EXPECT_DOUBLE_EQ(a.memory[0].peak, b.memory[0].peak);
 }
 
+// And with expert gradients and weights on expert-DP groups of more than one rank: t = 2, p = 2,
+// d = 4, ep = 2 with expert TP 1 (expert-DP 2 x 4 / 2 = 4, every other rank of a stage, across
+// both nodes), under ZeRO-1 with the parameter gather overlapped and under ZeRO-3 by layer.
+TEST(Iteration, RepresentativeRanksHoldWithExpertDataParallelGroups) {
+  for (const char* zero : {"zero_stage: 1, overlap_param_gather: true, overlap_grad_reduce: true",
+                           "zero_stage: 3, zero3_gather: layer"}) {
+    const hw::Scenario s = hw::parse_scenario(
+        fmt::format(
+            "model: {{num_layers: 4, hidden_size: 512, num_attention_heads: 8, swiglu: true,\n"
+            "        normalization: RMSNorm, num_experts: 8, moe_router_topk: 2,\n"
+            "        moe_ffn_hidden_size: 512, seq_length: 2048, vocab_size: 32000}}\n"
+            "cluster: {{profile: dgx-h100, nodes: 2}}\n"
+            "parallel: {{tensor_model_parallel_size: 2, pipeline_model_parallel_size: 2,\n"
+            "           expert_model_parallel_size: 2, expert_tensor_parallel_size: 1,\n"
+            "           sequence_parallel: true, micro_batch_size: 1, global_batch_size: 16,\n"
+            "           {}}}\n",
+            zero),
+        "moe.yaml", "");
+    ASSERT_EQ(hw::rank_layout_of(s.parallel, 8).expert_dp(), 4);
+    const IterationInput in = testing::input_for(s);
+    IterationOptions rep, full;
+    full.representative = false;
+    const IterationResult a = simulate_iteration(in, rep);
+    const IterationResult b = simulate_iteration(in, full);
+    EXPECT_EQ(b.simulated_gpus, 16);
+    EXPECT_NEAR(static_cast<double>(a.iteration), static_cast<double>(b.iteration), 1000.0) << zero;
+    for (int k = 0; k < kNumCommKinds; ++k)
+      EXPECT_NEAR(static_cast<double>(a.exposed[k]), static_cast<double>(b.exposed[k]), 1000.0)
+          << zero << " kind " << k;
+  }
+}
+
 // Slow GPUs (cluster.slow_gpus / slow_nodes). With free communication every task's time is its
 // GPU's compute, so: every GPU twice as slow doubles the iteration (to the picosecond rounding of
 // each pass); one GPU 1.5x slower in a data-parallel-only job (t = p = 1, d = 8, all GPUs waiting
