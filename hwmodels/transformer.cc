@@ -225,12 +225,19 @@ std::vector<LayerOp> forward_ops(const ModelShape& m, const WorkloadOptions& o, 
     const long long local = std::max<long long>(1, E / std::max(1, o.ep));
     const long long per_expert = static_cast<long long>(std::ceil(rows / double(local)));
     ops.push_back(mem("moe_permute", 2 * kAct * tokens * m.moe_router_topk * double(d.h)));
+    // A MoE layer's pre-MLP norm is a kernel of its own (Megatron's layer spec: TENorm where
+    // num_experts is set, since the router reads its output too; a dense MLP's fc1 fuses the
+    // norm and its FP8 cast), so under FP8 the experts' grouped fc1 (Transformer Engine's
+    // GroupedLinear) and the shared expert's fc1 cast their 16-bit inputs themselves.
+    if (fp8) ops.push_back(mem("fp8_cast", kFp8Cast * double(per_expert * local * d.h)));
     push_mlp(&ops, d, "expert_up", "expert_act", "expert_down", per_expert,
              expert_ffn_size(m) / std::max(1, o.etp), local, fp8, d.h);
     ops.push_back(mem("moe_unpermute", 2 * kAct * tokens * m.moe_router_topk * double(d.h)));
-    if (m.moe_shared_expert_size > 0)
+    if (m.moe_shared_expert_size > 0) {
+      if (fp8) ops.push_back(mem("fp8_cast", kFp8Cast * double(d.tokens * d.h)));
       push_mlp(&ops, d, "shared_up", "shared_act", "shared_down", d.tokens,
                m.moe_shared_expert_size / d.t, 1, fp8, d.h);
+    }
   }
   ops.push_back(mem("dropout_residual2", (3 * kAct + 1) * th * d.sp_div));
   return ops;

@@ -344,6 +344,46 @@ TEST(ModernModels, Fp8GemmsRunOnTheFp8PeakAtTheProfilesEfficiency) {
   }
 }
 
+// Under FP8 a dense layer's fc1 casts nothing apart (Transformer Engine's LayerNormLinear fuses
+// the norm and the cast), but a MoE layer's pre-MLP norm is a kernel of its own (Megatron's spec:
+// TENorm where num_experts is set), so the experts' grouped fc1 and the shared expert's fc1 each
+// cast their 16-bit input: read 2 + write 1 bytes an element (kFp8Cast). By hand, Qwen3-30B-A3B
+// at s = 4096, b = 1, t = 1, ep = 8: 4096 x top-8 = 32768 expert rows, 128 / 8 = 16 local experts
+// of 2048 rows, h = 2048: 3 x 32768 x 2048 = 201,326,592 bytes. DeepSeek-V3's shared expert reads
+// every token: 3 x 4096 x 7168 = 88,080,384 bytes.
+TEST(ModernModels, Fp8MoeLayersCastTheExpertInputsTheirNormLeaves) {
+  auto before = [](const std::vector<LayerOp>& ops, const std::string& name) -> const LayerOp* {
+    for (std::size_t i = 1; i < ops.size(); ++i)
+      if (ops[i].name == name) return &ops[i - 1];
+    return nullptr;
+  };
+  WorkloadOptions o;
+  o.fp8 = true;
+  o.flash_attention = true;
+  o.ep = 8;
+  const std::vector<LayerOp> qwen = layer_ops(preset("qwen3-30b-a3b"), o, Pass::kForward, true);
+  const LayerOp* cast = before(qwen, "expert_up");
+  ASSERT_NE(cast, nullptr);
+  EXPECT_EQ(std::string(cast->name), "fp8_cast");
+  EXPECT_EQ(cast->bytes.value, 3.0 * 32768 * 2048);
+  o.ep = 1;
+  const std::vector<LayerOp> ds = layer_ops(preset("deepseek-v3"), o, Pass::kForward, true);
+  cast = before(ds, "shared_up");
+  ASSERT_NE(cast, nullptr);
+  EXPECT_EQ(std::string(cast->name), "fp8_cast");
+  EXPECT_EQ(cast->bytes.value, 3.0 * 4096 * 7168);
+  // A dense layer: fc1 follows its norm, qkv too.
+  const std::vector<LayerOp> dense = layer_ops(preset("llama3-8b"), o, Pass::kForward, false);
+  ASSERT_NE(before(dense, "mlp_up"), nullptr);
+  EXPECT_EQ(std::string(before(dense, "mlp_up")->name), "layernorm2");
+  EXPECT_EQ(std::string(before(dense, "qkv")->name), "layernorm1");
+  // BF16 casts nothing.
+  o.fp8 = false;
+  o.ep = 8;
+  for (const LayerOp& op : layer_ops(preset("qwen3-30b-a3b"), o, Pass::kForward, true))
+    EXPECT_NE(std::string(op.name), "fp8_cast");
+}
+
 TEST(ModernModels, DelayedScalingAllReducesEachStagePassAmaxesOnce) {
   // Transformer Engine keeps 3 forward scaling entries (input, weight, output) and 2 backward
   // ones (output gradient, input gradient) per FP8 GEMM, a float32 amax each; a dense layer has

@@ -102,7 +102,8 @@ TEST(ScenarioCommands, ValidateGroupsEveryBundledScenarioFromAnyDirectory) {
   // error lies elsewhere (docs/simulator.md), so the pin moved with the faithful setting. It is
   // 57.4% since expert gradients reduce over the expert-DP group as Megatron's do (at d = 8,
   // ep = 8 each rank's experts are its own, so there is no expert reduction at all): the same.
-  EXPECT_LE(groups["H100"]["worst_abs_error_pct"].get<double>(), 57.5);
+  // 55.7% since the experts' FP8 input casts are priced (docs/hwmodels.md).
+  EXPECT_LE(groups["H100"]["worst_abs_error_pct"].get<double>(), 55.7);
   // Llama rows within the 10%, but one: NeMo 24.07's Llama 3 8B FP8 row and
   // dgxc-benchmarking's Llama 3.1 8B FP8 row on 8 GPUs are one configuration (cp 2, d 4, mbs 1,
   // gbs 128, seq 8192) measured at 10.68 s and 9.67 s by two releases, 10.4% apart; since both
