@@ -258,24 +258,27 @@ std::string render_table(const PlanReportInput& in) {
                    model_tflops_per_gpu(pr, best), limits_line(pr, *in.space, best));
   if (in.published) {
     const Evaluated& p = *in.published;
+    // "Published" only where the scenario names a source (its `published:` block); otherwise it
+    // is the configuration the scenario's parallel section writes, whoever chose it.
+    const std::string label =
+        in.published_source.empty()
+            ? std::string("the scenario's configuration")
+            : fmt::format("published configuration ({})", in.published_source);
     if (p.feasible) {
       // The published configuration can lie outside a constrained space (or, rarely, beyond the
       // DES tier's re-simulated rows) and beat the planner's choice: say "slower", never
       // "-X% faster".
       const double gain = 100 * (p.iteration / best.iteration - 1);
-      const std::string verdict =
-          gain >= 0 ? fmt::format("{:.1f}% faster", gain)
-                    : fmt::format(
-                          "{:.1f}% slower (is the published configuration outside the "
-                          "constraints?)",
-                          100 * (best.iteration / p.iteration - 1));
-      o += fmt::format(
-          "published configuration ({}): {} -> {:.3f} s per iteration ({}); the planner's "
-          "choice is {}\n",
-          in.published_source.empty() ? "scenario" : in.published_source, published_name(in, p),
-          p.iteration, tier_name(p.tier), verdict);
+      const std::string verdict = gain >= 0
+                                      ? fmt::format("{:.1f}% faster", gain)
+                                      : fmt::format(
+                                            "{:.1f}% slower (is that configuration outside the "
+                                            "constraints?)",
+                                            100 * (best.iteration / p.iteration - 1));
+      o += fmt::format("{}: {} -> {:.3f} s per iteration ({}); the planner's choice is {}\n", label,
+                       published_name(in, p), p.iteration, tier_name(p.tier), verdict);
     } else {
-      o += fmt::format("published configuration: {} is not feasible here: {}\n",
+      o += fmt::format("{}: {} is not feasible here: {}\n", label,
                        in.published_outside.empty() ? published_name(in, p) : in.published_outside,
                        p.why_not);
     }

@@ -130,7 +130,7 @@ TEST(PlanCli, InterleavedV3GivesOnlyV3Rows) {
 TEST(PlanCli, APublishedConfigurationOutsideTheSpaceIsNamedAsWritten) {
   const PlanRun r = plan("--tp 8 --pp 8 --schedules 1f1b --des-top 0 --top 1");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("published configuration: t8 p8 d16 mb1 B1536 interleaved v3 is not "
+  EXPECT_NE(r.out.find("the scenario's configuration: t8 p8 d16 mb1 B1536 interleaved v3 is not "
                        "feasible here"),
             std::string::npos)
       << r.out;
@@ -154,7 +154,7 @@ TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
   const std::string cmd = std::string(PW_BINARY_DIR) + "/tools/pipewright plan " + scen +
                           " --tp 1 --pp 4 --schedules 1f1b --top 1 > " + out;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  EXPECT_NE(read_file(out).find("published configuration (scenario): t1 p4 d2 mb1 B16 1f1b "
+  EXPECT_NE(read_file(out).find("the scenario's configuration: t1 p4 d2 mb1 B16 1f1b "
                                 "own-split (3/7/7/7 layers per stage) -> "),
             std::string::npos)
       << read_file(out);
@@ -246,7 +246,20 @@ TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
                     "           decoder_first_pipeline_num_layers: 5,\n"
                     "           decoder_last_pipeline_num_layers: 5, global_batch_size: 16}\n");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  EXPECT_NE(read_file(out).find("published configuration (scenario): t1 p4 d2 mb1 B16 1f1b ends-1 "
+  EXPECT_NE(read_file(out).find("the scenario's configuration: t1 p4 d2 mb1 B16 1f1b ends-1 "
+                                "-> "),
+            std::string::npos)
+      << read_file(out);
+  // "Published" only where the scenario's `published:` block names a source (it read
+  // "published configuration (scenario)" for any scenario's own layout).
+  write_file_atomic(scen,
+                    "model: {preset: megatron-1.7b}\n"
+                    "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
+                    "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1,\n"
+                    "           global_batch_size: 16}\n"
+                    "published: {tflops_per_gpu: 100, source: a run of ours}\n");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_NE(read_file(out).find("published configuration (a run of ours): t1 p4 d2 mb1 B16 1f1b "
                                 "-> "),
             std::string::npos)
       << read_file(out);
