@@ -146,9 +146,10 @@ void parse_cluster(const ConfigMap& c, const std::string& base_dir, Scenario* s)
 // Megatron's settings every searched configuration shares (plan keeps them when the section
 // names no configuration).
 std::vector<std::string> shared_parallel_keys() {
-  return {"grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather",
-          "align_param_gather",  "ddp_bucket_size",     "overlap_p2p_comm",
-          "tp_comm_overlap",     "cp_comm_type",        "fp8_recipe"};
+  return {"grad_reduce_in_fp32",      "overlap_grad_reduce", "overlap_param_gather",
+          "align_param_gather",       "ddp_bucket_size",     "overlap_p2p_comm",
+          "tp_comm_overlap",          "cp_comm_type",        "fp8_recipe",
+          "moe_token_dispatcher_type"};
 }
 
 void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
@@ -168,6 +169,22 @@ void parse_shared_settings(const ConfigMap& p, ParallelConfig* c) {
     p.fail("fp8_recipe", fmt::format("'{}'; expected {} (Megatron's mxfp8, blockwise and custom "
                                      "recipes are not modelled)",
                                      c->fp8_recipe, fp8_recipe_choices()));
+  // Megatron's token dispatcher: the model prices its all-to-all one (each token sent once per
+  // chosen expert, hwmodels/transformer.cc layer_tp_comms); the others are refused, not ignored.
+  if (p.has("moe_token_dispatcher_type")) {
+    const std::string d = p.text_or("moe_token_dispatcher_type", "alltoall");
+    if (d != "alltoall")
+      p.fail("moe_token_dispatcher_type",
+             fmt::format("'{}'; expected alltoall, the dispatcher the model prices (each token "
+                         "sent once per chosen expert){}",
+                         d,
+                         d == "flex" ? "; flex (DeepEP or HybridEP: one copy per destination "
+                                       "rank or node) is not modelled"
+                         : d == "allgather"
+                             ? "; allgather (every rank gathers the expert group's tokens) is "
+                               "not modelled"
+                             : ""));
+  }
   // Megatron asserts it ("Must use --overlap-param-gather with --overlap-grad-reduce").
   if (c->overlap_param_gather && !c->overlap_grad_reduce)
     p.fail("overlap_param_gather",

@@ -659,6 +659,23 @@ TEST(ModernModels, BadShapesAndLayoutsAreOneLineErrorsNamingTheKey) {
       "{context_parallel_size: 4, cp_comm_type: a2a, micro_batch_size: 1, "
       "global_batch_size: 8}",
       "parallel.cp_comm_type");
+  // Megatron's token dispatchers: alltoall is the one the model prices (and `export` writes);
+  // allgather and flex (DeepEP, HybridEP) are refused by name, as is a misspelling, in a
+  // configuration and in a batch-only section alike.
+  const std::string moe = "{preset: qwen3-30b-a3b, use_flash_attn: true}";
+  for (const char* d : {"flex", "allgather", "all_to_all"}) {
+    expect_scenario_error(moe,
+                          std::string("{expert_model_parallel_size: 8, micro_batch_size: 1, "
+                                      "global_batch_size: 8, moe_token_dispatcher_type: ") +
+                              d + "}",
+                          "parallel.moe_token_dispatcher_type");
+    expect_scenario_error(
+        moe, std::string("{global_batch_size: 8, moe_token_dispatcher_type: ") + d + "}",
+        "parallel.moe_token_dispatcher_type");
+  }
+  EXPECT_NO_THROW(scenario(moe,
+                           "{expert_model_parallel_size: 8, micro_batch_size: 1, "
+                           "global_batch_size: 8, moe_token_dispatcher_type: alltoall}"));
 }
 
 TEST(ModernModels, AttentionIsFusedUnlessTheScenarioSaysOtherwise) {
