@@ -1,16 +1,24 @@
 #pragma once
-// Shared by the hwmodels tests: input that must be refused with a one-line ConfigError naming the
-// file and `key` (a Hugging Face config.json text, or a scenario around a model and a parallel
-// section).
+// Shared by the hwmodels tests: a preset's shape, and input that must be refused with a one-line
+// ConfigError naming the file and `key` (a Hugging Face config.json text, or a scenario around a
+// model and a parallel section).
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "core/error.h"
 #include "hwmodels/hf_config.h"
+#include "hwmodels/model_presets.h"
 #include "hwmodels/scenario.h"
 
 namespace pw::hw::testing {
+
+// The shape of a shipped preset (a test failure, and a crash on use, if it has none).
+inline const ModelShape& preset(const char* name) {
+  const ModelPreset* p = find_model_preset(name);
+  EXPECT_NE(p, nullptr) << name;
+  return p->shape;
+}
 
 inline void expect_hf_config_error(const std::string& text, const std::string& key) {
   try {
