@@ -239,30 +239,24 @@ TEST(PlanCli, AnUnevenPublishedSplitIsScoredAsWritten) {
               1.0, 1e-9);
   // A split the search lays out (an even 6 per stage less one on each end: 5/7/7/5) is scored
   // as the planner scores its own rows, named by its trim.
-  write_file_atomic(scen,
-                    "model: {preset: megatron-1.7b}\n"
-                    "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
-                    "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1,\n"
-                    "           decoder_first_pipeline_num_layers: 5,\n"
-                    "           decoder_last_pipeline_num_layers: 5, global_batch_size: 16}\n");
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  EXPECT_NE(read_file(out).find("the scenario's configuration: t1 p4 d2 mb1 B16 1f1b ends-1 "
-                                "-> "),
-            std::string::npos)
-      << read_file(out);
+  // The 1.7B model at p = 4 with `parallel` (and what follows it), planned; the report's line
+  // on the scenario's own configuration must hold `line`.
+  auto expect_line = [&](const std::string& parallel, const std::string& line) {
+    write_file_atomic(scen,
+                      "model: {preset: megatron-1.7b}\n"
+                      "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
+                      "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1,\n"
+                      "           global_batch_size: 16" +
+                          parallel);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    EXPECT_NE(read_file(out).find(line), std::string::npos) << read_file(out);
+  };
+  expect_line(",\n decoder_first_pipeline_num_layers: 5, decoder_last_pipeline_num_layers: 5}\n",
+              "the scenario's configuration: t1 p4 d2 mb1 B16 1f1b ends-1 -> ");
   // "Published" only where the scenario's `published:` block names a source (it read
   // "published configuration (scenario)" for any scenario's own layout).
-  write_file_atomic(scen,
-                    "model: {preset: megatron-1.7b}\n"
-                    "cluster: {profile: dgx-a100-80gb, nodes: 1}\n"
-                    "parallel: {pipeline_model_parallel_size: 4, micro_batch_size: 1,\n"
-                    "           global_batch_size: 16}\n"
-                    "published: {tflops_per_gpu: 100, source: a run of ours}\n");
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  EXPECT_NE(read_file(out).find("published configuration (a run of ours): t1 p4 d2 mb1 B16 1f1b "
-                                "-> "),
-            std::string::npos)
-      << read_file(out);
+  expect_line("}\npublished: {tflops_per_gpu: 100, source: a run of ours}\n",
+              "published configuration (a run of ours): t1 p4 d2 mb1 B16 1f1b -> ");
 }
 
 // `plan SCEN BAD` exits 2 with one error line naming BAD.
