@@ -13,6 +13,7 @@
 #include "core/file_io.h"
 #include "core/plan_io.h"
 #include "core/pytorch_csv.h"
+#include "tests/tools/cli_util.h"
 
 namespace pw {
 namespace {
@@ -442,6 +443,29 @@ TEST(SimulateEmit, PlanWithoutAModelShapeIsRejectedByExecute) {
   EXPECT_EQ(r.status, 2) << r.out << r.err;
   EXPECT_NE((r.out + r.err).find("model.hidden_size"), std::string::npos) << r.out << r.err;
   std::filesystem::remove(plan);
+}
+
+// Started by mpirun, every command but `execute` would run once per process and write its
+// files over each other's: each process refuses in one line before anything runs (Open MPI
+// sets OMPI_COMM_WORLD_SIZE, PMI launchers PMI_SIZE); a job of one process runs as usual.
+TEST(SimulateCli, RefusesToRunAsOneOfSeveralMpiProcesses) {
+  const std::string tool = std::string(PW_BINARY_DIR) + "/tools/pipewright";
+  const std::string args = " --schedule 1f1b --pp 2 --microbatches 4";
+  expect_bad_input(run_shell("OMPI_COMM_WORLD_SIZE=2 " + tool + " simulate" + args),
+                   "simulate was started as one of 2 MPI processes (OMPI_COMM_WORLD_SIZE=2)");
+  expect_bad_input(run_shell("PMI_SIZE=4 " + tool + " plan --top 1"),
+                   "plan was started as one of 4 MPI processes (PMI_SIZE=4)");
+  EXPECT_EQ(run_shell("OMPI_COMM_WORLD_SIZE=1 " + tool + " simulate" + args).status, 0);
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not on PATH";
+  const std::string out = temp_path("mpi_refused.yaml");
+  CliRun r = run_shell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 " +
+      tool + " simulate" + args + " --emit " + out);
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(testing::occurrences(r.out + r.err, "simulate was started as one of 2 MPI processes"),
+            2u)
+      << r.out << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));  // nothing written
 }
 
 TEST(SimulateEmit, ModelPresetAndBadShapes) {
