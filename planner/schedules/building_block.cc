@@ -458,12 +458,10 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
             [&](int a, int b) { return ws.order_key[a] < ws.order_key[b]; });
   int max_q = 0;
   for (int k = 0; k < P; ++k) max_q = std::max(max_q, ws.q[k]);
-  // How many rounds back a pass's data can come from (its microbatch's dependency was timed
-  // q[k] - q[dep] rounds earlier): the window a steady state must hold for to repeat.
-  int reach = 1;
-  for (int k = 0; k < P; ++k)
-    for (int i = 0; i < 3; ++i)
-      if (const int dk = ws.dep1[k * 3 + i]; dk >= 0) reach = std::max(reach, ws.q[k] - ws.q[dk]);
+  // Per pass: how many rounds in a row (up to the last) it has ended a fixed time after its copy
+  // one round earlier, and that time (the steady-state test below).
+  ws.streak.assign(P, 0);
+  ws.last_delta.assign(P, -1);
   constexpr TimePs kNever = std::numeric_limits<TimePs>::max();
   // Row P of `end` stays zero: missing dependencies point at it, so the hot loop has no branch.
   const std::size_t M = static_cast<std::size_t>(m);
@@ -489,8 +487,6 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
   out.peak.assign(D, 0.0);
   TimePs last = 0;
   TimePs* end = ws.end.data();
-  TimePs prev_shift = -1;
-  int steady_rounds = 0;
   TimePs* clock = ws.clock.data();
   TimePs* first_start = ws.first.data();
   double* mem = ws.mem.data();
@@ -511,35 +507,62 @@ BlockSqueeze squeeze_block(const BuildingBlock& block, int m, const CostTable& c
       mem[d] += x.mem_delta;
       peak[d] = std::max(peak[d], mem[d]);
     }
-    // Steady state: once every pass ends a fixed time after its copy one round earlier in each
-    // of the last `reach` + 1 rounds, the next round's inputs (its data, at most `reach` rounds
-    // back, and each device's clock, one round back) are the last round's shifted by that time,
-    // so every later round repeats it until the cool-down: jump ahead.
+    // Steady state: once every pass of round R ends a fixed time S after its copy one round
+    // earlier, round R+1 repeats round R S later if every pass's inputs do. Each device's clock
+    // does (the device's previous pass, in this round or the last). A dependency read L rounds
+    // after it was timed does if its last L rounds ended S apart (L = 0: timed earlier in the
+    // same round, by induction over the round's passes). A dependency that has not repeated so
+    // long must never bind instead: it did not at R (strictly below the reader's start s, so s
+    // came from the inputs that repeat) and each of its cells the reader still has to read, at
+    // round R + t, ends by s + t S (with its hop), where the repeating inputs put the reader's
+    // start then. By induction over the rounds R+1, R+2, ... every pass then ends S a round
+    // later until the cool-down, and so do the cells computed after R that later rounds read
+    // (those reach back at most max_q + 1 rounds): jump ahead, extrapolating every pass from
+    // round R.
     if (round < max_q + 1 || round + 2 >= m) continue;
     TimePs shift = -1;
     bool same = true;
-    for (int k = 0; k < P && same; ++k) {
+    for (int k = 0; k < P; ++k) {
       const std::size_t row = static_cast<std::size_t>(k) * M;
       const int j = round - ws.q[k];
       const TimePs dlt = end[row + j] - end[row + j - 1];
       if (shift < 0) shift = dlt;
-      same = dlt == shift;
+      same = same && dlt == shift;
+      ws.streak[k] = dlt == ws.last_delta[k] ? ws.streak[k] + 1 : 1;
+      ws.last_delta[k] = dlt;
     }
-    steady_rounds = same && shift == prev_shift ? steady_rounds + 1 : 0;
-    prev_shift = same ? shift : -1;
-    if (steady_rounds < reach) continue;
+    if (!same) continue;
+    bool repeats = true;
+    for (int k = 0; k < P && repeats; ++k) {
+      const int j = round - ws.q[k];
+      const TimePs start =
+          end[static_cast<std::size_t>(k) * M + j] - costs.duration[ws.cost_index[k]];
+      for (int i = 0; i < 3 && repeats; ++i) {
+        const int dk = ws.dep1[k * 3 + i];
+        if (dk < 0) continue;
+        const int lag = ws.q[k] - ws.q[dk];
+        if (lag == 0 || ws.streak[dk] >= lag) continue;
+        const TimePs hop = ws.hop1[k * 3 + i] >= 0 ? costs.comm[ws.hop1[k * 3 + i]] : 0;
+        const TimePs* cell = end + static_cast<std::size_t>(dk) * M + j;  // read this round
+        repeats = cell[0] + hop < start;
+        for (int t = 1; t <= lag && repeats; ++t) repeats = cell[t] + hop <= start + t * shift;
+      }
+    }
+    if (!repeats) continue;
     const int K = (m - 2) - round;  // rounds skipped; round m-2 is then the last one computed
     if (K <= 0) continue;
     const TimePs add = shift * K;
+    // The skipped rounds' cells that later rounds read (at most max_q + 1 rounds back).
     for (int k = 0; k < P; ++k) {
       const std::size_t row = static_cast<std::size_t>(k) * M;
       const int hi = round - ws.q[k];
-      for (int j = std::max(0, hi - max_q - 1); j <= hi; ++j) end[row + j + K] = end[row + j] + add;
+      for (int j = std::max(hi + 1, hi + K - max_q - 1); j <= hi + K; ++j)
+        end[row + j] = end[row + hi] + static_cast<TimePs>(j - hi) * shift;
     }
     for (int d = 0; d < D; ++d) ws.clock[d] += add;
     round += K;
-    steady_rounds = 0;
-    prev_shift = -1;
+    std::fill(ws.streak.begin(), ws.streak.end(), 0);
+    std::fill(ws.last_delta.begin(), ws.last_delta.end(), TimePs{-1});
   }
   for (int d = 0; d < D; ++d) last = std::max(last, ws.clock[d]);
   TimePs first = kNever;

@@ -107,6 +107,9 @@ struct BlockWorkspace {
     int device;
   };
   std::vector<Timed> timed;
+  /// Per pass: rounds in a row it has ended `last_delta` after its copy one round earlier.
+  std::vector<int> streak;
+  std::vector<TimePs> last_delta;
 };
 
 /// Fast squeeze of the plain repetition of `block` (no gap filling) for m microbatches under
