@@ -449,7 +449,7 @@ TEST(SimulateEmit, PlanWithoutAModelShapeIsRejectedByExecute) {
 // files over each other's: each process refuses in one line before anything runs (Open MPI
 // sets OMPI_COMM_WORLD_SIZE, PMI launchers PMI_SIZE); a job of one process runs as usual.
 TEST(SimulateCli, RefusesToRunAsOneOfSeveralMpiProcesses) {
-  const std::string tool = std::string(PW_BINARY_DIR) + "/tools/pipewright";
+  const std::string& tool = testing::kTool;
   const std::string args = " --schedule 1f1b --pp 2 --microbatches 4";
   expect_bad_input(run_shell("OMPI_COMM_WORLD_SIZE=2 " + tool + " simulate" + args),
                    "simulate was started as one of 2 MPI processes (OMPI_COMM_WORLD_SIZE=2)");
