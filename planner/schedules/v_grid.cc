@@ -130,7 +130,7 @@ void clear_invalid(Grid& g, int m) {
 
 // Every pass as early as its device's previous pass and its dependency allow, in the same
 // order per device (slot by slot: down-going passes top to bottom, then up-going bottom to top).
-Grid squeeze(const Grid& g, int m) {
+Grid squeeze(const Grid& g, int m, bool jump) {
   const int p = static_cast<int>(g.size());
   const std::size_t len = grid_len(g);
   Grid out(p, std::string(len, ' '));
@@ -178,10 +178,18 @@ Grid squeeze(const Grid& g, int m) {
   const char* const* const in_at = row.data();
   int new_len = 0;
   const int ilen = static_cast<int>(len);
-  auto place = [&](int i, int v, char c) {
+  // For the steady-state jump below: per (microbatch, device, kind) the input column the pass
+  // came from, and per (device, input column) the slot it was given.
+  thread_local std::vector<int> col, oslot;
+  col.resize(idx.size());
+  oslot.resize(static_cast<std::size_t>(p) * len);
+  int* const col_at = col.data();
+  int* const oslot_at = oslot.data();
+  auto place = [&](int i, int v, char c, int j) {
     const int n = cnt_at[i * kPeriod + v];
     require(n < m);
-    int* here = idx_at + (static_cast<std::size_t>(n) * p + i) * kPeriod;
+    const std::size_t cell = (static_cast<std::size_t>(n) * p + i) * kPeriod;
+    int* here = idx_at + cell;
     const int off = off_at[i * kPeriod + v];
     const int dep = off == kNone ? -1 : here[off];
     require(off == kNone || dep >= 0);
@@ -190,24 +198,121 @@ Grid squeeze(const Grid& g, int m) {
     out_at[i][slot] = c;
     cnt_at[i * kPeriod + v] = n + 1;
     here[v] = slot;
+    col_at[cell + v] = j;
+    oslot_at[static_cast<std::size_t>(i) * len + j] = slot;
     next_at[i] = slot + 1;
     new_len = std::max(new_len, slot + 1);
+  };
+  // Steady state. Column x is periodic when every device holds a pass there, the same as six
+  // columns earlier; run[x] counts the periodic columns from x on. Where a window of six
+  // periodic columns holds each of the six kinds once on every device, every later window of
+  // the run is that window again with each pass one microbatch further. Say the windows ending
+  // at column j (a multiple of six) have each given every pass the slot of its copy one window
+  // earlier plus S, for `streak` windows in a row, and every pass of the last window depends on
+  // a pass of those windows (or on none). Then the window from j does too, by induction over its
+  // passes in the loop's order: a pass's slot is the larger of its device's next free slot (its
+  // previous pass's, which moved by S) and its dependency's (the copy one window on of the
+  // dependency's copy's own dependency, inside the windows that moved by S, or earlier in this
+  // window). So do all later windows of the run: jump over them, each pass S slots after its copy
+  // one window earlier, as long as every kind has microbatches left and every slot fits the row
+  // (else the plain loop meets the same refusal at the same pass).
+  thread_local std::vector<unsigned char> periodic;
+  thread_local std::vector<int> run;
+  periodic.assign(end, 1);
+  run.assign(len + 1, 0);
+  unsigned char* const per = periodic.data();
+  for (int i = 0; i < p; ++i) {
+    const char* r = in_at[i];
+    for (std::size_t x = kPeriod; x < end; ++x)
+      per[x] &= static_cast<unsigned char>((r[x] == r[x - kPeriod]) & (r[x] != ' '));
+  }
+  for (std::size_t x = end; x-- > kPeriod;) run[x] = per[x] ? run[x + 1] + 1 : 0;
+  int streak = 0, shift = 0;
+  bool jumped = !jump;  // once: the cells the checks read are not kept for the skipped windows
+  // Whether the window [j-6, j) moved every pass by one shift from its copy, and by how much.
+  auto window_shift = [&](std::size_t j, int& s) {
+    if (j < 2 * kPeriod || run[j - kPeriod] < kPeriod) return false;
+    s = oslot_at[j - kPeriod] - oslot_at[j - 2 * kPeriod];
+    for (int i = 0; i < p; ++i) {
+      const int* o = oslot_at + static_cast<std::size_t>(i) * len;
+      unsigned kinds = 0;
+      for (std::size_t x = j - kPeriod; x < j; ++x) {
+        kinds |= 1u << id_of(in_at[i][x]);
+        if (o[x] - o[x - kPeriod] != s) return false;
+      }
+      if (kinds != (1u << kPeriod) - 1) return false;
+    }
+    return true;
   };
   thread_local std::vector<int> up;  // a column's up-going passes: device * 8 + kind
   up.resize(p);
   int* const up_at = up.data();
   for (std::size_t j = 0; j < end; ++j) {
+    if (j % kPeriod == 0 && !jumped) {
+      int s = 0;
+      if (!window_shift(j, s))
+        streak = 0;
+      else
+        streak = streak > 0 && s == shift ? streak + 1 : 1, shift = s;
+      if (streak > 0) {
+        // The last window's dependencies, the microbatches left and the row's room.
+        bool inside = true;
+        int most = 0, last_slot = 0;
+        for (int i = 0; i < p && inside; ++i)
+          for (std::size_t x = j - kPeriod; x < j && inside; ++x) {
+            const int v = id_of(in_at[i][x]);
+            const int n = cnt_at[i * kPeriod + v] - 1;
+            most = std::max(most, n + 1);
+            last_slot = std::max(last_slot, oslot_at[static_cast<std::size_t>(i) * len + x]);
+            const int off = off_at[i * kPeriod + v];
+            if (off == kNone) continue;
+            const std::size_t cell = (static_cast<std::size_t>(n) * p + i) * kPeriod;
+            inside = col_at[static_cast<std::ptrdiff_t>(cell) + off] >=
+                     static_cast<int>(j) - kPeriod * streak;
+          }
+        int R = run[j] / kPeriod;
+        R = std::min(R, m - most);
+        if (shift > 0) R = std::min(R, (ilen - 1 - last_slot) / shift);
+        if (inside && shift > 0 && R > 0) {
+          // Each skipped pass's character and slot (later passes read it as a dependency).
+          for (int i = 0; i < p; ++i) {
+            const int* o = oslot_at + static_cast<std::size_t>(i) * len;
+            char* const orow_i = out_at[i];
+            for (std::size_t x = j - kPeriod; x < j; ++x) {
+              const int v = id_of(in_at[i][x]);
+              const char c = kIds[v];
+              int slot = o[x];
+              int* cell = idx_at +
+                          (static_cast<std::size_t>(cnt_at[i * kPeriod + v]) * p + i) * kPeriod + v;
+              const std::size_t step = static_cast<std::size_t>(p) * kPeriod;
+              for (int r = 0; r < R; ++r, cell += step) {
+                slot += shift;
+                orow_i[slot] = c;
+                *cell = slot;
+              }
+            }
+            for (int v = 0; v < kPeriod; ++v) cnt_at[i * kPeriod + v] += R;
+            next_at[i] += R * shift;
+          }
+          new_len = std::max(new_len, last_slot + R * shift + 1);
+          j += static_cast<std::size_t>(R) * kPeriod;
+          jumped = true;
+          if (j >= end) break;
+        }
+      }
+    }
     // Down-going passes (and W) top to bottom, then up-going ones (and w) bottom to top.
     int nu = 0;
     for (int i = 0; i < p; ++i) {
       const int v = id_of(in_at[i][j]);
       if (v < 0) continue;
       if ((v & 1) == 0)
-        place(i, v, kIds[v]);
+        place(i, v, kIds[v], static_cast<int>(j));
       else
         up_at[nu++] = i * 8 + v;
     }
-    for (int k = nu - 1; k >= 0; --k) place(up_at[k] >> 3, up_at[k] & 7, kIds[up_at[k] & 7]);
+    for (int k = nu - 1; k >= 0; --k)
+      place(up_at[k] >> 3, up_at[k] & 7, kIds[up_at[k] & 7], static_cast<int>(j));
   }
   for (std::string& r : out) r.resize(static_cast<std::size_t>(new_len));
   return out;
@@ -311,7 +416,7 @@ void release_w(Grid& g, int peak) {
 // Re-lays the cool-down: after the last f, (peak+1)/2 b's and min(i+1, peak - #b) B's at fixed
 // slots, the trailing weight passes re-added in the free slots after the last weight pass.
 // `grid_peak` is peak_mem(g), known to the caller.
-Grid cooldown(Grid g, int m, int grid_peak) {
+Grid cooldown(Grid g, int m, int grid_peak, bool jump) {
   const int p = static_cast<int>(g.size());
   const int peak = grid_peak;
   require(peak <= 2 * p);
@@ -389,12 +494,12 @@ Grid cooldown(Grid g, int m, int grid_peak) {
     max_len = std::max(max_len, row.size());
   }
   for (std::string& row : g) row.resize(max_len, ' ');
-  return squeeze(g, m);
+  return squeeze(g, m, jump);
 }
 
 // Slot by slot, a bubble takes the first later pass of its device that can move there without
 // breaking a dependency or raising the device's peak. Returns the grid's peak afterwards.
-int reorder_greedily(Grid& g, int m) {
+int reorder_greedily(Grid& g, int m, bool jump) {
   const int p = static_cast<int>(g.size());
   const std::size_t len = grid_len(g);
   // Per device and kind: how many of its passes lie after the slot being filled (a kind with
@@ -440,7 +545,98 @@ int reorder_greedily(Grid& g, int m) {
   auto slot_of = [&](int n, int d, int v) {
     return n < m ? idx_at[(static_cast<std::size_t>(n) * p + d) * kPeriod + v] : -1;
   };
+  // Steady state. The fill at column j depends only on each row from j on, each device's
+  // memory, the passes taken of each kind (only their differences: a dependency is met when its
+  // pass was taken at an earlier column, which the counts say) and which kinds have passes left.
+  // At every sixth column the rows from there (kHorizon slots), counts and memories are kept.
+  // Six columns later, if every row from there equals the kept one over the part either fill had
+  // changed, the rows beyond it repeat every six columns as far as the fill has read plus
+  // 6R, every memory is the same, every count one more and every kind has more than R passes
+  // left, then the next six columns fill as the last six did, one microbatch on, and so on for R
+  // windows (by induction over the windows, each reading six columns further than the one
+  // before): they are copied, the changed part of the rows moves 6R columns on, and the fill goes
+  // on from there. Once: the kept state is not kept for the copied windows.
+  constexpr int kHorizon = 64;
+  thread_local std::vector<unsigned char> same6;
+  thread_local std::vector<int> run6;
+  same6.assign(len, 1);
+  run6.assign(len + 1, 0);
+  for (int i = 0; i < p; ++i) {
+    const char* r = g[i].data();
+    for (std::size_t x = kPeriod; x < len; ++x)
+      same6[x] &= static_cast<unsigned char>(r[x] == r[x - kPeriod]);
+  }
+  for (std::size_t x = len; x-- > kPeriod;) run6[x] = same6[x] ? run6[x + 1] + 1 : 0;
+  thread_local std::string kept, moved;
+  thread_local std::vector<int> kept_cnt, kept_mem;
+  kept.resize(static_cast<std::size_t>(p) * kHorizon);
+  long long kept_j = -1, kept_reach = 0;
+  long long reach = 0, read = 0;  // past the farthest slot the fill changed; the farthest it read
+  bool jumped = !jump;
+  auto try_jump = [&](std::size_t j) -> std::size_t {
+    const long long J = static_cast<long long>(j);
+    const long long y = std::max({reach - J, kept_reach - kept_j, 0LL});
+    if (y > kHorizon || J + y > static_cast<long long>(len)) return 0;
+    for (int i = 0; i < p; ++i) {
+      if (mem[i] != kept_mem[i]) return 0;
+      for (int v = 0; v < kPeriod; ++v)
+        if (cnt_at[i * kPeriod + v] - kept_cnt[i * kPeriod + v] != 1) return 0;
+      if (std::char_traits<char>::compare(g[i].data() + j, kept.data() + i * kHorizon,
+                                          static_cast<std::size_t>(y)) != 0)
+        return 0;
+    }
+    long long R = m;
+    for (int i = 0; i < p; ++i)
+      for (int v = 0; v < kPeriod; ++v)
+        R = std::min({R, static_cast<long long>(later_at[i * kPeriod + v]) - 1,
+                      static_cast<long long>(m - cnt_at[i * kPeriod + v])});
+    const long long from = J + y;
+    if (from >= static_cast<long long>(len)) return 0;
+    R = std::min(R, (from + run6[static_cast<std::size_t>(from)] - 1 - read) / kPeriod);
+    if (R < 1) return 0;
+    const std::size_t span = static_cast<std::size_t>(R) * kPeriod;
+    const std::size_t changed = static_cast<std::size_t>(std::max(0LL, reach - J));
+    for (int i = 0; i < p; ++i) {
+      char* const row = g[i].data();
+      moved.assign(row + j, changed);
+      for (std::size_t x = j; x < j + span; x += kPeriod)
+        std::char_traits<char>::copy(row + x, row + j - kPeriod, kPeriod);
+      std::char_traits<char>::copy(row + j + span, moved.data(), changed);
+      for (std::size_t x = j - kPeriod; x < j; ++x) {
+        const int v = id_of(row[x]);
+        int* cell =
+            idx_at + (static_cast<std::size_t>(cnt_at[i * kPeriod + v]) * p + i) * kPeriod + v;
+        for (long long r = 1; r <= R; ++r, cell += static_cast<std::size_t>(p) * kPeriod)
+          *cell = static_cast<int>(x + static_cast<std::size_t>(r) * kPeriod);
+      }
+      for (int v = 0; v < kPeriod; ++v) {
+        cnt_at[i * kPeriod + v] += static_cast<int>(R);
+        later_at[i * kPeriod + v] -= static_cast<int>(R);
+      }
+      left[i] -= static_cast<int>(R) * kPeriod;
+    }
+    reach += static_cast<long long>(span);
+    read += static_cast<long long>(span);
+    jumped = true;
+    return span;
+  };
   for (std::size_t j = 0; j < len; ++j) {
+    if (j % kPeriod == 0 && !jumped) {
+      if (kept_j >= 0 && kept_j + kPeriod == static_cast<long long>(j)) j += try_jump(j);
+      if (j >= len) break;
+      if (!jumped) {
+        kept_j = static_cast<long long>(j);
+        kept_reach = reach;
+        kept_cnt.assign(cnt.begin(), cnt.end());
+        kept_mem.assign(mem.begin(), mem.end());
+        const std::size_t n = std::min<std::size_t>(kHorizon, len - j);
+        char* const to = kept.data();
+        for (int i = 0; i < p; ++i)
+          std::char_traits<char>::copy(to + static_cast<std::size_t>(i) * kHorizon, g[i].data() + j,
+                                       n);
+      }
+    }
+    read = std::max(read, static_cast<long long>(j));
     for (int i = 0; i < p; ++i) {
       if (left[i] == 0) continue;
       char* const row = g[i].data();
@@ -453,7 +649,8 @@ int reorder_greedily(Grid& g, int m) {
       // The kinds with a later pass, each a candidate at its first later slot.
       unsigned want = avail[i];
       int mem_delta = 0, peak_delta = 0;
-      for (std::size_t k = j + 1; k < len && want != 0; ++k) {
+      std::size_t k = j + 1;
+      for (; k < len && want != 0; ++k) {
         const char c = row[k];
         const int prev_peak = peak_delta;
         mem_delta += kMemDelta[static_cast<unsigned char>(c)];
@@ -485,8 +682,10 @@ int reorder_greedily(Grid& g, int m) {
         row[j] = c;
         row[k] = ' ';
         take_pass(i, v, c, j);
+        reach = std::max(reach, static_cast<long long>(k) + 1);
         break;
       }
+      read = std::max(read, static_cast<long long>(std::min(k, len - 1)));
     }
   }
   return peak_after;
@@ -552,31 +751,33 @@ bool correct(const Grid& g, int m) {
 // one chain per pass and squeezed. nullopt where the repetition's peak refuses the block. From
 // here on the method is a function of this grid (and p, m, max_mem): blocks that give the same
 // grid give the same schedule. `peak` receives the grid's peak.
-std::optional<Grid> first_squeeze(int p, int m, const VGridPattern& pat, int max_mem, int& peak) {
+std::optional<Grid> first_squeeze(int p, int m, const VGridPattern& pat, int max_mem, int& peak,
+                                  bool jump) {
   const int rm = std::max(m, 2 * p);  // the authors' spare microbatches
   Grid g = repeat(p, rm, pat);
   clear_invalid(g, rm);
   peak = peak_mem(g);
   if ((m == rm && peak > max_mem) || peak > 2 * p) return std::nullopt;
-  return squeeze(g, rm);  // keeps each device's order, so its peak too
+  return squeeze(g, rm, jump);  // keeps each device's order, so its peak too
 }
 
 // The rest of the method on first_squeeze's grid, whose peak is `init_peak`.
-std::optional<Schedule> finish(Grid g, int init_peak, int p, int m, int max_mem, int num_layers) {
+std::optional<Schedule> finish(Grid g, int init_peak, int p, int m, int max_mem, int num_layers,
+                               bool jump) {
   const int rm = std::max(m, 2 * p);
   warmup(g, rm, init_peak);
-  g = squeeze(g, rm);
+  g = squeeze(g, rm, jump);
   int peak = peak_mem(g);
   if (peak > init_peak) return std::nullopt;
   if (m < rm) {
     remove_redundancy(g, m);
     if (m <= p && 2 * m <= max_mem) release_w(g, std::min(2 * p, peak));
-    g = squeeze(g, m);
+    g = squeeze(g, m, jump);
     init_peak = peak = peak_mem(g);
     if (peak > max_mem) return std::nullopt;
   }
-  g = cooldown(std::move(g), m, peak);
-  const int final_peak = reorder_greedily(g, m);
+  g = cooldown(std::move(g), m, peak, jump);
+  const int final_peak = reorder_greedily(g, m, jump);
   relabel_w(g, m);  // W and w hold alike: the peak stays
   if (final_peak > init_peak || !correct(g, m)) return std::nullopt;
   Schedule s;
@@ -602,17 +803,31 @@ std::optional<Schedule> finish(Grid g, int init_peak, int p, int m, int max_mem,
 
 }  // namespace
 
-std::optional<Schedule> v_grid_schedule(int p, int m, const VGridPattern& pattern, int max_mem,
-                                        int num_layers) {
+namespace {
+
+std::optional<Schedule> grid_schedule(int p, int m, const VGridPattern& pattern, int max_mem,
+                                      int num_layers, bool jump) {
   if (p < 2 || m < 1 || static_cast<int>(pattern.size()) != p) return std::nullopt;
   try {
     int peak = 0;
-    std::optional<Grid> g = first_squeeze(p, m, pattern, max_mem, peak);
+    std::optional<Grid> g = first_squeeze(p, m, pattern, max_mem, peak, jump);
     if (!g) return std::nullopt;
-    return finish(std::move(*g), peak, p, m, max_mem, num_layers);
+    return finish(std::move(*g), peak, p, m, max_mem, num_layers, jump);
   } catch (const Reject&) {
     return std::nullopt;
   }
+}
+
+}  // namespace
+
+std::optional<Schedule> v_grid_schedule(int p, int m, const VGridPattern& pattern, int max_mem,
+                                        int num_layers) {
+  return grid_schedule(p, m, pattern, max_mem, num_layers, true);
+}
+
+std::optional<Schedule> detail::v_grid_schedule_stepped(int p, int m, const VGridPattern& pattern,
+                                                        int max_mem) {
+  return grid_schedule(p, m, pattern, max_mem, 0, false);
 }
 
 VGridPattern v_grid_pattern(const BuildingBlock& block) {
@@ -667,7 +882,7 @@ VGridSchedules v_grid_schedules(int p, int m, const std::vector<VGridPattern>& p
   tbb::parallel_for(std::size_t{0}, n, [&](std::size_t k) {
     if (p < 2 || m < 1 || static_cast<int>(patterns[k].size()) != p) return;
     try {
-      first[k] = first_squeeze(p, m, patterns[k], max_mem, first_peak[k]);
+      first[k] = first_squeeze(p, m, patterns[k], max_mem, first_peak[k], true);
     } catch (const Reject&) {
     }
   });
@@ -690,7 +905,7 @@ VGridSchedules v_grid_schedules(int p, int m, const std::vector<VGridPattern>& p
     if (todo[u] == n) return;
     try {
       out.schedules[u] =
-          finish(std::move(*first[todo[u]]), first_peak[todo[u]], p, m, max_mem, num_layers);
+          finish(std::move(*first[todo[u]]), first_peak[todo[u]], p, m, max_mem, num_layers, true);
     } catch (const Reject&) {
     }
   });

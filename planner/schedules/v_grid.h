@@ -48,4 +48,11 @@ struct VGridSchedules {
 VGridSchedules v_grid_schedules(int p, int m, const std::vector<VGridPattern>& patterns,
                                 int max_mem, int num_layers = 0);
 
+namespace detail {
+/// v_grid_schedule with every column of its squeezes and bubble fill stepped through, none
+/// skipped by their steady-state jumps: the reference the jumps are tested against.
+std::optional<Schedule> v_grid_schedule_stepped(int p, int m, const VGridPattern& pattern,
+                                                int max_mem);
+}  // namespace detail
+
 }  // namespace pw

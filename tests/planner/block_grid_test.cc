@@ -6,6 +6,7 @@
 // activation is 0.5 of a 1F1B stage, so "chunk activations" = 2 * peak_memory.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <optional>
 #include <random>
 #include <string>
@@ -70,59 +71,71 @@ TEST(VGrid, CurvePointsCarryTheEvaluatorsFigures) {
   EXPECT_GT(grid_points, 0);
 }
 
+// Blocks of the authors' space with uniform offsets: each device-0 pattern (F at 0, f at ff, B
+// at bf, b at bb), +k per device for F and B, -1 for f and b, W and w in the `skip`-th free slot
+// after B and b (skip 0: the first). Patterns whose four passes collide on a device are left out.
+std::vector<VGridPattern> uniform_patterns(int p, int max_skip) {
+  std::vector<VGridPattern> all;
+  for (int ff = 1; ff < 6; ++ff)
+    for (int bf = 1; bf < 6; ++bf)
+      for (int bb = 1; bb < 6; ++bb)
+        for (int k = 1; k < 6; ++k)
+          for (int skip = 0; skip <= max_skip; ++skip) {
+            if (ff == bf || ff == bb || bf == bb) continue;
+            VGridPattern pat(p);
+            bool ok = true;
+            for (int i = 0; i < p && ok; ++i) {
+              std::array<int, 6>& x = pat[i];
+              x = {(0 + k * i) % 6,
+                   ((ff - i) % 6 + 6) % 6,
+                   (bf + k * i) % 6,
+                   ((bb - i) % 6 + 6) % 6,
+                   -1,
+                   -1};
+              unsigned used = 0;
+              for (int v = 0; v < 4; ++v) {
+                ok = ok && !(used & (1u << x[v]));
+                used |= 1u << x[v];
+              }
+              for (int v : {4, 5}) {
+                const int after = v == 4 ? x[2] : x[3];
+                int left = v == 4 ? skip : 0;  // w: the first free slot after W is placed
+                for (int d = 1; d <= 6 && x[v] < 0; ++d)
+                  if (!(used & (1u << ((after + d) % 6))) && left-- == 0) {
+                    x[v] = (after + d) % 6;
+                    used |= 1u << x[v];
+                  }
+                ok = ok && x[v] >= 0;
+              }
+            }
+            if (ok) all.push_back(pat);
+          }
+  return all;
+}
+
 TEST(VGrid, EveryOrderItGivesIsLegalWithinTwoPAndDeterministic) {
-  // Every device-0 pattern of the authors' space with uniform offsets (+k for F and B, -1 for f
-  // and b per device, W and w in the first free slot after B and b), p = 2..6, m in {p, 2p,
-  // 3p+1}: what it returns is a legal V schedule of m microbatches whose peak under the
-  // hold-until-W rule is at most 2p chunk activations, and the same on a second call. The batch
-  // form (v_grid_schedules) gives every block the same answer as v_grid_schedule, and blocks
-  // whose first squeezed repetitions coincide share one.
+  // Every device-0 pattern of the authors' space with uniform offsets (uniform_patterns, W and w
+  // in the first free slot after B and b), p = 2..6, m in {p, 2p, 3p+1}: what it returns is a
+  // legal V schedule of m microbatches whose peak under the hold-until-W rule is at most 2p
+  // chunk activations, and the same on a second call. The batch form (v_grid_schedules) gives
+  // every block the same answer as v_grid_schedule, and blocks whose first squeezed repetitions
+  // coincide share one.
   int returned = 0;
   std::size_t shared = 0;
   for (int p = 2; p <= 6; ++p)
     for (int m : {p, 2 * p, 3 * p + 1}) {
-      std::vector<VGridPattern> all;
+      const std::vector<VGridPattern> all = uniform_patterns(p, 0);
       std::vector<std::optional<Schedule>> one_by_one;
-      for (int ff = 1; ff < 6; ++ff)
-        for (int bf = 1; bf < 6; ++bf)
-          for (int bb = 1; bb < 6; ++bb)
-            for (int k = 1; k < 6; ++k) {
-              if (ff == bf || ff == bb || bf == bb) continue;
-              VGridPattern pat(p);
-              bool ok = true;
-              for (int i = 0; i < p && ok; ++i) {
-                std::array<int, 6>& x = pat[i];
-                x = {(0 + k * i) % 6,
-                     ((ff - i) % 6 + 6) % 6,
-                     (bf + k * i) % 6,
-                     ((bb - i) % 6 + 6) % 6,
-                     -1,
-                     -1};
-                unsigned used = 0;
-                for (int v = 0; v < 4; ++v) {
-                  ok = ok && !(used & (1u << x[v]));
-                  used |= 1u << x[v];
-                }
-                for (int v : {4, 5}) {
-                  const int after = v == 4 ? x[2] : x[3];
-                  for (int d = 1; d <= 6 && x[v] < 0; ++d)
-                    if (!(used & (1u << ((after + d) % 6)))) {
-                      x[v] = (after + d) % 6;
-                      used |= 1u << x[v];
-                    }
-                }
-              }
-              if (!ok) continue;
-              const std::optional<Schedule> s = v_grid_schedule(p, m, pat, 2 * p);
-              all.push_back(pat);
-              one_by_one.push_back(s);
-              if (!s) continue;
-              ++returned;
-              ASSERT_EQ(check_schedule(*s), "") << "p=" << p << " m=" << m;
-              const EvalResult r = evaluate(*s, make_uniform_cost_table(s->placement, unit(1.0)));
-              EXPECT_LE(2 * max_peak(r), 2 * p + 1e-9) << "p=" << p << " m=" << m;
-              EXPECT_EQ(v_grid_schedule(p, m, pat, 2 * p), s);
-            }
+      for (const VGridPattern& pat : all) {
+        const std::optional<Schedule> s = v_grid_schedule(p, m, pat, 2 * p);
+        one_by_one.push_back(s);
+        if (!s) continue;
+        ++returned;
+        ASSERT_EQ(check_schedule(*s), "") << "p=" << p << " m=" << m;
+        const EvalResult r = evaluate(*s, make_uniform_cost_table(s->placement, unit(1.0)));
+        EXPECT_LE(2 * max_peak(r), 2 * p + 1e-9) << "p=" << p << " m=" << m;
+        EXPECT_EQ(v_grid_schedule(p, m, pat, 2 * p), s);
+      }
       const VGridSchedules batch = v_grid_schedules(p, m, all, 2 * p);
       ASSERT_EQ(batch.of.size(), all.size());
       for (std::size_t k = 0; k < all.size(); ++k) {
@@ -133,6 +146,26 @@ TEST(VGrid, EveryOrderItGivesIsLegalWithinTwoPAndDeterministic) {
     }
   EXPECT_GT(returned, 100);
   EXPECT_GT(shared, 0u);
+}
+
+TEST(VGrid, SteadyStateJumpsGiveTheSteppedSchedule) {
+  // The method's squeezes and its bubble fill jump over their steady state (v_grid.cc: once a
+  // window of six columns has repeated the one before, one microbatch on, the rest of the
+  // periodic run is copied). Reference: the same method stepping through every column. Every
+  // uniform pattern with two W placements, p = 2..12, m from below p (no steady state) to
+  // 6p (long ones), at the authors' 2p limit and at p + 1 (which refuses some blocks midway):
+  // the same schedule or the same refusal.
+  int returned = 0;
+  for (int p = 2; p <= 12; ++p)
+    for (int m : {p - 1, p, 2 * p, 3 * p + 1, 4 * p, 6 * p + 5})
+      for (int limit : {2 * p, p + 1})
+        for (const VGridPattern& pat : uniform_patterns(p, 1)) {
+          const std::optional<Schedule> s = v_grid_schedule(p, m, pat, limit);
+          ASSERT_EQ(s, detail::v_grid_schedule_stepped(p, m, pat, limit))
+              << "p=" << p << " m=" << m << " limit=" << limit;
+          returned += s.has_value();
+        }
+  EXPECT_GT(returned, 1000);
 }
 
 TEST(BuildingBlock, CollidingOffsetsNameDeviceAndSlot) {
