@@ -172,13 +172,14 @@ Grid squeeze(const Grid& g, int m, bool jump) {
               const int v = id_of(in_at[i][x]);
               const char c = kIds[v];
               int slot = o[x];
-              int* cell = idx_at +
-                          (static_cast<std::size_t>(cnt_at[i * kPeriod + v]) * p + i) * kPeriod + v;
+              // Cell of (microbatch, device i, kind v) by index: no pointer past the table.
+              std::size_t cell =
+                  (static_cast<std::size_t>(cnt_at[i * kPeriod + v]) * p + i) * kPeriod + v;
               const std::size_t step = static_cast<std::size_t>(p) * kPeriod;
               for (int r = 0; r < R; ++r, cell += step) {
                 slot += shift;
                 orow_i[slot] = c;
-                *cell = slot;
+                idx_at[cell] = slot;
               }
             }
             for (int v = 0; v < kPeriod; ++v) cnt_at[i * kPeriod + v] += R;
@@ -306,10 +307,10 @@ int reorder_greedily(Grid& g, int m, bool jump) {
       std::char_traits<char>::copy(row + j + span, moved.data(), changed);
       for (std::size_t x = j - kPeriod; x < j; ++x) {
         const int v = id_of(row[x]);
-        int* cell =
-            idx_at + (static_cast<std::size_t>(cnt_at[i * kPeriod + v]) * p + i) * kPeriod + v;
+        std::size_t cell =
+            (static_cast<std::size_t>(cnt_at[i * kPeriod + v]) * p + i) * kPeriod + v;
         for (long long r = 1; r <= R; ++r, cell += static_cast<std::size_t>(p) * kPeriod)
-          *cell = static_cast<int>(x + static_cast<std::size_t>(r) * kPeriod);
+          idx_at[cell] = static_cast<int>(x + static_cast<std::size_t>(r) * kPeriod);
       }
       for (int v = 0; v < kPeriod; ++v) {
         cnt_at[i * kPeriod + v] += static_cast<int>(R);
