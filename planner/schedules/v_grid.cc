@@ -52,54 +52,46 @@ char& at(std::string& row, long long i) {
   return row[static_cast<std::size_t>(i)];
 }
 
-Grid repeat(int p, int m, const VGridPattern& pattern) {
-  Grid g(p);
-  const int len = 4 * p + m + 1;
-  for (int i = 0; i < p; ++i) {
-    std::string unit(kPeriod, ' ');
-    for (int v = 0; v < 6; ++v) unit[pattern[i][v]] = kIds[v];
-    g[i].reserve(static_cast<std::size_t>(len) * kPeriod);
-    for (int k = 0; k < len; ++k) g[i] += unit;
-  }
-  return g;
-}
-
-void clear_from(std::string& row, long long pos, int dir) {
-  while (pos >= 0 && pos < static_cast<long long>(row.size())) {
-    row[static_cast<std::size_t>(pos)] = ' ';
-    pos += dir * kPeriod;
-  }
-}
-
-// Keeps, of every pass's repetitions, the m that follow the chain from device 0's first F (each
-// pass the first of its kind after the previous one of the chain), and clears the rest.
-void clear_invalid(Grid& g, int m) {
-  const int p = static_cast<int>(g.size());
+// The block repeated for m microbatches (4p + m + 1 periods), keeping of every pass's
+// repetitions the m that follow the chain from device 0's first F (each pass the first of its
+// kind at or after the column after the chain's previous pass; a weight pass the first of its kind
+// after its backward) and clearing the rest. A column holds the pass whose pattern slot is the
+// column mod 6, so the chain is walked on the pattern and only the kept repetitions are written.
+// A probe past the row refuses the block.
+Grid repeat_chain(int p, int m, const VGridPattern& pattern) {
+  const long long size = (4LL * p + m + 1) * kPeriod;
+  auto holds = [&](int i, int v, long long x) {
+    require(x >= 0 && x < size);
+    return pattern[i][v] == static_cast<int>(x % kPeriod);
+  };
+  // Per device and kind: the first kept column (-1: the chain never met it; all are kept).
+  std::vector<std::array<long long, 6>> first(p);
+  for (auto& f : first) f.fill(-1);
   long long index = kPeriod;
-  for (char id : std::string("FfBb")) {
+  for (const int v : {0, 1, 2, 3}) {  // F, f, B, b
     for (int k = 0; k < p; ++k) {
-      const int i = is_down(id) ? k : p - 1 - k;
-      for (int j = 0; j < kPeriod; ++j) {
-        if (at(g[i], index) == id) {
-          clear_from(g[i], index - kPeriod, -1);
-          clear_from(g[i], index + static_cast<long long>(kPeriod) * m, +1);
-          ++index;
-          if (id == 'B' || id == 'b') {
-            const char w = id == 'B' ? 'W' : 'w';
-            for (int q = 0; q < kPeriod; ++q) {
-              if (at(g[i], index + q) == w) {
-                clear_from(g[i], index + q - kPeriod, -1);
-                clear_from(g[i], index + q + static_cast<long long>(kPeriod) * m, +1);
-                break;
-              }
+      const int i = is_down(kIds[v]) ? k : p - 1 - k;
+      for (int j = 0; j < kPeriod; ++j, ++index) {
+        if (!holds(i, v, index)) continue;
+        first[i][v] = index++;
+        if (v >= 2)  // B and b: their weight pass, W and w
+          for (int q = 0; q < kPeriod; ++q)
+            if (holds(i, v + 2, index + q)) {
+              first[i][v + 2] = index + q;
+              break;
             }
-          }
-          break;
-        }
-        ++index;
+        break;
       }
     }
   }
+  Grid g(p, std::string(static_cast<std::size_t>(size), ' '));
+  for (int i = 0; i < p; ++i)
+    for (int v = 0; v < kPeriod; ++v) {
+      const long long from = first[i][v] >= 0 ? first[i][v] : pattern[i][v];
+      const long long to = first[i][v] >= 0 ? std::min(size, from + kPeriod * m) : size;
+      for (long long x = from; x < to; x += kPeriod) g[i][static_cast<std::size_t>(x)] = kIds[v];
+    }
+  return g;
 }
 
 // Re-lays each device's passes before its first b: up to 2(p-1-i) slots of F, then i+1 pairs
@@ -344,8 +336,7 @@ bool correct(const Grid& g, int m) {
 std::optional<Grid> first_squeeze(int p, int m, const VGridPattern& pat, int max_mem, int& peak,
                                   bool jump) {
   const int rm = std::max(m, 2 * p);  // the authors' spare microbatches
-  Grid g = repeat(p, rm, pat);
-  clear_invalid(g, rm);
+  Grid g = repeat_chain(p, rm, pat);
   peak = peak_mem(g);
   if ((m == rm && peak > max_mem) || peak > 2 * p) return std::nullopt;
   return squeeze(g, rm, jump);  // keeps each device's order, so its peak too
