@@ -100,11 +100,6 @@ ActionIds::ActionIds(const Flat& f, int num_stages, int num_microbatches)
   }
 }
 
-std::size_t ActionIds::cell(const Action& a) const {
-  return (static_cast<std::size_t>(a.stage) * kNumActionKinds + static_cast<int>(a.kind)) * m_ +
-         static_cast<std::size_t>(a.microbatch);
-}
-
 std::optional<Orders> ActionIds::orders_of(const Schedule& s) const {
   Orders ord(s.actions.size());
   const std::size_t size = f_->size();

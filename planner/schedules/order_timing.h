@@ -72,7 +72,10 @@ class ActionIds {
   std::optional<Orders> orders_of(const Schedule& s) const;
 
  private:
-  std::size_t cell(const Action& a) const;
+  std::size_t cell(const Action& a) const {
+    return (static_cast<std::size_t>(a.stage) * kNumActionKinds + static_cast<int>(a.kind)) * m_ +
+           static_cast<std::size_t>(a.microbatch);
+  }
   const Flat* f_;
   int stages_, m_;
   std::vector<std::int32_t> id_;  // -1: no such pass in the Flat

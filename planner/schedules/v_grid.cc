@@ -300,8 +300,10 @@ void relabel_w(Grid& g, int m) {
 
 bool correct(const Grid& g, int m) {
   const int p = static_cast<int>(g.size());
-  Index idx(static_cast<std::size_t>(p) * m);
-  for (auto& a : idx) a.fill(-1);
+  // Every cell is written before the checks read it (each row holds m of each kind, or the
+  // count check returns first): per thread, not cleared.
+  thread_local Index idx;
+  idx.resize(static_cast<std::size_t>(p) * m);
   for (int i = 0; i < p; ++i) {
     std::array<int, 6> cnt{};
     for (std::size_t j = 0; j < g[i].size(); ++j) {

@@ -67,13 +67,16 @@ class Squeezer {
   Squeezer(const Grid& g, int m, Grid& out) : p_(static_cast<int>(g.size())), m_(m) {
     len_ = grid_len(g);
     ilen_ = static_cast<int>(len_);
-    thread_local std::vector<int> idx, cnt, next, off, col, oslot;
+    // The slot table is not cleared: a cell is read only once its pass is placed, which its
+    // kind's count on its device says (dep_cnt: that count's index, -1 for no dependency).
+    thread_local std::vector<int> idx, cnt, next, off, dep_cnt, col, oslot;
     thread_local std::vector<const char*> in;
     thread_local std::vector<char*> orow;
-    idx.assign(static_cast<std::size_t>(p_) * m * kPeriod, -1);
+    idx.resize(static_cast<std::size_t>(p_) * m * kPeriod);
     cnt.assign(static_cast<std::size_t>(p_) * kPeriod, 0);
     next.assign(p_, 0);
     off.resize(static_cast<std::size_t>(p_) * kPeriod);
+    dep_cnt.resize(off.size());
     col.resize(idx.size());
     oslot.resize(static_cast<std::size_t>(p_) * len_);
     in.resize(p_);
@@ -83,10 +86,15 @@ class Squeezer {
       // Passes lie before the rows' last pass: the columns after it hold nothing to place.
       const std::size_t last = g[i].find_last_not_of(' ');
       if (last != std::string::npos) end_ = std::max(end_, last + 1);
-      for (int v = 0; v < kPeriod; ++v)
-        off[i * kPeriod + v] = kDep[v][(i == 0) + 2 * (i == p_ - 1)];
+      for (int v = 0; v < kPeriod; ++v) {
+        const int o = kDep[v][(i == 0) + 2 * (i == p_ - 1)];
+        off[i * kPeriod + v] = o;
+        // o = -6 + kind: device i-1's; 6 + kind: device i+1's; 0..5: this device's.
+        dep_cnt[i * kPeriod + v] = o == kNone ? -1 : i * kPeriod + o;
+      }
     }
     idx_ = idx.data(), cnt_ = cnt.data(), next_ = next.data(), off_ = off.data();
+    dep_cnt_ = dep_cnt.data();
     col_ = col.data(), oslot_ = oslot.data(), in_ = in.data(), out_ = orow.data();
     thread_local std::vector<int> up;  // a column's up-going passes: device * 8 + kind
     up.resize(p_);
@@ -115,8 +123,9 @@ class Squeezer {
     const std::size_t cell = cell_of(n, p_, i, 0);
     int* here = idx_ + cell;
     const int off = off_[i * kPeriod + v];
-    const int dep = off == kNone ? -1 : here[off];
-    require(off == kNone || dep >= 0);
+    const int dc = dep_cnt_[i * kPeriod + v];
+    require(dc < 0 || cnt_[dc] > n);
+    const int dep = dc < 0 ? -1 : here[off];
     const int slot = std::max(dep + 1, next_[i]);
     require(slot < ilen_);
     out_[i][slot] = kIds[v];
@@ -207,7 +216,7 @@ class Squeezer {
   int ilen_ = 0, new_len_ = 0;
   int *idx_ = nullptr, *cnt_ = nullptr, *next_ = nullptr, *col_ = nullptr, *oslot_ = nullptr;
   int* up_ = nullptr;
-  const int* off_ = nullptr;
+  const int *off_ = nullptr, *dep_cnt_ = nullptr;
   const char* const* in_ = nullptr;
   char* const* out_ = nullptr;
   const std::vector<int>* run_ = nullptr;
@@ -238,7 +247,7 @@ class Filler {
     thread_local std::vector<unsigned> avail;
     later.assign(static_cast<std::size_t>(p_) * kPeriod, 0);
     cnt.assign(static_cast<std::size_t>(p_) * kPeriod, 0);
-    idx.assign(static_cast<std::size_t>(p_) * m * kPeriod, -1);
+    idx.resize(static_cast<std::size_t>(p_) * m * kPeriod);  // read once taken (the counts say)
     left.assign(p_, 0);
     mem.assign(p_, 0);
     avail.assign(p_, 0);
@@ -301,8 +310,7 @@ class Filler {
   bool ready(int i, int v, char c, int n, std::size_t j) const {
     const int col = static_cast<int>(j);
     auto before = [&](int d) {  // kind v of microbatch n on device d, taken before column j
-      const int at = n < m_ ? idx_[cell_of(n, p_, d, v)] : -1;
-      return at > -1 && at < col;
+      return cnt_[d * kPeriod + v] > n && idx_[cell_of(n, p_, d, v)] < col;
     };
     if (is_down(c)) return i > 0 ? before(i - 1) : c != 'B' || cnt_[i * kPeriod + 1] > n;
     if (is_up(c)) return i + 1 < p_ ? before(i + 1) : cnt_[i * kPeriod + (c == 'f' ? 0 : 2)] > n;
