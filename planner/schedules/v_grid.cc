@@ -17,7 +17,6 @@ using vgrid::Grid;
 using vgrid::grid_len;
 using vgrid::id_of;
 using vgrid::is_down;
-using vgrid::is_up;
 using vgrid::is_w;
 using vgrid::kIds;
 using vgrid::kMemDelta;

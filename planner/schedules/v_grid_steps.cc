@@ -1,7 +1,6 @@
 #include "planner/schedules/v_grid_steps.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <string>
 #include <vector>
 
