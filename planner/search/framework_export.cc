@@ -186,7 +186,8 @@ std::string torchtitan_toml(const Plan& plan, const std::vector<int>& layers,
   if (pc.fp8 != "off") out += "converters = [\"quantize.linear.float8\"]\n";
   out += fmt::format("\n[training]\nlocal_batch_size = {}\nglobal_batch_size = {}\nseq_len = {}\n",
                      local_batch, pc.global_batch_size, m.seq_length);
-  const bool sharded = pc.zero_stage >= 2;
+  // ZeRO-1 reaches torchtitan only under a pipeline, where FSDP2 runs as ZeRO-1 (frameworks.cc).
+  const bool sharded = pc.zero_stage >= 1;
   out += fmt::format("\n[parallelism]\ndata_parallel_replicate_degree = {}\n",
                      sharded ? 1 : pc.data_parallel);
   out += fmt::format("data_parallel_shard_degree = {}\n", sharded ? pc.data_parallel : 1);

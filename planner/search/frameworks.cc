@@ -355,9 +355,33 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
   if (pc.overlap_p2p_comm)
     return "config.overlap_p2p_comm: torchtitan runs PyTorch's pipelining schedules, which have "
            "no such switch; nearest: overlap_p2p_comm false";
-  if (pc.zero_stage == 1)
-    return "config.zero_stage: torchtitan shards gradients with the optimizer state (FSDP2) and "
-           "has no ZeRO-1; nearest: zero_stage 2 (fsdp_reshard_after_forward = \"never\")";
+  // FSDP2 without a pipeline reduce-scatters every microbatch's gradients (ZeRO-2/3). Under
+  // PyTorch's pipeline runtime every backward but the stage's last runs with
+  // set_requires_gradient_sync(False) and set_reshard_after_backward(False): the gradients
+  // accumulate unsharded (in the reduce dtype, float32) and are reduce-scattered once at the
+  // stage's REDUCE_GRAD, and the weights a backward gathered stay gathered; torchtitan's default
+  // under a pipeline also keeps them after each forward (fsdp_reshard_after_forward "never").
+  // That is ZeRO-1: sharded optimizer state and master weights, full weights and gradients.
+  if (pc.zero_stage == 1 && pc.pipeline_parallel == 1)
+    return "config.zero_stage: without a pipeline torchtitan's FSDP2 reduce-scatters every "
+           "microbatch's gradients and has no ZeRO-1; nearest: zero_stage 2 "
+           "(fsdp_reshard_after_forward = \"never\")";
+  // torchtitan always applies FSDP2, over its data-shard x context mesh: context-parallel ranks
+  // never hold replicated weights and optimizer state.
+  if (pc.zero_stage == 0 && pc.context_parallel > 1)
+    return fmt::format(
+        "config.zero_stage: torchtitan shards the weights and optimizer state over the context "
+        "ranks with FSDP2 (its data-shard x context mesh), so ZeRO-0 with context parallelism "
+        "does not run as priced; nearest: zero_stage {}",
+        pc.pipeline_parallel > 1 ? 1 : 2);
+  if (pc.zero_stage >= 2 && pc.pipeline_parallel > 1)
+    return fmt::format(
+        "config.zero_stage: under PyTorch's pipeline runtime torchtitan's FSDP2 keeps each "
+        "stage's gradients unsharded until its last backward and reduce-scatters them once "
+        "(REDUCE_GRAD), and keeps the weights a backward gathered, so ZeRO-{} runs with ZeRO-1's "
+        "memory and traffic; nearest: zero_stage 1 (FSDP2 with fsdp_reshard_after_forward = "
+        "\"never\", torchtitan's default under a pipeline)",
+        pc.zero_stage);
   if (pc.tensor_parallel > 1 && !pc.sequence_parallel)
     return "config.sequence_parallel: torchtitan's tensor parallelism always shards norms over "
            "the sequence; nearest: sequence_parallel true";
@@ -366,8 +390,10 @@ std::string framework_problem(Framework fw, const FrameworkQuery& q) {
            "state together (training.enable_cpu_offload), not the optimizer alone; nearest: "
            "optimizer_offload false";
   if (m.num_experts > 0 && pc.expert_parallel > 1 && pc.zero_stage == 0)
-    return "config.zero_stage: torchtitan's expert parallelism borrows the FSDP ranks "
-           "(data_parallel_shard_degree); nearest: zero_stage 2 or 3";
+    return fmt::format(
+        "config.zero_stage: torchtitan's expert parallelism borrows the FSDP ranks "
+        "(data_parallel_shard_degree); nearest: zero_stage {}",
+        pc.pipeline_parallel > 1 ? "1 (FSDP2 under a pipeline)" : "2 or 3");
   if (m.num_experts > 0 && pc.expert_tp() != 1 && pc.expert_tp() != pc.tensor_parallel)
     return fmt::format(
         "config.expert_tensor_parallel: torchtitan's expert tensor parallelism is 1 or the "

@@ -578,13 +578,8 @@ void keep_framework(const SearchConstraints& c, const ModelShape& m, SearchSpace
     s->recompute = rc;
   }
   if (c.framework == Framework::kTorchtitan) {
-    // FSDP2 shards gradients with the optimizer state (no ZeRO-1); no optimizer-only offload.
-    std::vector<int> zero;
-    for (int z : s->zero)
-      if (z != 1) zero.push_back(z);
-    if (zero.empty())
-      throw ConfigError("", flag, "torchtitan has no ZeRO-1; expected --zero 0, 2 or 3");
-    s->zero = zero;
+    // FSDP2 runs as ZeRO-2/3 without a pipeline and as ZeRO-1 under one (frameworks.cc); each
+    // configuration's pipeline decides, in the screen. No optimizer-only offload.
     if (s->offload == std::vector<int>{1})
       throw ConfigError("", flag,
                         "torchtitan offloads parameters, gradients and optimizer state together, "

@@ -204,11 +204,39 @@ TEST(Frameworks, RefusalsNameTheSettingAndTheNearestRunnableOne) {
   EXPECT_EQ(own_args.at("--pipeline-model-parallel-layout"), "Et*11|t*11|t*10m|L");
   EXPECT_EQ(own_args.at("--mtp-num-layers"), "1");
   EXPECT_EQ(own_args.count("--decoder-last-pipeline-num-layers"), 0u);
-  // torchtitan: no ZeRO-1, TP always with sequence parallelism, no GPT-3 flavor, one pipeline.
+  // torchtitan: FSDP2 is ZeRO-1 under a pipeline (PyTorch's runtime reduces each stage's
+  // gradients once, at its last backward, and keeps the gathered weights) and ZeRO-2/3 without
+  // one; TP always with sequence parallelism, no GPT-3 flavor, one pipeline.
   Plan z1 = make_plan("llama3-8b", "1f1b", 2, 1, 4, 2, 1, std::vector<int>(4, 8));
   z1.config.zero_stage = 1;
-  why = refusal_key(z1, Framework::kTorchtitan);
-  EXPECT_EQ(why.rfind("config.zero_stage | ", 0), 0u) << why;
+  EXPECT_EQ(refusal_key(z1, Framework::kTorchtitan), "");
+  for (int z : {2, 3}) {
+    Plan zp = z1;
+    zp.config.zero_stage = z;
+    why = refusal_key(zp, Framework::kTorchtitan);
+    EXPECT_EQ(why.rfind("config.zero_stage | ", 0), 0u) << why;
+    EXPECT_NE(why.find("nearest: zero_stage 1"), std::string::npos) << why;
+    EXPECT_EQ(refusal_key(zp, Framework::kMegatron), "");  // Megatron-FSDP reduces every backward
+  }
+  {
+    Plan flat = make_plan("llama3-8b", "1f1b", 2, 1, 1, 8, 1, {32});
+    flat.config.zero_stage = 1;
+    why = refusal_key(flat, Framework::kTorchtitan);
+    EXPECT_EQ(why.rfind("config.zero_stage | ", 0), 0u) << why;
+    EXPECT_NE(why.find("nearest: zero_stage 2"), std::string::npos) << why;
+    for (int z : {0, 2, 3}) {
+      flat.config.zero_stage = z;
+      EXPECT_EQ(refusal_key(flat, Framework::kTorchtitan), "") << z;
+    }
+    // FSDP2 always shards over the context ranks: no ZeRO-0 with context parallelism.
+    Plan cp = make_plan("llama3-8b", "1f1b", 2, 2, 4, 2, 1, std::vector<int>(4, 8));
+    cp.config.zero_stage = 0;
+    why = refusal_key(cp, Framework::kTorchtitan);
+    EXPECT_EQ(why.rfind("config.zero_stage | ", 0), 0u) << why;
+    EXPECT_NE(why.find("nearest: zero_stage 1"), std::string::npos) << why;
+    cp.config.zero_stage = 1;
+    EXPECT_EQ(refusal_key(cp, Framework::kTorchtitan), "");
+  }
   z1.config.zero_stage = 0;
   z1.config.sequence_parallel = false;
   why = refusal_key(z1, Framework::kTorchtitan);
@@ -369,9 +397,10 @@ TEST(Frameworks, DeepspeedConfigReadsBackIntoThePlansConfiguration) {
 }
 
 TEST(Frameworks, TorchtitanTomlReadsBackIntoThePlansConfiguration) {
-  // Llama 3 8B at t2 cp2 p4 d4, interleaved v2 (PyTorch's Interleaved1F1B), ZeRO-3, full AC.
+  // Llama 3 8B at t2 cp2 p4 d4, interleaved v2 (PyTorch's Interleaved1F1B), ZeRO-1 (FSDP2
+  // under the pipeline, which keeps the weights gathered), full AC.
   Plan plan = make_plan("llama3-8b", "interleaved", 2, 2, 4, 4, 2, std::vector<int>(8, 4));
-  plan.config.zero_stage = 3;
+  plan.config.zero_stage = 1;
   plan.config.recompute = "full";
   plan.config.fp8 = "e4m3";
   plan.config.fp8_recipe = "tensorwise";  // torchtitan's float8 scales as it casts
@@ -387,7 +416,20 @@ TEST(Frameworks, TorchtitanTomlReadsBackIntoThePlansConfiguration) {
   EXPECT_EQ(t.at("training.seq_len"), std::to_string(plan.model.seq_length));
   EXPECT_EQ(t.at("parallelism.data_parallel_replicate_degree"), "1");
   EXPECT_EQ(t.at("parallelism.data_parallel_shard_degree"), "4");
-  EXPECT_EQ(t.at("parallelism.fsdp_reshard_after_forward"), "\"always\"");
+  EXPECT_EQ(t.at("parallelism.fsdp_reshard_after_forward"), "\"never\"");
+  {
+    // Without a pipeline ZeRO-3 is FSDP2 resharding after each forward, ZeRO-2 keeping the
+    // weights until the backward.
+    Plan flat = make_plan("llama3-8b", "1f1b", 2, 2, 1, 16, 1, {32});
+    for (int z : {2, 3}) {
+      flat.config.zero_stage = z;
+      const auto tf = parse_toml(export_plan(flat, Framework::kTorchtitan, "p", "p.csv").text);
+      EXPECT_EQ(tf.at("parallelism.data_parallel_replicate_degree"), "1");
+      EXPECT_EQ(tf.at("parallelism.data_parallel_shard_degree"), "16");
+      EXPECT_EQ(tf.at("parallelism.fsdp_reshard_after_forward"),
+                z == 3 ? "\"always\"" : "\"never\"");
+    }
+  }
   EXPECT_EQ(t.at("parallelism.tensor_parallel_degree"), "2");
   EXPECT_EQ(t.at("parallelism.context_parallel_degree"), "2");
   // The ring rotates shards with all-to-alls in torchtitan (its default gathers them all).
@@ -422,8 +464,9 @@ TEST(Frameworks, TorchtitanTomlReadsBackIntoThePlansConfiguration) {
             std::string::npos)
       << e.text;
   EXPECT_NE(e.text.find("\"layers.31\", \"norm\", \"output\"]"), std::string::npos) << e.text;
-  // ZeRO-0: plain replication (DDP).
+  // ZeRO-0: plain replication (DDP), without context parallelism (FSDP2 shards over it).
   plan.config.zero_stage = 0;
+  plan.config.context_parallel = 1;
   const auto t0 = parse_toml(export_plan(plan, Framework::kTorchtitan, "p", "p.csv").text);
   EXPECT_EQ(t0.at("parallelism.data_parallel_replicate_degree"), "4");
   EXPECT_EQ(t0.at("parallelism.data_parallel_shard_degree"), "1");
@@ -495,8 +538,9 @@ TEST(Frameworks, TorchtitanRunsVPlacementsOnlyAsItsOwnVSchedules) {
 
 TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
   // Llama 3 8B on 16 H100s: with --framework megatron every scored configuration's schedule is
-  // one Megatron runs, its layer split one Megatron expresses; with torchtitan no ZeRO-1, no
-  // offload and sequence parallelism with every t > 1. A subset never beats the whole space.
+  // one Megatron runs, its layer split one Megatron expresses; with torchtitan ZeRO-1 only under a
+  // pipeline, no offload and sequence parallelism with every t > 1. A subset never beats the whole
+  // space.
   const GeneratorRegistry reg = default_registry();
   PlanProblem pr;
   ASSERT_TRUE(model_preset("llama3-8b", &pr.model));
@@ -520,6 +564,7 @@ TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
     const SearchResult r = run_search(pr, space, reg, o);
     ASSERT_GT(r.all.size(), 10u);
     const CostModel model(pr, space);
+    int fsdp2_pipelined = 0;  // torchtitan's FSDP2 under a pipeline: ZeRO-1
     for (const Evaluated& e : r.all) {
       const ParallelConfig pc = parallel_from_config(space, e.config);
       StageCosts sc;
@@ -539,11 +584,18 @@ TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
       }
       EXPECT_TRUE(pc.zero_stage != 3 || pc.zero3_gather == "layer");  // as the frameworks do
       if (fw == Framework::kTorchtitan) {
-        EXPECT_NE(pc.zero_stage, 1);
+        // FSDP2: ZeRO-1 under a pipeline, ZeRO-2/3 without.
+        if (pc.pipeline_parallel > 1) {
+          EXPECT_LE(pc.zero_stage, 1);
+          fsdp2_pipelined += pc.zero_stage == 1;
+        } else {
+          EXPECT_NE(pc.zero_stage, 1);
+        }
         EXPECT_FALSE(pc.optimizer_offload);
         EXPECT_TRUE(pc.tensor_parallel == 1 || pc.sequence_parallel);
       }
     }
+    if (fw == Framework::kTorchtitan) EXPECT_GT(fsdp2_pipelined, 0);
     ASSERT_FALSE(r.top.empty());
     EXPECT_GE(r.top[0].iteration, all.top[0].iteration);
   }

@@ -75,7 +75,7 @@ TEST(ExportCli, WhatCannotBeExportedIsOneLineExit2AndNothingIsWritten) {
   const std::string plan = dir / "zb.yaml";
   std::string out;
   ASSERT_EQ(sh(kTool + " plan " + scenario +
-                   " --top 1 --des-top 0 --pp 4 --schedules zb-h1 --emit " + plan,
+                   " --top 1 --des-top 0 --pp 4 --zero 1 --schedules zb-h1 --emit " + plan,
                &out),
             0)
       << out;
