@@ -599,6 +599,25 @@ void keep_framework(const SearchConstraints& c, const ModelShape& m, SearchSpace
   }
 }
 
+// torchtitan's FSDP2 is ZeRO-1 under a pipeline and ZeRO-2/3 without one (frameworks.cc): when
+// the pipeline degrees and ZeRO stages left form no such pair, say so naming the flags instead of
+// reporting an empty search.
+void check_torchtitan_zero(const SearchConstraints& c, const std::set<int>& ps,
+                           const SearchSpace& s) {
+  if (c.framework != Framework::kTorchtitan || ps.empty()) return;
+  for (int p : ps)
+    for (int z : s.zero)
+      if (p > 1 ? z <= 1 : z != 1) return;
+  const bool pipelined = *ps.begin() > 1;
+  throw ConfigError(
+      "", flags({int_flag("--zero", c.zero), int_flag("--pp", c.pp), "--framework torchtitan"}),
+      pipelined ? "under a pipeline torchtitan's FSDP2 runs as ZeRO-1 (PyTorch's runtime "
+                  "reduces each stage's gradients once and keeps its weights gathered); expected "
+                  "--zero 0 or 1, or --pp 1"
+                : "without a pipeline torchtitan's FSDP2 reduce-scatters every microbatch's "
+                  "gradients and has no ZeRO-1; expected --zero 0, 2 or 3, or --pp above 1");
+}
+
 }  // namespace
 
 void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluster_gpus,
@@ -692,6 +711,7 @@ void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluste
   s->sequence_parallel = keep(s->sequence_parallel, c.sequence_parallel);
   s->offload = keep(s->offload, c.offload);
   if (c.framework != Framework::kAny) keep_framework(c, m, s);
+  check_torchtitan_zero(c, ps, *s);
   check_combinations(c, f_tpd, ts, ps, ds, *s);
 }
 

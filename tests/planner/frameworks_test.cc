@@ -4,12 +4,15 @@
 // setting and the nearest one it can; `--framework` keeps only what the framework runs.
 #include "planner/search/frameworks.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/lowering.h"
@@ -610,6 +613,32 @@ TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
     ADD_FAILURE() << "GPT-3 accepted for torchtitan";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "--framework torchtitan");
+  }
+  // FSDP2 is ZeRO-1 under a pipeline and ZeRO-2/3 without one: constraints that leave no such
+  // pair are refused before the search, naming the flags.
+  for (const auto& [pp, zero, says] :
+       {std::tuple{std::vector<int>{4, 8}, std::vector<int>{2, 3}, "expected --zero 0 or 1"},
+        std::tuple{std::vector<int>{1}, std::vector<int>{1}, "expected --zero 0, 2 or 3"}}) {
+    SearchSpace s = whole;
+    SearchConstraints z = c;
+    z.pp = pp;
+    z.zero = zero;
+    try {
+      constrain_space(z, pr.model, pr.num_gpus, &s);
+      ADD_FAILURE() << "no ZeRO stage torchtitan runs at these pipelines, yet accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), fmt::format("--zero {} --pp {} --framework torchtitan",
+                                     fmt::join(zero, ","), fmt::join(pp, ",")));
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+  {
+    SearchSpace s = whole;
+    SearchConstraints z = c;
+    z.pp = {1, 4};
+    z.zero = {1};  // ZeRO-1 at p = 4 is what FSDP2 runs there
+    constrain_space(z, pr.model, pr.num_gpus, &s);
+    EXPECT_EQ(s.zero, std::vector<int>{1});
   }
   // A scenario that reduces bf16 gradients rules out every torchtitan configuration: refused
   // before the search, naming the scenario's key.
