@@ -58,7 +58,7 @@ void full_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
       *cols = qkv;
       return;
     case kBqkv:
-      *cols = bias * qkv;
+      *cols = d.bias || d.qkv_bias ? qkv : 0;
       return;
     case kWo:
       *rows = d.heads * d.head_dim();
@@ -97,6 +97,14 @@ void full_shape(const ModelDims& d, int layer, int id, int* rows, int* cols) {
     case kLn2B:
       *cols = d.rmsnorm ? 0 : h;
       return;
+    case kQNormG:
+    case kKNormG:
+      *cols = d.qk_norm ? d.head_dim() : 0;
+      return;
+    case kQNormB:
+    case kKNormB:
+      *cols = d.qk_norm && !d.rmsnorm ? d.head_dim() : 0;
+      return;
     default:
       *cols = h;
       return;
@@ -130,6 +138,8 @@ double init_value(const ModelDims& d, int layer, int id, int gr, int gc) {
   switch (id) {
     case kLn1G:
     case kLn2G:
+    case kQNormG:
+    case kKNormG:
       return 1.0 + 0.1 * u;
     case kWqkv:
     case kWo:
@@ -177,24 +187,6 @@ Mat norm_backward(const Mat& d_out, const Mat& xhat, const Eigen::VectorXd& rstd
   return dx;
 }
 
-// Rotary positions on columns [0, width) of `m` (heads of `dh` columns each; row i is position
-// i % seq): pair (2j, 2j+1) turns by pos * 10000^(-2j/dh); `inverse` turns back (the transpose,
-// which is also how a gradient passes through the rotation).
-void rotate(Mat& m, int width, int dh, int seq, bool inverse) {
-  for (Eigen::Index i = 0; i < m.rows(); ++i) {
-    const double pos = static_cast<double>(i % seq);
-    for (int j = 0; 2 * j < dh; ++j) {
-      const double theta = pos * std::pow(10000.0, -2.0 * j / dh);
-      const double cs = std::cos(theta), sn = inverse ? -std::sin(theta) : std::sin(theta);
-      for (int c = 2 * j; c < width; c += dh) {
-        const double x0 = m(i, c), x1 = m(i, c + 1);
-        m(i, c) = x0 * cs - x1 * sn;
-        m(i, c + 1) = x0 * sn + x1 * cs;
-      }
-    }
-  }
-}
-
 void add_bias(Mat& m, const Mat& bias) {
   if (bias.size() > 0) m.rowwise() += bias.row(0);  // empty: the model has no linear biases
 }
@@ -215,12 +207,6 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
   need_positive(config.micro_batch_size, "parallel.micro_batch_size");
   // The executor runs the layer options ModelDims lists; a model beyond them is refused, never
   // run as something else.
-  if (shape.qk_layernorm || shape.qkv_bias)
-    throw ConfigError(source, shape.qk_layernorm ? "model.qk_layernorm" : "model.add_qkv_bias",
-                      "the executor runs MHA/GQA/MQA, GELU or SwiGLU, LayerNorm or RMSNorm, "
-                      "learned or rotary positions, with or without linear biases, dense or "
-                      "top-k MoE; expected no query/key norms and no q/k/v-only biases (plan "
-                      "and simulate take them)");
   if (shape.mla() || shape.mtp_num_layers > 0)
     throw ConfigError(source, shape.mla() ? "model.kv_lora_rank" : "model.mtp_num_layers",
                       shape.mla() ? "the executor runs MHA/GQA/MQA attention; expected no "
@@ -267,6 +253,8 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
   d.rmsnorm = shape.rmsnorm;
   d.rope = shape.rope;
   d.bias = shape.bias;
+  d.qkv_bias = shape.qkv_bias;
+  d.qk_norm = shape.qk_layernorm;
   d.experts = shape.num_experts;
   d.topk = shape.moe_router_topk;
   d.moe_ffn = shape.num_experts > 0 ? hw::expert_ffn_size(shape) : 0;
@@ -312,8 +300,10 @@ ModelDims make_plan_model_dims(const Plan& plan, std::uint64_t seed, const std::
 
 std::string tensor_name(int layer, int id) {
   static constexpr const char* kNames[kNumLayerParams] = {
-      "ln1.gamma", "ln1.beta", "wqkv", "bqkv", "wo",     "bo",        "ln2.gamma", "ln2.beta",
-      "w1",        "b1",       "w2",   "b2",   "router", "shared.w1", "shared.w2"};
+      "ln1.gamma",    "ln1.beta",    "wqkv",         "bqkv",       "wo",
+      "bo",           "ln2.gamma",   "ln2.beta",     "w1",         "b1",
+      "w2",           "b2",          "router",       "shared.w1",  "shared.w2",
+      "q_norm.gamma", "q_norm.beta", "k_norm.gamma", "k_norm.beta"};
   if (layer == kEmbeddingLayer) return id == 0 ? "embedding.tokens" : "embedding.positions";
   if (layer == kHeadLayer) return "head.w";
   return fmt::format("layer{}.{}", layer, kNames[id]);
@@ -491,6 +481,7 @@ Mat StageModel::layer_forward(int l, const Mat& x, LayerCache& c) {
                c.xhat1, c.rstd1, c.a);
   c.qkv = c.a * layer_tensor(l, kWqkv).value;
   add_bias(c.qkv, layer_tensor(l, kBqkv).value);
+  if (dims_.qk_norm) qk_norm_forward(l, c);
   attention_forward(c);
   Mat y = c.ctx * layer_tensor(l, kWo).value;
   all_reduce(y);
@@ -517,61 +508,64 @@ Mat StageModel::layer_forward(int l, const Mat& x, LayerCache& c) {
   return c.x1 + z;
 }
 
-void StageModel::attention_forward(LayerCache& c) const {
-  const int s = dims_.seq, dh = dims_.head_dim(), ql = dims_.local_hidden(), kl = dims_.local_kv();
-  const int lh = dims_.local_heads(), per_group = lh / dims_.local_kv_heads();
-  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-  if (dims_.rope) {  // queries and keys rotated by position; values as projected
-    c.qk_rot = c.qkv;
-    rotate(c.qk_rot, ql + kl, dh, s, false);
-  }
-  const Mat& src = dims_.rope ? c.qk_rot : c.qkv;
-  c.probs.resize(static_cast<Eigen::Index>(dims_.micro_batch) * lh * s, s);
-  c.ctx.resize(dims_.tokens(), ql);
-  for (int b = 0; b < dims_.micro_batch; ++b) {
-    for (int hd = 0; hd < lh; ++hd) {
-      const int g = hd / per_group;  // the key/value head this query head shares
-      const auto q = src.block(b * s, hd * dh, s, dh);
-      const auto k = src.block(b * s, ql + g * dh, s, dh);
-      const auto v = src.block(b * s, ql + kl + g * dh, s, dh);
-      auto p = c.probs.block((b * lh + hd) * s, 0, s, s);
-      p.noalias() = (q * k.transpose()) * scale;
-      for (int i = 0; i < s; ++i) {  // causal softmax over keys 0..i
-        const double mx = p.row(i).head(i + 1).maxCoeff();
-        p.row(i).head(i + 1) = (p.row(i).head(i + 1).array() - mx).exp();
-        p.row(i).head(i + 1) /= p.row(i).head(i + 1).sum();
-        p.row(i).tail(s - i - 1).setZero();
-      }
-      c.ctx.block(b * s, hd * dh, s, dh).noalias() = p * v;
-    }
-  }
+namespace {
+
+// Columns [col, col + heads * dh) of `m` as one row per (token, head): row i * heads + h.
+Mat head_rows(const Mat& m, int col, int heads, int dh) {
+  Mat r(m.rows() * heads, dh);
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (int h = 0; h < heads; ++h) r.row(i * heads + h) = m.block(i, col + h * dh, 1, dh);
+  return r;
 }
 
-Mat StageModel::attention_backward(const LayerCache& c, const Mat& d_ctx) const {
-  const int s = dims_.seq, dh = dims_.head_dim(), ql = dims_.local_hidden(), kl = dims_.local_kv();
-  const int lh = dims_.local_heads(), per_group = lh / dims_.local_kv_heads();
-  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-  const Mat& src = dims_.rope ? c.qk_rot : c.qkv;
-  // Key and value gradients sum over the query heads of their group.
-  Mat d_qkv = Mat::Zero(dims_.tokens(), ql + 2 * kl);
-  for (int b = 0; b < dims_.micro_batch; ++b) {
-    for (int hd = 0; hd < lh; ++hd) {
-      const int g = hd / per_group;
-      const auto q = src.block(b * s, hd * dh, s, dh);
-      const auto k = src.block(b * s, ql + g * dh, s, dh);
-      const auto v = src.block(b * s, ql + kl + g * dh, s, dh);
-      const auto p = c.probs.block((b * lh + hd) * s, 0, s, s);
-      const auto d_o = d_ctx.block(b * s, hd * dh, s, dh);
-      const Mat d_p = d_o * v.transpose();
-      const Eigen::VectorXd dot = (d_p.array() * p.array()).rowwise().sum();
-      const Mat d_s = (p.array() * (d_p.array().colwise() - dot.array())).matrix() * scale;
-      d_qkv.block(b * s, hd * dh, s, dh).noalias() = d_s * k;
-      d_qkv.block(b * s, ql + g * dh, s, dh).noalias() += d_s.transpose() * q;
-      d_qkv.block(b * s, ql + kl + g * dh, s, dh).noalias() += p.transpose() * d_o;
-    }
-  }
-  if (dims_.rope) rotate(d_qkv, ql + kl, dh, s, true);  // back through the rotation
-  return d_qkv;
+void put_head_rows(const Mat& r, int col, int heads, int dh, Mat& m) {
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (int h = 0; h < heads; ++h) m.block(i, col + h * dh, 1, dh) = r.row(i * heads + h);
+}
+
+}  // namespace
+
+// Megatron's q_layernorm / k_layernorm: the layer's norm (LayerNorm or RMSNorm) over each head's
+// head_dim channels, one weight shared by the heads, on the projected queries and keys before
+// the rotary positions; values pass unchanged.
+void StageModel::qk_norm_forward(int l, LayerCache& c) {
+  const int dh = dims_.head_dim(), lh = dims_.local_heads(), lk = dims_.local_kv_heads();
+  const int ql = dims_.local_hidden();
+  Mat out;
+  norm_forward(head_rows(c.qkv, 0, lh, dh), layer_tensor(l, kQNormG).value,
+               layer_tensor(l, kQNormB).value, dims_.rmsnorm, c.qn_hat, c.qn_rstd, out);
+  put_head_rows(out, 0, lh, dh, c.qkv);
+  norm_forward(head_rows(c.qkv, ql, lk, dh), layer_tensor(l, kKNormG).value,
+               layer_tensor(l, kKNormB).value, dims_.rmsnorm, c.kn_hat, c.kn_rstd, out);
+  put_head_rows(out, ql, lk, dh, c.qkv);
+}
+
+void StageModel::qk_norm_backward(int l, LayerCache& c) {
+  const int dh = dims_.head_dim(), lh = dims_.local_heads(), lk = dims_.local_kv_heads();
+  const int ql = dims_.local_hidden();
+  c.d_qn = head_rows(c.d_qkv, 0, lh, dh);
+  c.d_kn = head_rows(c.d_qkv, ql, lk, dh);
+  put_head_rows(
+      norm_backward(c.d_qn, c.qn_hat, c.qn_rstd, layer_tensor(l, kQNormG).value, dims_.rmsnorm), 0,
+      lh, dh, c.d_qkv);
+  put_head_rows(
+      norm_backward(c.d_kn, c.kn_hat, c.kn_rstd, layer_tensor(l, kKNormG).value, dims_.rmsnorm), ql,
+      lk, dh, c.d_qkv);
+}
+
+// A TP rank holds its own heads, so its share of the norms' gradients is partial: summed over
+// the tensor-parallel group, every rank holds the whole (the weights are replicated).
+void StageModel::qk_norm_weight_grads(int l, const LayerCache& c) {
+  auto acc = [&](int gamma, int beta, const Mat& d_out, const Mat& xhat) {
+    Mat g(dims_.rmsnorm ? 1 : 2, dims_.head_dim());
+    g.row(0) = (d_out.array() * xhat.array()).matrix().colwise().sum();
+    if (!dims_.rmsnorm) g.row(1) = d_out.colwise().sum();
+    all_reduce(g);
+    layer_tensor(l, gamma).grad += g.row(0);
+    if (!dims_.rmsnorm) layer_tensor(l, beta).grad += g.row(1);
+  };
+  acc(kQNormG, kQNormB, c.d_qn, c.qn_hat);
+  acc(kKNormG, kKNormB, c.d_kn, c.kn_hat);
 }
 
 void StageModel::backward_input(int mb, const Mat* d_output) {
@@ -614,6 +608,7 @@ Mat StageModel::layer_backward(int l, const Mat& dout, LayerCache& c) {
       dout + norm_backward(c.d_a2, c.xhat2, c.rstd2, layer_tensor(l, kLn2G).value, dims_.rmsnorm);
   const Mat d_ctx = c.d_y * layer_tensor(l, kWo).value.transpose();
   c.d_qkv = attention_backward(c, d_ctx);
+  if (dims_.qk_norm) qk_norm_backward(l, c);
   c.d_a = c.d_qkv * layer_tensor(l, kWqkv).value.transpose();
   all_reduce(c.d_a);
   return c.d_y +
@@ -647,6 +642,7 @@ void StageModel::layer_weight_grads(int l, const LayerCache& c) {
   acc_bias(kBo, c.d_y);
   acc(kWqkv, c.a, c.d_qkv);
   acc_bias(kBqkv, c.d_qkv);
+  if (dims_.qk_norm) qk_norm_weight_grads(l, c);
   layer_tensor(l, kLn1G).grad += (c.d_a.array() * c.xhat1.array()).matrix().colwise().sum();
   acc_bias(kLn1B, c.d_a);
 }

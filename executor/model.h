@@ -63,6 +63,8 @@ struct ModelDims {
   bool rmsnorm = false;        ///< RMSNorm (scale only): the norms' shift tensors are empty
   bool rope = false;           ///< rotary positions: the position table is empty
   bool bias = true;            ///< linear biases (empty tensors when false)
+  bool qkv_bias = false;       ///< biases on the q, k, v projection only (Qwen2's add_qkv_bias)
+  bool qk_norm = false;        ///< per-head norms of queries and keys, before RoPE (qk_layernorm)
   int experts = 0;             ///< routed experts of an MoE layer; 0 = dense model
   int topk = 0;                ///< experts per token
   int moe_ffn = 0;             ///< each expert's ffn width
@@ -91,7 +93,7 @@ struct ModelDims {
   bool gpt3_layer() const {
     return (groups == 0 || groups == heads) &&
            (kv_channels == 0 || kv_channels * heads == hidden) && !swiglu && !rmsnorm && !rope &&
-           bias && experts == 0;
+           bias && !qk_norm && experts == 0;
   }
 };
 
@@ -107,7 +109,8 @@ ModelDims make_plan_model_dims(const Plan& plan, std::uint64_t seed, const std::
 /// Per-layer parameter tensors in canonical order (index into LayerTensors).
 /// kRouter, kSharedW1 and kSharedW2 are empty on dense layers (and the shared expert's on MoE
 /// layers without one); on MoE layers kW1/kW2 stack the rank's experts and kB1/kB2 are empty
-/// (experts carry no biases).
+/// (experts carry no biases). kQNorm*/kKNorm* are the query and key norms (head_dim wide, shared by
+/// the heads, replicated over TP ranks; empty without qk_norm, the shifts also with RMSNorm).
 enum LayerParam : int {
   kLn1G,
   kLn1B,
@@ -123,9 +126,13 @@ enum LayerParam : int {
   kB2,
   kRouter,
   kSharedW1,
-  kSharedW2
+  kSharedW2,
+  kQNormG,
+  kQNormB,
+  kKNormG,
+  kKNormB
 };
-inline constexpr int kNumLayerParams = 15;
+inline constexpr int kNumLayerParams = 19;
 /// Non-layer tensors use these pseudo layer ids.
 inline constexpr int kEmbeddingLayer = -1;  ///< id 0 = token table (vocab x hidden), 1 = positions
 inline constexpr int kHeadLayer = -2;       ///< id 0 = output projection (hidden x vocab)
@@ -219,6 +226,10 @@ class StageModel {
   struct LayerCache {
     Mat x, xhat1, a, qkv, qk_rot, probs, ctx, x1, xhat2, a2, u, g;  // qk_rot: RoPE only
     Eigen::VectorXd rstd1, rstd2;
+    // qk_norm: the normalized queries and keys, one row per (token, head), their 1 / rms, and
+    // the gradients reaching the norms' outputs (saved by B for W).
+    Mat qn_hat, kn_hat, d_qn, d_kn;
+    Eigen::VectorXd qn_rstd, kn_rstd;
     Mat d_qkv, d_a, d_y, d_a2, d_u, d_z;  // saved by B for W
     // MoE layers (u, g, d_u then hold the received rows in local-expert order).
     Mat gates, ypair, xe, d_ye, d_router;  // gates: tokens x k; ypair: expert outputs by pair
@@ -252,6 +263,10 @@ class StageModel {
   void exchange(const Mat& send, const std::vector<int>& send_counts, Mat& recv,
                 std::vector<int>& recv_counts);
   Mat attention_backward(const LayerCache& c, const Mat& d_ctx) const;
+  // The query/key norms on c.qkv in place; back through them on c.d_qkv; their weight gradients.
+  void qk_norm_forward(int l, LayerCache& c);
+  void qk_norm_backward(int l, LayerCache& c);
+  void qk_norm_weight_grads(int l, const LayerCache& c);
   void layer_weight_grads(int l, const LayerCache& c);
   void all_reduce(Mat& m) {
     if (tp_ != nullptr && dims_.tp > 1) tp_->all_reduce_sum(m);

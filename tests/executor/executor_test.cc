@@ -65,6 +65,16 @@ ModelDims modern_dims(int tp) {
   return d;
 }
 
+// The modern layer with per-head query/key norms (Qwen3's qk_layernorm: RMSNorm over each head's
+// 6 channels, one weight per norm shared by the heads) and biases on q, k and v only (Qwen2's
+// add_qkv_bias); with `layernorm` the norms are LayerNorms (scale and shift).
+ModelDims qk_dims(int tp, bool layernorm = false) {
+  ModelDims d = modern_dims(tp);
+  d.qk_norm = d.qkv_bias = true;
+  d.rmsnorm = !layernorm;
+  return d;
+}
+
 // Today's MoE layer as the executor takes it from a plan (make_model_dims): the modern layer with
 // a top-2 of 4 experts MLP (each SwiGLU, 8 wide) on every layer from `first_dense` on.
 ModelDims moe_dims(int tp, int ep, int first_dense = 0, int shared = 0, double capacity = 0) {
@@ -131,6 +141,44 @@ TEST(StageModel, GradientsMatchFiniteDifferences) { check_finite_differences(tin
 // GQA, head dimension of its own, SwiGLU, RMSNorm, RoPE, no biases: the same independent check.
 TEST(StageModel, ModernLayerGradientsMatchFiniteDifferences) {
   check_finite_differences(modern_dims(1));
+}
+
+// Query/key norms (RMSNorm, and LayerNorm with its shift) and q/k/v-only biases: the same
+// independent check.
+TEST(StageModel, QueryKeyNormsAndQkvBiasGradientsMatchFiniteDifferences) {
+  check_finite_differences(qk_dims(1));
+  check_finite_differences(qk_dims(1, true));
+}
+
+// The norms' tensors are head_dim (6) wide, the q/k/v bias 48; the norms change the output (a
+// norm of scale about 1 on a query that is not unit-rms). Parameters by hand: the modern
+// layer's 880 + 48 (bqkv) + 6 + 6 (the norms' scales) = 940 per layer, two layers 1,880, plus
+// 88 + 88 (embedding and head) = 2,056; with LayerNorm, + 8 + 8 (the layer norms' shifts) + 6
+// + 6 (the q/k norms' shifts) per layer: 2,056 + 2 x 28 = 2,112.
+TEST(StageModel, QueryKeyNormsAndQkvBiasShapesAndParameterCount) {
+  const ModelDims d = qk_dims(1);
+  EXPECT_FALSE(d.gpt3_layer());  // the CUDA backends run the GPT-3 layer only
+  StageModel m(d, 0, 2, true, true, 0, 1, 1.0, nullptr);
+  EXPECT_EQ(m.num_parameters(), 2056);
+  StageModel ln(qk_dims(1, true), 0, 2, true, true, 0, 1, 1.0, nullptr);
+  EXPECT_EQ(ln.num_parameters(), 2112);
+  int rows = 0, cols = 0;
+  full_shape(d, 0, kBqkv, &rows, &cols);
+  EXPECT_EQ(cols, 48);
+  for (int id : {kQNormG, kKNormG}) {
+    full_shape(d, 0, id, &rows, &cols);
+    EXPECT_EQ(rows * cols, 6) << tensor_name(0, id);
+  }
+  full_shape(d, 0, kQNormB, &rows, &cols);
+  EXPECT_EQ(cols, 0);  // RMSNorm: no shift
+  EXPECT_EQ(tensor_name(1, kKNormG), "layer1.k_norm.gamma");
+  ModelDims plain = modern_dims(1);
+  plain.qkv_bias = true;  // the same weights (same seed) without the norms
+  StageModel a(d, 0, 2, true, true, 0, 1, 1.0, nullptr),
+      b(plain, 0, 2, true, true, 0, 1, 1.0, nullptr);
+  a.forward(0, nullptr, 0, true);
+  b.forward(0, nullptr, 0, true);
+  EXPECT_GT(std::abs(a.loss(0) - b.loss(0)), 1e-9);
 }
 
 // Two MoE layers (router, top-2 softmax gates, SwiGLU experts): the same independent check. The
@@ -250,7 +298,9 @@ void check_tiling(const ModelDims& d, std::initializer_list<int> ids, int layer 
           }
       }
     // Replicated: the router over every rank, the shared expert over the expert ranks.
-    const int copies = !d.is_moe(layer)                     ? 1
+    const bool qk_norm = id == kQNormG || id == kQNormB || id == kKNormG || id == kKNormB;
+    const int copies = qk_norm                              ? d.tp * d.ep
+                       : !d.is_moe(layer)                   ? 1
                        : id == kRouter                      ? d.tp * d.ep
                        : id == kSharedW1 || id == kSharedW2 ? d.ep
                                                             : 1;
@@ -265,6 +315,13 @@ TEST(StageModel, TensorParallelSlicesTileTheFullTensors) {
 // The same with grouped keys/values and SwiGLU's [gate | up] columns.
 TEST(StageModel, ModernTensorParallelSlicesTileTheFullTensors) {
   check_tiling(modern_dims(2), {kWqkv, kWo, kW1, kW2});
+}
+
+// The q/k/v bias split like the projection's columns; the query/key norms whole on every rank
+// (replicated: each element held twice at tp = 2).
+TEST(StageModel, QueryKeyNormsAreReplicatedAndTheQkvBiasSplitOverTensorParallelRanks) {
+  check_tiling(qk_dims(2), {kWqkv, kBqkv, kQNormG, kKNormG});
+  check_tiling(qk_dims(2, true), {kQNormB, kKNormB});
 }
 
 // Experts split 2 ways by expert parallelism and each 2 ways by tensor parallelism: the four
@@ -426,6 +483,15 @@ TEST(Executor, LoweredZbH1WithDataAndTensorParallelismMatchesReference) {
 // every gradient equals the unpipelined reference's.
 TEST(Executor, ModernLayerWithTensorAndDataParallelismMatchesReference) {
   const Job job = run_mpi(16, "--schedule zb-h1 --dp 2 --tp 2 --model modern");
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("RESULT match=1"), std::string::npos) << job.output;
+}
+
+// The same with Qwen3's query/key norms and Qwen2's q/k/v biases: each TP rank normalizes its own
+// heads, so the norms' weight gradients are partial until summed over the TP group in W (split
+// from B under ZB-H1).
+TEST(Executor, QueryKeyNormsWithTensorAndDataParallelismMatchReference) {
+  const Job job = run_mpi(16, "--schedule zb-h1 --dp 2 --tp 2 --model qk");
   EXPECT_EQ(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("RESULT match=1"), std::string::npos) << job.output;
 }

@@ -99,7 +99,7 @@ pw::Plan make_plan(const Args& a) {
       }
   }
   plan.model = {"test", a.layers, 16, 2, 32, 8, 32};
-  if (a.model == "modern" || a.model == "moe") {
+  if (a.model == "modern" || a.model == "moe" || a.model == "qk") {
     plan.model.num_attention_heads = 4;
     plan.model.num_query_groups = 2;
     plan.model.kv_channels = 6;
@@ -107,6 +107,10 @@ pw::Plan make_plan(const Args& a) {
     plan.model.swiglu = plan.model.rmsnorm = plan.model.rope = true;
     plan.model.untie_embeddings = true;
     plan.model.bias = false;
+  }
+  if (a.model == "qk") {  // Qwen3's query/key norms with Qwen2's q/k/v biases
+    plan.model.qk_layernorm = true;
+    plan.model.qkv_bias = true;
   }
   if (a.model == "moe") {
     plan.model.num_experts = 4;
