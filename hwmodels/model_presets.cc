@@ -29,9 +29,18 @@ ModelShape moe(ModelShape m, int experts, int topk, int expert_ffn) {
   return m;
 }
 
+// Qwen3: heads of 128 channels whatever the hidden size (kv_channels set only where heads x 128
+// is not the hidden size, as a config.json import gives it) and per-head query/key norms.
 ModelShape qwen3(ModelShape m) {
-  m.kv_channels = 128;
+  m.kv_channels = 128 * m.num_attention_heads == m.hidden_size ? 0 : 128;
   m.qk_layernorm = true;
+  return m;
+}
+
+// A dense Qwen3 (8 key/value heads); the three smallest tie the output layer to the embedding.
+ModelShape qwen3_dense(const char* name, int layers, int hidden, int heads, int ffn, bool tied) {
+  ModelShape m = qwen3(llama(name, layers, hidden, heads, 8, ffn, 4096, 151936));
+  m.untie_embeddings = !tied;
   return m;
 }
 
@@ -68,6 +77,9 @@ std::vector<ModelPreset> make_presets() {
   const char* zb =
       "Qi et al. 2023 (zero bubble), Table 3 shapes; seq_length 1024 and V = 51200 are "
       "pipewright assumptions";
+  const char* qwen3_source =
+      "Qwen3 technical report (2025), the Qwen/Qwen3 config.json files and torchtitan's qwen3 "
+      "flavors; sequence 4096 is the report's first pre-training stage";
   return {
       preset("gpt3-175b", 96, 12288, 96, 2048, 51200, "Brown et al. 2020; Narayanan et al. SC21"),
       preset("megatron-1.7b", 24, 2304, 24, 2048, 51200, weak),
@@ -108,6 +120,12 @@ std::vector<ModelPreset> make_presets() {
        "Jiang et al. 2024 (Mixtral), Table 1; sequence 4096 is a pipewright choice"},
       {moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 4096, 32768), 8, 2, 16384),
        "mistralai/Mixtral-8x22B-v0.1 config.json; sequence 4096 is a pipewright choice"},
+      {qwen3_dense("qwen3-0.6b", 28, 1024, 16, 3072, true), qwen3_source},
+      {qwen3_dense("qwen3-1.7b", 28, 2048, 16, 6144, true), qwen3_source},
+      {qwen3_dense("qwen3-4b", 36, 2560, 32, 9728, true), qwen3_source},
+      {qwen3_dense("qwen3-8b", 36, 4096, 32, 12288, false), qwen3_source},
+      {qwen3_dense("qwen3-14b", 40, 5120, 40, 17408, false), qwen3_source},
+      {qwen3_dense("qwen3-32b", 64, 5120, 64, 25600, false), qwen3_source},
       {qwen3(moe(llama("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 4096, 151936), 128, 8, 768)),
        "Qwen3 technical report (2025), Qwen/Qwen3-30B-A3B config.json; "
        "shared/reference/h100-runs.md"},

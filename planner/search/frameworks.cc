@@ -71,6 +71,12 @@ constexpr Flavor kTorchtitanFlavors[] = {
     {"llama3-8b", "llama3", "8B"},
     {"llama3-70b", "llama3", "70B"},
     {"llama3.1-405b", "llama3", "405B"},
+    {"qwen3-0.6b", "qwen3", "0.6B"},
+    {"qwen3-1.7b", "qwen3", "1.7B"},
+    {"qwen3-4b", "qwen3", "4B"},
+    {"qwen3-8b", "qwen3", "8B"},
+    {"qwen3-14b", "qwen3", "14B"},
+    {"qwen3-32b", "qwen3", "32B"},
     {"qwen3-30b-a3b", "qwen3", "30B-A3B"},
     {"qwen3-235b-a22b", "qwen3", "235B-A22B"},
 };

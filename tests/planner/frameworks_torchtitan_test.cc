@@ -1,10 +1,12 @@
 // torchtitan's launch configuration: the TOML of a plan read back into the plan's configuration,
 // custom orders as the PyTorch CSV torchtitan loads (read back by the project's own importer),
 // and the V placements it runs only as its own classes.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "core/pytorch_csv.h"
+#include "hwmodels/model_presets.h"
 #include "planner/search/frameworks.h"
 #include "tests/planner/frameworks_test_util.h"
 
@@ -154,6 +156,25 @@ TEST(Frameworks, TorchtitanRunsVPlacementsOnlyAsItsOwnVSchedules) {
             ScheduleSupport::kNone);
   EXPECT_EQ(framework_schedule_support(Framework::kTorchtitan, "zb-h1", 1, false),
             ScheduleSupport::kCsv);
+}
+
+// torchtitan's dense Qwen3 flavors (torchtitan/models/qwen3: 0.6B to 32B) are the presets'
+// shapes; a plan of each exports under its flavor, and a shape no flavor has is refused.
+TEST(Frameworks, TorchtitanTakesTheDenseQwen3Flavors) {
+  for (const auto& [preset, flavor] :
+       {std::pair{"qwen3-0.6b", "0.6B"}, std::pair{"qwen3-1.7b", "1.7B"},
+        std::pair{"qwen3-4b", "4B"}, std::pair{"qwen3-8b", "8B"}, std::pair{"qwen3-14b", "14B"},
+        std::pair{"qwen3-32b", "32B"}}) {
+    SCOPED_TRACE(preset);
+    const int layers = hw::find_model_preset(preset)->shape.num_layers;
+    const Plan plan = make_plan(preset, "1f1b", 1, 1, 4, 2, 1, std::vector<int>(4, layers / 4));
+    const auto t = parse_toml(export_plan(plan, Framework::kTorchtitan, "p", "p.csv").text);
+    EXPECT_EQ(t.at("model.name"), "\"qwen3\"");
+    EXPECT_EQ(t.at("model.flavor"), fmt::format("\"{}\"", flavor));
+  }
+  Plan other = make_plan("qwen3-8b", "1f1b", 1, 1, 4, 2, 1, std::vector<int>(4, 9));
+  other.model.ffn_hidden_size = 12000;
+  EXPECT_EQ(refusal_key(other, Framework::kTorchtitan).rfind("model | ", 0), 0u);
 }
 
 }  // namespace
