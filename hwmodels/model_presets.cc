@@ -22,6 +22,12 @@ ModelShape llama(const char* name, int layers, int hidden, int heads, int kv, in
   return m;
 }
 
+// The output layer shares the embedding's weights (tie_word_embeddings).
+ModelShape tied(ModelShape m) {
+  m.untie_embeddings = false;
+  return m;
+}
+
 ModelShape moe(ModelShape m, int experts, int topk, int expert_ffn) {
   m.num_experts = experts;
   m.moe_router_topk = topk;
@@ -38,10 +44,9 @@ ModelShape qwen3(ModelShape m) {
 }
 
 // A dense Qwen3 (8 key/value heads); the three smallest tie the output layer to the embedding.
-ModelShape qwen3_dense(const char* name, int layers, int hidden, int heads, int ffn, bool tied) {
-  ModelShape m = qwen3(llama(name, layers, hidden, heads, 8, ffn, 4096, 151936));
-  m.untie_embeddings = !tied;
-  return m;
+ModelShape qwen3_dense(const char* name, int layers, int hidden, int heads, int ffn, bool tie) {
+  const ModelShape m = qwen3(llama(name, layers, hidden, heads, 8, ffn, 4096, 151936));
+  return tie ? tied(m) : m;
 }
 
 // DeepSeek-V3 (671B): multi-head latent attention (128 heads, query latent 1536, key/value
@@ -114,6 +119,12 @@ std::vector<ModelPreset> make_presets() {
        "Dubey et al. 2024 (Llama 3), Table 3; shared/reference/h100-runs.md"},
       {llama("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256),
        "Dubey et al. 2024 (Llama 3), Table 3; shared/reference/h100-runs.md"},
+      {tied(llama("llama3.2-1b", 16, 2048, 32, 8, 8192, 8192, 128256)),
+       "Meta 2024, meta-llama/Llama-3.2-1B config.json (output layer tied to the embedding); "
+       "torchtitan's llama3 1B flavor, NeMo's Llama32Config1B"},
+      {tied(llama("llama3.2-3b", 28, 3072, 24, 8, 8192, 8192, 128256)),
+       "Meta 2024, meta-llama/Llama-3.2-3B config.json (output layer tied to the embedding); "
+       "torchtitan's llama3 3B flavor, NeMo's Llama32Config3B"},
       {llama("llama3.1-405b", 126, 16384, 128, 8, 53248, 8192, 128256),
        "Dubey et al. 2024 (Llama 3), Table 3 (405B: 126 layers, h 16384, FFN 53248)"},
       {moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 4096, 32000), 8, 2, 14336),

@@ -68,6 +68,8 @@ const char* native_name(Framework fw, const std::string& schedule) {
 namespace {
 
 constexpr Flavor kTorchtitanFlavors[] = {
+    {"llama3.2-1b", "llama3", "1B"},
+    {"llama3.2-3b", "llama3", "3B"},
     {"llama3-8b", "llama3", "8B"},
     {"llama3-70b", "llama3", "70B"},
     {"llama3.1-405b", "llama3", "405B"},
@@ -85,6 +87,8 @@ constexpr Flavor kTorchtitanFlavors[] = {
 constexpr Flavor kNemoRecipes[] = {
     {"gpt3-175b", "gpt3_175b", ""},
     {"llama2-7b", "llama2_7b", ""},
+    {"llama3.2-1b", "llama32_1b", ""},
+    {"llama3.2-3b", "llama32_3b", ""},
     {"llama3-8b", "llama3_8b", ""},
     {"llama3-70b", "llama3_70b", ""},
     {"llama3.1-405b", "llama31_405b", ""},

@@ -292,12 +292,13 @@ std::map<std::string, std::string> parse_overrides(const std::string& text) {
 }
 
 // NeMo 2's dense Qwen3 recipes (nemo/collections/llm/recipes/qwen3_*.py, Qwen3Config600M to
-// Qwen3Config32B: the presets' shapes) by name.
-TEST(Frameworks, NemoTakesTheDenseQwen3Recipes) {
+// Qwen3Config32B) and Llama 3.2 ones (llama32_1b/3b.py): the presets' shapes, by name.
+TEST(Frameworks, NemoTakesTheSmallDenseRecipes) {
   for (const auto& [preset, factory] :
        {std::pair{"qwen3-0.6b", "qwen3_600m"}, std::pair{"qwen3-1.7b", "qwen3_1p7b"},
         std::pair{"qwen3-4b", "qwen3_4b"}, std::pair{"qwen3-8b", "qwen3_8b"},
-        std::pair{"qwen3-14b", "qwen3_14b"}, std::pair{"qwen3-32b", "qwen3_32b"}}) {
+        std::pair{"qwen3-14b", "qwen3_14b"}, std::pair{"qwen3-32b", "qwen3_32b"},
+        std::pair{"llama3.2-1b", "llama32_1b"}, std::pair{"llama3.2-3b", "llama32_3b"}}) {
     const int layers = hw::find_model_preset(preset)->shape.num_layers;
     const Plan plan = make_plan(preset, "1f1b", 1, 1, 4, 2, 1, std::vector<int>(4, layers / 4));
     const std::string text = export_plan(plan, Framework::kNemo, "p", "").text;

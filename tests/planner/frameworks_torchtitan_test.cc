@@ -158,18 +158,21 @@ TEST(Frameworks, TorchtitanRunsVPlacementsOnlyAsItsOwnVSchedules) {
             ScheduleSupport::kCsv);
 }
 
-// torchtitan's dense Qwen3 flavors (torchtitan/models/qwen3: 0.6B to 32B) are the presets'
-// shapes; a plan of each exports under its flavor, and a shape no flavor has is refused.
-TEST(Frameworks, TorchtitanTakesTheDenseQwen3Flavors) {
+// torchtitan's dense Qwen3 flavors (torchtitan/models/qwen3: 0.6B to 32B) and its Llama 3.2
+// ones (llama3 1B, 3B) are the presets' shapes; a plan of each exports under its flavor, and a
+// shape no flavor has is refused.
+TEST(Frameworks, TorchtitanTakesTheSmallDenseFlavors) {
   for (const auto& [preset, flavor] :
        {std::pair{"qwen3-0.6b", "0.6B"}, std::pair{"qwen3-1.7b", "1.7B"},
         std::pair{"qwen3-4b", "4B"}, std::pair{"qwen3-8b", "8B"}, std::pair{"qwen3-14b", "14B"},
-        std::pair{"qwen3-32b", "32B"}}) {
+        std::pair{"qwen3-32b", "32B"}, std::pair{"llama3.2-1b", "1B"},
+        std::pair{"llama3.2-3b", "3B"}}) {
     SCOPED_TRACE(preset);
     const int layers = hw::find_model_preset(preset)->shape.num_layers;
     const Plan plan = make_plan(preset, "1f1b", 1, 1, 4, 2, 1, std::vector<int>(4, layers / 4));
     const auto t = parse_toml(export_plan(plan, Framework::kTorchtitan, "p", "p.csv").text);
-    EXPECT_EQ(t.at("model.name"), "\"qwen3\"");
+    EXPECT_EQ(t.at("model.name"),
+              std::string(preset).starts_with("qwen3") ? "\"qwen3\"" : "\"llama3\"");
     EXPECT_EQ(t.at("model.flavor"), fmt::format("\"{}\"", flavor));
   }
   Plan other = make_plan("qwen3-8b", "1f1b", 1, 1, 4, 2, 1, std::vector<int>(4, 9));

@@ -1,6 +1,9 @@
-// The dense Qwen3 presets (0.6B to 32B): parameter counts from the layer formula written here and
-// against the model cards' published figures, and a config.json import giving the preset's shape.
+// The small dense presets (Qwen3 0.6B to 32B, Llama 3.2 1B and 3B): parameter counts from the
+// layer formula written here and against the model cards' published figures, and a config.json
+// import giving the preset's shape.
 #include <gtest/gtest.h>
+
+#include <tuple>
 
 #include "hwmodels/hf_config.h"
 #include "hwmodels/transformer.h"
@@ -29,7 +32,7 @@ constexpr Qwen3Dense kQwen3[] = {
     {"qwen3-32b", 64, 5120, 64, 25600, false, 32.8, 31.2, 0.1},
 };
 
-TEST(Qwen3Dense, ParameterCountsFollowTheLayerFormulaAndTheModelCards) {
+TEST(SmallDensePresets, ParameterCountsFollowTheLayerFormulaAndTheModelCards) {
   constexpr double kVocab = 151936, kHeadDim = 128, kKvHeads = 8;
   for (const Qwen3Dense& q : kQwen3) {
     SCOPED_TRACE(q.name);
@@ -73,7 +76,7 @@ constexpr const char* kQwen3_0_6b = R"({
   "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
   "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
 
-TEST(Qwen3Dense, HuggingFaceConfigGivesThePresetsShape) {
+TEST(SmallDensePresets, HuggingFaceConfigGivesThePresetsShape) {
   for (const auto& [text, name] :
        {std::pair{kQwen3_8b, "qwen3-8b"}, std::pair{kQwen3_0_6b, "qwen3-0.6b"}}) {
     SCOPED_TRACE(name);
@@ -84,6 +87,47 @@ TEST(Qwen3Dense, HuggingFaceConfigGivesThePresetsShape) {
   }
   EXPECT_EQ(preset("qwen3-0.6b").kv_channels, 128);
   EXPECT_EQ(preset("qwen3-8b").kv_channels, 0);  // 32 heads x 128 = 4096, the hidden size
+}
+
+// Llama 3.2 1B and 3B: 16 / 28 layers of h 2048 / 3072 (32 / 24 heads of 64 / 128, 8 key/value
+// heads), SwiGLU 8192, the 128,256-token embedding shared with the output layer. Per layer: q
+// and o h x h each, k and v h x 8 d_head each, the MLP 3 h x 8192, two RMSNorms; plus the
+// embedding and the final norm. The model cards' "1.23B" and "3.21B".
+TEST(SmallDensePresets, Llama32CountsFollowTheLayerFormula) {
+  for (const auto& [name, layers, h, heads, card] :
+       {std::tuple{"llama3.2-1b", 16, 2048.0, 32, 1.23},
+        std::tuple{"llama3.2-3b", 28, 3072.0, 24, 3.21}}) {
+    SCOPED_TRACE(name);
+    const double kv = 8 * (h / heads);
+    const double layer = 2 * h * h + 2 * h * kv + 3 * h * 8192 + 2 * h;
+    const double total = layers * layer + 128256 * h + h;
+    EXPECT_EQ(parameter_count(preset(name)), total);
+    EXPECT_GE(total / 1e9, card);  // the cards truncate to 0.01 B
+    EXPECT_LT(total / 1e9, card + 0.01);
+    EXPECT_FALSE(preset(name).untie_embeddings);
+  }
+  EXPECT_EQ(parameter_count(preset("llama3.2-1b")), 1'235'814'400.0);
+  EXPECT_EQ(parameter_count(preset("llama3.2-3b")), 3'212'749'824.0);
+}
+
+// meta-llama/Llama-3.2-1B config.json (its Llama 3 RoPE scaling changes no cost).
+constexpr const char* kLlama32_1b = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu",
+  "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
+  "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 32.0,
+  "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192,
+  "rope_type": "llama3"}, "rope_theta": 500000.0, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "transformers_version": "4.45.0.dev0", "use_cache": true,
+  "vocab_size": 128256})";
+
+TEST(SmallDensePresets, Llama32ConfigGivesThePresetsShape) {
+  ModelShape m = parse_hf_config(kLlama32_1b, "llama32/config.json");
+  m.name = "llama3.2-1b";
+  m.seq_length = 8192;
+  EXPECT_EQ(m, preset("llama3.2-1b"));
 }
 
 }  // namespace
