@@ -49,6 +49,13 @@ ModelShape qwen3_dense(const char* name, int layers, int hidden, int heads, int 
   return tie ? tied(m) : m;
 }
 
+// Qwen2.5: a Llama-style decoder with biases on the q, k, v projection only.
+ModelShape qwen25(const char* name, int layers, int hidden, int heads, int kv, int ffn) {
+  ModelShape m = llama(name, layers, hidden, heads, kv, ffn, 4096, 152064);
+  m.qkv_bias = true;
+  return m;
+}
+
 // DeepSeek-V3 (671B): multi-head latent attention (128 heads, query latent 1536, key/value
 // latent 512, per-head query/key 128 + 64 rotary, value 128), three dense layers (FFN 18432)
 // then MoE layers of 256 routed experts (top 8, width 2048) and one shared expert; RMSNorm,
@@ -82,6 +89,9 @@ std::vector<ModelPreset> make_presets() {
   const char* zb =
       "Qi et al. 2023 (zero bubble), Table 3 shapes; seq_length 1024 and V = 51200 are "
       "pipewright assumptions";
+  const char* qwen25_source =
+      "Qwen2.5 technical report (2024), the Qwen/Qwen2.5 config.json files and NeMo's "
+      "Qwen25Config classes; sequence 4096 is NeMo's Qwen2Config default";
   const char* qwen3_source =
       "Qwen3 technical report (2025), the Qwen/Qwen3 config.json files and torchtitan's qwen3 "
       "flavors; sequence 4096 is the report's first pre-training stage";
@@ -131,6 +141,10 @@ std::vector<ModelPreset> make_presets() {
        "Jiang et al. 2024 (Mixtral), Table 1; sequence 4096 is a pipewright choice"},
       {moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 4096, 32768), 8, 2, 16384),
        "mistralai/Mixtral-8x22B-v0.1 config.json; sequence 4096 is a pipewright choice"},
+      {qwen25("qwen2.5-7b", 28, 3584, 28, 4, 18944), qwen25_source},
+      {qwen25("qwen2.5-14b", 48, 5120, 40, 8, 13824), qwen25_source},
+      {qwen25("qwen2.5-32b", 64, 5120, 40, 8, 27648), qwen25_source},
+      {qwen25("qwen2.5-72b", 80, 8192, 64, 8, 29568), qwen25_source},
       {qwen3_dense("qwen3-0.6b", 28, 1024, 16, 3072, true), qwen3_source},
       {qwen3_dense("qwen3-1.7b", 28, 2048, 16, 6144, true), qwen3_source},
       {qwen3_dense("qwen3-4b", 36, 2560, 32, 9728, true), qwen3_source},

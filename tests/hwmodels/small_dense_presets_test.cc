@@ -110,6 +110,46 @@ TEST(SmallDensePresets, Llama32CountsFollowTheLayerFormula) {
   EXPECT_EQ(parameter_count(preset("llama3.2-3b")), 3'212'749'824.0);
 }
 
+// Qwen2.5 7B to 72B: Llama-style layers with biases on q, k and v (heads of h / heads), the
+// 152,064-token embedding and an untied output layer. Per layer: q and o h x h, k and v
+// h x kv d_head, the q/k/v bias h + 2 kv d_head, two RMSNorms, the MLP 3 h f; plus both
+// vocabulary matrices and the final norm.
+TEST(SmallDensePresets, Qwen25CountsFollowTheLayerFormula) {
+  for (const auto& [name, layers, h, heads, kv, f] :
+       {std::tuple{"qwen2.5-7b", 28, 3584.0, 28, 4, 18944.0},
+        std::tuple{"qwen2.5-14b", 48, 5120.0, 40, 8, 13824.0},
+        std::tuple{"qwen2.5-32b", 64, 5120.0, 40, 8, 27648.0},
+        std::tuple{"qwen2.5-72b", 80, 8192.0, 64, 8, 29568.0}}) {
+    SCOPED_TRACE(name);
+    const double k = kv * (h / heads);
+    const double layer = 2 * h * h + 2 * h * k + (h + 2 * k) + 2 * h + 3 * h * f;
+    EXPECT_EQ(parameter_count(preset(name)), layers * layer + 2 * 152064 * h + h);
+    EXPECT_TRUE(preset(name).qkv_bias);
+    EXPECT_FALSE(preset(name).bias);
+  }
+  // Qwen2.5-7B by hand: 28 x 233,057,792 + 2 x 152,064 x 3,584 + 3,584 (the card's 7.61B).
+  EXPECT_EQ(parameter_count(preset("qwen2.5-7b")), 7'615'616'512.0);
+}
+
+// Qwen/Qwen2.5-7B config.json: qwen2 configs carry no attention_bias field, and their q/k/v
+// biases are always on.
+constexpr const char* kQwen25_7b = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+  "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 3584, "initializer_range": 0.02,
+  "intermediate_size": 18944, "max_position_embeddings": 131072, "max_window_layers": 28,
+  "model_type": "qwen2", "num_attention_heads": 28, "num_hidden_layers": 28,
+  "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+  "sliding_window": 131072, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.1", "use_cache": true, "use_sliding_window": false,
+  "vocab_size": 152064})";
+
+TEST(SmallDensePresets, Qwen25ConfigGivesThePresetsShape) {
+  ModelShape m = parse_hf_config(kQwen25_7b, "qwen25/config.json");
+  m.name = "qwen2.5-7b";
+  m.seq_length = 4096;
+  EXPECT_EQ(m, preset("qwen2.5-7b"));
+}
+
 // meta-llama/Llama-3.2-1B config.json (its Llama 3 RoPE scaling changes no cost).
 constexpr const char* kLlama32_1b = R"({
   "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,

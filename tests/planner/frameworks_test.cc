@@ -292,13 +292,16 @@ std::map<std::string, std::string> parse_overrides(const std::string& text) {
 }
 
 // NeMo 2's dense Qwen3 recipes (nemo/collections/llm/recipes/qwen3_*.py, Qwen3Config600M to
-// Qwen3Config32B) and Llama 3.2 ones (llama32_1b/3b.py): the presets' shapes, by name.
+// Qwen3Config32B), Llama 3.2 ones (llama32_1b/3b.py) and Qwen2.5 ones (qwen25_7b ... 72b.py):
+// the presets' shapes, by name.
 TEST(Frameworks, NemoTakesTheSmallDenseRecipes) {
   for (const auto& [preset, factory] :
        {std::pair{"qwen3-0.6b", "qwen3_600m"}, std::pair{"qwen3-1.7b", "qwen3_1p7b"},
         std::pair{"qwen3-4b", "qwen3_4b"}, std::pair{"qwen3-8b", "qwen3_8b"},
         std::pair{"qwen3-14b", "qwen3_14b"}, std::pair{"qwen3-32b", "qwen3_32b"},
-        std::pair{"llama3.2-1b", "llama32_1b"}, std::pair{"llama3.2-3b", "llama32_3b"}}) {
+        std::pair{"llama3.2-1b", "llama32_1b"}, std::pair{"llama3.2-3b", "llama32_3b"},
+        std::pair{"qwen2.5-7b", "qwen25_7b"}, std::pair{"qwen2.5-14b", "qwen25_14b"},
+        std::pair{"qwen2.5-32b", "qwen25_32b"}, std::pair{"qwen2.5-72b", "qwen25_72b"}}) {
     const int layers = hw::find_model_preset(preset)->shape.num_layers;
     const Plan plan = make_plan(preset, "1f1b", 1, 1, 4, 2, 1, std::vector<int>(4, layers / 4));
     const std::string text = export_plan(plan, Framework::kNemo, "p", "").text;
