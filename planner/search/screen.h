@@ -231,7 +231,22 @@ class CostModel {
     std::vector<ExpertNet> expert;
   };
   bool layer_split(const SearchConfig& c, std::vector<int>* layers) const;
+  /// The configuration's figures per stage and device (screen_fill.cc).
   void fill(const SearchConfig& c, StageCosts* out) const;
+  // One stage's figures in fill(). They depend on its layer count, its MoE layers and its role
+  // (embedding, loss, multi-token prediction depths), not on where it sits: stages alike are
+  // computed once.
+  struct StageEval {
+    int layers = -1, nm = 0;
+    bool first = false, last = false, mtp = false;
+    double f = 0, b = 0, w = 0, r = 0, act = 0, act_w = 0, act_r = 0, params = 0, gather = 0;
+    double expert = 0, layer_params = 0, gathered = 0, stage_red = 0, stage_gather = 0;
+    double stage_rs = 0, buf = 0, first_bucket = 0;
+    std::array<double, 2> one_gather{0, 0}, stage_rs_link{0, 0}, gather_link{0, 0};
+  };
+  struct FillContext;
+  StageEval eval_stage(const FillContext& x, int layer_begin, int layers, int nm,
+                       hw::StageRole role) const;
   // One layer's figures for (t, cp, ep, expert TP 1 or t, fp8, b, sp, recompute).
   struct LayerKey {
     int t = 1, cp = 1, ep = 1, etp1 = 0, fp8 = 0, b = 1;

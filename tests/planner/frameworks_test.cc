@@ -472,7 +472,9 @@ TEST(Frameworks, FrameworkConstraintKeepsOnlyWhatTheFrameworkRuns) {
         EXPECT_TRUE(pc.tensor_parallel == 1 || pc.sequence_parallel);
       }
     }
-    if (fw == Framework::kTorchtitan) EXPECT_GT(fsdp2_pipelined, 0);
+    if (fw == Framework::kTorchtitan) {
+      EXPECT_GT(fsdp2_pipelined, 0);
+    }
     ASSERT_FALSE(r.top.empty());
     EXPECT_GE(r.top[0].iteration, all.top[0].iteration);
   }
