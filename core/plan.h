@@ -21,9 +21,13 @@ struct ModelShape {
   int seq_length = 0;
   int vocab_size = 0;
   // Attention (Megatron names): grouped-query attention when 0 < num_query_groups < heads.
-  int num_query_groups = 0;       ///< key/value heads; 0 = num_attention_heads (multi-head)
-  int kv_channels = 0;            ///< head dimension; 0 = hidden_size / num_attention_heads
-  bool qk_layernorm = false;      ///< per-head norms of queries and keys (Qwen3)
+  int num_query_groups = 0;   ///< key/value heads; 0 = num_attention_heads (multi-head)
+  int kv_channels = 0;        ///< head dimension; 0 = hidden_size / num_attention_heads
+  bool qk_layernorm = false;  ///< per-head norms of queries and keys (Qwen3)
+  /// Sliding-window attention in every layer (Megatron --window-size W,0; a config.json's
+  /// sliding_window): a query attends to itself and the W tokens before it; 0 = none (so is a
+  /// window of at least seq_length - 1, which masks nothing).
+  int window_size = 0;
   bool swiglu = false;            ///< gated MLP: ffn_hidden_size is the gate's (and up's) width
   bool rmsnorm = false;           ///< RMSNorm (scale only) instead of LayerNorm (scale and shift)
   bool untie_embeddings = false;  ///< untie_embeddings_and_output_weights

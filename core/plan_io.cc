@@ -96,6 +96,7 @@ const std::vector<std::string>& model_shape_keys() {
                                                  "vocab_size",
                                                  "num_query_groups",
                                                  "kv_channels",
+                                                 "window_size",
                                                  "qk_layernorm",
                                                  "swiglu",
                                                  "normalization",
@@ -135,6 +136,7 @@ Doc model_to_doc(const ModelShape& m) {
   const ModelShape def;
   if (m.num_query_groups != def.num_query_groups) d["num_query_groups"] = m.num_query_groups;
   if (m.kv_channels != def.kv_channels) d["kv_channels"] = m.kv_channels;
+  if (m.window_size != def.window_size) d["window_size"] = m.window_size;
   if (m.qk_layernorm != def.qk_layernorm) d["qk_layernorm"] = m.qk_layernorm;
   if (m.swiglu != def.swiglu) d["swiglu"] = m.swiglu;
   if (m.rmsnorm != def.rmsnorm) d["normalization"] = "RMSNorm";
@@ -182,6 +184,7 @@ ModelShape model_from_doc(const Doc& d, const R& r) {
   };
   opt_int("num_query_groups", &m.num_query_groups);
   opt_int("kv_channels", &m.kv_channels);
+  opt_int("window_size", &m.window_size);
   opt_int("q_lora_rank", &m.q_lora_rank);
   opt_int("kv_lora_rank", &m.kv_lora_rank);
   opt_int("qk_head_dim", &m.qk_head_dim);

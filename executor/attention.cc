@@ -1,5 +1,7 @@
 // Causal self-attention of StageModel (executor/model.h): rotary positions, grouped keys and
-// values, and the per-head query/key norms (Qwen3, OLMo 2: Megatron's qk_layernorm).
+// values, the per-head query/key norms (Qwen3, OLMo 2: Megatron's qk_layernorm) and a sliding
+// window (Mistral: Megatron's window_size).
+#include <algorithm>
 #include <cmath>
 
 #include "executor/model.h"
@@ -47,10 +49,12 @@ void StageModel::attention_forward(LayerCache& c) const {
       const auto v = src.block(b * s, ql + kl + g * dh, s, dh);
       auto p = c.probs.block((b * lh + hd) * s, 0, s, s);
       p.noalias() = (q * k.transpose()) * scale;
-      for (int i = 0; i < s; ++i) {  // causal softmax over keys 0..i
-        const double mx = p.row(i).head(i + 1).maxCoeff();
-        p.row(i).head(i + 1) = (p.row(i).head(i + 1).array() - mx).exp();
-        p.row(i).head(i + 1) /= p.row(i).head(i + 1).sum();
+      for (int i = 0; i < s; ++i) {  // causal softmax over keys lo..i (0..i without a window)
+        const int lo = dims_.window > 0 ? std::max(0, i - dims_.window) : 0, n = i + 1 - lo;
+        const double mx = p.row(i).segment(lo, n).maxCoeff();
+        p.row(i).segment(lo, n) = (p.row(i).segment(lo, n).array() - mx).exp();
+        p.row(i).segment(lo, n) /= p.row(i).segment(lo, n).sum();
+        p.row(i).head(lo).setZero();
         p.row(i).tail(s - i - 1).setZero();
       }
       c.ctx.block(b * s, hd * dh, s, dh).noalias() = p * v;

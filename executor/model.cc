@@ -255,6 +255,7 @@ ModelDims make_model_dims(const ModelShape& shape, const ParallelConfig& config,
   d.bias = shape.bias;
   d.qkv_bias = shape.qkv_bias;
   d.qk_norm = shape.qk_layernorm;
+  d.window = static_cast<int>(hw::attention_window(shape));
   d.experts = shape.num_experts;
   d.topk = shape.moe_router_topk;
   d.moe_ffn = shape.num_experts > 0 ? hw::expert_ffn_size(shape) : 0;

@@ -57,14 +57,15 @@ struct ModelDims {
   int micro_batch = 1;  ///< sequences per microbatch
   int tp = 1;           ///< tensor-parallel degree
   std::uint64_t seed = 0;
-  int groups = 0;              ///< key/value heads (num_query_groups); 0 = heads (multi-head)
-  int kv_channels = 0;         ///< head dimension; 0 = hidden / heads
-  bool swiglu = false;         ///< gated MLP: W1 holds [gate | up], each ffn wide
-  bool rmsnorm = false;        ///< RMSNorm (scale only): the norms' shift tensors are empty
-  bool rope = false;           ///< rotary positions: the position table is empty
-  bool bias = true;            ///< linear biases (empty tensors when false)
-  bool qkv_bias = false;       ///< biases on the q, k, v projection only (Qwen2's add_qkv_bias)
-  bool qk_norm = false;        ///< per-head norms of queries and keys, before RoPE (qk_layernorm)
+  int groups = 0;         ///< key/value heads (num_query_groups); 0 = heads (multi-head)
+  int kv_channels = 0;    ///< head dimension; 0 = hidden / heads
+  bool swiglu = false;    ///< gated MLP: W1 holds [gate | up], each ffn wide
+  bool rmsnorm = false;   ///< RMSNorm (scale only): the norms' shift tensors are empty
+  bool rope = false;      ///< rotary positions: the position table is empty
+  bool bias = true;       ///< linear biases (empty tensors when false)
+  bool qkv_bias = false;  ///< biases on the q, k, v projection only (Qwen2's add_qkv_bias)
+  bool qk_norm = false;   ///< per-head norms of queries and keys, before RoPE (qk_layernorm)
+  int window = 0;  ///< sliding attention window: keys i - window..i (hw::attention_window); 0 = all
   int experts = 0;             ///< routed experts of an MoE layer; 0 = dense model
   int topk = 0;                ///< experts per token
   int moe_ffn = 0;             ///< each expert's ffn width
@@ -93,7 +94,7 @@ struct ModelDims {
   bool gpt3_layer() const {
     return (groups == 0 || groups == heads) &&
            (kv_channels == 0 || kv_channels * heads == hidden) && !swiglu && !rmsnorm && !rope &&
-           bias && !qk_norm && experts == 0;
+           bias && !qk_norm && window == 0 && experts == 0;
   }
 };
 

@@ -74,10 +74,53 @@ class Reader {
   std::string file_;
 };
 
+// The window every layer attends over (ModelShape::window_size, as NeMo's importers read it:
+// Megatron's window (sliding_window, 0)), or 0. Which layers slide: `layer_types` where the
+// file lists them, else Mistral's and Mixtral's `sliding_window` alone, or Qwen's
+// `use_sliding_window` from layer `max_window_layers` on (transformers' Qwen2/Qwen3 default:
+// 28). Some layers sliding and others not is refused: one window for every layer is modelled.
+int sliding_window(const Reader& r, const std::string& type, int num_layers) {
+  auto window = [&](const char* why) {
+    if (!r.has("sliding_window"))
+      r.fail("sliding_window", fmt::format("missing with {}; expected the window", why));
+    return r.integer("sliding_window", 1);
+  };
+  if (r.has("layer_types")) {
+    const Json& v = r.json().at("layer_types");
+    int sliding = 0, full = 0;
+    if (v.is_array() && static_cast<int>(v.size()) == num_layers)
+      for (const Json& e : v) {
+        if (e == "sliding_attention") ++sliding;
+        if (e == "full_attention") ++full;
+      }
+    if (sliding + full != num_layers)
+      r.fail("layer_types", fmt::format("expected a list of num_hidden_layers ({}) entries, each "
+                                        "full_attention or sliding_attention",
+                                        num_layers));
+    if (sliding > 0 && full > 0)
+      r.fail("layer_types", fmt::format("{} sliding_attention and {} full_attention layers: "
+                                        "per-layer attention windows are not modelled; expected "
+                                        "every layer alike",
+                                        sliding, full));
+    return sliding > 0 ? window("sliding_attention layers") : 0;
+  }
+  if (type == "mistral" || type == "mixtral")
+    return r.has("sliding_window") ? window("sliding_window") : 0;
+  if (!r.boolean_or("use_sliding_window", false)) return 0;
+  const int from = r.integer_or("max_window_layers", 28, 0);
+  if (from >= num_layers) return 0;
+  if (from > 0)
+    r.fail("max_window_layers",
+           fmt::format("{} with use_sliding_window and {} layers: layers {}.. slide and the "
+                       "first {} do not; per-layer attention windows are not modelled, expected "
+                       "0 (every layer slides) or at least num_hidden_layers",
+                       from, num_layers, from, from));
+  return window("use_sliding_window true");
+}
+
 }  // namespace
 
-ModelShape parse_hf_config(const std::string& text, const std::string& file,
-                           HfConfigExtras* extras) {
+ModelShape parse_hf_config(const std::string& text, const std::string& file) {
   const Json j = parse_json_limited(text, file);
   if (!j.is_object()) throw ConfigError(file, "", "expected a JSON object (a config.json)");
   Reader r(j, file);
@@ -148,12 +191,7 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file,
   m.qkv_bias = r.boolean_or("attention_bias", type == "qwen2");
   if (r.boolean_or("mlp_bias", false)) r.fail("mlp_bias", "true; expected false (no MLP biases)");
   m.qk_layernorm = type == "qwen3" || type == "qwen3_moe";
-  if (r.boolean_or("use_sliding_window", false) || (type == "mistral" && r.has("sliding_window"))) {
-    if (!r.has("sliding_window"))
-      r.fail("sliding_window", "missing with use_sliding_window true; expected the window");
-    const long long window = r.integer("sliding_window", 1);
-    if (extras != nullptr) extras->sliding_window = window;
-  }
+  m.window_size = sliding_window(r, type, m.num_layers);
   if (r.number_or("attention_dropout", 0) != 0)
     r.fail("attention_dropout", "expected 0 (dropout is not modelled for these architectures)");
   if (deepseek) {
@@ -201,17 +239,8 @@ ModelShape parse_hf_config(const std::string& text, const std::string& file,
   return m;
 }
 
-ModelShape load_hf_config(const std::string& path, HfConfigExtras* extras) {
-  return parse_hf_config(read_file(path), path, extras);
-}
-
-void check_sliding_window(const HfConfigExtras& extras, int seq_length, const std::string& file) {
-  if (extras.sliding_window > 0 && extras.sliding_window < seq_length)
-    throw ConfigError(file, "sliding_window",
-                      fmt::format("{} tokens, shorter than seq_length {}: sliding-window attention "
-                                  "is not modelled; expected no window, or one of at least the "
-                                  "sequence (which changes nothing)",
-                                  extras.sliding_window, seq_length));
+ModelShape load_hf_config(const std::string& path) {
+  return parse_hf_config(read_file(path), path);
 }
 
 }  // namespace pw::hw

@@ -18,22 +18,11 @@ namespace pw::hw {
 inline constexpr const char* kHfModelTypes =
     "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3";
 
-/// What a config.json says beyond the shape that the caller checks against the training
-/// sequence: the sliding attention window in tokens where one is on (mistral's
-/// `sliding_window`, qwen2's with `use_sliding_window`), 0 where none is. A window at least as
-/// long as the sequence changes nothing (every token sees all earlier ones); a shorter one is
-/// not modelled (check_sliding_window).
-struct HfConfigExtras {
-  long long sliding_window = 0;
-};
-
 /// Parses config.json `text`; `file` names it in errors (ConfigError(file, field, ...)).
-/// `seq_length` is left 0 for the caller to set; `extras` (when given) receives the rest.
-ModelShape parse_hf_config(const std::string& text, const std::string& file,
-                           HfConfigExtras* extras = nullptr);
+/// `seq_length` is left 0 for the caller to set. A sliding window on every layer is read into
+/// window_size; some layers sliding and others not is refused (layer_types, max_window_layers).
+ModelShape parse_hf_config(const std::string& text, const std::string& file);
 /// Reads and parses a config.json file.
-ModelShape load_hf_config(const std::string& path, HfConfigExtras* extras = nullptr);
-/// Refuses (ConfigError naming `file` and sliding_window) a window shorter than `seq_length`.
-void check_sliding_window(const HfConfigExtras& extras, int seq_length, const std::string& file);
+ModelShape load_hf_config(const std::string& path);
 
 }  // namespace pw::hw

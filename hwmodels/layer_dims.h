@@ -11,8 +11,9 @@ constexpr double kFp8Cast = 3.0;  // bytes per element of a bf16 -> fp8 cast (re
 
 // Shape shorthands for one microbatch on one rank.
 struct Dims {
-  long long s;   // tokens of a sequence on this rank: seq_length / cp
-  long long sf;  // whole sequence (keys each query may see)
+  long long s;       // tokens of a sequence on this rank: seq_length / cp
+  long long sf;      // whole sequence (keys each query may see)
+  long long window;  // sliding attention window (attention_window; 0 = none)
   long long b, h, a, f, v, t, cp, tokens;
   // Attention widths over all heads: query q, key k, value vw, attention output o (the
   // projection's input); per head dqk (query/key) and dv (value). MHA/GQA: dqk = dv = the

@@ -28,6 +28,12 @@ ModelShape tied(ModelShape m) {
   return m;
 }
 
+// Every layer attends over a sliding window of `window` earlier tokens (ModelShape::window_size).
+ModelShape windowed(ModelShape m, int window) {
+  m.window_size = window;
+  return m;
+}
+
 ModelShape moe(ModelShape m, int experts, int topk, int expert_ffn) {
   m.num_experts = experts;
   m.moe_router_topk = topk;
@@ -137,6 +143,9 @@ std::vector<ModelPreset> make_presets() {
        "torchtitan's llama3 3B flavor, NeMo's Llama32Config3B"},
       {llama("llama3.1-405b", 126, 16384, 128, 8, 53248, 8192, 128256),
        "Dubey et al. 2024 (Llama 3), Table 3 (405B: 126 layers, h 16384, FFN 53248)"},
+      {windowed(llama("mistral-7b", 32, 4096, 32, 8, 14336, 8192, 32000), 4096),
+       "Jiang et al. 2023 (Mistral 7B), Table 1: every layer attends over a 4,096-token window, "
+       "context 8,192"},
       {moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 4096, 32000), 8, 2, 14336),
        "Jiang et al. 2024 (Mixtral), Table 1; sequence 4096 is a pipewright choice"},
       {moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 4096, 32768), 8, 2, 16384),

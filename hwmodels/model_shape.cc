@@ -60,6 +60,11 @@ std::string model_shape_problem(const ModelShape& m) {
         "num_attention_heads: {} does not divide hidden_size {}; expected a divisor "
         "(or give kv_channels)",
         a, m.hidden_size);
+  if (m.window_size < 0)
+    return fmt::format(
+        "window_size: {}; expected 0 (no window) or the tokens a query attends to "
+        "before itself",
+        m.window_size);
   if (m.num_query_groups < 0 || (m.num_query_groups > 0 && a % m.num_query_groups != 0))
     return fmt::format(
         "num_query_groups: {} does not divide num_attention_heads {}; expected a "

@@ -29,8 +29,6 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
   if (m.has("preset") && m.has("hf_config"))
     m.fail("hf_config", "given with model.preset; expected one of them");
   const bool base = m.has("preset") || m.has("hf_config");
-  HfConfigExtras hf_extras;
-  std::string hf_file;
   if (m.has("preset")) {
     std::string name = m.text("preset");
     const ModelPreset* p = find_model_preset(name);
@@ -42,8 +40,7 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
   } else if (m.has("hf_config")) {
     std::filesystem::path path = m.text("hf_config");
     if (path.is_relative() && !base_dir.empty()) path = std::filesystem::path(base_dir) / path;
-    shape = load_hf_config(path.string(), &hf_extras);
-    hf_file = path.string();
+    shape = load_hf_config(path.string());
     if (!m.has("seq_length"))
       m.fail("seq_length",
              "missing; a config.json gives only max_position_embeddings, expected the training "
@@ -66,6 +63,7 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
   field("vocab_size", &shape.vocab_size, false);
   field("num_query_groups", &shape.num_query_groups, true);
   field("kv_channels", &shape.kv_channels, true);
+  field("window_size", &shape.window_size, true, 0);
   flag("qk_layernorm", &shape.qk_layernorm);
   flag("swiglu", &shape.swiglu);
   if (m.has("normalization"))
@@ -97,7 +95,6 @@ void parse_model(const ConfigMap& m, const std::string& base_dir, Scenario* s) {
     const auto colon = problem.find(':');
     m.fail(problem.substr(0, colon), problem.substr(colon + 2));
   }
-  check_sliding_window(hf_extras, shape.seq_length, hf_file);
   // Fused attention (no s x s scores stored or streamed): Megatron-core's `attention_backend`,
   // whose default `auto` lets Transformer Engine pick a fused kernel (flash or cuDNN); `unfused`
   // and `local` (Megatron's own core attention, the 2021-22 papers' runs) store the scores.
@@ -383,6 +380,12 @@ void validate_parallel(Scenario* s, int dp_given, int layers_per_virtual,
                                     "holds two chunks for causal load balance); expected a "
                                     "divisor",
                                     cp, 2 * cp, m.seq_length));
+    if (attention_window(m) > 0)
+      throw ConfigError(s->file, cp_key,
+                        fmt::format("{} with a sliding attention window (model.window_size {}): "
+                                    "context parallelism over a window is not modelled; "
+                                    "expected 1",
+                                    cp, m.window_size));
     if (!s->flash_attention)
       throw ConfigError(s->file, cp_key,
                         fmt::format("{} needs fused attention; expected model.attention_backend "

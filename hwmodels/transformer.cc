@@ -75,6 +75,7 @@ Dims dims(const ModelShape& m, const WorkloadOptions& o) {
   Dims d{};
   d.cp = std::max(1, o.cp);
   d.sf = m.seq_length;
+  d.window = attention_window(m);
   d.s = m.seq_length / d.cp;
   d.b = o.micro_batch;
   d.h = m.hidden_size;
@@ -144,9 +145,10 @@ LayerOp mem(const char* name, double bytes) {
 
 // Keys each query attends to: all of them, or half on average when fused attention skips the
 // causal mask's upper triangle (with context parallelism the load-balanced split gives every
-// rank the same half).
+// rank the same half), or a sliding window's share (unfused attention computes every score
+// and masks them after).
 long long keys_seen(const Dims& d, bool flash) {
-  return flash ? fused_attention_keys(d.sf, true) : d.sf;
+  return flash ? fused_attention_keys(d.sf, true, d.window) : d.sf;
 }
 
 void push_mlp(std::vector<LayerOp>* ops, const Dims& d, const char* up, const char* act,
@@ -607,7 +609,15 @@ Flops total_flops(const std::vector<LayerOp>& ops) {
   return f;
 }
 
-long long fused_attention_keys(long long seq_k, bool causal) { return causal ? seq_k / 2 : seq_k; }
+long long fused_attention_keys(long long seq_k, bool causal, long long window) {
+  if (!causal) return seq_k;
+  if (window <= 0 || window >= seq_k) return seq_k / 2;
+  return window * (2 * seq_k - window) / (2 * seq_k);
+}
+
+long long attention_window(const ModelShape& m) {
+  return m.window_size > 0 && m.window_size < m.seq_length - 1 ? m.window_size : 0;
+}
 
 double fused_attention_flops(long long heads, long long seq_q, long long seq_k, long long head_dim,
                              bool causal, bool backward) {

@@ -172,8 +172,14 @@ std::vector<TpComm> mtp_tp_comms(const ModelShape& m, const WorkloadOptions& o, 
 Flops total_flops(const std::vector<LayerOp>& ops);
 /// Keys a fused (flash) attention kernel computes per query, on average: half of `seq_k` under a
 /// causal mask (the blocks above the diagonal are skipped), all of them without one. The layer
-/// model's fused attention is causal (a language model's).
-long long fused_attention_keys(long long seq_k, bool causal);
+/// model's fused attention is causal (a language model's). A causal sliding `window` (0 = none;
+/// attention_window) shorter than `seq_k` leaves w - w^2 / (2 seq_k): the triangle's first w
+/// rows (w^2 / 2 keys) and w keys in each of the other seq_k - w, averaged over seq_k queries
+/// (the whole causal mask's seq_k / 2 at w = seq_k, the convention above).
+long long fused_attention_keys(long long seq_k, bool causal, long long window = 0);
+/// The sliding attention window that masks something: ModelShape::window_size where it is
+/// shorter than the sequence (a query then misses the earliest keys), else 0.
+long long attention_window(const ModelShape& m);
 /// FLOPs of one fused attention kernel over `heads` query heads (batch x heads): the scores and
 /// context GEMMs, 2 x 2 seq_q k head_dim per head forward; 5 of them backward (each GEMM's two
 /// gradients and the recomputed scores), k = fused_attention_keys. The layer model's fused

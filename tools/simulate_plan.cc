@@ -16,6 +16,7 @@
 #include "core/trace.h"
 #include "hwmodels/profile.h"
 #include "hwmodels/topology.h"
+#include "hwmodels/transformer.h"
 #include "sim/engine.h"
 #include "sim/iteration.h"
 #include "sim/plan_prediction.h"
@@ -88,6 +89,10 @@ hw::Scenario plan_scenario(const Plan& plan, const std::string& file) {
                    c.tensor_parallel, plan.model.num_attention_heads));
   need(c.recompute == "none" || c.recompute == "selective" || c.recompute == "full",
        "config.recompute", fmt::format("'{}'; expected none, selective or full", c.recompute));
+  need(c.context_parallel <= 1 || hw::attention_window(plan.model) == 0, "config.context_parallel",
+       fmt::format("{} with a sliding attention window (model.window_size {}): context "
+                   "parallelism over a window is not modelled; expected 1",
+                   c.context_parallel, plan.model.window_size));
   need(c.zero_stage >= 0 && c.zero_stage <= 3, "config.zero_stage",
        fmt::format("{}; expected 0, 1, 2 or 3", c.zero_stage));
   const long long per_step = 1LL * c.micro_batch_size * c.data_parallel;

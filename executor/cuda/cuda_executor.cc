@@ -501,7 +501,7 @@ ExecuteResult execute_plan_cuda(const Plan& plan, const ExecuteOptions& opt, MPI
       throw ConfigError(opt.source, "model",
                         "the CUDA backend runs GPT-3-style layers only (multi-head attention, "
                         "GELU, LayerNorm, biases, learned positions); the CPU backend runs "
-                        "GQA, SwiGLU, RMSNorm and RoPE");
+                        "GQA, SwiGLU, RMSNorm, RoPE and sliding windows");
     prog = build_program(plan.schedule, layout.dp);
     if (!single) {
       const std::string order = check_transfer_order(prog, plan.schedule.placement);

@@ -74,6 +74,8 @@ std::string megatron_args(const Plan& plan, const std::vector<int>& layers, int 
   if (m.swiglu) arg("--swiglu");
   if (m.rmsnorm) arg("--normalization", "RMSNorm");
   if (m.qk_layernorm) arg("--qk-layernorm");
+  // Megatron's window is (left, right): a causal one has no keys to the right.
+  if (hw::attention_window(m) > 0) arg("--window-size", fmt::format("{},0", m.window_size));
   if (m.untie_embeddings) arg("--untie-embeddings-and-output-weights");
   if (m.rope) arg("--position-embedding-type", "rope");
   if (!m.bias) arg("--disable-bias-linear");

@@ -118,6 +118,8 @@ const Flavor* flavor_in(const Flavor (&table)[N], const ModelShape& m) {
     if (!p) continue;
     ModelShape a = p->shape, b = m;
     a.name = b.name = "";
+    a.window_size = static_cast<int>(hw::attention_window(a));  // a window masking nothing is none
+    b.window_size = static_cast<int>(hw::attention_window(b));
     a.seq_length = b.seq_length = 0;
     if (a == b) return &f;
   }

@@ -344,10 +344,11 @@ SearchSpace default_space(const PlanProblem& pr, const GeneratorRegistry& regist
   if (hw::cpu_adam_rate(pr.profile) <= 0) s.offload = {0};
   // Context parallelism (fused attention only; 2cp chunks of the sequence, each rank keeping at
   // least 2,048 tokens, below which its GEMMs and exchanges only lose: a default, --cp overrides
-  // it) and, for MoE models, expert parallelism over power-of-two sizes dividing the experts.
+  // it; not with a sliding attention window, whose ring is not modelled) and, for MoE models,
+  // expert parallelism over power-of-two sizes dividing the experts.
   s.context_parallel = {1};
   s.fused_attention = pr.sim.flash_attention;
-  if (pr.sim.flash_attention)
+  if (pr.sim.flash_attention && hw::attention_window(pr.model) == 0)
     for (int cp = 2; cp <= 8; cp *= 2)
       if (pr.model.seq_length % (2 * cp) == 0 && pr.model.seq_length / cp >= 2048)
         s.context_parallel.push_back(cp);

@@ -504,6 +504,11 @@ void constrain_space(const SearchConstraints& c, const ModelShape& m, int cluste
           "", int_flag("--cp", c.cp),
           "context parallelism needs fused attention; expected model.attention_backend "
           "auto (the default), flash or fused in the scenario");
+    if (*std::max_element(c.cp.begin(), c.cp.end()) > 1 && hw::attention_window(m) > 0)
+      throw ConfigError("", int_flag("--cp", c.cp),
+                        fmt::format("context parallelism with a sliding attention window "
+                                    "(model.window_size {}) is not modelled; expected --cp 1",
+                                    m.window_size));
     s->context_parallel = sorted_unique(c.cp);
   }
   if (!c.ep.empty()) {

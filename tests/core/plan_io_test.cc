@@ -46,10 +46,10 @@ TEST(PlanIo, RoundTripIsLosslessInBothSyntaxes) {
 TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
   Plan p = sample_plan();
   const std::string gpt = plan_to_text(p, DocFormat::kYaml);
-  for (const char* key :
-       {"num_query_groups", "swiglu", "num_experts", "use_flash_attn", "context_parallel",
-        "expert_parallel", "fp8", "grad_reduce_in_fp32", "overlap_grad_reduce",
-        "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm", "cp_comm_type"})
+  for (const char* key : {"num_query_groups", "swiglu", "num_experts", "use_flash_attn",
+                          "context_parallel", "expert_parallel", "fp8", "grad_reduce_in_fp32",
+                          "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
+                          "overlap_p2p_comm", "cp_comm_type", "window_size"})
     EXPECT_EQ(gpt.find(key), std::string::npos) << key;
   // A plan file without use_flash_attn was priced unfused (the writer names only fused), even
   // though a plan built in memory is fused by default (kFusedAttentionByDefault).
@@ -86,6 +86,14 @@ TEST(PlanIo, ModernModelAndLayoutRoundTrip) {
   p.config.ddp_bucket_size = 134217728;
   for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
     EXPECT_EQ(parse_plan(plan_to_text(p, f), f, "t"), p);
+  {
+    Plan q = p;
+    q.model.window_size = 4096;
+    q.config.context_parallel = 1;
+    EXPECT_NE(plan_to_text(q, DocFormat::kYaml).find("window_size: 4096"), std::string::npos);
+    for (DocFormat f : {DocFormat::kYaml, DocFormat::kJson})
+      EXPECT_EQ(parse_plan(plan_to_text(q, f), f, "t"), q);
+  }
   // Megatron's cp_comm_type: the ring (p2p) is the default and not written; the others are.
   EXPECT_EQ(plan_to_text(p, DocFormat::kYaml).find("cp_comm_type"), std::string::npos);
   for (const char* form : {"all_gather", "a2a"}) {

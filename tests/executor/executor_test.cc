@@ -150,6 +150,32 @@ TEST(StageModel, QueryKeyNormsAndQkvBiasGradientsMatchFiniteDifferences) {
   check_finite_differences(qk_dims(1, true));
 }
 
+// A sliding window of 1 (each query sees itself and the token before it) on the modern layer:
+// the same independent check. A window of seq - 1 = 3 masks nothing (the last query's keys
+// 0..3 are all of them): the loss equals the unwindowed model's to the bit; a window of 1
+// changes it. From a plan, a window that masks nothing is none (hw::attention_window).
+TEST(StageModel, SlidingWindowGradientsMatchFiniteDifferences) {
+  ModelDims d = modern_dims(1);
+  d.window = 1;
+  check_finite_differences(d);
+  auto loss_of = [](const ModelDims& dims) {
+    StageModel m(dims, 0, dims.num_layers, true, true, 0, 1, 1.0, nullptr);
+    m.forward(0, nullptr, 0, true);
+    return m.loss(0);
+  };
+  ModelDims all = modern_dims(1), inert = all;
+  inert.window = 3;
+  EXPECT_EQ(loss_of(inert), loss_of(all));
+  EXPECT_GT(std::abs(loss_of(d) - loss_of(all)), 1e-9);
+  EXPECT_FALSE(d.gpt3_layer());  // the CUDA backends refuse it
+  ModelShape shape{"t", 2, 8, 4, 12, 4, 11};
+  ParallelConfig cfg;
+  shape.window_size = 2;
+  EXPECT_EQ(make_model_dims(shape, cfg, 7, "test").window, 2);
+  shape.window_size = 3;
+  EXPECT_EQ(make_model_dims(shape, cfg, 7, "test").window, 0);
+}
+
 // The norms' tensors are head_dim (6) wide, the q/k/v bias 48; the norms change the output (a
 // norm of scale about 1 on a query that is not unit-rms). Parameters by hand: the modern
 // layer's 880 + 48 (bqkv) + 6 + 6 (the norms' scales) = 940 per layer, two layers 1,880, plus

@@ -479,59 +479,6 @@ TEST(ModernModels, HuggingFaceConfigErrorsNameTheField) {
   expect_hf_config_error("{not json", "");
 }
 
-// Mistral 7B v0.1's window (4096 tokens) is as long as a 4096-token training sequence: every
-// token still sees all earlier ones, so the model is Mistral's shape without a window; at 8192
-// tokens the window would drop keys, which is not modelled and refused naming the field.
-// Qwen2's window counts only with use_sliding_window.
-TEST(ModernModels, ASlidingWindowNoShorterThanTheSequenceChangesNothing) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / "pw_sliding_window_test";
-  std::filesystem::create_directories(dir);
-  std::string mistral = kLlama3_8b;
-  mistral.replace(mistral.find(R"("model_type": "llama")"), 21, R"("model_type": "mistral")");
-  const std::string windowed = "{\"sliding_window\": 4096, " + mistral.substr(1);
-  std::string qwen = kLlama3_8b;
-  qwen.replace(qwen.find(R"("model_type": "llama")"), 21, R"("model_type": "qwen2")");
-  qwen.replace(qwen.find(R"("attention_bias": false)"), 23, R"("attention_bias": true)");
-  const std::string qwen_windowed =
-      "{\"use_sliding_window\": true, \"sliding_window\": 4096, " + qwen.substr(1);
-  const std::string qwen_off =
-      "{\"use_sliding_window\": false, \"sliding_window\": 1024, " + qwen.substr(1);
-  const std::string qwen_no_window = "{\"use_sliding_window\": true, " + qwen.substr(1);
-  for (const auto& [name, text] :
-       std::vector<std::pair<std::string, std::string>>{{"plain.json", mistral},
-                                                        {"windowed.json", windowed},
-                                                        {"qwen_windowed.json", qwen_windowed},
-                                                        {"qwen_off.json", qwen_off},
-                                                        {"qwen_no_window.json", qwen_no_window}})
-    write_file_atomic((dir / name).string(), text);
-  auto load = [&](const std::string& file, int seq) {
-    return parse_scenario("model: {hf_config: " + file + ", seq_length: " + std::to_string(seq) +
-                              "}\ncluster: {profile: dgx-h100, nodes: 1}\n"
-                              "parallel: {micro_batch_size: 1, global_batch_size: 8}\n",
-                          "s.yaml", dir.string());
-  };
-  ModelShape with = load("windowed.json", 4096).model, without = load("plain.json", 4096).model;
-  with.name = without.name = "";  // named after their files
-  EXPECT_EQ(with, without);
-  EXPECT_EQ(load("windowed.json", 2048).model.seq_length, 2048);
-  EXPECT_EQ(load("qwen_windowed.json", 4096).model.num_layers, 32);
-  EXPECT_EQ(load("qwen_off.json", 8192).model.num_layers, 32);  // window off: any length
-  for (const auto& [file, seq, key] : std::vector<std::tuple<std::string, int, std::string>>{
-           {"windowed.json", 8192, "sliding_window"},
-           {"qwen_windowed.json", 4097, "sliding_window"},
-           {"qwen_no_window.json", 4096, "sliding_window"}}) {
-    try {
-      load(file, seq);
-      ADD_FAILURE() << file << " at " << seq << " was accepted";
-    } catch (const ConfigError& e) {
-      EXPECT_EQ(e.file(), (dir / file).string()) << e.what();
-      EXPECT_EQ(e.key(), key) << e.what();
-    }
-  }
-  std::filesystem::remove_all(dir);
-}
-
 using testing::expect_scenario_error;
 using testing::scenario;
 
